@@ -1,0 +1,179 @@
+package admit
+
+import (
+	"fmt"
+	"time"
+)
+
+// BreakerConfig is the breaker section of a policy (seed 002).
+type BreakerConfig struct {
+	Window         time.Duration // rolling window the failure rate is measured over
+	FailureRate    float64       // open when failures/requests in the window reach this (0..1]
+	MinRequests    int           // never open on fewer requests than this in the window
+	Cooldown       time.Duration // how long an open breaker refuses before half-opening
+	HalfOpenProbes int           // trial requests let through while half-open
+}
+
+// Enabled reports whether the policy has a breaker at all.
+func (c BreakerConfig) Enabled() bool { return c.FailureRate > 0 && c.Window > 0 }
+
+// Validate names the key at fault.
+func (c BreakerConfig) Validate() error {
+	switch {
+	case c.FailureRate < 0 || c.FailureRate > 1 || c.FailureRate != c.FailureRate:
+		return fmt.Errorf("breaker.failure_rate: must be between 0 and 1, got %g", c.FailureRate)
+	case c.Window < 0:
+		return fmt.Errorf("breaker.window: must not be negative, got %s", c.Window)
+	case c.Cooldown < 0:
+		return fmt.Errorf("breaker.cooldown: must not be negative, got %s", c.Cooldown)
+	case c.MinRequests < 0:
+		return fmt.Errorf("breaker.min_requests: must not be negative, got %d", c.MinRequests)
+	case c.HalfOpenProbes < 0:
+		return fmt.Errorf("breaker.half_open_probes: must not be negative, got %d", c.HalfOpenProbes)
+	}
+	return nil
+}
+
+// BreakerState is closed, open or half-open.
+type BreakerState int
+
+const (
+	Closed BreakerState = iota
+	Open
+	HalfOpen
+)
+
+func (s BreakerState) String() string {
+	return [...]string{"closed", "open", "half-open"}[s]
+}
+
+// Breaker is a failure-rate circuit breaker over a rolling window. Time
+// is passed in, never read, so the same breaker runs on the virtual clock.
+// It is not safe for concurrent use; the attempt loop serialises calls.
+type Breaker struct {
+	cfg      BreakerConfig
+	state    BreakerState
+	openedAt time.Time
+	probes   int // probes admitted while half-open
+	probeOK  int // probes that succeeded
+	events   []breakerEvent
+	head     int
+	fails    int // failed events in events[head:]
+	// OpenFor accumulates how long the breaker has been open, for reports.
+	openFor  time.Duration
+	onChange func(at time.Time, from, to BreakerState)
+}
+
+type breakerEvent struct {
+	at     time.Time
+	failed bool
+}
+
+// NewBreaker returns a closed breaker. onChange, if not nil, is told of
+// every transition (seed 002: log every open/close).
+func NewBreaker(cfg BreakerConfig, onChange func(at time.Time, from, to BreakerState)) *Breaker {
+	if cfg.HalfOpenProbes <= 0 {
+		cfg.HalfOpenProbes = 1
+	}
+	return &Breaker{cfg: cfg, onChange: onChange}
+}
+
+func (b *Breaker) set(now time.Time, s BreakerState) {
+	if b.state == s {
+		return
+	}
+	if b.state == Open {
+		b.openFor += now.Sub(b.openedAt)
+	}
+	from := b.state
+	b.state = s
+	switch s {
+	case Open:
+		b.openedAt = now
+	case HalfOpen:
+		b.probes, b.probeOK = 0, 0
+	case Closed:
+		b.events, b.head, b.fails = b.events[:0], 0, 0
+	}
+	if b.onChange != nil {
+		b.onChange(now, from, s)
+	}
+}
+
+// State reports the state at now, moving open to half-open after the cooldown.
+func (b *Breaker) State(now time.Time) BreakerState {
+	if b.state == Open && !now.Before(b.openedAt.Add(b.cfg.Cooldown)) {
+		b.set(now, HalfOpen)
+	}
+	return b.state
+}
+
+// Allow reports whether a request may be sent at now. While half-open it
+// lets through HalfOpenProbes requests and counts them.
+func (b *Breaker) Allow(now time.Time) bool {
+	if !b.cfg.Enabled() {
+		return true
+	}
+	switch b.State(now) {
+	case Open:
+		return false
+	case HalfOpen:
+		if b.probes >= b.cfg.HalfOpenProbes {
+			return false
+		}
+		b.probes++
+	}
+	return true
+}
+
+// Record tells the breaker how a request that Allow admitted ended.
+func (b *Breaker) Record(now time.Time, failed bool) {
+	if !b.cfg.Enabled() {
+		return
+	}
+	switch b.State(now) {
+	case HalfOpen:
+		if failed {
+			b.set(now, Open)
+			return
+		}
+		b.probeOK++
+		if b.probeOK >= b.cfg.HalfOpenProbes {
+			b.set(now, Closed)
+		}
+		return
+	case Open:
+		return // a straggler from before the breaker opened
+	}
+	b.events = append(b.events, breakerEvent{at: now, failed: failed})
+	if failed {
+		b.fails++
+	}
+	cutoff := now.Add(-b.cfg.Window)
+	for b.head < len(b.events) && !b.events[b.head].at.After(cutoff) {
+		if b.events[b.head].failed {
+			b.fails--
+		}
+		b.head++
+	}
+	if b.head > 1024 && b.head*2 > len(b.events) { // keep memory bounded
+		b.events = append(b.events[:0], b.events[b.head:]...)
+		b.head = 0
+	}
+	n := len(b.events) - b.head
+	if n < b.cfg.MinRequests || n == 0 {
+		return
+	}
+	if float64(b.fails)/float64(n) >= b.cfg.FailureRate {
+		b.set(now, Open)
+	}
+}
+
+// OpenTime is how long the breaker has been open up to now.
+func (b *Breaker) OpenTime(now time.Time) time.Duration {
+	d := b.openFor
+	if b.state == Open {
+		d += now.Sub(b.openedAt)
+	}
+	return d
+}

@@ -1,0 +1,153 @@
+package admit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Budget is the four numbers plus an optional spend ceiling.
+type Budget struct {
+	Deadline     time.Duration // wall clock for the whole job
+	TokenCeiling int64         // prompt + completion across every attempt
+	MaxAttempts  int           // attempts the job may send
+	MaxWait      time.Duration // longest tolerated queue wait (submit → first byte)
+	MaxSpendUSD  float64       // 0 means no spend ceiling
+}
+
+// HasSpendCeiling reports whether the budget caps spend in USD.
+func (b Budget) HasSpendCeiling() bool { return b.MaxSpendUSD > 0 }
+
+// Validate rejects budgets the gate cannot reason about. The error names
+// the config key at fault.
+func (b Budget) Validate() error {
+	switch {
+	case b.Deadline <= 0:
+		return fmt.Errorf("budget.deadline: must be positive, got %s", b.Deadline)
+	case b.TokenCeiling <= 0:
+		return fmt.Errorf("budget.token_ceiling: must be positive, got %d", b.TokenCeiling)
+	case b.MaxAttempts <= 0:
+		return fmt.Errorf("budget.max_attempts: must be at least 1, got %d", b.MaxAttempts)
+	case b.MaxWait <= 0:
+		return fmt.Errorf("budget.max_wait: must be positive, got %s", b.MaxWait)
+	case b.MaxSpendUSD < 0:
+		return fmt.Errorf("budget.max_spend_usd: must not be negative, got %g", b.MaxSpendUSD)
+	}
+	return nil
+}
+
+// Spent is what a job has used before the next attempt: the gate's inputs.
+type Spent struct {
+	Time     time.Duration
+	Tokens   int64
+	Attempts int
+	USD      float64
+}
+
+// Next is the next attempt's numbers; before it happens, a conservative estimate.
+type Next struct {
+	Wait    time.Duration
+	Elapsed time.Duration
+	Tokens  int64
+	USD     float64
+}
+
+// Reason says why an attempt was refused. Its string is part of the
+// printed decision and of rehearsal.log, so the values never change.
+type Reason string
+
+const (
+	ReasonAttemptCap     Reason = "attempt cap"
+	ReasonQueueWait      Reason = "queue wait"
+	ReasonDeadline       Reason = "deadline"
+	ReasonTokenCeiling   Reason = "token ceiling"
+	ReasonSpendCeiling   Reason = "spend ceiling"
+	ReasonPermanentError Reason = "permanent error"
+	ReasonBreakerOpen    Reason = "breaker open"
+)
+
+// Reasons lists every refusal reason, gate checks first in gate order.
+var Reasons = []Reason{
+	ReasonAttemptCap, ReasonQueueWait, ReasonDeadline, ReasonTokenCeiling,
+	ReasonSpendCeiling, ReasonPermanentError, ReasonBreakerOpen,
+}
+
+// Remaining is what the budget has left after the spend, before the next attempt.
+type Remaining struct {
+	Time     time.Duration
+	Tokens   int64
+	Attempts int
+	USD      float64 // meaningful only with a spend ceiling
+}
+
+// Decision is the gate's answer. Reason is the first failing check;
+// Failing lists every failing check in gate order (Failing[0] == Reason).
+type Decision struct {
+	Admit     bool
+	Reason    Reason
+	Failing   []Reason
+	Remaining Remaining
+}
+
+// String is the printed form: exactly "admit" or "refuse: <reason>".
+func (d Decision) String() string {
+	if d.Admit {
+		return "admit"
+	}
+	return "refuse: " + string(d.Reason)
+}
+
+// Refuse builds a refusal that did not come from the four checks
+// (permanent error, breaker open, a sleep past the deadline).
+func Refuse(r Reason) Decision {
+	return Decision{Reason: r, Failing: []Reason{r}}
+}
+
+// Decide is the gate. Checks run in DESIGN.md's order; every comparison
+// is strict, so spending exactly the budget admits.
+func Decide(b Budget, s Spent, n Next) Decision {
+	rem := Remaining{
+		Time:     b.Deadline - s.Time,
+		Tokens:   b.TokenCeiling - s.Tokens,
+		Attempts: b.MaxAttempts - s.Attempts,
+		USD:      b.MaxSpendUSD - s.USD,
+	}
+	var failing []Reason
+	if s.Attempts >= b.MaxAttempts {
+		failing = append(failing, ReasonAttemptCap)
+	}
+	if n.Wait > b.MaxWait {
+		failing = append(failing, ReasonQueueWait)
+	}
+	if n.Wait+n.Elapsed > rem.Time {
+		failing = append(failing, ReasonDeadline)
+	}
+	if s.Tokens+n.Tokens > b.TokenCeiling {
+		failing = append(failing, ReasonTokenCeiling)
+	}
+	if b.HasSpendCeiling() && s.USD+n.USD > b.MaxSpendUSD+usdEpsilon {
+		failing = append(failing, ReasonSpendCeiling)
+	}
+	if len(failing) == 0 {
+		return Decision{Admit: true, Remaining: rem}
+	}
+	return Decision{Reason: failing[0], Failing: failing, Remaining: rem}
+}
+
+// usdEpsilon absorbs float rounding so that spending exactly the ceiling
+// (0.07 + 0.03 against 0.10) admits, as equality must.
+const usdEpsilon = 1e-12
+
+// ParseDecision reads a printed decision back. It accepts exactly the
+// strings Decision.String produces, with any reason string after
+// "refuse: " (unknown reasons are kept, for forward compatibility).
+func ParseDecision(s string) (Decision, error) {
+	if s == "admit" {
+		return Decision{Admit: true}, nil
+	}
+	r, ok := strings.CutPrefix(s, "refuse: ")
+	if !ok || strings.TrimSpace(r) == "" {
+		return Decision{}, fmt.Errorf("not a decision %q (want \"admit\" or \"refuse: <reason>\")", s)
+	}
+	return Refuse(Reason(r)), nil
+}

@@ -1,0 +1,113 @@
+package admit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Outcome is an attempt's failure class (seed 004's table).
+type Outcome string
+
+const (
+	OK          Outcome = "ok"
+	ConnError   Outcome = "conn_error"   // DNS, refused, TLS: nothing reached the provider
+	RateLimited Outcome = "rate_limited" // 429
+	ClientError Outcome = "client_error" // 400/401/403/404/422, context length, content policy, quota
+	ServerError Outcome = "server_error" // 5xx, fast or slow
+	Timeout     Outcome = "timeout"      // the hard timeout fired and cancelled the request
+	WaitCap     Outcome = "wait_cap"     // no first byte within the wait cap; cancelled
+	Reset       Outcome = "reset"        // connection lost mid-stream
+	Cancelled   Outcome = "cancelled"    // the operator stopped the run (Ctrl-C)
+)
+
+// Outcomes lists every outcome class in a stable order.
+var Outcomes = []Outcome{OK, ConnError, RateLimited, ClientError, ServerError, Timeout, WaitCap, Reset, Cancelled}
+
+// ParseOutcome accepts exactly one of the outcome class names.
+func ParseOutcome(s string) (Outcome, error) {
+	for _, o := range Outcomes {
+		if string(o) == s {
+			return o, nil
+		}
+	}
+	return "", fmt.Errorf("unknown outcome %q (want one of ok, conn_error, rate_limited, client_error, server_error, timeout, wait_cap, reset, cancelled)", s)
+}
+
+// Billing says whether an attempt likely cost money.
+type Billing string
+
+const (
+	Billable  Billing = "billable"
+	Free      Billing = "free"
+	Ambiguous Billing = "ambiguous"
+)
+
+// BillingOf classifies an attempt's cost. A 5xx that came back after
+// slowAfter may have been generated in full, so it is ambiguous; a fast
+// one probably cost nothing. slowAfter <= 0 treats every 5xx as fast.
+func BillingOf(o Outcome, elapsed, slowAfter time.Duration) Billing {
+	switch o {
+	case OK, Reset:
+		return Billable
+	case ServerError:
+		if slowAfter > 0 && elapsed >= slowAfter {
+			return Ambiguous
+		}
+		return Free
+	case Timeout, WaitCap, Cancelled:
+		return Ambiguous
+	default: // conn_error, rate_limited, client_error
+		return Free
+	}
+}
+
+// Billed reports whether a billing class counts as paid; ambiguous is
+// counted as billed everywhere in retrygate (seed 004: assume the
+// pessimistic case, reconcile later).
+func (b Billing) Billed() bool { return b == Billable || b == Ambiguous }
+
+// Permanent error codes: identical bytes will fail identically.
+var permanentCodes = map[string]bool{
+	"context_length_exceeded":  true,
+	"content_filter":           true,
+	"content_policy_violation": true,
+	"insufficient_quota":       true,
+	"invalid_request_error":    true,
+	"authentication_error":     true,
+	"permission_error":         true,
+	"not_found_error":          true,
+	"invalid_api_key":          true,
+	"model_not_found":          true,
+}
+
+// ClassifyHTTP maps a completed HTTP exchange to an outcome class. code is
+// the provider's error code or type when the body named one. Provider
+// codes win over the status: Anthropic's overloaded_error is a server
+// error even when it arrives inside a 200 stream, and an OpenAI
+// insufficient_quota arrives as a 429 but no retry will add quota.
+func ClassifyHTTP(status int, code string) Outcome {
+	switch code {
+	case "overloaded_error", "api_error", "server_error":
+		return ServerError
+	case "rate_limit_error", "rate_limit_exceeded":
+		return RateLimited
+	}
+	if permanentCodes[code] {
+		return ClientError
+	}
+	switch {
+	case status == 429:
+		return RateLimited
+	case status == 408:
+		return ServerError // a request timeout the server owns: transient
+	case status >= 500:
+		return ServerError
+	case status >= 400:
+		return ClientError
+	case status >= 200 && status < 300 && code != "":
+		return ServerError // an error event inside a 2xx stream
+	case status >= 200 && status < 300:
+		return OK
+	}
+	return ServerError // 1xx/3xx where a body was expected
+}

@@ -1,0 +1,37 @@
+package admit
+
+import (
+	"math"
+	"slices"
+)
+
+// Percentile is the one definition of a percentile used everywhere in
+// retrygate: nearest rank on the sorted values. The p-th percentile
+// (0 < p <= 100) is the smallest observed value such that at least p% of
+// the values are at or below it: sorted[ceil(p/100·n) − 1]. It is always
+// a value that was observed, never an interpolation. p <= 0 is the
+// minimum. sorted must be ascending; an empty slice gives NaN.
+func Percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	if p <= 0 {
+		return sorted[0]
+	}
+	rank := int(math.Ceil(p / 100 * float64(n)))
+	if rank < 1 {
+		rank = 1
+	}
+	if rank > n {
+		rank = n
+	}
+	return sorted[rank-1]
+}
+
+// PercentileOf sorts a copy of values and returns its p-th percentile.
+func PercentileOf(values []float64, p float64) float64 {
+	s := slices.Clone(values)
+	slices.Sort(s)
+	return Percentile(s, p)
+}

@@ -1,0 +1,608 @@
+package ledgerfile
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"retrygate/admit"
+)
+
+// MaxLine is the longest line the reader accepts; a longer one is a bad line.
+const MaxLine = 1 << 20
+
+// ErrTorn marks a line a crashed writer left without its newline.
+var ErrTorn = errors.New("torn write (no newline at end of line)")
+
+// LineError is a bad line: the file, its 1-based number, and what was wrong.
+type LineError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	if e.File == "" {
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: line %d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Reader reads rows strictly: every malformed line is a *LineError naming
+// its number. Blank and '#' lines are skipped, unknown keys kept. A torn
+// line (the file's last line without a newline, or a line the writer
+// marked torn) is not an error: it is skipped and listed in Torn.
+type Reader struct {
+	name    string
+	br      *bufio.Reader
+	line    int
+	skipBad bool
+	dedup   map[uint64]int32 // (job, attempt) hash → line; see checkDup
+
+	pending    Row
+	pendingErr error
+	hasPending bool
+
+	torn    []*LineError
+	skipped []*LineError
+	long    []byte
+	eof     bool
+}
+
+// NewReader reads rows from r; name is the file name used in errors.
+func NewReader(r io.Reader, name string) *Reader {
+	return &Reader{name: name, br: bufio.NewReaderSize(r, 64<<10), dedup: map[uint64]int32{}}
+}
+
+// SkipBad makes malformed lines warnings (see Skipped) instead of errors.
+func (r *Reader) SkipBad(on bool) { r.skipBad = on }
+
+// Torn lists the torn lines skipped so far.
+func (r *Reader) Torn() []*LineError { return r.torn }
+
+// Skipped lists the malformed lines skipped under SkipBad.
+func (r *Reader) Skipped() []*LineError { return r.skipped }
+
+// Next reads the next row into row. It returns io.EOF at the end.
+func (r *Reader) Next(row *Row) error {
+	for {
+		line, lineNo, torn, err := r.readLine()
+		if err == io.EOF {
+			if r.hasPending {
+				r.hasPending = false
+				if r.pendingErr != nil {
+					return r.bad(r.pendingErr)
+				}
+				*row = r.pending
+				return nil
+			}
+			return io.EOF
+		}
+		if err != nil {
+			return err
+		}
+		trimmed := bytes.TrimSpace(line)
+		if string(trimmed) == TornMarker {
+			if r.hasPending {
+				r.hasPending = false
+				r.torn = append(r.torn, &LineError{File: r.name, Line: r.pending.Line, Err: ErrTorn})
+			}
+			continue
+		}
+		if len(trimmed) == 0 || trimmed[0] == '#' {
+			if torn {
+				r.torn = append(r.torn, &LineError{File: r.name, Line: lineNo, Err: ErrTorn})
+			}
+			continue
+		}
+		if torn {
+			// The file's last bytes with no newline: a crashed writer.
+			r.torn = append(r.torn, &LineError{File: r.name, Line: lineNo, Err: ErrTorn})
+			continue
+		}
+		// Emit the previous row now that we know it was not marked torn.
+		var out Row
+		var outErr error
+		emit := r.hasPending
+		if emit {
+			out, outErr = r.pending, r.pendingErr
+		}
+		r.pending = Row{}
+		r.pendingErr = nil
+		if perr := ParseLine(trimmed, &r.pending); perr != nil {
+			r.pendingErr = &LineError{File: r.name, Line: lineNo, Err: perr}
+		} else {
+			r.pending.Line = lineNo
+			if derr := r.checkDup(&r.pending); derr != nil {
+				r.pendingErr = &LineError{File: r.name, Line: lineNo, Err: derr}
+			}
+		}
+		r.hasPending = true
+		if emit {
+			if outErr != nil {
+				if e := r.bad(outErr); e != nil {
+					return e
+				}
+				continue
+			}
+			*row = out
+			return nil
+		}
+	}
+}
+
+func (r *Reader) bad(err error) error {
+	var le *LineError
+	if r.skipBad && errors.As(err, &le) {
+		r.skipped = append(r.skipped, le)
+		return nil
+	}
+	return err
+}
+
+// checkDup refuses a second row for the same (job, attempt). It keeps a
+// 64-bit hash per row rather than the strings, so memory stays small on
+// million-row logs; a hash collision (≈1e-8 at 1M rows) would be reported
+// as a duplicate naming both lines, which a reader can check by eye.
+func (r *Reader) checkDup(row *Row) error {
+	if row.Job == "" || row.Attempt == 0 {
+		return nil
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(row.Job))
+	var b [9]byte
+	b[0] = 0
+	n := strconv.AppendInt(b[1:1], int64(row.Attempt), 10)
+	_, _ = h.Write(b[:1+len(n)])
+	k := h.Sum64()
+	if first, ok := r.dedup[k]; ok {
+		return fmt.Errorf("duplicate attempt: job %q attempt %d already on line %d", row.Job, row.Attempt, first)
+	}
+	r.dedup[k] = int32(row.Line)
+	return nil
+}
+
+// readLine returns the next line without its newline; torn is true for a
+// final line that has none.
+func (r *Reader) readLine() (line []byte, no int, torn bool, err error) {
+	if r.eof {
+		return nil, 0, false, io.EOF
+	}
+	r.long = r.long[:0]
+	tooLong := false
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if len(r.long)+len(chunk) > MaxLine {
+				tooLong = true
+			} else {
+				r.long = append(r.long, chunk...)
+			}
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return nil, 0, false, fmt.Errorf("failed to read log %q: %w", r.name, err)
+		}
+		r.line++
+		if tooLong || len(r.long)+len(chunk) > MaxLine+1 {
+			if err == io.EOF {
+				r.eof = true
+				return []byte(""), r.line, true, nil
+			}
+			e := &LineError{File: r.name, Line: r.line, Err: fmt.Errorf("line longer than %d bytes", MaxLine)}
+			if r.skipBad {
+				r.skipped = append(r.skipped, e)
+				r.long = r.long[:0]
+				tooLong = false
+				continue
+			}
+			return nil, 0, false, e
+		}
+		if err == io.EOF {
+			r.eof = true
+			if len(r.long)+len(chunk) == 0 {
+				r.line--
+				return nil, 0, false, io.EOF
+			}
+			if len(r.long) > 0 {
+				r.long = append(r.long, chunk...)
+				chunk = r.long
+			}
+			return chunk, r.line, true, nil
+		}
+		if len(r.long) > 0 {
+			r.long = append(r.long, chunk...)
+			chunk = r.long
+		}
+		return chunk[:len(chunk)-1], r.line, false, nil
+	}
+}
+
+// ReadAll reads every row of r, strictly.
+func ReadAll(rd io.Reader, name string) ([]Row, *Reader, error) {
+	r := NewReader(rd, name)
+	var rows []Row
+	for {
+		var row Row
+		err := r.Next(&row)
+		if err == io.EOF {
+			return rows, r, nil
+		}
+		if err != nil {
+			return rows, r, err
+		}
+		rows = append(rows, row)
+	}
+}
+
+// ReadFile reads every row of the log at path. A missing file has no rows.
+func ReadFile(path string) ([]Row, *Reader, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, NewReader(bytes.NewReader(nil), path), nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to open log %q: %w", path, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, nil, fmt.Errorf("failed to read log %q: is a directory", path)
+	}
+	return ReadAll(f, path)
+}
+
+// ParseLine decodes one logfmt line into row. It accepts seed 003's
+// hand-written form, where unquoted words after a value belong to that
+// value: `decision=refuse: queue wait`.
+func ParseLine(line []byte, row *Row) error {
+	if !utf8.Valid(line) {
+		return errors.New("not valid UTF-8")
+	}
+	var (
+		keys  [40]string
+		vals  [40]string
+		n     int
+		extra []KV
+		seen  uint64
+	)
+	_ = extra
+	p := 0
+	for p < len(line) {
+		for p < len(line) && line[p] <= ' ' {
+			p++
+		}
+		if p >= len(line) {
+			break
+		}
+		start := p
+		for p < len(line) && line[p] > ' ' && line[p] != '=' && line[p] != '"' {
+			p++
+		}
+		key := line[start:p]
+		if p < len(line) && line[p] == '"' {
+			return fmt.Errorf("unexpected '\"' at column %d", p+1)
+		}
+		if p >= len(line) || line[p] != '=' {
+			// A bare word: part of the previous value (hand-written form).
+			if n == 0 {
+				return fmt.Errorf("expected key=value, got %q", truncate(string(key)))
+			}
+			vals[n-1] += " " + string(key)
+			continue
+		}
+		if len(key) == 0 {
+			return fmt.Errorf("missing key before '=' at column %d", p+1)
+		}
+		p++ // '='
+		var val string
+		if p < len(line) && line[p] == '"' {
+			end := p + 1
+			for end < len(line) {
+				if line[end] == '\\' {
+					end += 2
+					continue
+				}
+				if line[end] == '"' {
+					break
+				}
+				end++
+			}
+			if end >= len(line) {
+				return fmt.Errorf("%s: unterminated quoted value", key)
+			}
+			q := line[p : end+1]
+			if bytes.IndexByte(q, '\\') < 0 {
+				val = string(q[1 : len(q)-1])
+			} else {
+				u, err := strconv.Unquote(string(q))
+				if err != nil {
+					return fmt.Errorf("%s: invalid quoted value %s", key, truncate(string(q)))
+				}
+				val = u
+			}
+			p = end + 1
+			if p < len(line) && line[p] > ' ' {
+				return fmt.Errorf("%s: unexpected %q after quoted value", key, line[p])
+			}
+		} else {
+			vs := p
+			for p < len(line) && line[p] > ' ' {
+				if line[p] == '=' || line[p] == '"' {
+					return fmt.Errorf("%s: unexpected %q in value (quote values that contain it)", key, line[p])
+				}
+				p++
+			}
+			val = string(line[vs:p])
+		}
+		if n == len(keys) {
+			return fmt.Errorf("more than %d keys", len(keys))
+		}
+		keys[n], vals[n] = string(key), val
+		n++
+	}
+	*row = Row{}
+	for i := 0; i < n; i++ {
+		bit, err := setField(row, keys[i], vals[i])
+		if err != nil {
+			return fmt.Errorf("%s: %w", keys[i], err)
+		}
+		if bit != 0 {
+			if seen&bit != 0 {
+				return fmt.Errorf("%s: key appears twice", keys[i])
+			}
+			seen |= bit
+		}
+	}
+	for _, k := range [...]struct {
+		bit uint64
+		key string
+	}{{bitWait, "wait_s"}, {bitElapsed, "elapsed_s"}, {bitTokens, "tokens"}} {
+		if seen&k.bit == 0 {
+			return fmt.Errorf("missing required key %s", k.key)
+		}
+	}
+	if row.HasSplit && seen&(bitPrompt|bitCompletion) != bitPrompt|bitCompletion {
+		return errors.New("prompt_tokens and completion_tokens go together")
+	}
+	return nil
+}
+
+const (
+	bitTS uint64 = 1 << iota
+	bitJob
+	bitAttempt
+	bitSeat
+	bitModel
+	bitWait
+	bitElapsed
+	bitTTFB
+	bitTokens
+	bitPrompt
+	bitCompletion
+	bitTokensFrom
+	bitOutcome
+	bitStatus
+	bitBilling
+	bitCost
+	bitRetryAfter
+	bitErrorCode
+	bitDelay
+	bitSpentS
+	bitSpentTokens
+	bitSpentUSD
+	bitUsed
+	bitDecision
+	bitSent
+	bitHoldout
+	bitFallback
+	bitJobEnd
+	bitPromptSHA
+	bitNote
+)
+
+func setField(row *Row, key, val string) (uint64, error) {
+	var err error
+	switch key {
+	case "ts":
+		row.TS, err = time.Parse(time.RFC3339Nano, val)
+		if err != nil {
+			return 0, fmt.Errorf("not an RFC 3339 time %q", truncate(val))
+		}
+		row.TS = row.TS.UTC()
+		return bitTS, nil
+	case "job":
+		if val == "" {
+			return 0, errors.New("empty job id")
+		}
+		row.Job = val
+		return bitJob, nil
+	case "attempt":
+		n, err := parseCount(val)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return 0, fmt.Errorf("not a positive attempt number %q", truncate(val))
+		}
+		row.Attempt = int(n)
+		return bitAttempt, nil
+	case "seat":
+		row.Seat = val
+		return bitSeat, nil
+	case "model":
+		row.Model = val
+		return bitModel, nil
+	case "wait_s":
+		row.Wait, err = parseSeconds(val)
+		return bitWait, err
+	case "elapsed_s":
+		row.Elapsed, err = parseSeconds(val)
+		return bitElapsed, err
+	case "ttfb_s":
+		row.TTFB, err = parseSeconds(val)
+		row.HasTTFB = true
+		return bitTTFB, err
+	case "tokens":
+		row.Tokens, err = parseCount(val)
+		return bitTokens, err
+	case "prompt_tokens":
+		row.PromptTokens, err = parseCount(val)
+		row.HasSplit = true
+		return bitPrompt, err
+	case "completion_tokens":
+		row.CompletionTokens, err = parseCount(val)
+		row.HasSplit = true
+		return bitCompletion, err
+	case "tokens_from":
+		switch val {
+		case "usage", "tokenizer", "script", "hand", "estimate":
+		default:
+			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(val))
+		}
+		row.TokensFrom = val
+		return bitTokensFrom, nil
+	case "outcome":
+		o, err := admit.ParseOutcome(val)
+		row.Outcome = o
+		return bitOutcome, err
+	case "http_status":
+		n, err := parseCount(val)
+		if err != nil || n < 100 || n > 999 {
+			return 0, fmt.Errorf("not an HTTP status %q", truncate(val))
+		}
+		row.HTTPStatus = int(n)
+		return bitStatus, nil
+	case "billing":
+		switch admit.Billing(val) {
+		case admit.Billable, admit.Free, admit.Ambiguous:
+			row.Billing = admit.Billing(val)
+			return bitBilling, nil
+		}
+		return 0, fmt.Errorf("unknown billing %q (want billable, free or ambiguous)", truncate(val))
+	case "cost_usd":
+		row.CostUSD, err = parseUSD(val)
+		row.HasCost = true
+		return bitCost, err
+	case "retry_after_s":
+		row.RetryAfter, err = parseSeconds(val)
+		row.HasRetryAfter = true
+		return bitRetryAfter, err
+	case "error_code":
+		row.ErrorCode = val
+		return bitErrorCode, nil
+	case "delay_s":
+		row.Delay, err = parseSeconds(val)
+		return bitDelay, err
+	case "spent_s":
+		row.SpentS, err = parseSeconds(val)
+		row.HasSpent = true
+		return bitSpentS, err
+	case "spent_tokens":
+		row.SpentTokens, err = parseCount(val)
+		row.HasSpent = true
+		return bitSpentTokens, err
+	case "spent_usd":
+		row.SpentUSD, err = parseUSD(val)
+		return bitSpentUSD, err
+	case "used":
+		n, err := parseCount(val)
+		if err != nil || n > math.MaxInt32 {
+			return 0, fmt.Errorf("not a count %q", truncate(val))
+		}
+		row.Used = int(n)
+		row.HasSpent = true
+		return bitUsed, nil
+	case "decision":
+		if _, err := admit.ParseDecision(val); err != nil {
+			return 0, err
+		}
+		row.Decision = val
+		return bitDecision, nil
+	case "sent":
+		b, err := parseBool(val)
+		row.Unsent = !b
+		return bitSent, err
+	case "holdout":
+		row.Holdout, err = parseBool(val)
+		return bitHoldout, err
+	case "fallback":
+		row.Fallback, err = parseBool(val)
+		return bitFallback, err
+	case "job_end":
+		switch val {
+		case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
+			row.JobEnd = val
+			return bitJobEnd, nil
+		}
+		return 0, fmt.Errorf("unknown job end %q (want succeeded, failed, unknown or cancelled)", truncate(val))
+	case "prompt_sha":
+		row.PromptSHA = val
+		return bitPromptSHA, nil
+	case "note":
+		row.Note = val
+		return bitNote, nil
+	}
+	row.Extra = append(row.Extra, KV{key, val})
+	return 0, nil
+}
+
+func parseSeconds(s string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("not a number %q", truncate(s))
+	}
+	if f < 0 {
+		return 0, fmt.Errorf("negative seconds %q", truncate(s))
+	}
+	if f > 1e9 {
+		return 0, fmt.Errorf("too many seconds %q", truncate(s))
+	}
+	return time.Duration(math.Round(f * 1e9)), nil
+}
+
+func parseCount(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a whole number %q", truncate(s))
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("negative count %q", truncate(s))
+	}
+	return n, nil
+}
+
+func parseUSD(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("not a number %q", truncate(s))
+	}
+	if f < 0 {
+		return 0, fmt.Errorf("negative amount %q", truncate(s))
+	}
+	return f, nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("not true or false %q", truncate(s))
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return strings.ToValidUTF8(s[:40], "") + "…"
+	}
+	return s
+}

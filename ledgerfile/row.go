@@ -1,0 +1,94 @@
+// Package ledgerfile is rehearsal.log, format v1: one attempt per logfmt
+// line, appended under a lock by many writers, read strictly with line
+// numbers, and summarised for reports.
+package ledgerfile
+
+import (
+	"time"
+
+	"retrygate/admit"
+)
+
+// Header is the first line of a log retrygate created.
+const Header = "# retrygate rehearsal log v1"
+
+// TornMarker is the comment a writer appends after repairing a torn last
+// line (a crashed writer's partial row): the reader drops the line before
+// it instead of reading a truncated row as a real one.
+const TornMarker = "# retrygate: the line above was torn (no newline); readers skip it"
+
+// Row is one attempt. Durations are kept as time.Duration and written as
+// seconds with 3 decimals. Zero values mean "absent" except where a Has
+// field says otherwise.
+type Row struct {
+	Line int // 1-based line number in the file it was read from; 0 when built
+
+	TS      time.Time // when the attempt was submitted (UTC)
+	Job     string
+	Attempt int
+	Seat    string
+	Model   string
+
+	Wait    time.Duration
+	Elapsed time.Duration
+	TTFB    time.Duration
+	HasTTFB bool
+
+	Tokens           int64
+	PromptTokens     int64
+	CompletionTokens int64
+	HasSplit         bool // prompt_tokens/completion_tokens present
+	TokensFrom       string
+
+	Outcome    admit.Outcome
+	HTTPStatus int
+	Billing    admit.Billing
+	CostUSD    float64
+	HasCost    bool
+
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	ErrorCode     string
+	Delay         time.Duration // backoff slept before this attempt
+
+	SpentS      time.Duration
+	SpentTokens int64
+	SpentUSD    float64
+	Used        int
+	HasSpent    bool
+
+	Decision  string // "admit" or "refuse: <reason>"
+	Unsent    bool   // the gate refused before sending (sent=false); numbers are the estimate
+	Holdout   bool
+	Fallback  bool   // sent to a seat other than the job's first
+	JobEnd    string // succeeded | failed | unknown, on a job's last row
+	PromptSHA string
+	Note      string
+
+	Extra []KV // keys this version does not know, in order (forward compatible)
+}
+
+// KV is one unknown key and its value, kept verbatim.
+type KV struct{ Key, Value string }
+
+// Job end states.
+const (
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+	JobUnknown   = "unknown"
+	JobCancelled = "cancelled"
+)
+
+// Admitted reports whether the row's decision was admit.
+func (r *Row) Admitted() bool { return r.Decision == "" || r.Decision == "admit" }
+
+// Reason is the refusal reason, or "" when admitted.
+func (r *Row) Reason() string {
+	if r.Admitted() {
+		return ""
+	}
+	if len(r.Decision) > len("refuse: ") {
+		return r.Decision[len("refuse: "):]
+	}
+	return r.Decision
+}

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"os"
+
+	"retrygate/cmd"
+)
+
+func main() { os.Exit(cmd.Main()) }

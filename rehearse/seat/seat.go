@@ -1,0 +1,222 @@
+// Package seat times one attempt against one seat — an HTTP model
+// endpoint, a local command, or a plan on the virtual clock — and says
+// exactly what happened: ttfb, wait, elapsed, tokens, outcome class.
+package seat
+
+import (
+	"context"
+	"time"
+
+	"retrygate/admit"
+)
+
+// Request is one attempt's input. The attempt's hard timeout is the
+// context's deadline; the seat must cancel the request for real when it
+// fires (close the connection, kill the process), not merely stop reading.
+type Request struct {
+	Prompt         string
+	MaxTokens      int
+	IdempotencyKey string        // the job id: the logical request (seed 001)
+	WaitCap        time.Duration // 0: none. No first content by then → cancel, outcome wait_cap
+	SoftTimeout    time.Duration // 0: none. OnSoft is called once when it passes
+	OnSoft         func(elapsed time.Duration)
+}
+
+// Token sources, as written to rehearsal.log's tokens_from.
+const (
+	FromUsage     = "usage"
+	FromTokenizer = "tokenizer"
+	FromScript    = "script"
+	FromHand      = "hand"
+)
+
+// Observation is what one attempt did. Durations are measured from submit
+// on the monotonic clock (or the virtual one).
+type Observation struct {
+	Seat  string
+	Model string
+
+	TTFB    time.Duration // submit → response headers
+	Wait    time.Duration // submit → first chunk carrying content or reasoning text
+	Elapsed time.Duration // submit → last byte (or cancellation)
+	HasTTFB bool
+	HasWait bool // false when no content ever arrived
+
+	PromptTokens     int64
+	CompletionTokens int64
+	TokensFrom       string
+
+	HTTPStatus    int
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	ErrorCode     string // provider's error code/type, e.g. context_length_exceeded
+	Bytes         int64  // response bytes received
+
+	Outcome admit.Outcome
+	Billing admit.Billing
+	// Detail is a short, secret-free description of a failure for the log's note.
+	Detail string
+}
+
+// Tokens is prompt + completion.
+func (o Observation) Tokens() int64 { return o.PromptTokens + o.CompletionTokens }
+
+// Seat is where a scratch call goes.
+type Seat interface {
+	Name() string
+	Do(ctx context.Context, req Request) Observation
+}
+
+// Plan is what a scripted or modelled seat would do on one attempt if the
+// client waited forever. Resolve turns it into an Observation under an
+// attempt's timeouts; `seat serve` plays it over real HTTP.
+type Plan struct {
+	TTFB             time.Duration // headers; 0 means with the first byte
+	Wait             time.Duration // first content chunk
+	Elapsed          time.Duration // last byte
+	Hang             bool          // never returns (headers may still come at TTFB)
+	ResetAfter       time.Duration // >0: connection dropped at this point mid-stream
+	Status           int           // HTTP status; 0 means 200
+	RetryAfter       time.Duration
+	HasRetryAfter    bool
+	ErrorCode        string
+	PromptTokens     int64
+	CompletionTokens int64
+	NoUsage          bool // the response carries no usage field
+	ConnError        bool // the connection is refused outright
+}
+
+// Resolve is the virtual-time stopwatch: what a client with the given
+// hard timeout, wait cap and slow-5xx threshold would observe of plan.
+// hard <= 0 and waitCap <= 0 mean none.
+func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
+	o := Observation{TokensFrom: FromScript, PromptTokens: p.PromptTokens}
+	status := p.Status
+	if status == 0 {
+		status = 200
+	}
+	if p.ConnError {
+		o.Outcome, o.Billing = admit.ConnError, admit.Free
+		o.Detail = "connection refused"
+		return o
+	}
+	ttfb := p.TTFB
+	if ttfb <= 0 || (p.Wait > 0 && ttfb > p.Wait) {
+		ttfb = p.Wait
+	}
+	if status != 200 {
+		// An error response: headers and body arrive together at Elapsed.
+		ttfb = p.Elapsed
+	}
+	end := p.Elapsed
+	endOutcome := admit.OK
+	if status != 200 || p.ErrorCode != "" {
+		endOutcome = admit.ClassifyHTTP(status, p.ErrorCode)
+	}
+	hung := p.Hang
+	if p.ResetAfter > 0 && (hung || p.ResetAfter < end) {
+		end, endOutcome, hung = p.ResetAfter, admit.Reset, false
+	}
+	// Which limit fires first: wait cap (no content yet), hard timeout, or the end.
+	contentAt := p.Wait
+	hasContent := status == 200 && p.ErrorCode == "" && (hung || contentAt <= end)
+	if status == 200 && p.ErrorCode == "" && !hung && contentAt > end {
+		hasContent = false
+	}
+	type limit struct {
+		at      time.Duration
+		outcome admit.Outcome
+	}
+	var cut *limit
+	if waitCap > 0 {
+		firstByte := contentAt
+		if !hasContent {
+			firstByte = end // an error body is the first byte
+			if hung {
+				firstByte = 1<<63 - 1
+			}
+		}
+		if firstByte > waitCap {
+			cut = &limit{waitCap, admit.WaitCap}
+		}
+	}
+	if hard > 0 && (hung || end > hard) && (cut == nil || hard < cut.at) {
+		cut = &limit{hard, admit.Timeout}
+	}
+	if cut == nil && hung {
+		// No limit at all and a seat that never answers: the caller must set one.
+		cut = &limit{1<<63 - 1, admit.Timeout}
+	}
+	if cut != nil {
+		o.Elapsed = cut.at
+		o.Outcome = cut.outcome
+		if ttfb <= cut.at && status == 200 {
+			o.TTFB, o.HasTTFB = ttfb, true
+		}
+		if hasContent && contentAt <= cut.at {
+			o.Wait, o.HasWait = contentAt, true
+			// Partial output: tokens produced so far, pro rata.
+			if end > contentAt && p.CompletionTokens > 0 {
+				o.CompletionTokens = p.CompletionTokens * int64(cut.at-contentAt) / int64(end-contentAt)
+			}
+		}
+		o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
+		o.HTTPStatus = 0
+		if o.HasTTFB {
+			o.HTTPStatus = status
+		}
+		return o
+	}
+	o.Elapsed = end
+	o.TTFB, o.HasTTFB = ttfb, true
+	o.HTTPStatus = status
+	o.Outcome = endOutcome
+	o.ErrorCode = p.ErrorCode
+	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
+	switch endOutcome {
+	case admit.OK:
+		o.Wait, o.HasWait = contentAt, true
+		o.CompletionTokens = p.CompletionTokens
+	case admit.Reset:
+		if hasContent && contentAt <= end {
+			o.Wait, o.HasWait = contentAt, true
+			if p.Elapsed > contentAt {
+				o.CompletionTokens = p.CompletionTokens * int64(end-contentAt) / int64(p.Elapsed-contentAt)
+			}
+		}
+	default:
+		o.Wait, o.HasWait = end, true // the error body is the first byte
+		o.PromptTokens = 0
+	}
+	o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
+	return o
+}
+
+// Planner yields, deterministically, what a scripted or modelled seat does
+// on its n-th call (0-based, counted across every job that uses the seat).
+type Planner interface {
+	PlanFor(n int) Plan
+}
+
+// Config is one entry of the policy file's `seats:` map.
+type Config struct {
+	Name      string   // the map key
+	Kind      string   // openai | anthropic | ollama | exec | script
+	BaseURL   string   // http kinds: e.g. http://127.0.0.1:6556/v1
+	Model     string   // model name sent to the seat (and written to the log)
+	APIKeyEnv string   // name of the env var holding the key; never the key itself
+	Command   []string // exec: argv
+	Script    string   // script: path to the YAML script
+	Encoding  string   // tokenizer encoding override (e.g. cl100k_base, o200k_base)
+	PriceIn   float64  // USD per 1M prompt tokens (0: unknown)
+	PriceOut  float64  // USD per 1M completion tokens (0: unknown)
+}
+
+// Cost estimates an observation's cost from the seat's prices; ok is
+// false when the seat has no prices.
+func (c Config) Cost(prompt, completion int64) (usd float64, ok bool) {
+	if c.PriceIn == 0 && c.PriceOut == 0 {
+		return 0, false
+	}
+	return (float64(prompt)*c.PriceIn + float64(completion)*c.PriceOut) / 1e6, true
+}
