@@ -19,7 +19,9 @@ func Percentile(sorted []float64, p float64) float64 {
 	if p <= 0 {
 		return sorted[0]
 	}
-	rank := int(math.Ceil(p / 100 * float64(n)))
+	// The epsilon keeps float error (99.9·1000/100 = 999.0000000000001)
+	// from pushing the rank one past the exact one.
+	rank := int(math.Ceil(p*float64(n)/100 - 1e-9))
 	if rank < 1 {
 		rank = 1
 	}

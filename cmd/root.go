@@ -1,0 +1,117 @@
+// Package cmd is retrygate's command line: it resolves flags, environment
+// and config into plain options, calls the domain packages, and renders.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3".
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// Factory carries what every command needs from the outside world, so
+// tests can replace each piece.
+type Factory struct {
+	IO         *IOStreams
+	Now        func() time.Time
+	Getenv     func(string) string
+	ConfigFile string          // --config
+	Ctx        context.Context // cancelled on Ctrl-C
+}
+
+// Main runs retrygate with os.Args and returns the exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f := &Factory{IO: System(), Now: time.Now, Getenv: os.Getenv, Ctx: ctx}
+	return Run(f, os.Args[1:])
+}
+
+// Run executes one command line against f and returns the exit code,
+// printing any error once, prefixed "retrygate:".
+func Run(f *Factory, args []string) (code int) {
+	defer func() {
+		// No panic reaches a user as a stack trace: say what happened and
+		// where to report it, and exit non-zero.
+		if r := recover(); r != nil {
+			fmt.Fprintf(f.IO.ErrOut, "retrygate: internal error: %v\nretrygate: hint: this is a bug; please report it with the command line\n", r)
+			code = ExitBad
+		}
+	}()
+	if f.Ctx == nil {
+		f.Ctx = context.Background()
+	}
+	root := NewRootCmd(f)
+	root.SetArgs(args)
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	err := root.ExecuteContext(f.Ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "retrygate: %v\n", ee.Err)
+		}
+		if ee.Hint != "" {
+			fmt.Fprintf(f.IO.ErrOut, "retrygate: hint: %s\n", ee.Hint)
+		}
+		return ee.Code
+	}
+	// Cobra's own errors: unknown command or flag, wrong argument count.
+	fmt.Fprintf(f.IO.ErrOut, "retrygate: %v\n", err)
+	if strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") {
+		fmt.Fprintf(f.IO.ErrOut, "retrygate: hint: see 'retrygate --help'\n")
+	}
+	return ExitBad
+}
+
+// NewRootCmd builds the command tree.
+func NewRootCmd(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "retrygate",
+		Short: "Rehearse and gate LLM retry policies before they cost you",
+		Long: `retrygate times scratch calls to LLM seats, writes every attempt to
+rehearsal.log, and runs the four-number gate (deadline, token ceiling,
+attempt cap, wait cap) before every attempt. It reports what retries
+cost, fails CI when a policy change would break the budget, and asks
+what-if before anyone pays for it.
+
+Settings resolve as flags > environment (RETRYGATE_<SECTION>_<KEY>, e.g.
+RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
+> defaults. Durations take Go syntax (45s, 1m30s, 1500ms) or bare seconds.` +
+			exitStatus("done: admit, pass", "refuse, or a CI threshold failed"),
+		Version:       version(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetVersionTemplate("retrygate {{.Version}}\n")
+	root.PersistentFlags().StringVar(&f.ConfigFile, "config", "", "config `file` (default ./retrygate.yaml when present)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return badInput("%v", err)
+	})
+	addCommands(root, f)
+	return root
+}

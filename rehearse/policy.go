@@ -1,0 +1,70 @@
+package rehearse
+
+import (
+	"fmt"
+	"time"
+
+	"retrygate/admit"
+)
+
+// Timeouts are seed 002's two numbers: soft shows "still waiting", hard cancels.
+type Timeouts struct {
+	Soft time.Duration
+	Hard time.Duration
+}
+
+// Policy is everything the attempt loop obeys.
+type Policy struct {
+	Budget   admit.Budget
+	Retry    admit.RetryPolicy
+	Timeouts Timeouts
+	Fallback []string // seat names, in order; the first is where jobs start
+	Breaker  admit.BreakerConfig
+}
+
+// DefaultPolicy is what retrygate uses with no config at all. The README
+// gives the reason for each number.
+func DefaultPolicy() Policy {
+	return Policy{
+		Budget: admit.Budget{
+			Deadline:     45 * time.Second, // seed 003: an interactive repair the caller can still use
+			TokenCeiling: 8000,             // seed 003
+			MaxAttempts:  2,                // seed 000/003: one retry, then stop
+			MaxWait:      5 * time.Second,  // seed 003: the number that makes a free seat expensive
+		},
+		Retry: admit.RetryPolicy{
+			BaseDelay:       500 * time.Millisecond, // seed 004's RetryPolicy
+			MaxDelay:        8 * time.Second,        // seed 002/004
+			SlowServerAfter: 10 * time.Second,       // a 5xx after this may have been generated: ambiguous
+			HonorRetryAfter: true,                   // seed 004: Retry-After wins
+			TimeoutsRetried: 1,                      // seed 001: retry timeouts at most once
+		},
+		Timeouts: Timeouts{Soft: 6 * time.Second, Hard: 25 * time.Second}, // seed 002
+		Breaker: admit.BreakerConfig{
+			Window:         30 * time.Second, // seed 002: 50% over a 30-second window
+			FailureRate:    0.5,
+			MinRequests:    5,
+			Cooldown:       30 * time.Second,
+			HalfOpenProbes: 1,
+		},
+	}
+}
+
+// Validate names the config key at fault.
+func (p Policy) Validate() error {
+	if err := p.Budget.Validate(); err != nil {
+		return err
+	}
+	r := p.Retry
+	switch {
+	case r.MaxDelay < r.BaseDelay:
+		return fmt.Errorf("retry.max_delay: %s is below retry.base_delay %s", r.MaxDelay, r.BaseDelay)
+	case r.TimeoutsRetried < 0:
+		return fmt.Errorf("retry.timeouts_retried: must not be negative, got %d", r.TimeoutsRetried)
+	case p.Timeouts.Hard <= 0:
+		return fmt.Errorf("timeouts.hard: must be positive, got %s", p.Timeouts.Hard)
+	case p.Timeouts.Soft > p.Timeouts.Hard:
+		return fmt.Errorf("timeouts.soft: %s is past timeouts.hard %s", p.Timeouts.Soft, p.Timeouts.Hard)
+	}
+	return p.Breaker.Validate()
+}
