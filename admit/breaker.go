@@ -126,6 +126,24 @@ func (b *Breaker) Allow(now time.Time) bool {
 	return true
 }
 
+// Ready reports whether Allow would let a request through at now, without
+// counting a half-open probe. The attempt loop asks Ready before the gate
+// and calls Allow only once the gate admits, so an attempt the gate
+// refuses never uses up a probe (which would leave the breaker half-open
+// with no probe ever recorded).
+func (b *Breaker) Ready(now time.Time) bool {
+	if !b.cfg.Enabled() {
+		return true
+	}
+	switch b.State(now) {
+	case Open:
+		return false
+	case HalfOpen:
+		return b.probes < b.cfg.HalfOpenProbes
+	}
+	return true
+}
+
 // Record tells the breaker how a request that Allow admitted ended.
 func (b *Breaker) Record(now time.Time, failed bool) {
 	if !b.cfg.Enabled() {

@@ -1,17 +1,253 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"strconv"
+	"time"
 
-// AdmitOptions is a placeholder until the command lands.
-type AdmitOptions struct{}
+	"github.com/spf13/cobra"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+)
+
+// AdmitOptions is one gate question: may the job's next attempt go?
+type AdmitOptions struct {
+	IO     *IOStreams
+	Budget admit.Budget
+	Spent  admit.Spent
+	Next   admit.Next
+	// From a log: the job's spend and, unless given by flags, the estimate.
+	LogPath string
+	Job     string
+	Seat    string
+	JSON    bool
+}
 
 func newAdmitCmd(f *Factory, runF func(*AdmitOptions) error) *cobra.Command {
-	return &cobra.Command{
-		Use:    "admit",
-		Short:  "(not built yet)",
-		Hidden: true,
+	opts := &AdmitOptions{IO: f.IO}
+	var budgetKeys map[string]string
+	c := &cobra.Command{
+		Use:   "admit",
+		Short: "Run the gate: may the next attempt be sent?",
+		Long: `Run the four-number gate for a job's next attempt and print exactly
+"admit" or "refuse: <reason>", then what the budget has left.
+
+The checks run in this order; the first failure is the reason, and every
+failing check is listed beside it. Equality admits.
+
+  1. attempts used >= attempt cap              refuse: attempt cap
+  2. next wait > wait cap                      refuse: queue wait
+  3. next wait + next elapsed > time left      refuse: deadline
+  4. spent tokens + next tokens > ceiling      refuse: token ceiling
+  5. spent USD + next USD > spend ceiling      refuse: spend ceiling
+
+The job's spend and the next attempt come from flags, or from a log:
+--log FILE --job ID sums the job's sent attempts and estimates the next
+one conservatively (the last observed wait, the last elapsed of an
+attempt that returned, the last prompt + completion tokens; --seat S
+takes the estimate from that seat's rows). --next-* flags override the
+estimate.` + exitStatus("admit", "refuse"),
+		Example: `  # seed 003's second attempt: an 18 s queue wait against a 5 s cap
+  retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
+    --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 9 --next-tokens 2400
+
+  # the same question from rehearsal.log
+  retrygate admit --log rehearsal.log --job seed003`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return badInput("admit: not built yet")
+			if err := opts.fill(f, c, budgetKeys); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runAdmit(opts)
 		},
 	}
+	budgetKeys = budgetFlags(c)
+	fl := c.Flags()
+	fl.String("spent", "", "time the job has spent (`duration`)")
+	fl.String("spent-tokens", "", "tokens the job has spent")
+	fl.String("used", "", "attempts the job has used")
+	fl.String("spent-usd", "", "USD the job has spent")
+	fl.String("next-wait", "", "next attempt's queue wait (`duration`)")
+	fl.String("next-elapsed", "", "next attempt's elapsed, submit to last byte (`duration`)")
+	fl.String("next-tokens", "", "next attempt's prompt + completion tokens")
+	fl.String("next-usd", "", "next attempt's cost in USD")
+	fl.StringVar(&opts.LogPath, "log", "", "derive spend and estimate from this rehearsal `log`")
+	fl.StringVar(&opts.Job, "job", "", "job `id` in the log")
+	fl.StringVar(&opts.Seat, "seat", "", "estimate from this `seat`'s rows")
+	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
+	return c
+}
+
+func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string) error {
+	cfg, err := loadConfig(f, c, budgetKeys)
+	if err != nil {
+		return err
+	}
+	if o.Budget, err = cfg.budget(); err != nil {
+		return err
+	}
+	if (o.LogPath == "") != (o.Job == "") {
+		return badInput("--log and --job go together")
+	}
+	if o.Seat != "" && o.LogPath == "" {
+		return badInput("--seat needs --log")
+	}
+	spentFlags := []string{"spent", "spent-tokens", "used", "spent-usd"}
+	nextFlags := []string{"next-wait", "next-elapsed", "next-tokens", "next-usd"}
+	if o.LogPath != "" {
+		for _, name := range spentFlags {
+			if c.Flags().Changed(name) {
+				return badInput("--%s: the spend comes from --log; give one or the other", name)
+			}
+		}
+		rows, err := ledgerfile.ReadJob(o.LogPath, o.Job)
+		if err != nil {
+			return badInputErr(err)
+		}
+		o.Spent = ledgerfile.JobSpend(rows)
+		estRows := rows
+		if o.Seat != "" {
+			if estRows, err = ledgerfile.ReadJob(o.LogPath, ""); err != nil {
+				return badInputErr(err)
+			}
+		}
+		o.Next = ledgerfile.Estimate(estRows, o.Seat)
+	} else {
+		given := false
+		for _, name := range append(spentFlags, nextFlags...) {
+			given = given || c.Flags().Changed(name)
+		}
+		if !given {
+			return withHint(badInput("admit needs the job's spend and next attempt"),
+				"give --spent/--spent-tokens/--used and --next-wait/--next-elapsed/--next-tokens, or --log FILE --job ID")
+		}
+	}
+	durs := []struct {
+		name string
+		dst  *time.Duration
+	}{{"spent", &o.Spent.Time}, {"next-wait", &o.Next.Wait}, {"next-elapsed", &o.Next.Elapsed}}
+	for _, d := range durs {
+		v, set, err := durFlag(c, d.name)
+		if err != nil {
+			return err
+		}
+		if set {
+			*d.dst = v
+		}
+	}
+	for _, n := range []struct {
+		name string
+		dst  *int64
+	}{{"spent-tokens", &o.Spent.Tokens}, {"next-tokens", &o.Next.Tokens}} {
+		v, set, err := countFlag(c, n.name)
+		if err != nil {
+			return err
+		}
+		if set {
+			*n.dst = v
+		}
+	}
+	if v, set, err := countFlag(c, "used"); err != nil {
+		return err
+	} else if set {
+		if v > 1<<20 {
+			return badInput("--used: %d is too large", v)
+		}
+		o.Spent.Attempts = int(v)
+	}
+	for _, a := range []struct {
+		name string
+		dst  *float64
+	}{{"spent-usd", &o.Spent.USD}, {"next-usd", &o.Next.USD}} {
+		v, set, err := amountFlag(c, a.name)
+		if err != nil {
+			return err
+		}
+		if set {
+			*a.dst = v
+		}
+	}
+	return nil
+}
+
+// admitJSON is the --json shape: the same content as the table.
+type admitJSON struct {
+	Decision  string   `json:"decision"`
+	Admit     bool     `json:"admit"`
+	Reason    string   `json:"reason,omitempty"`
+	Failing   []string `json:"failing,omitempty"`
+	Budget    numbers  `json:"budget"`
+	Spent     numbers  `json:"spent"`
+	Next      numbers  `json:"next"`
+	Remaining numbers  `json:"remaining"`
+}
+
+type numbers struct {
+	Seconds  *float64 `json:"seconds,omitempty"`
+	Wait     *float64 `json:"wait_s,omitempty"`
+	Elapsed  *float64 `json:"elapsed_s,omitempty"`
+	Tokens   int64    `json:"tokens"`
+	Attempts *int     `json:"attempts,omitempty"`
+	USD      *float64 `json:"usd,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func runAdmit(o *AdmitOptions) error {
+	d := admit.Decide(o.Budget, o.Spent, o.Next)
+	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
+	spend := b.HasSpendCeiling()
+	if o.JSON {
+		out := admitJSON{
+			Decision:  d.String(),
+			Admit:     d.Admit,
+			Reason:    string(d.Reason),
+			Budget:    numbers{Seconds: ptr(b.Deadline.Seconds()), Wait: ptr(b.MaxWait.Seconds()), Tokens: b.TokenCeiling, Attempts: ptr(b.MaxAttempts)},
+			Spent:     numbers{Seconds: ptr(s.Time.Seconds()), Tokens: s.Tokens, Attempts: ptr(s.Attempts)},
+			Next:      numbers{Wait: ptr(n.Wait.Seconds()), Elapsed: ptr(n.Elapsed.Seconds()), Tokens: n.Tokens},
+			Remaining: numbers{Seconds: ptr(r.Time.Seconds()), Tokens: r.Tokens, Attempts: ptr(r.Attempts)},
+		}
+		for _, f := range d.Failing {
+			out.Failing = append(out.Failing, string(f))
+		}
+		if spend {
+			out.Budget.USD, out.Spent.USD, out.Next.USD, out.Remaining.USD = ptr(b.MaxSpendUSD), ptr(s.USD), ptr(n.USD), ptr(r.USD)
+		}
+		if err := printJSON(o.IO.Out, out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(o.IO.Out, d.String())
+		if len(d.Failing) > 1 {
+			fmt.Fprintf(o.IO.ErrOut, "also failing:")
+			for _, f := range d.Failing[1:] {
+				fmt.Fprintf(o.IO.ErrOut, " %s;", f)
+			}
+			fmt.Fprintln(o.IO.ErrOut)
+		}
+		sec := func(x time.Duration) string { return ledgerfile.FormatSeconds(x) + "s" }
+		tok := func(x int64) string { return strconv.FormatInt(x, 10) }
+		rows := [][]string{
+			{"deadline", sec(b.Deadline), sec(s.Time), "", sec(r.Time)},
+			{"wait cap", sec(b.MaxWait), "", sec(n.Wait), ""},
+			{"wait + elapsed", "", "", sec(n.Wait + n.Elapsed), ""},
+			{"tokens", tok(b.TokenCeiling), tok(s.Tokens), tok(n.Tokens), tok(r.Tokens)},
+			{"attempts", strconv.Itoa(b.MaxAttempts), strconv.Itoa(s.Attempts), "1", strconv.Itoa(r.Attempts)},
+		}
+		if spend {
+			usd := func(x float64) string { return "$" + strconv.FormatFloat(x, 'f', -1, 64) }
+			rows = append(rows, []string{"spend", usd(b.MaxSpendUSD), usd(s.USD), usd(n.USD), usd(r.USD)})
+		}
+		if err := printTable(o.IO, []string{"", "budget", "spent", "next", "remaining"}, rows); err != nil {
+			return err
+		}
+	}
+	if !d.Admit {
+		return refused
+	}
+	return nil
 }

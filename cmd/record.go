@@ -1,17 +1,204 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"strings"
+	"time"
 
-// RecordOptions is a placeholder until the command lands.
-type RecordOptions struct{}
+	"github.com/spf13/cobra"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse/seat"
+)
+
+// RecordOptions is one hand-observed attempt to append.
+type RecordOptions struct {
+	IO      *IOStreams
+	Now     func() time.Time
+	LogPath string
+	Budget  admit.Budget
+	SlowAt  time.Duration // retry.slow_5xx_after, for the billing class
+	Fsync   bool
+	Row     ledgerfile.Row // filled from flags; attempt, spend and decision are computed
+}
 
 func newRecordCmd(f *Factory, runF func(*RecordOptions) error) *cobra.Command {
-	return &cobra.Command{
-		Use:    "record",
-		Short:  "(not built yet)",
-		Hidden: true,
+	opts := &RecordOptions{IO: f.IO, Now: f.Now}
+	var budgetKeys map[string]string
+	c := &cobra.Command{
+		Use:   "record",
+		Short: "Append one hand-observed attempt to rehearsal.log",
+		Long: `Append one attempt you timed by hand (a stopwatch, curl -w, a provider
+dashboard) to the rehearsal log, and print the line appended.
+
+record numbers the attempt from the job's earlier rows, computes the
+job's spend before it (spent_s, spent_tokens, used) and the gate's
+decision on it under the budget, and appends one line. Every value is
+checked before the log is touched; the log is locked while the job's
+rows are read and the line is written, so many concurrent record
+processes never number two attempts alike.
+
+--elapsed runs from submit to the last byte, so it includes the wait.` +
+			exitStatus("appended", "not used"),
+		Example: `  # seed 003, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens
+  retrygate record --job seed003 --seat scratch --wait 1.2 --elapsed 7.2 --tokens 2100`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return badInput("record: not built yet")
+			if err := opts.fill(f, c, budgetKeys); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRecord(opts)
 		},
 	}
+	budgetKeys = budgetFlags(c)
+	fl := c.Flags()
+	fl.String("job", "", "job `id` (required)")
+	fl.String("seat", "", "seat `name`")
+	fl.String("model", "", "model `name`")
+	fl.String("wait", "", "queue wait, submit to first byte (`duration`, required)")
+	fl.String("elapsed", "", "submit to last byte (`duration`, required)")
+	fl.String("ttfb", "", "submit to response headers (`duration`)")
+	fl.String("tokens", "", "prompt + completion `tokens` (required unless both parts are given)")
+	fl.String("prompt-tokens", "", "prompt `tokens`")
+	fl.String("completion-tokens", "", "completion `tokens`")
+	fl.String("outcome", "ok", "outcome `class`: ok, conn_error, rate_limited, client_error, server_error, timeout, wait_cap, reset, cancelled")
+	fl.String("http-status", "", "HTTP `status`")
+	fl.String("cost", "", "attempt cost in `USD`")
+	fl.Bool("holdout", false, "keep this row out of tuning (judged apart by check)")
+	fl.String("note", "", "free `text` (never a prompt or a key)")
+	fl.String("ts", "", "submit time, RFC 3339 (default now)")
+	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to (default rehearsal.log; config log)")
+	fl.BoolVar(&opts.Fsync, "fsync", false, "fsync the log after writing")
+	return c
+}
+
+func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string) error {
+	cfg, err := loadConfig(f, c, mergeFlags(budgetKeys, map[string]string{"log": "log"}))
+	if err != nil {
+		return err
+	}
+	if o.Budget, err = cfg.budget(); err != nil {
+		return err
+	}
+	if o.SlowAt, err = cfg.duration("retry.slow_5xx_after"); err != nil {
+		return err
+	}
+	if o.LogPath, err = cfg.str("log"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.LogPath) == "" {
+		return badInput("--log: empty path")
+	}
+	r := &o.Row
+	get := func(name string) string { return c.Flags().Lookup(name).Value.String() }
+	r.Job = get("job")
+	if strings.TrimSpace(r.Job) == "" {
+		return badInput("--job: required (the logical request this attempt belongs to)")
+	}
+	if strings.ContainsAny(r.Job, "\n\r") {
+		return badInput("--job: must be one line")
+	}
+	r.Seat, r.Model = get("seat"), get("model")
+	for _, need := range []string{"wait", "elapsed"} {
+		if !c.Flags().Changed(need) {
+			return badInput("--%s: required", need)
+		}
+	}
+	if r.Wait, _, err = durFlag(c, "wait"); err != nil {
+		return err
+	}
+	if r.Elapsed, _, err = durFlag(c, "elapsed"); err != nil {
+		return err
+	}
+	if r.Elapsed < r.Wait {
+		return withHint(badInput("--elapsed %s is before --wait %s", r.Elapsed, r.Wait),
+			"elapsed runs from submit to the last byte, so it includes the wait: the seed's 1.2 s wait + 6.0 s is --elapsed 7.2")
+	}
+	if r.TTFB, r.HasTTFB, err = durFlag(c, "ttfb"); err != nil {
+		return err
+	}
+	tokens, hasTokens, err := countFlag(c, "tokens")
+	if err != nil {
+		return err
+	}
+	p, hasP, err := countFlag(c, "prompt-tokens")
+	if err != nil {
+		return err
+	}
+	cpl, hasC, err := countFlag(c, "completion-tokens")
+	if err != nil {
+		return err
+	}
+	switch {
+	case hasP != hasC:
+		return badInput("--prompt-tokens and --completion-tokens go together")
+	case hasP && hasTokens && tokens != p+cpl:
+		return badInput("--tokens %d is not --prompt-tokens %d + --completion-tokens %d", tokens, p, cpl)
+	case hasP:
+		tokens, r.PromptTokens, r.CompletionTokens, r.HasSplit = p+cpl, p, cpl, true
+	case !hasTokens:
+		return badInput("--tokens: required (or --prompt-tokens with --completion-tokens)")
+	}
+	r.Tokens, r.TokensFrom = tokens, seat.FromHand
+	if r.Outcome, err = admit.ParseOutcome(get("outcome")); err != nil {
+		return badInput("--outcome: %v", err)
+	}
+	if st, set, err := countFlag(c, "http-status"); err != nil {
+		return err
+	} else if set {
+		if st < 100 || st > 599 {
+			return badInput("--http-status: %d is not an HTTP status", st)
+		}
+		r.HTTPStatus = int(st)
+	}
+	r.Billing = admit.BillingOf(r.Outcome, r.Elapsed, o.SlowAt)
+	if r.CostUSD, r.HasCost, err = amountFlag(c, "cost"); err != nil {
+		return err
+	}
+	r.Holdout, _ = c.Flags().GetBool("holdout")
+	r.Note = get("note")
+	if strings.ContainsAny(r.Note, "\n\r") {
+		return badInput("--note: must be one line")
+	}
+	if ts := get("ts"); ts != "" {
+		if r.TS, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+			return badInput("--ts: not an RFC 3339 time %q", ts)
+		}
+	} else {
+		r.TS = o.Now()
+	}
+	r.TS = r.TS.UTC()
+	return nil
+}
+
+func runRecord(o *RecordOptions) error {
+	w := ledgerfile.NewWriter(o.LogPath, o.Fsync)
+	defer w.Close()
+	var line string
+	err := w.Locked(func() ([]ledgerfile.Row, error) {
+		earlier, err := ledgerfile.ReadJob(o.LogPath, o.Row.Job)
+		if err != nil {
+			return nil, badInputErr(err)
+		}
+		row := o.Row
+		for _, e := range earlier {
+			row.Attempt = max(row.Attempt, e.Attempt)
+		}
+		row.Attempt = max(row.Attempt, len(earlier)) + 1
+		spent := ledgerfile.JobSpend(earlier)
+		row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
+		d := admit.Decide(o.Budget, spent, admit.Next{Wait: row.Wait, Elapsed: row.Elapsed, Tokens: row.Tokens, USD: row.CostUSD})
+		row.Decision = d.String()
+		line = ledgerfile.FormatRow(&row)
+		return []ledgerfile.Row{row}, nil
+	})
+	if err != nil {
+		return badInputErr(err)
+	}
+	fmt.Fprintln(o.IO.Out, line)
+	return nil
 }

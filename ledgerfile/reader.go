@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"retrygate/admit"
 )
@@ -49,6 +49,7 @@ type Reader struct {
 	line    int
 	skipBad bool
 	dedup   map[uint64]int32 // (job, attempt) hash → line; see checkDup
+	intern  interner
 
 	pending    Row
 	pendingErr error
@@ -62,7 +63,7 @@ type Reader struct {
 
 // NewReader reads rows from r; name is the file name used in errors.
 func NewReader(r io.Reader, name string) *Reader {
-	return &Reader{name: name, br: bufio.NewReaderSize(r, 64<<10), dedup: map[uint64]int32{}}
+	return &Reader{name: name, br: bufio.NewReaderSize(r, 64<<10), dedup: map[uint64]int32{}, intern: interner{}}
 }
 
 // SkipBad makes malformed lines warnings (see Skipped) instead of errors.
@@ -81,8 +82,17 @@ func (r *Reader) Next(row *Row) error {
 		if err == io.EOF {
 			if r.hasPending {
 				r.hasPending = false
-				if r.pendingErr != nil {
-					return r.bad(r.pendingErr)
+				err := r.pendingErr
+				if err == nil {
+					if derr := r.checkDup(&r.pending); derr != nil {
+						err = &LineError{File: r.name, Line: r.pending.Line, Err: derr}
+					}
+				}
+				if err != nil {
+					if e := r.bad(err); e != nil {
+						return e
+					}
+					return io.EOF
 				}
 				*row = r.pending
 				return nil
@@ -120,16 +130,19 @@ func (r *Reader) Next(row *Row) error {
 		}
 		r.pending = Row{}
 		r.pendingErr = nil
-		if perr := ParseLine(trimmed, &r.pending); perr != nil {
+		if perr := parseLine(trimmed, &r.pending, r.intern); perr != nil {
 			r.pendingErr = &LineError{File: r.name, Line: lineNo, Err: perr}
 		} else {
 			r.pending.Line = lineNo
-			if derr := r.checkDup(&r.pending); derr != nil {
-				r.pendingErr = &LineError{File: r.name, Line: lineNo, Err: derr}
-			}
 		}
 		r.hasPending = true
 		if emit {
+			if outErr == nil {
+				// Only now is the row known not to be torn: count it.
+				if derr := r.checkDup(&out); derr != nil {
+					outErr = &LineError{File: r.name, Line: out.Line, Err: derr}
+				}
+			}
 			if outErr != nil {
 				if e := r.bad(outErr); e != nil {
 					return e
@@ -159,13 +172,15 @@ func (r *Reader) checkDup(row *Row) error {
 	if row.Job == "" || row.Attempt == 0 {
 		return nil
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(row.Job))
-	var b [9]byte
-	b[0] = 0
-	n := strconv.AppendInt(b[1:1], int64(row.Attempt), 10)
-	_, _ = h.Write(b[:1+len(n)])
-	k := h.Sum64()
+	// FNV-1a over job, a zero byte, and the attempt number.
+	k := uint64(14695981039346656037)
+	for i := 0; i < len(row.Job); i++ {
+		k = (k ^ uint64(row.Job[i])) * 1099511628211
+	}
+	k = (k ^ 0) * 1099511628211
+	for a := uint64(row.Attempt); a > 0; a >>= 8 {
+		k = (k ^ (a & 0xff)) * 1099511628211
+	}
 	if first, ok := r.dedup[k]; ok {
 		return fmt.Errorf("duplicate attempt: job %q attempt %d already on line %d", row.Job, row.Attempt, first)
 	}
@@ -266,17 +281,45 @@ func ReadFile(path string) ([]Row, *Reader, error) {
 // hand-written form, where unquoted words after a value belong to that
 // value: `decision=refuse: queue wait`.
 func ParseLine(line []byte, row *Row) error {
+	return parseLine(line, row, nil)
+}
+
+// span is one key=value pair as offsets into the line; quoted values with
+// escapes are unquoted into val.
+type span struct {
+	key    []byte
+	val    []byte
+	vs     int  // offset of an unquoted value in the line
+	quoted bool // a quoted value takes no bare words after it
+}
+
+// interner shares the strings that repeat from row to row (seat, model,
+// decision), so a million-row log does not allocate a million copies.
+type interner map[string]string
+
+func (in interner) str(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(in) < 4096 {
+		in[s] = s
+	}
+	return s
+}
+
+func parseLine(line []byte, row *Row, in interner) error {
 	if !utf8.Valid(line) {
 		return errors.New("not valid UTF-8")
 	}
 	var (
-		keys  [40]string
-		vals  [40]string
+		spans [40]span
 		n     int
-		extra []KV
 		seen  uint64
 	)
-	_ = extra
 	p := 0
 	for p < len(line) {
 		for p < len(line) && line[p] <= ' ' {
@@ -295,17 +338,18 @@ func ParseLine(line []byte, row *Row) error {
 		}
 		if p >= len(line) || line[p] != '=' {
 			// A bare word: part of the previous value (hand-written form).
-			if n == 0 {
+			if n == 0 || spans[n-1].quoted || len(spans[n-1].val) == 0 {
 				return fmt.Errorf("expected key=value, got %q", truncate(string(key)))
 			}
-			vals[n-1] += " " + string(key)
+			spans[n-1].val = line[spans[n-1].vs:p]
 			continue
 		}
 		if len(key) == 0 {
 			return fmt.Errorf("missing key before '=' at column %d", p+1)
 		}
 		p++ // '='
-		var val string
+		var sp span
+		sp.key = key
 		if p < len(line) && line[p] == '"' {
 			end := p + 1
 			for end < len(line) {
@@ -323,14 +367,15 @@ func ParseLine(line []byte, row *Row) error {
 			}
 			q := line[p : end+1]
 			if bytes.IndexByte(q, '\\') < 0 {
-				val = string(q[1 : len(q)-1])
+				sp.val = q[1 : len(q)-1]
 			} else {
 				u, err := strconv.Unquote(string(q))
 				if err != nil {
 					return fmt.Errorf("%s: invalid quoted value %s", key, truncate(string(q)))
 				}
-				val = u
+				sp.val = []byte(u)
 			}
+			sp.quoted = true
 			p = end + 1
 			if p < len(line) && line[p] > ' ' {
 				return fmt.Errorf("%s: unexpected %q after quoted value", key, line[p])
@@ -343,23 +388,23 @@ func ParseLine(line []byte, row *Row) error {
 				}
 				p++
 			}
-			val = string(line[vs:p])
+			sp.val, sp.vs = line[vs:p], vs
 		}
-		if n == len(keys) {
-			return fmt.Errorf("more than %d keys", len(keys))
+		if n == len(spans) {
+			return fmt.Errorf("more than %d keys", len(spans))
 		}
-		keys[n], vals[n] = string(key), val
+		spans[n] = sp
 		n++
 	}
 	*row = Row{}
 	for i := 0; i < n; i++ {
-		bit, err := setField(row, keys[i], vals[i])
+		bit, err := setField(row, spans[i].key, spans[i].val, in)
 		if err != nil {
-			return fmt.Errorf("%s: %w", keys[i], err)
+			return fmt.Errorf("%s: %w", spans[i].key, err)
 		}
 		if bit != 0 {
 			if seen&bit != 0 {
-				return fmt.Errorf("%s: key appears twice", keys[i])
+				return fmt.Errorf("%s: key appears twice", spans[i].key)
 			}
 			seen |= bit
 		}
@@ -411,13 +456,14 @@ const (
 	bitNote
 )
 
-func setField(row *Row, key, val string) (uint64, error) {
+func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 	var err error
-	switch key {
+	val := unsafeString(v) // valid only in this call; stored strings are copied or interned
+	switch string(key) {
 	case "ts":
 		row.TS, err = time.Parse(time.RFC3339Nano, val)
 		if err != nil {
-			return 0, fmt.Errorf("not an RFC 3339 time %q", truncate(val))
+			return 0, fmt.Errorf("not an RFC 3339 time %q", truncate(string(v)))
 		}
 		row.TS = row.TS.UTC()
 		return bitTS, nil
@@ -425,7 +471,7 @@ func setField(row *Row, key, val string) (uint64, error) {
 		if val == "" {
 			return 0, errors.New("empty job id")
 		}
-		row.Job = val
+		row.Job = string(v)
 		return bitJob, nil
 	case "attempt":
 		n, err := parseCount(val)
@@ -435,10 +481,10 @@ func setField(row *Row, key, val string) (uint64, error) {
 		row.Attempt = int(n)
 		return bitAttempt, nil
 	case "seat":
-		row.Seat = val
+		row.Seat = in.str(v)
 		return bitSeat, nil
 	case "model":
-		row.Model = val
+		row.Model = in.str(v)
 		return bitModel, nil
 	case "wait_s":
 		row.Wait, err = parseSeconds(val)
@@ -467,11 +513,11 @@ func setField(row *Row, key, val string) (uint64, error) {
 		default:
 			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(val))
 		}
-		row.TokensFrom = val
+		row.TokensFrom = in.str(v)
 		return bitTokensFrom, nil
 	case "outcome":
 		o, err := admit.ParseOutcome(val)
-		row.Outcome = o
+		row.Outcome = o // one of the package's constants, not val
 		return bitOutcome, err
 	case "http_status":
 		n, err := parseCount(val)
@@ -483,7 +529,7 @@ func setField(row *Row, key, val string) (uint64, error) {
 	case "billing":
 		switch admit.Billing(val) {
 		case admit.Billable, admit.Free, admit.Ambiguous:
-			row.Billing = admit.Billing(val)
+			row.Billing = admit.Billing(in.str(v))
 			return bitBilling, nil
 		}
 		return 0, fmt.Errorf("unknown billing %q (want billable, free or ambiguous)", truncate(val))
@@ -496,7 +542,7 @@ func setField(row *Row, key, val string) (uint64, error) {
 		row.HasRetryAfter = true
 		return bitRetryAfter, err
 	case "error_code":
-		row.ErrorCode = val
+		row.ErrorCode = in.str(v)
 		return bitErrorCode, nil
 	case "delay_s":
 		row.Delay, err = parseSeconds(val)
@@ -524,7 +570,7 @@ func setField(row *Row, key, val string) (uint64, error) {
 		if _, err := admit.ParseDecision(val); err != nil {
 			return 0, err
 		}
-		row.Decision = val
+		row.Decision = in.str(v)
 		return bitDecision, nil
 	case "sent":
 		b, err := parseBool(val)
@@ -539,18 +585,18 @@ func setField(row *Row, key, val string) (uint64, error) {
 	case "job_end":
 		switch val {
 		case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
-			row.JobEnd = val
+			row.JobEnd = in.str(v)
 			return bitJobEnd, nil
 		}
 		return 0, fmt.Errorf("unknown job end %q (want succeeded, failed, unknown or cancelled)", truncate(val))
 	case "prompt_sha":
-		row.PromptSHA = val
+		row.PromptSHA = string(v)
 		return bitPromptSHA, nil
 	case "note":
-		row.Note = val
+		row.Note = string(v)
 		return bitNote, nil
 	}
-	row.Extra = append(row.Extra, KV{key, val})
+	row.Extra = append(row.Extra, KV{string(key), string(v)})
 	return 0, nil
 }
 
@@ -600,9 +646,19 @@ func parseBool(s string) (bool, error) {
 	return false, fmt.Errorf("not true or false %q", truncate(s))
 }
 
+// truncate shortens s for an error message, copying it (s may alias a
+// reused line buffer).
 func truncate(s string) string {
 	if len(s) > 40 {
 		return strings.ToValidUTF8(s[:40], "") + "…"
 	}
-	return s
+	return strings.Clone(s)
+}
+
+// unsafeString views b as a string without copying, for parsing only.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

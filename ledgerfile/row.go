@@ -92,3 +92,25 @@ func (r *Row) Reason() string {
 	}
 	return r.Decision
 }
+
+// WasSent reports whether the attempt was actually sent. A row marked
+// sent=false was refused before sending; so was a hand-written refused row
+// with no outcome (seed 003's `decision=refuse: queue wait` line), whose
+// numbers are the seat's observation but whose attempt never went out.
+func (r *Row) WasSent() bool {
+	if r.Unsent {
+		return false
+	}
+	return r.Admitted() || r.Outcome != ""
+}
+
+// Returned reports whether the attempt came back with bytes — an answer,
+// an error body, or a stream the server broke off — so its elapsed is a
+// real duration and not our own cut-off.
+func (r *Row) Returned() bool {
+	switch r.Outcome {
+	case "timeout", "wait_cap", "cancelled", "conn_error":
+		return false
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/gofrs/flock"
@@ -74,6 +75,54 @@ func (w *Writer) Locked(fn func() ([]Row, error)) error {
 // Append writes rows, each as one line.
 func (w *Writer) Append(rows ...Row) error {
 	return w.Locked(func() ([]Row, error) { return rows, nil })
+}
+
+// CommentLocked runs fn while holding the log's lock, then appends the
+// text it returns as one comment line ("# " + text; newlines become
+// spaces). It is Locked for a comment: `rehearse` reads the highest run
+// number and reserves the next one with a `# run rN …` line, so two runs
+// into one log never pick the same job ids. An empty text appends nothing.
+func (w *Writer) CommentLocked(fn func() (string, error)) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.open(); err != nil {
+		return err
+	}
+	if err := w.lock.Lock(); err != nil {
+		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
+	}
+	defer w.lock.Unlock()
+	text, err := fn()
+	if err != nil || text == "" {
+		return err
+	}
+	st, err := w.f.Stat()
+	if err != nil {
+		return fmt.Errorf("failed to stat log %q: %w", w.path, unwrapPath(err))
+	}
+	prefix, err := w.prefix(st.Size())
+	if err != nil {
+		return err
+	}
+	text = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(text)
+	w.buf = append(append(append(append(w.buf[:0], prefix...), "# "...), text...), '\n')
+	if n, err := w.f.Write(w.buf); err != nil {
+		if n > 0 {
+			_ = w.f.Truncate(st.Size())
+		}
+		return fmt.Errorf("failed to append to log %q: %w", w.path, unwrapPath(err))
+	}
+	if w.fsync {
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("failed to sync log %q: %w", w.path, unwrapPath(err))
+		}
+	}
+	return nil
+}
+
+// Comment appends one comment line ("# " + text) under the lock.
+func (w *Writer) Comment(text string) error {
+	return w.CommentLocked(func() (string, error) { return text, nil })
 }
 
 func (w *Writer) appendLocked(rows []Row) error {

@@ -1,0 +1,323 @@
+package ledgerfile
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"retrygate/admit"
+)
+
+func TestSeedHandLine(t *testing.T) {
+	var r Row
+	require.NoError(t, ParseLine([]byte("wait_s=18.0 elapsed_s=9.0 tokens=2400 decision=refuse: queue wait"), &r))
+	assert.Equal(t, "refuse: queue wait", r.Decision)
+	assert.Equal(t, 18*time.Second, r.Wait)
+	assert.Equal(t, int64(2400), r.Tokens)
+	assert.False(t, r.WasSent(), "a refused hand row with no outcome was not sent")
+	assert.Equal(t, `wait_s=18.000 elapsed_s=9.000 tokens=2400 decision="refuse: queue wait"`, FormatRow(&r))
+}
+
+func TestReaderLineNumbersCommentsUnknownKeys(t *testing.T) {
+	in := "# retrygate rehearsal log v1\n\nwait_s=1 elapsed_s=2 tokens=3 future_key=\"x y\"\n  # indented comment\nwait_s=4 elapsed_s=5 tokens=6\n"
+	rows, rd, err := ReadAll(strings.NewReader(in), "r.log")
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	assert.Equal(t, 3, rows[0].Line)
+	assert.Equal(t, []KV{{"future_key", "x y"}}, rows[0].Extra)
+	assert.Equal(t, 5, rows[1].Line)
+	assert.Empty(t, rd.Torn())
+}
+
+func TestReaderErrorsNameLine(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"wait_s=abc elapsed_s=1 tokens=1\n", `r.log: line 1: wait_s: not a number "abc"`},
+		{"# c\nwait_s=1 elapsed_s=1\n", `r.log: line 2: missing required key tokens`},
+		{"wait_s=1 elapsed_s=1 tokens=-4\n", `r.log: line 1: tokens: negative count "-4"`},
+		{"wait_s=1 elapsed_s=1 tokens=1 outcome=fine\n", `r.log: line 1: outcome: unknown outcome "fine"`},
+		{"wait_s=1 elapsed_s=1 tokens=1 note=\"open\n", `r.log: line 1: note: unterminated quoted value`},
+		{"garbage here\n", `r.log: line 1: expected key=value, got "garbage"`},
+		{"wait_s=1 elapsed_s=1 tokens=1 wait_s=2\n", `r.log: line 1: wait_s: key appears twice`},
+		{"job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n", `r.log: line 2: duplicate attempt: job "a" attempt 1 already on line 1`},
+		{"wait_s=NaN elapsed_s=1 tokens=1\n", `r.log: line 1: wait_s: not a number "NaN"`},
+		{"wait_s=1 elapsed_s=1 tokens=1 decision=maybe\n", `r.log: line 1: decision: not a decision "maybe"`},
+	}
+	for _, tt := range tests {
+		_, _, err := ReadAll(strings.NewReader(tt.in), "r.log")
+		require.Error(t, err, tt.in)
+		assert.True(t, strings.HasPrefix(err.Error(), tt.want), "got %q want prefix %q", err, tt.want)
+	}
+}
+
+func TestSkipBad(t *testing.T) {
+	r := NewReader(strings.NewReader("wait_s=x elapsed_s=1 tokens=1\nwait_s=1 elapsed_s=1 tokens=1\n"), "r.log")
+	r.SkipBad(true)
+	var row Row
+	require.NoError(t, r.Next(&row))
+	assert.Equal(t, 2, row.Line)
+	assert.Equal(t, io.EOF, r.Next(&row))
+	require.Len(t, r.Skipped(), 1)
+	assert.Equal(t, 1, r.Skipped()[0].Line)
+}
+
+func TestTornTailIsReportedAndNeverGlued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rehearsal.log")
+	w := NewWriter(path, false)
+	require.NoError(t, w.Append(Row{Job: "a", Attempt: 1, Wait: time.Second, Elapsed: 2 * time.Second, Tokens: 10}))
+	require.NoError(t, w.Close())
+	// A crashed writer's half row: valid-looking, but cut mid-number.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("job=a attempt=2 wait_s=1.000 elapsed_s=2.000 tokens=21")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	rows, rd, err := ReadFile(path)
+	require.NoError(t, err)
+	assert.Len(t, rows, 1)
+	require.Len(t, rd.Torn(), 1)
+	assert.Equal(t, 3, rd.Torn()[0].Line)
+
+	// The next append starts on a fresh line and marks the torn one.
+	w = NewWriter(path, false)
+	require.NoError(t, w.Append(Row{Job: "a", Attempt: 2, Wait: time.Second, Elapsed: 2 * time.Second, Tokens: 2100}))
+	require.NoError(t, w.Close())
+	rows, rd, err = ReadFile(path)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	assert.Equal(t, int64(2100), rows[1].Tokens, "the torn 21 never became a row")
+	require.Len(t, rd.Torn(), 1)
+	assert.Equal(t, 3, rd.Torn()[0].Line)
+	data, _ := os.ReadFile(path)
+	assert.Contains(t, string(data), "tokens=21\n"+TornMarker+"\n")
+}
+
+func TestWriterHeaderOnlyOnCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.log")
+	for i := 1; i <= 3; i++ {
+		w := NewWriter(path, true)
+		require.NoError(t, w.Append(Row{Job: "j", Attempt: i, Tokens: 1}))
+		require.NoError(t, w.Close())
+	}
+	data, _ := os.ReadFile(path)
+	assert.Equal(t, 1, strings.Count(string(data), Header))
+	assert.True(t, strings.HasPrefix(string(data), Header+"\n"))
+}
+
+func TestWriterCreatesNothingWithoutARow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "never.log")
+	w := NewWriter(path, false)
+	require.NoError(t, w.Close())
+	_, err := os.Stat(path)
+	assert.True(t, os.IsNotExist(err))
+}
+
+func TestWriterDirectoryAndReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	err := NewWriter(dir, false).Append(Row{Tokens: 1})
+	assert.ErrorContains(t, err, "is a directory")
+	if os.Geteuid() == 0 {
+		t.Log("running as root: read-only permissions are not enforced; the CLI suite covers read-only logs with chattr-free checks")
+		return
+	}
+	path := filepath.Join(dir, "ro.log")
+	require.NoError(t, os.WriteFile(path, []byte(Header+"\n"), 0o444))
+	err = NewWriter(path, false).Append(Row{Tokens: 1})
+	assert.ErrorContains(t, err, "permission denied")
+}
+
+func TestConcurrentWritersLockedNumbering(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.log")
+	const writers, each = 8, 50
+	var wg sync.WaitGroup
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Separate writers, as separate processes would have.
+			w := NewWriter(path, false)
+			defer w.Close()
+			for k := 0; k < each; k++ {
+				err := w.Locked(func() ([]Row, error) {
+					rows, err := ReadJob(path, "shared")
+					if err != nil {
+						return nil, err
+					}
+					return []Row{{Job: "shared", Attempt: len(rows) + 1, Tokens: 1}}, nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rows, _, err := ReadFile(path) // strict: a duplicate attempt would fail here
+	require.NoError(t, err)
+	require.Len(t, rows, writers*each)
+	for i, r := range rows {
+		assert.Equal(t, i+1, r.Attempt)
+	}
+}
+
+func TestJobSpendAndEstimate(t *testing.T) {
+	rows := []Row{
+		{Job: "j", Attempt: 1, Seat: "a", Wait: 1200 * time.Millisecond, Elapsed: 7200 * time.Millisecond, Tokens: 2100, Outcome: admit.Reset},
+		{Job: "j", Attempt: 2, Seat: "a", Wait: 5 * time.Second, Elapsed: 5 * time.Second, Tokens: 0, Outcome: admit.WaitCap, Delay: 300 * time.Millisecond},
+		{Job: "j", Attempt: 3, Seat: "a", Wait: 9 * time.Second, Elapsed: 9 * time.Second, Tokens: 9, Unsent: true, Decision: "refuse: attempt cap"},
+	}
+	s := JobSpend(rows)
+	assert.Equal(t, admit.Spent{Time: 7200*time.Millisecond + 5300*time.Millisecond, Tokens: 2100, Attempts: 2}, s)
+	n := Estimate(rows, "")
+	assert.Equal(t, 5*time.Second, n.Wait, "last observed wait")
+	assert.Equal(t, 7200*time.Millisecond, n.Elapsed, "the wait-capped attempt was cut off; the reset one returned bytes")
+	assert.Equal(t, int64(2100), n.Tokens)
+}
+
+// rowGen draws rows that the writer may produce.
+func rowGen() *rapid.Generator[Row] {
+	word := rapid.StringMatching(`[a-z0-9_.:-]{1,12}`)
+	text := rapid.String()
+	secs := rapid.Custom(func(t *rapid.T) time.Duration {
+		return time.Duration(rapid.Int64Range(0, 3_600_000).Draw(t, "ms")) * time.Millisecond
+	})
+	return rapid.Custom(func(t *rapid.T) Row {
+		r := Row{
+			Job:     word.Draw(t, "job"),
+			Attempt: rapid.IntRange(1, 1000).Draw(t, "attempt"),
+			Seat:    word.Draw(t, "seat"),
+			Wait:    secs.Draw(t, "wait"),
+			Elapsed: secs.Draw(t, "elapsed"),
+			Tokens:  rapid.Int64Range(0, 1<<40).Draw(t, "tokens"),
+			Outcome: rapid.SampledFrom(admit.Outcomes).Draw(t, "outcome"),
+			Billing: rapid.SampledFrom([]admit.Billing{admit.Billable, admit.Free, admit.Ambiguous}).Draw(t, "billing"),
+			Unsent:  rapid.Bool().Draw(t, "unsent"),
+			Holdout: rapid.Bool().Draw(t, "holdout"),
+			Note:    text.Draw(t, "note"),
+		}
+		if rapid.Bool().Draw(t, "hasTS") {
+			r.TS = time.Unix(rapid.Int64Range(0, 4e9).Draw(t, "ts"), rapid.Int64Range(0, 1e9-1).Draw(t, "ns")).UTC()
+		}
+		if rapid.Bool().Draw(t, "split") {
+			r.PromptTokens = rapid.Int64Range(0, 1<<30).Draw(t, "p")
+			r.CompletionTokens = rapid.Int64Range(0, 1<<30).Draw(t, "c")
+			r.HasSplit = true
+		}
+		if rapid.Bool().Draw(t, "decided") {
+			r.Decision = rapid.SampledFrom([]string{"admit", "refuse: queue wait", "refuse: deadline", "refuse: breaker open"}).Draw(t, "decision")
+		}
+		if rapid.Bool().Draw(t, "spent") {
+			r.SpentS, r.SpentTokens, r.Used, r.HasSpent = secs.Draw(t, "spent_s"), rapid.Int64Range(0, 1e9).Draw(t, "st"), rapid.IntRange(0, 100).Draw(t, "used"), true
+		}
+		if rapid.Bool().Draw(t, "cost") {
+			r.CostUSD, r.HasCost = float64(rapid.IntRange(0, 1e7).Draw(t, "micro"))/1e6, true
+		}
+		return r
+	})
+}
+
+func TestRoundTripProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		want := rowGen().Draw(t, "row")
+		line := AppendRow(nil, &want)
+		if strings.Count(string(line), "\n") != 1 || line[len(line)-1] != '\n' {
+			t.Fatalf("not exactly one line: %q", line)
+		}
+		var got Row
+		if err := ParseLine(line[:len(line)-1], &got); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		want.Note = strings.ToValidUTF8(want.Note, "\uFFFD")
+		if got.Note != want.Note {
+			// go-logfmt writes invalid UTF-8 bytes as U+FFFD one rune at a time.
+			assert.Equal(t, []rune(strings.ToValidUTF8(want.Note, "\uFFFD")), []rune(got.Note))
+			got.Note = want.Note
+		}
+		if !assert.ObjectsAreEqual(want, got) {
+			t.Fatalf("round trip\nwant %+v\ngot  %+v\nline %q", want, got, line)
+		}
+	})
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add([]byte("wait_s=18.0 elapsed_s=9.0 tokens=2400 decision=refuse: queue wait\n"))
+	f.Add([]byte(Header + "\nts=2026-11-30T10:00:00Z job=a attempt=1 wait_s=1.200 elapsed_s=7.200 tokens=2100 note=\"a \\\"b\\\"\"\n"))
+	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n" + TornMarker + "\njob=a"))
+	f.Add([]byte("wait_s=1 elapsed_s=1 tokens=1 x=\"\\u00e9\"\n\n#\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := NewReader(strings.NewReader(string(data)), "f.log")
+		r.SkipBad(true)
+		for i := 0; i < 100000; i++ {
+			var row Row
+			err := r.Next(&row)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return
+			}
+			// Whatever reads must write back and read again to the same row.
+			line := AppendRow(nil, &row)
+			var again Row
+			if err := ParseLine(line[:len(line)-1], &again); err != nil {
+				t.Fatalf("re-read of %q: %v", line, err)
+			}
+		}
+	})
+}
+
+// BenchmarkRead1M reads a 1,000,000-row log written by the writer.
+func BenchmarkRead1M(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "1m.log")
+	f, err := os.Create(path)
+	require.NoError(b, err)
+	bw := bufio.NewWriter(f)
+	bw.WriteString(Header + "\n")
+	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	var buf []byte
+	for i := 0; i < 1_000_000; i++ {
+		r := Row{TS: t0.Add(time.Duration(i) * time.Second), Job: fmt.Sprintf("r1-%07d", i/2), Attempt: i%2 + 1, Seat: "scratch", Model: "gpt-4o-mini",
+			Wait: time.Duration(i%5000) * time.Millisecond, Elapsed: time.Duration(i%20000) * time.Millisecond, TTFB: 300 * time.Millisecond, HasTTFB: true,
+			Tokens: 2100, PromptTokens: 1500, CompletionTokens: 600, HasSplit: true, TokensFrom: "usage", Outcome: admit.OK, HTTPStatus: 200, Billing: admit.Billable,
+			SpentS: time.Second, SpentTokens: 2100, Used: i % 2, HasSpent: true, Decision: "admit"}
+		buf = AppendRow(buf[:0], &r)
+		bw.Write(buf)
+	}
+	require.NoError(b, bw.Flush())
+	require.NoError(b, f.Close())
+	st, _ := os.Stat(path)
+	b.SetBytes(st.Size())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		f, _ := os.Open(path)
+		r := NewReader(f, path)
+		n := 0
+		var row Row
+		for {
+			err := r.Next(&row)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		f.Close()
+		if n != 1_000_000 {
+			b.Fatalf("read %d rows", n)
+		}
+	}
+}
