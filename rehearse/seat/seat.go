@@ -5,6 +5,7 @@ package seat
 
 import (
 	"context"
+	"math/bits"
 	"time"
 
 	"retrygate/admit"
@@ -20,6 +21,10 @@ type Request struct {
 	WaitCap        time.Duration // 0: none. No first content by then → cancel, outcome wait_cap
 	SoftTimeout    time.Duration // 0: none. OnSoft is called once when it passes
 	OnSoft         func(elapsed time.Duration)
+	// Slow5xxAfter is the policy's retry.slow_5xx_after: a 5xx that took
+	// at least this long is billed ambiguous, not free (admit.BillingOf).
+	// 0 treats every 5xx as fast.
+	Slow5xxAfter time.Duration
 }
 
 // Token sources, as written to rehearsal.log's tokens_from.
@@ -114,7 +119,9 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 		endOutcome = admit.ClassifyHTTP(status, p.ErrorCode)
 	}
 	hung := p.Hang
-	if p.ResetAfter > 0 && (hung || p.ResetAfter < end) {
+	// A reset at the last byte's moment still drops the connection: the
+	// client never sees the stream's end.
+	if p.ResetAfter > 0 && (hung || p.ResetAfter <= end) {
 		end, endOutcome, hung = p.ResetAfter, admit.Reset, false
 	}
 	// Which limit fires first: wait cap (no content yet), hard timeout, or the end.
@@ -156,9 +163,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 		if hasContent && contentAt <= cut.at {
 			o.Wait, o.HasWait = contentAt, true
 			// Partial output: tokens produced so far, pro rata.
-			if end > contentAt && p.CompletionTokens > 0 {
-				o.CompletionTokens = p.CompletionTokens * int64(cut.at-contentAt) / int64(end-contentAt)
-			}
+			o.CompletionTokens = partialTokens(p, cut.at)
 		}
 		o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
 		o.HTTPStatus = 0
@@ -180,9 +185,12 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	case admit.Reset:
 		if hasContent && contentAt <= end {
 			o.Wait, o.HasWait = contentAt, true
-			if p.Elapsed > contentAt {
-				o.CompletionTokens = p.CompletionTokens * int64(end-contentAt) / int64(p.Elapsed-contentAt)
-			}
+			o.CompletionTokens = partialTokens(p, end)
+		}
+		if ttfb > end {
+			// Dropped before the headers: no status, code or Retry-After was seen.
+			o.TTFB, o.HasTTFB, o.HTTPStatus = 0, false, 0
+			o.ErrorCode, o.RetryAfter, o.HasRetryAfter = "", 0, false
 		}
 	default:
 		o.Wait, o.HasWait = end, true // the error body is the first byte
@@ -190,6 +198,21 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	}
 	o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
 	return o
+}
+
+// partialTokens is the completion tokens p has streamed by at: pro rata
+// from the first content to the plan's last byte, never more than all of
+// them. The 128-bit product cannot overflow.
+func partialTokens(p Plan, at time.Duration) int64 {
+	if p.CompletionTokens <= 0 || p.Elapsed <= p.Wait || at <= p.Wait {
+		return 0
+	}
+	if at >= p.Elapsed {
+		return p.CompletionTokens
+	}
+	hi, lo := bits.Mul64(uint64(p.CompletionTokens), uint64(at-p.Wait))
+	q, _ := bits.Div64(hi, lo, uint64(p.Elapsed-p.Wait)) // q < CompletionTokens: no overflow panic
+	return int64(q)
 }
 
 // Planner yields, deterministically, what a scripted or modelled seat does
@@ -210,6 +233,12 @@ type Config struct {
 	Encoding  string   // tokenizer encoding override (e.g. cl100k_base, o200k_base)
 	PriceIn   float64  // USD per 1M prompt tokens (0: unknown)
 	PriceOut  float64  // USD per 1M completion tokens (0: unknown)
+	// MaxTokensParam (openai) names the request field that carries
+	// Request.MaxTokens: max_tokens or max_completion_tokens. "" picks by
+	// model: max_completion_tokens for OpenAI reasoning models (o1, o3,
+	// o4, gpt-5), which refuse max_tokens; max_tokens otherwise, which
+	// every compatible server honours.
+	MaxTokensParam string
 }
 
 // Cost estimates an observation's cost from the seat's prices; ok is

@@ -1,0 +1,685 @@
+package script
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+
+	"retrygate/rehearse/seat"
+)
+
+// Limits keep every number a script can produce far from overflow in the
+// simulator's sums; no real model call comes near them.
+const (
+	maxDuration = 24 * time.Hour
+	maxTokens   = 1_000_000_000
+	maxRate     = 1e9
+	maxRepeat   = math.MaxInt32
+	maxTotal    = math.MaxInt32 // expanded steps, so Len fits an int everywhere
+	maxText     = 200
+)
+
+// Error is a script error. Line is 1-based; 0 when the error is about the
+// file as a whole (it could not be read). Key is the path to the value at
+// fault, such as steps[3].wait (steps are counted from 0).
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+	Err  error // the underlying error, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+var (
+	topKeys  = []string{"name", "model", "then", "steps"}
+	stepKeys = []string{
+		"wait", "ttfb", "elapsed", "rate", "prompt_tokens", "completion_tokens",
+		"usage", "status", "retry_after", "error", "hang", "reset_after",
+		"conn_error", "repeat",
+	}
+	// A bare number of seconds: no hex, no underscores, no Inf/NaN words.
+	numberRE = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	intRE    = regexp.MustCompile(`^[+-]?[0-9]+$`)
+	codeRE   = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,64}$`)
+)
+
+// Parse parses a script. name is the file name errors start with.
+func Parse(data []byte, name string) (*Script, error) {
+	root, err := decode(data, name)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{file: name}
+	return p.script(root)
+}
+
+// decode reads exactly one YAML document into a node tree, turning the
+// YAML library's errors (and, defensively, its panics) into file:line ones.
+func decode(data []byte, name string) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, &Error{File: name, Line: 1, Msg: fmt.Sprintf("not valid YAML: %v", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: name, Line: 1, Msg: "empty script (want a mapping with a steps list)"}
+		}
+		return nil, yamlError(name, data, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &Error{File: name, Line: max(extra.Line, 1), Msg: "more than one YAML document (a script is one document)"}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, yamlError(name, data, err)
+	}
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil, &Error{File: name, Line: 1, Msg: "empty script (want a mapping with a steps list)"}
+		}
+		return doc.Content[0], nil
+	}
+	return &doc, nil
+}
+
+var (
+	yamlLineRE   = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
+	yamlAnchorRE = regexp.MustCompile(`^(?:yaml: )?unknown anchor '(.*)' referenced$`)
+	// The YAML parser (unlike its scanner) reports 0-based lines.
+	yamlParserProblems = map[string]bool{
+		"did not find expected <stream-start>":   true,
+		"did not find expected <document start>": true,
+		"did not find expected node content":     true,
+		"did not find expected '-' indicator":    true,
+		"did not find expected key":              true,
+		"did not find expected ',' or ']'":       true,
+		"did not find expected ',' or '}'":       true,
+		"found undefined tag handle":             true,
+		"found duplicate %YAML directive":        true,
+		"found incompatible YAML document":       true,
+		"found duplicate %TAG directive":         true,
+	}
+)
+
+// yamlError rewrites "yaml: line 3: did not find…" as "file:N: not valid
+// YAML: did not find…", with N the 1-based line. The library omits the
+// line for problems on the first one, and names none for an unknown
+// anchor, so that one is looked up in the text.
+func yamlError(name string, data []byte, err error) error {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if yamlParserProblems[m[2]] {
+			line++
+		}
+		return &Error{File: name, Line: max(line, 1), Msg: "not valid YAML: " + m[2], Err: err}
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	line := 1
+	if m := yamlAnchorRE.FindStringSubmatch(err.Error()); m != nil {
+		line = lineOf(data, "*"+m[1])
+	}
+	return &Error{File: name, Line: line, Msg: "not valid YAML: " + msg, Err: err}
+}
+
+// lineOf is the 1-based line where needle first occurs, or 1.
+func lineOf(data []byte, needle string) int {
+	i := bytes.Index(data, []byte(needle))
+	if i < 0 {
+		return 1
+	}
+	return 1 + bytes.Count(data[:i], []byte("\n"))
+}
+
+type parser struct {
+	file string
+}
+
+func (p *parser) errf(n *yaml.Node, key, format string, args ...any) error {
+	line := 1
+	if n != nil && n.Line > 0 {
+		line = n.Line
+	}
+	return &Error{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// deref follows an alias to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 8; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// pair is one key of a mapping, with its nodes for error positions.
+type pair struct {
+	key  string
+	kn   *yaml.Node // the key, for unknown/duplicate-key errors
+	node *yaml.Node // the value
+}
+
+// mapping checks n is a mapping of known, distinct plain keys.
+func (p *parser) mapping(n *yaml.Node, where string, known []string) ([]pair, error) {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, where, "want a mapping of %s, got %s", strings.Join(known, ", "), describe(n))
+	}
+	pairs := make([]pair, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := deref(n.Content[i]), n.Content[i+1]
+		if kn == nil || kn.Kind != yaml.ScalarNode {
+			return nil, p.errf(kn, where, "a key must be a plain word, got %s", describe(kn))
+		}
+		key := kn.Value
+		path := join(where, key)
+		if key == "<<" {
+			return nil, p.errf(kn, path, "merge keys are not supported (write the keys out, or use repeat)")
+		}
+		if !contains(known, key) {
+			msg := fmt.Sprintf("unknown key %q", key)
+			if s := suggest(key, known); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			} else {
+				msg += fmt.Sprintf(" (want one of %s)", strings.Join(known, ", "))
+			}
+			return nil, p.errf(kn, path, "%s", msg)
+		}
+		for _, q := range pairs {
+			if q.key == key {
+				return nil, p.errf(kn, path, "duplicate key (first given on line %d)", q.kn.Line)
+			}
+		}
+		pairs = append(pairs, pair{key: key, kn: kn, node: deref(vn)})
+	}
+	return pairs, nil
+}
+
+func (p *parser) script(root *yaml.Node) (*Script, error) {
+	root = deref(root)
+	if root == nil || root.Kind != yaml.MappingNode {
+		return nil, p.errf(root, "", "want a mapping with a steps list, got %s", describe(root))
+	}
+	pairs, err := p.mapping(root, "", topKeys)
+	if err != nil {
+		return nil, err
+	}
+	s := &Script{name: baseName(p.file)}
+	var stepsNode *yaml.Node
+	for _, kv := range pairs {
+		switch kv.key {
+		case "name":
+			if s.name, err = p.text(kv.node, "name"); err != nil {
+				return nil, err
+			}
+		case "model":
+			if s.model, err = p.text(kv.node, "model"); err != nil {
+				return nil, err
+			}
+		case "then":
+			t, err := p.text(kv.node, "then")
+			if err != nil {
+				return nil, err
+			}
+			switch t {
+			case "loop":
+				s.then = Loop
+			case "last":
+				s.then = Last
+			default:
+				return nil, p.errf(kv.node, "then", "unknown value %q (want loop or last)", t)
+			}
+		case "steps":
+			stepsNode = kv.node
+			if stepsNode == nil {
+				stepsNode = kv.kn
+			}
+		}
+	}
+	if stepsNode == nil {
+		return nil, p.errf(root, "steps", "missing (a script needs at least one step)")
+	}
+	if stepsNode.Kind != yaml.SequenceNode {
+		return nil, p.errf(stepsNode, "steps", "want a list of steps, got %s", describe(stepsNode))
+	}
+	if len(stepsNode.Content) == 0 {
+		return nil, p.errf(stepsNode, "steps", "empty (a script needs at least one step)")
+	}
+	s.plans = make([]seat.Plan, 0, len(stepsNode.Content))
+	ends := make([]int, 0, len(stepsNode.Content))
+	repeated := false
+	for i, n := range stepsNode.Content {
+		plan, repeat, err := p.step(n, fmt.Sprintf("steps[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		if repeat > maxTotal-s.total {
+			return nil, p.errf(deref(n), fmt.Sprintf("steps[%d].repeat", i), "the script expands to more than %d calls", maxTotal)
+		}
+		repeated = repeated || repeat != 1
+		s.total += repeat
+		s.plans = append(s.plans, plan)
+		ends = append(ends, s.total)
+	}
+	if repeated {
+		s.ends = ends
+	}
+	return s, nil
+}
+
+// step parses one step into a plan and its repeat count.
+func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
+	var plan seat.Plan
+	pairs, err := p.mapping(n, where, stepKeys)
+	if err != nil {
+		return plan, 0, err
+	}
+	at := make(map[string]*yaml.Node, len(pairs))
+	for _, kv := range pairs {
+		at[kv.key] = kv.node
+		if kv.node == nil {
+			at[kv.key] = kv.kn
+		}
+	}
+	has := func(k string) bool { return at[k] != nil }
+	key := func(k string) string { return where + "." + k }
+	dur := func(k string) (time.Duration, error) { return p.duration(at[k], key(k)) }
+	boolean := func(k string, def bool) (bool, error) {
+		if !has(k) {
+			return def, nil
+		}
+		return p.boolean(at[k], key(k))
+	}
+	count := func(k string, lo, hi int64) (int64, error) {
+		if !has(k) {
+			return 0, nil
+		}
+		return p.integer(at[k], key(k), lo, hi)
+	}
+
+	repeat := int64(1)
+	if has("repeat") {
+		if repeat, err = p.integer(at["repeat"], key("repeat"), 1, maxRepeat); err != nil {
+			return plan, 0, err
+		}
+	}
+
+	if plan.ConnError, err = boolean("conn_error", false); err != nil {
+		return plan, 0, err
+	}
+	if plan.ConnError {
+		// Nothing reaches the provider: no timing, no answer.
+		for _, kv := range pairs {
+			if kv.key != "conn_error" && kv.key != "repeat" {
+				return plan, 0, p.errf(kv.kn, key(kv.key), "not allowed with conn_error: true (a refused connection has no timing or answer)")
+			}
+		}
+		return plan, int(repeat), nil
+	}
+
+	if plan.Hang, err = boolean("hang", false); err != nil {
+		return plan, 0, err
+	}
+	if plan.Hang {
+		for _, k := range []string{"elapsed", "rate", "status", "retry_after", "error"} {
+			if has(k) {
+				return plan, 0, p.errf(at[k], key(k), "not allowed with hang: true (a hang never ends; use reset_after to drop the connection)")
+			}
+		}
+	}
+
+	// Timing.
+	var wait time.Duration
+	if has("wait") {
+		if wait, err = dur("wait"); err != nil {
+			return plan, 0, err
+		}
+	} else if plan.Hang {
+		wait = Never
+	}
+	ttfb := wait
+	if has("ttfb") {
+		if ttfb, err = dur("ttfb"); err != nil {
+			return plan, 0, err
+		}
+		if ttfb > wait {
+			return plan, 0, p.errf(at["ttfb"], key("ttfb"), "%s is after wait %s (headers come before the first content)", ttfb, wait)
+		}
+	}
+	if plan.PromptTokens, err = count("prompt_tokens", 0, maxTokens); err != nil {
+		return plan, 0, err
+	}
+	if plan.CompletionTokens, err = count("completion_tokens", 0, maxTokens); err != nil {
+		return plan, 0, err
+	}
+	if has("reset_after") {
+		if plan.ResetAfter, err = dur("reset_after"); err != nil {
+			return plan, 0, err
+		}
+		if plan.ResetAfter == 0 {
+			return plan, 0, p.errf(at["reset_after"], key("reset_after"), "must be positive (a connection that never opens is conn_error: true)")
+		}
+	}
+	elapsed := wait
+	switch {
+	case plan.Hang:
+		elapsed = 0
+	case has("elapsed") && has("rate"):
+		return plan, 0, p.errf(at["rate"], key("rate"), "give elapsed or rate, not both")
+	case has("elapsed"):
+		if elapsed, err = dur("elapsed"); err != nil {
+			return plan, 0, err
+		}
+		if elapsed < wait {
+			return plan, 0, p.errf(at["elapsed"], key("elapsed"), "%s is before wait %s (elapsed runs from submit to the last byte)", elapsed, wait)
+		}
+	case has("rate"):
+		rate, err := p.rate(at["rate"], key("rate"))
+		if err != nil {
+			return plan, 0, err
+		}
+		stream := float64(plan.CompletionTokens) / rate * float64(time.Second)
+		if stream > float64(maxDuration-wait) {
+			return plan, 0, p.errf(at["rate"], key("rate"), "wait + completion_tokens/rate is longer than %s", maxDuration)
+		}
+		elapsed = wait + time.Duration(math.Round(stream))
+	case plan.ResetAfter > wait:
+		elapsed = plan.ResetAfter // a reset step with no end of its own
+	}
+	if !plan.Hang && plan.ResetAfter > elapsed {
+		return plan, 0, p.errf(at["reset_after"], key("reset_after"), "%s is after elapsed %s (the answer would be complete before the reset)", plan.ResetAfter, elapsed)
+	}
+	plan.TTFB, plan.Wait, plan.Elapsed = ttfb, wait, elapsed
+
+	// The answer.
+	usage, err := boolean("usage", true)
+	if err != nil {
+		return plan, 0, err
+	}
+	plan.NoUsage = !usage
+	plan.Status = 200
+	if has("status") {
+		st, err := p.integer(at["status"], key("status"), 100, 599)
+		if err != nil {
+			return plan, 0, err
+		}
+		if st != 200 && st < 400 {
+			return plan, 0, p.errf(at["status"], key("status"), "want 200 or an error status 400-599, got %d", st)
+		}
+		plan.Status = int(st)
+	}
+	if has("retry_after") {
+		if plan.RetryAfter, err = dur("retry_after"); err != nil {
+			return plan, 0, err
+		}
+		plan.HasRetryAfter = true
+	}
+	if has("error") {
+		code, err := p.text(at["error"], key("error"))
+		if err != nil {
+			return plan, 0, err
+		}
+		if !codeRE.MatchString(code) {
+			return plan, 0, p.errf(at["error"], key("error"), "want a provider error code such as context_length_exceeded (letters, digits, _ . -), got %q", code)
+		}
+		plan.ErrorCode = code
+	}
+	return plan, int(repeat), nil
+}
+
+// scalar checks n is a scalar with a value, of a plain YAML type.
+func (p *parser) scalar(n *yaml.Node, key, want string) (string, error) {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", p.errf(n, key, "want %s, got %s", want, describe(n))
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "", p.errf(n, key, "missing value (want %s)", want)
+	case "!!str", "!!int", "!!float", "!!bool":
+		return strings.TrimSpace(n.Value), nil
+	default:
+		return "", p.errf(n, key, "unsupported tag %s (want %s)", n.Tag, want)
+	}
+}
+
+func (p *parser) text(n *yaml.Node, key string) (string, error) {
+	v, err := p.scalar(n, key, "a string")
+	if err != nil {
+		return "", err
+	}
+	if len(v) > maxText {
+		return "", p.errf(n, key, "longer than %d bytes", maxText)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return "", p.errf(n, key, "contains a control character or invalid UTF-8")
+		}
+	}
+	return v, nil
+}
+
+// number reads a bare decimal number, spotting YAML's and Go's spellings
+// of NaN and infinity so the error can say so.
+func number(v string) (f float64, isNumber bool) {
+	switch strings.ToLower(strings.TrimLeft(v, "+-")) {
+	case ".nan", "nan":
+		return math.NaN(), true
+	case ".inf", "inf", "infinity":
+		return math.Inf(1), true
+	}
+	if !numberRE.MatchString(v) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil { // out of float64 range
+		return math.Inf(1), true
+	}
+	return f, true
+}
+
+// duration reads Go syntax ("1.5s", "1500ms") or a bare number of seconds.
+func (p *parser) duration(n *yaml.Node, key string) (time.Duration, error) {
+	v, err := p.scalar(n, key, "a duration such as 1.5s, 1500ms or 1.5")
+	if err != nil {
+		return 0, err
+	}
+	if f, ok := number(v); ok {
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0):
+			return 0, p.errf(n, key, "not a finite duration %q", v)
+		case f < 0:
+			return 0, p.errf(n, key, "negative duration %q", v)
+		case f > maxDuration.Seconds():
+			return 0, p.errf(n, key, "duration %q out of range (at most %s)", v, maxDuration)
+		}
+		return time.Duration(math.Round(f * float64(time.Second))), nil
+	}
+	if n.ShortTag() == "!!bool" {
+		return 0, p.errf(n, key, "want a duration such as 1.5s, 1500ms or 1.5, got %q", v)
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		if strings.HasPrefix(v, "-") {
+			return 0, p.errf(n, key, "negative duration %q", v)
+		}
+		return 0, p.errf(n, key, "not a duration %q (want Go syntax such as 1.5s or 1500ms, or a number of seconds)", v)
+	}
+	switch {
+	case d < 0:
+		return 0, p.errf(n, key, "negative duration %q", v)
+	case d > maxDuration:
+		return 0, p.errf(n, key, "duration %q out of range (at most %s)", v, maxDuration)
+	}
+	return d, nil
+}
+
+// integer reads a whole decimal number in [lo, hi].
+func (p *parser) integer(n *yaml.Node, key string, lo, hi int64) (int64, error) {
+	v, err := p.scalar(n, key, "a whole number")
+	if err != nil {
+		return 0, err
+	}
+	if !intRE.MatchString(v) {
+		if f, ok := number(v); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			return 0, p.errf(n, key, "not a finite number %q", v)
+		}
+		return 0, p.errf(n, key, "want a whole number, got %q", v)
+	}
+	i, err := strconv.ParseInt(v, 10, 64)
+	neg := strings.HasPrefix(v, "-")
+	switch {
+	case neg && lo >= 0 && (err != nil || i < 0):
+		return 0, p.errf(n, key, "must not be negative, got %s", v)
+	case err != nil || i > hi:
+		return 0, p.errf(n, key, "%s out of range (at most %d)", v, hi)
+	case i < lo:
+		return 0, p.errf(n, key, "must be at least %d, got %s", lo, v)
+	}
+	return i, nil
+}
+
+// rate reads completion tokens per second: a positive, finite number.
+func (p *parser) rate(n *yaml.Node, key string) (float64, error) {
+	v, err := p.scalar(n, key, "completion tokens per second")
+	if err != nil {
+		return 0, err
+	}
+	f, ok := number(v)
+	switch {
+	case !ok:
+		return 0, p.errf(n, key, "want completion tokens per second, got %q", v)
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return 0, p.errf(n, key, "not a finite number %q", v)
+	case f < 0:
+		return 0, p.errf(n, key, "must not be negative, got %s", v)
+	case f == 0:
+		return 0, p.errf(n, key, "must be positive (tokens per second), got %s", v)
+	case f > maxRate:
+		return 0, p.errf(n, key, "%s out of range (at most %g)", v, float64(maxRate))
+	}
+	return f, nil
+}
+
+func (p *parser) boolean(n *yaml.Node, key string) (bool, error) {
+	v, err := p.scalar(n, key, "true or false")
+	if err != nil {
+		return false, err
+	}
+	switch strings.ToLower(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, p.errf(n, key, "want true or false, got %q", v)
+}
+
+// describe names a node's kind for "want X, got Y" messages.
+func describe(n *yaml.Node) string {
+	switch {
+	case n == nil:
+		return "nothing"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
+		return "nothing"
+	case n.Kind == yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 40 {
+			v = v[:40] + "…"
+		}
+		return strconv.Quote(v)
+	}
+	return "an unexpected node"
+}
+
+func join(where, key string) string {
+	if where == "" {
+		return key
+	}
+	return where + "." + key
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// suggest returns the known key a misspelt one is closest to: one edit
+// away for short keys, two for longer ones (a swap of neighbours is one).
+func suggest(key string, known []string) string {
+	if len(key) > 40 {
+		return ""
+	}
+	limit := 1
+	if len(key) >= 6 {
+		limit = 2
+	}
+	best, bestD := "", limit+1
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal-string-alignment distance: insertions,
+// deletions, substitutions and swaps of neighbours.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
