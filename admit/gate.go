@@ -94,8 +94,19 @@ func (d Decision) String() string {
 	if d.Admit {
 		return "admit"
 	}
+	if s, ok := refusals[d.Reason]; ok {
+		return s // no allocation on the simulator's hot path
+	}
 	return "refuse: " + string(d.Reason)
 }
+
+var refusals = func() map[Reason]string {
+	m := map[Reason]string{}
+	for _, r := range Reasons {
+		m[r] = "refuse: " + string(r)
+	}
+	return m
+}()
 
 // Refuse builds a refusal that did not come from the four checks
 // (permanent error, breaker open, a sleep past the deadline).

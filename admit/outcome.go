@@ -109,5 +109,10 @@ func ClassifyHTTP(status int, code string) Outcome {
 	case status >= 200 && status < 300:
 		return OK
 	}
-	return ServerError // 1xx/3xx where a body was expected
+	// A 3xx: seats follow no redirects, so this is a wrong base_url, and
+	// identical bytes will be redirected identically.
+	if status >= 300 && status < 400 {
+		return ClientError
+	}
+	return ServerError // 1xx where a body was expected
 }

@@ -41,7 +41,7 @@ var knownKeys = []*regexp.Regexp{
 	regexp.MustCompile(`^retry\.(base_delay|max_delay|slow_5xx_after|honor_retry_after|timeouts_retried)$`),
 	regexp.MustCompile(`^timeouts\.(soft|hard)$`),
 	regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
-	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out)$`),
+	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param)$`),
 	regexp.MustCompile(`^thresholds\.[^.]+$`),
 	regexp.MustCompile(`^(fallback|log)$`),
 }
@@ -452,6 +452,9 @@ func (c *config) seats() (map[string]seat.Config, error) {
 			return nil, err
 		}
 		if sc.Encoding, err = get("encoding"); err != nil {
+			return nil, err
+		}
+		if sc.MaxTokensParam, err = get("max_tokens_param"); err != nil {
 			return nil, err
 		}
 		for k, dst := range map[string]*float64{"price_in": &sc.PriceIn, "price_out": &sc.PriceOut} {

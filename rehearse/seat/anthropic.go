@@ -1,0 +1,162 @@
+package seat
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// anthropicWire speaks the Messages API: POST {base_url}/messages with
+// stream: true, reading message_start … content_block_delta … message_delta
+// … message_stop, with ping and error events anywhere.
+type anthropicWire struct{}
+
+// anthropicDefaultMax fills max_tokens, which the Messages API requires,
+// when the attempt sets none.
+const anthropicDefaultMax = 1024
+
+type anthropicRequest struct {
+	Model     string        `json:"model"`
+	MaxTokens int           `json:"max_tokens"`
+	Messages  []chatMessage `json:"messages"`
+	Stream    bool          `json:"stream"`
+}
+
+func (anthropicWire) path() string { return "/messages" }
+func (anthropicWire) ndjson() bool { return false }
+
+func (anthropicWire) header(h http.Header, key string) {
+	h.Set("Accept", "text/event-stream")
+	h.Set("Anthropic-Version", "2023-06-01")
+	if key != "" {
+		h.Set("X-Api-Key", key)
+	}
+}
+
+func (anthropicWire) body(model string, req Request) []byte {
+	r := anthropicRequest{
+		Model:     model,
+		MaxTokens: req.MaxTokens,
+		Messages:  []chatMessage{{Role: "user", Content: req.Prompt}},
+		Stream:    true,
+	}
+	if r.MaxTokens <= 0 {
+		r.MaxTokens = anthropicDefaultMax
+	}
+	b, _ := json.Marshal(r)
+	return b
+}
+
+type anthropicUsage struct {
+	InputTokens         *jsonInt `json:"input_tokens"`
+	CacheCreationTokens *jsonInt `json:"cache_creation_input_tokens"`
+	CacheReadTokens     *jsonInt `json:"cache_read_input_tokens"`
+	OutputTokens        *jsonInt `json:"output_tokens"`
+}
+
+// input is every prompt token the request was billed for: fresh, cache
+// writes and cache reads; ok is false when the usage named none.
+func (u *anthropicUsage) input() (n int64, ok bool) {
+	for _, p := range []*jsonInt{u.InputTokens, u.CacheCreationTokens, u.CacheReadTokens} {
+		if p.present() {
+			n, ok = n+p.value(), true
+		}
+	}
+	return n, ok
+}
+
+type anthropicBlock struct {
+	Type        string   `json:"type"`
+	Text        jsonText `json:"text"`
+	Thinking    jsonText `json:"thinking"`
+	PartialJSON jsonText `json:"partial_json"` // tool-use input, streamed
+}
+
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Content []anthropicBlock `json:"content"`
+		Usage   *anthropicUsage  `json:"usage"`
+	} `json:"message"`
+	ContentBlock *anthropicBlock `json:"content_block"`
+	Delta        *anthropicBlock `json:"delta"`
+	Usage        *anthropicUsage `json:"usage"`
+	// A non-streamed answer is a Message at the top level.
+	Content []anthropicBlock `json:"content"`
+}
+
+func (anthropicWire) event(typ string, data []byte, st *stream) {
+	var e anthropicEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		st.bad++
+		return
+	}
+	if e.Type == "" {
+		e.Type = typ // the data's type names the event; the SSE name is a fallback
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil && e.Message.Usage != nil {
+			if n, ok := e.Message.Usage.input(); ok {
+				st.usagePrompt(n)
+			}
+			// Its output_tokens is a provisional count; message_delta
+			// carries the total.
+		}
+	case "content_block_start":
+		if b := e.ContentBlock; b != nil {
+			st.text(string(b.Text))
+			st.text(string(b.Thinking))
+		}
+	case "content_block_delta":
+		if d := e.Delta; d != nil {
+			switch d.Type {
+			case "text_delta":
+				st.text(string(d.Text))
+			case "thinking_delta":
+				st.text(string(d.Thinking))
+			case "input_json_delta":
+				st.text(string(d.PartialJSON))
+			}
+		}
+	case "message_delta":
+		if u := e.Usage; u != nil {
+			// Cumulative: replace message_start's numbers, never add.
+			if u.OutputTokens.present() {
+				st.usageCompletion(u.OutputTokens.value())
+			}
+			if n, ok := u.input(); ok {
+				st.usagePrompt(n)
+			}
+		}
+	case "message_stop":
+		st.done = true
+	case "error":
+		st.fail(errorCode(data))
+	}
+	// ping and event types added later are ignored, as the API asks.
+}
+
+func (w anthropicWire) whole(data []byte, st *stream) {
+	var e anthropicEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		st.bad++
+		return
+	}
+	if e.Type == "error" {
+		st.fail(errorCode(data))
+		return
+	}
+	for _, b := range e.Content {
+		st.text(string(b.Text))
+		st.text(string(b.Thinking))
+	}
+	if u := e.Usage; u != nil {
+		if n, ok := u.input(); ok {
+			st.usagePrompt(n)
+		}
+		if u.OutputTokens.present() {
+			st.usageCompletion(u.OutputTokens.value())
+		}
+	}
+	st.done = e.Type == "message"
+}

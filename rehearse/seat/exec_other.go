@@ -1,0 +1,10 @@
+//go:build !unix
+
+package seat
+
+import "os/exec"
+
+// inGroup leaves exec's default: cancellation kills the process itself.
+func inGroup(*exec.Cmd) {}
+
+func killGroup(*exec.Cmd) error { return nil }

@@ -1,0 +1,536 @@
+package seat
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tiktoken-go/tokenizer"
+
+	"retrygate/admit"
+)
+
+// maxErrorBody bounds how much of a non-2xx body is read for its error
+// code; the rest is never read.
+const maxErrorBody = 64 << 10
+
+// wire is one HTTP wire format: how to ask, and how to read the answer.
+type wire interface {
+	path() string // appended to the base URL's path
+	header(h http.Header, key string)
+	body(model string, req Request) []byte
+	ndjson() bool // NDJSON framing instead of SSE
+	// event handles one SSE event (typ is its event: name) or one NDJSON
+	// line (typ is "").
+	event(typ string, data []byte, st *stream)
+	// whole handles a non-streamed application/json answer.
+	whole(data []byte, st *stream)
+}
+
+// stream is what has been read of one answer so far.
+type stream struct {
+	counter    streamCounter
+	onContent  func()
+	content    bool
+	prompt     int64
+	completion int64
+	hasPrompt  bool // prompt tokens came from the answer's usage
+	hasCompl   bool // completion tokens came from the answer's usage
+	failed     bool // the stream carried an error event
+	code       string
+	done       bool // the terminal event arrived
+	bad        int  // malformed events, tolerated
+}
+
+// text records generated text (content, reasoning or tool-call
+// arguments): the first non-empty piece is the answer's first token.
+func (st *stream) text(s string) {
+	if s == "" {
+		return
+	}
+	if !st.content {
+		st.content = true
+		st.onContent()
+	}
+	st.counter.add(s)
+}
+
+// fail records an error event in an otherwise successful stream.
+func (st *stream) fail(code string) {
+	if !st.failed {
+		st.failed, st.code = true, code
+	}
+}
+
+func (st *stream) usagePrompt(n int64) { st.prompt, st.hasPrompt = n, true }
+
+// usageCompletion replaces, never adds: every format here reports a
+// running total (Anthropic's message_delta says so outright).
+func (st *stream) usageCompletion(n int64) { st.completion, st.hasCompl = n, true }
+
+// httpSeat is an openai, anthropic or ollama seat.
+type httpSeat struct {
+	cfg    Config
+	url    string // full endpoint; it may hold a query string: never print it
+	key    string // never print it
+	w      wire
+	client *http.Client
+	codec  tokenizer.Codec
+	now    func() time.Time
+}
+
+func (s *httpSeat) Name() string { return s.cfg.Name }
+
+// String and GoString keep the key and URL out of any %v of a seat.
+func (s *httpSeat) String() string   { return fmt.Sprintf("seat %s (%s)", s.cfg.Name, s.cfg.Kind) }
+func (s *httpSeat) GoString() string { return s.String() }
+
+// newClient builds a client that makes exactly one attempt per call: no
+// redirects followed, no HTTP/2 connection-level retries, no proxy from
+// the environment (the seat's timing, not a proxy's), and a fresh
+// connection per attempt. Go's transport replays a request that failed
+// on a reused idle connection when it looks idempotent, and an
+// Idempotency-Key header makes a POST look so; with no reuse (and no
+// GetBody on the request) it never replays. A fresh connection also
+// means cancelling an attempt closes exactly its connection.
+func newClient() *http.Client {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	tr := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            (&net.Dialer{}).DialContext,
+		DisableKeepAlives:      true,
+		DisableCompression:     true, // a gzip layer would buffer the stream being timed
+		MaxResponseHeaderBytes: 64 << 10,
+		Protocols:              protocols,
+	}
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// countingReader counts body bytes and when the last of them arrived.
+type countingReader struct {
+	r     io.Reader
+	start time.Time
+	n     int64
+	last  time.Duration
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.last = time.Since(c.start)
+	}
+	return n, err
+}
+
+// Do makes one attempt. It never returns an error: whatever happened is
+// the Observation.
+func (s *httpSeat) Do(parent context.Context, req Request) Observation {
+	start := time.Now()
+	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	g := startGuard(start, req, cancel)
+	defer g.stop()
+
+	// The transport calls these from its own goroutines.
+	var wrote atomic.Bool
+	var firstByte atomic.Int64 // ns since start; 0: not yet
+	trace := &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
+	}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(s.w.body(s.cfg.Model, req)))
+	if err != nil {
+		// The URL was checked in New; this is not reachable in practice.
+		obs.Outcome, obs.Billing, obs.Detail = admit.ConnError, admit.Free, "bad request url"
+		return obs
+	}
+	hreq.GetBody = nil // not replayable: the transport must never resend it
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("User-Agent", "retrygate")
+	if req.IdempotencyKey != "" {
+		hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	}
+	s.w.header(hreq.Header, s.key)
+
+	resp, err := s.client.Do(hreq)
+	if err != nil {
+		obs.Elapsed = time.Since(start)
+		if o, why := cancelled(parent, ctx); o != "" {
+			obs.Outcome, obs.Detail = o, why+" before response headers"
+			if wrote.Load() {
+				s.countTokens(&obs, &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}, req) // the prompt may have been read
+			}
+		} else if !wrote.Load() {
+			obs.Outcome, obs.Detail = admit.ConnError, dialDetail(err)
+		} else {
+			obs.Outcome, obs.Detail = admit.ServerError, answerDetail(err)
+		}
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return obs
+	}
+	defer resp.Body.Close()
+	obs.HasTTFB = true
+	// ttfb is the first byte of the response, counted only once its
+	// headers are whole: a server dribbling headers has not answered.
+	obs.TTFB = time.Since(start)
+	if fb := firstByte.Load(); fb > 0 {
+		obs.TTFB = time.Duration(fb)
+	}
+	obs.HTTPStatus = resp.StatusCode
+	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
+	body := &countingReader{r: resp.Body, start: start}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		s.errorResponse(parent, ctx, g, &obs, resp, body, req)
+		return obs
+	}
+
+	st := &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}
+	st.onContent = func() {
+		if g.answer() {
+			obs.Wait, obs.HasWait = body.last, true
+		}
+	}
+	var readErr error
+	switch mt := mediaType(resp.Header.Get("Content-Type")); {
+	case mt == "application/json" && !s.w.ndjson():
+		readErr = s.readWhole(body, st)
+	case streamType(mt, s.w.ndjson()):
+		readErr = s.readStream(body, st)
+	default:
+		obs.Elapsed = time.Since(start)
+		obs.Outcome = admit.ServerError
+		obs.Detail = strings.TrimSpace("unexpected content type " + s.clean(mt))
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return obs
+	}
+	obs.Bytes = body.n
+	obs.Elapsed = body.last
+	if obs.Elapsed < obs.TTFB {
+		obs.Elapsed = obs.TTFB
+	}
+
+	switch o, why := cancelled(parent, ctx); {
+	case readErr != nil && o != "":
+		obs.Elapsed = time.Since(start)
+		obs.Outcome, obs.Detail = o, why
+		if obs.HasWait {
+			obs.Detail = why + " mid-stream"
+		}
+	case readErr == ErrTooLong:
+		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("stream line over %d KiB", MaxLine>>10)
+	case readErr == errWholeTooLong:
+		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("json body over %d KiB", MaxLine>>10)
+	case readErr != nil:
+		obs.Elapsed = time.Since(start)
+		obs.Outcome, obs.Detail = admit.Reset, "connection lost mid-stream"
+	case st.failed:
+		obs.ErrorCode = s.clean(st.code)
+		obs.Outcome = streamOutcome(obs.ErrorCode)
+		obs.Detail = strings.TrimSpace("error event " + obs.ErrorCode)
+		if !obs.HasWait && g.answer() {
+			// The error is the answer, as for an error status.
+			obs.Wait, obs.HasWait = obs.Elapsed, true
+		}
+	case st.content || st.hasCompl || st.done:
+		obs.Outcome = admit.OK
+	default:
+		obs.Outcome = admit.ServerError
+		obs.Detail = "stream ended without content"
+		if st.bad > 0 {
+			obs.Detail = fmt.Sprintf("stream ended without content (%d malformed events)", st.bad)
+		}
+	}
+	switch obs.Outcome {
+	case admit.OK, admit.Reset, admit.Timeout, admit.WaitCap, admit.Cancelled:
+		s.countTokens(&obs, st, req)
+	default:
+		if st.content {
+			s.countTokens(&obs, st, req) // output that was generated before the error
+		}
+	}
+	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+	return obs
+}
+
+// errorResponse reads a non-2xx answer: its status and, from a bounded
+// prefix of its body, the provider's error code.
+func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Observation, resp *http.Response, body *countingReader, req Request) {
+	g.answer() // an error answer arriving in time is not a wait-cap breach
+	buf, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
+	obs.Bytes = body.n
+	obs.Elapsed = body.last
+	if obs.Elapsed < obs.TTFB {
+		obs.Elapsed = obs.TTFB
+	}
+	if o, why := cancelled(parent, ctx); err != nil && o != "" {
+		obs.Elapsed = time.Since(body.start)
+		obs.Outcome, obs.Detail = o, fmt.Sprintf("%s reading an http %d body", why, resp.StatusCode)
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return
+	}
+	obs.ErrorCode = s.clean(errorCode(buf))
+	obs.Outcome = admit.ClassifyHTTP(resp.StatusCode, obs.ErrorCode)
+	obs.Detail = strings.TrimSpace(fmt.Sprintf("http %d %s", resp.StatusCode, obs.ErrorCode))
+	// The error body is the first byte of the answer (as in Resolve).
+	obs.Wait, obs.HasWait = obs.Elapsed, true
+	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+}
+
+// readStream feeds SSE events or NDJSON lines to the wire until the
+// terminal event, an error event, the end of the body or a read error.
+// It returns nil on a clean end.
+func (s *httpSeat) readStream(body io.Reader, st *stream) error {
+	if s.w.ndjson() {
+		r := NewNDJSONReader(body, MaxLine)
+		for !st.done && !st.failed {
+			line, err := r.Next()
+			if err != nil {
+				return cleanEnd(err)
+			}
+			s.w.event("", line, st)
+		}
+		return nil
+	}
+	r := NewSSEReader(body, MaxLine)
+	for !st.done && !st.failed {
+		ev, err := r.Next()
+		if err != nil {
+			return cleanEnd(err)
+		}
+		s.w.event(ev.Type, ev.Data, st)
+	}
+	return nil
+}
+
+var errWholeTooLong = errors.New("json body over the length limit")
+
+// readWhole reads a non-streamed JSON answer, bounded by MaxLine.
+func (s *httpSeat) readWhole(body io.Reader, st *stream) error {
+	buf, err := io.ReadAll(io.LimitReader(body, MaxLine+1))
+	if err != nil {
+		return err
+	}
+	if len(buf) > MaxLine {
+		return errWholeTooLong
+	}
+	s.w.whole(buf, st)
+	return nil
+}
+
+func cleanEnd(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// countTokens fills the token fields: the answer's usage where it gave
+// one, else the local tokenizer over the prompt and the streamed text.
+// Tokenizer counts see the prompt's text only, not the chat template a
+// server wraps it in, so they run a few tokens low; after a cancellation,
+// text the countGrace did not reach is estimated at four bytes a token.
+func (s *httpSeat) countTokens(obs *Observation, st *stream, req Request) {
+	fillTokens(obs, st, s.codec, req.Prompt)
+}
+
+func fillTokens(obs *Observation, st *stream, codec tokenizer.Codec, prompt string) {
+	obs.PromptTokens, obs.CompletionTokens = st.prompt, st.completion
+	if !st.hasPrompt {
+		obs.PromptTokens = countText(codec, []byte(prompt), st.counter.stop)
+	}
+	if !st.hasCompl {
+		obs.CompletionTokens = st.counter.total()
+	}
+	obs.TokensFrom = FromTokenizer
+	if st.hasPrompt && st.hasCompl {
+		obs.TokensFrom = FromUsage
+	}
+}
+
+// streamOutcome classifies an error event inside a 200 stream.
+func streamOutcome(code string) admit.Outcome {
+	if code == "" {
+		return admit.ServerError
+	}
+	return admit.ClassifyHTTP(http.StatusOK, code)
+}
+
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	}
+	return mt
+}
+
+// streamType says whether a 200's content type is read as a stream. A
+// missing or text/plain type is read anyway (some compatible servers
+// send those); anything else (an HTML page from a proxy, say) is a
+// server_error without reading the body.
+func streamType(mt string, ndjson bool) bool {
+	switch mt {
+	case "", "text/plain":
+		return true
+	case "text/event-stream":
+		return !ndjson
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/json":
+		return ndjson
+	}
+	return false
+}
+
+// clean admits a server-supplied word (an error code, a content type)
+// into the observation only if it looks like one: short, plain
+// characters, and holding no part of the seat's key even when the server
+// echoes it back.
+func (s *httpSeat) clean(v string) string { return cleanWord(v, s.key) }
+
+func cleanWord(v, key string) string {
+	if v == "" || len(v) > 64 {
+		return ""
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.:/+", r)) {
+			return ""
+		}
+	}
+	if key != "" && (strings.Contains(v, key) || len(v) >= 8 && strings.Contains(key, v)) {
+		return ""
+	}
+	return v
+}
+
+// errorCode finds the provider's error code in an error body or event:
+// {"error":{"code":"…","type":"…"}} (OpenAI: code, else type) or
+// {"type":"error","error":{"type":"…"}} (Anthropic). A string error
+// (Ollama) or anything else has no code.
+func errorCode(body []byte) string {
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.Error) == 0 || v.Error[0] != '{' {
+		return ""
+	}
+	var e struct {
+		Code json.RawMessage `json:"code"`
+		Type json.RawMessage `json:"type"`
+	}
+	if json.Unmarshal(v.Error, &e) != nil {
+		return ""
+	}
+	for _, raw := range []json.RawMessage{e.Code, e.Type} {
+		var s string
+		if json.Unmarshal(raw, &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// hasError says whether a JSON object carries a non-null "error" member.
+func hasError(raw json.RawMessage) bool {
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+}
+
+// retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or else
+// Retry-After, in seconds or as an HTTP date; a date is measured from the
+// response's Date header, or from now() when it has none.
+func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
+			return clampDuration(f * float64(time.Millisecond)), true
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return 0, false
+		}
+		return clampDuration(f * float64(time.Second)), true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	base := now()
+	if d, err := http.ParseTime(h.Get("Date")); err == nil {
+		base = d
+	}
+	d := at.Sub(base)
+	if d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+func clampDuration(ns float64) time.Duration {
+	if ns >= math.MaxInt64 || math.IsNaN(ns) {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}
+
+// answerDetail names a failure after the request was sent and before
+// the response headers were whole, without quoting the error.
+func answerDetail(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "response headers exceeded"):
+		return "response headers over 64 KiB"
+	case strings.Contains(msg, "malformed HTTP"):
+		return "malformed response"
+	}
+	return "connection closed before response headers"
+}
+
+// dialDetail names a connection failure without quoting the error, whose
+// text carries the URL (and so any query string).
+func dialDetail(err error) string {
+	var dns *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	var alert tls.AlertError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	switch {
+	case errors.As(err, &dns):
+		return "dns lookup failed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &certErr), errors.As(err, &recErr), errors.As(err, &alert),
+		errors.As(err, &unknownCA), errors.As(err, &hostErr), strings.Contains(err.Error(), "tls: "):
+		return "tls handshake failed"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset before the request was sent"
+	}
+	return "connection failed"
+}

@@ -1,0 +1,139 @@
+package seat
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+var (
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// plainEnvName is a conventional (upper-case, short) name, safe to
+	// echo; anything else might be a key in the wrong place.
+	plainEnvName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,39}$`)
+)
+
+// Options are what New takes from its surroundings rather than from the
+// seat's config.
+type Options struct {
+	// Getenv reads the environment (os.Getenv in production); the seat's
+	// key is read through it once, at construction.
+	Getenv func(string) string
+	// Now is the wall clock, used only to read a Retry-After HTTP date
+	// when the response has no Date header. Durations never use it: they
+	// come from the monotonic clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// New builds the seat one `seats:` entry describes, for the kinds openai,
+// anthropic, ollama and exec. Script seats are built by the script
+// package. Errors name the config key at fault (seats.<name>.<key>) and
+// never quote a key or a URL's query string.
+func New(cfg Config, getenv func(string) string) (Seat, error) {
+	return NewWithOptions(cfg, Options{Getenv: getenv})
+}
+
+// NewWithOptions is New with a clock for Retry-After dates.
+func NewWithOptions(cfg Config, opts Options) (Seat, error) {
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	at := func(key string) string { return fmt.Sprintf("seats.%s.%s", cfg.Name, key) }
+	switch cfg.Kind {
+	case "openai", "anthropic", "ollama":
+		return newHTTPSeat(cfg, opts, at)
+	case "exec":
+		if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+			return nil, fmt.Errorf("%s: required for kind exec (the argv to run, e.g. [sh, -c, \"llm -m x\"])", at("command"))
+		}
+		codec, err := codecFor(cfg.Model, cfg.Encoding)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at("encoding"), err)
+		}
+		return &execSeat{cfg: cfg, codec: codec}, nil
+	case "script":
+		return nil, fmt.Errorf("%s: script seats are built by the script package, not seat.New", at("kind"))
+	case "":
+		return nil, fmt.Errorf("%s: required (openai, anthropic, ollama, exec or script)", at("kind"))
+	}
+	return nil, fmt.Errorf("%s: unknown kind %q (want openai, anthropic, ollama, exec or script)", at("kind"), cfg.Kind)
+}
+
+func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error) {
+	u, err := checkBaseURL(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at("base_url"), err)
+	}
+	if cfg.Model == "" {
+		return nil, fmt.Errorf("%s: required for kind %s", at("model"), cfg.Kind)
+	}
+	var key string
+	if cfg.APIKeyEnv != "" {
+		if !envName.MatchString(cfg.APIKeyEnv) {
+			// Not quoted: it may be a key pasted where its variable's name belongs.
+			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the key, never the key)", at("api_key_env"))
+		}
+		key = strings.TrimSpace(opts.Getenv(cfg.APIKeyEnv))
+		if key == "" {
+			name := "named there"
+			if plainEnvName.MatchString(cfg.APIKeyEnv) {
+				name = cfg.APIKeyEnv
+			}
+			return nil, fmt.Errorf("%s: environment variable %s is not set", at("api_key_env"), name)
+		}
+	}
+	codec, err := codecFor(cfg.Model, cfg.Encoding)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at("encoding"), err)
+	}
+	var w wire
+	switch cfg.Kind {
+	case "openai":
+		p := openaiMaxParam(cfg.MaxTokensParam, cfg.Model)
+		if p != "max_tokens" && p != "max_completion_tokens" {
+			return nil, fmt.Errorf("%s: %q is not max_tokens or max_completion_tokens", at("max_tokens_param"), p)
+		}
+		w = openaiWire{maxParam: p}
+	case "anthropic":
+		w = anthropicWire{}
+	default:
+		w = ollamaWire{}
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + w.path()
+	u.RawPath = ""
+	return &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(), codec: codec, now: opts.Now}, nil
+}
+
+// checkBaseURL accepts an absolute http(s) URL with a host and no
+// credentials. Its messages never quote the URL: a query string may hold
+// a key.
+func checkBaseURL(raw string) (*url.URL, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, fmt.Errorf("required (e.g. http://127.0.0.1:11434)")
+	}
+	if !strings.Contains(raw, "://") {
+		return nil, fmt.Errorf("no scheme (want http:// or https://)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("scheme is not http or https")
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("credentials in the URL are refused (name the key with api_key_env)")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("no host")
+	}
+	if u.Fragment != "" {
+		return nil, fmt.Errorf("a fragment has no meaning in a base URL")
+	}
+	return u, nil
+}
