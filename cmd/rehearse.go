@@ -1,17 +1,537 @@
 package cmd
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
-// RehearseOptions is a placeholder until the command lands.
-type RehearseOptions struct{}
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"retrygate/ledgerfile"
+	"retrygate/rehearse"
+	"retrygate/rehearse/script"
+	"retrygate/rehearse/seat"
+)
+
+// demoScript is the built-in script the no-config demo plays: seed 003.
+const demoScript = "seed003"
+
+// defaultPrompt is a scratch prompt nobody minds throwing away (seed 003).
+const defaultPrompt = "Reply with one short sentence: what is a retry budget?"
+
+// maxPromptFile bounds --prompt-file, so a wrong path to a huge file
+// fails clearly instead of being sent.
+const maxPromptFile = 8 << 20
+
+// RehearseOptions is one rehearsal: jobs run against a chain of seats
+// under a policy, every attempt written to the log.
+type RehearseOptions struct {
+	IO     *IOStreams
+	Ctx    context.Context
+	Now    func() time.Time
+	Getenv func(string) string
+
+	Policy rehearse.Policy
+	Chain  []seat.Config // the seats jobs try, in order
+	Demo   bool          // no config at all: seed 003 on the built-in script seat
+
+	Jobs        int
+	Concurrency int
+	Prompt      string
+	MaxTokens   int
+	LogPath     string
+	Holdout     bool
+	Seed        uint64
+	SeedSet     bool
+	JSON        bool
+}
 
 func newRehearseCmd(f *Factory, runF func(*RehearseOptions) error) *cobra.Command {
-	return &cobra.Command{
-		Use:    "rehearse",
-		Short:  "(not built yet)",
-		Hidden: true,
+	opts := &RehearseOptions{IO: f.IO}
+	var budgetKeys map[string]string
+	var seatName, promptFile string
+	c := &cobra.Command{
+		Use:   "rehearse",
+		Short: "Run scratch jobs against seats under the retry policy, logging every attempt",
+		Long: `Run scratch jobs against a seat, or a fallback chain of seats, the way a
+careful retry policy would, and append every attempt to the rehearsal log
+with the reason it was sent or refused.
+
+For each job the deadline is made once, at its start. Before every
+attempt the seat's circuit breaker is asked (open: move to the next seat
+in the fallback chain, or refuse: breaker open), then the four-number gate
+with a conservative estimate for that seat (the last observed wait, the
+last elapsed of an attempt that returned, the last prompt + completion
+tokens). Each attempt gets min(timeouts.hard, what is left of the
+deadline) and is cut live if no first byte comes within budget.max_wait.
+Every attempt carries Idempotency-Key: <job id>.
+
+After a failure: a permanent error (400, 401, 403, 404, 422, context
+length, content policy, quota) is refused; a 429's Retry-After wins over
+backoff; otherwise full jitter, rand(0, min(max_delay, base_delay*2^(n-1)));
+a sleep that would leave too little of the deadline is refused before
+sleeping; a timed-out attempt is retried at most retry.timeouts_retried
+times, on the next fallback seat when there is one.
+
+With no retrygate.yaml, no --config and no --seat, rehearse runs a
+built-in demo: seed 003's scenario on a script seat named scratch, on
+the virtual clock, with no key and no network.
+
+Seats come from the config's seats: map; --seat NAME runs a chain of
+that seat alone, otherwise jobs follow the config's fallback: list. A
+chain made only of script seats runs on the virtual clock (at once,
+identical rows for identical seeds; --seed defaults to 1); with any live
+seat the run is in real time, script seats playing their timings with
+real sleeps, and --seed defaults to a random one (printed, and kept in the
+log's "# run" line) so parallel rehearsals do not retry in lockstep.
+
+Piped, stdout gets one tab-separated line per attempt as it happens, then
+the summary per seat and the jobs' ends. On a terminal a real-time run
+draws a progress bar on stderr ("still waiting 6.0s..." once an attempt
+passes timeouts.soft) and prints the summary tables when done.
+
+Ctrl-C stops cleanly: attempts in flight are cancelled and written as
+outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
+			"done: every job ran (a seat failing is data in the log, not an error)",
+			"interrupted (Ctrl-C) before every job finished; the rows so far are in the log"),
+		Example: `  # the built-in demo: seed 003 on a script seat, no key, no network
+  retrygate rehearse
+
+  # 20 jobs, 4 at a time, through the config's fallback chain
+  retrygate rehearse --jobs 20 --concurrency 4 --prompt-file prompt.txt
+
+  # one seat only, kept out of tuning
+  retrygate rehearse --seat cheap --jobs 5 --holdout`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return badInput("rehearse: not built yet")
+			if err := opts.fill(f, c, budgetKeys, seatName, promptFile); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRehearse(opts)
 		},
+	}
+	budgetKeys = budgetFlags(c)
+	fl := c.Flags()
+	fl.StringVar(&seatName, "seat", "", "rehearse this seat alone (a `name` under seats:)")
+	fl.IntVar(&opts.Jobs, "jobs", 1, "run `N` jobs")
+	fl.IntVar(&opts.Concurrency, "concurrency", 1, "run `N` jobs at once, each with one attempt in flight")
+	fl.StringVar(&opts.Prompt, "prompt", "", "scratch prompt `text` (never logged; rows carry prompt_sha)")
+	fl.StringVar(&promptFile, "prompt-file", "", "read the scratch prompt from `file`")
+	fl.IntVar(&opts.MaxTokens, "max-tokens", 256, "completion `tokens` to ask for")
+	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to (default rehearsal.log; config log)")
+	fl.BoolVar(&opts.Holdout, "holdout", false, "mark every row holdout=true (kept out of tuning)")
+	fl.Uint64Var(&opts.Seed, "seed", 0, "jitter `seed` (default 1 on the virtual clock, random in real time)")
+	fl.BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
+	return c
+}
+
+func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, promptFile string) error {
+	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
+	switch {
+	case o.Jobs < 1:
+		return badInput("--jobs: must be at least 1, got %d", o.Jobs)
+	case o.Jobs > 100_000_000:
+		return badInput("--jobs: %d is too many for one rehearsal (at most 100000000)", o.Jobs)
+	case o.Concurrency < 1:
+		return badInput("--concurrency: must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency > 10_000:
+		return badInput("--concurrency: %d is too many (at most 10000)", o.Concurrency)
+	case o.MaxTokens < 1:
+		return badInput("--max-tokens: must be at least 1, got %d", o.MaxTokens)
+	case c.Flags().Changed("prompt") && promptFile != "":
+		return badInput("--prompt and --prompt-file: give one or the other")
+	}
+	o.SeedSet = c.Flags().Changed("seed")
+	if promptFile != "" {
+		p, err := readPromptFile(promptFile)
+		if err != nil {
+			return err
+		}
+		o.Prompt = p
+	} else if !c.Flags().Changed("prompt") {
+		o.Prompt = defaultPrompt
+	}
+	if strings.TrimSpace(o.Prompt) == "" {
+		return badInput("--prompt: empty prompt")
+	}
+
+	cfg, err := loadConfig(f, c, mergeFlags(budgetKeys, map[string]string{"log": "log"}))
+	if err != nil {
+		return err
+	}
+	if o.LogPath, err = cfg.str("log"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.LogPath) == "" {
+		return badInput("--log: empty path")
+	}
+	p, seats, err := cfg.policy()
+	if err != nil {
+		return err
+	}
+	o.Policy = p
+	switch {
+	case seatName != "":
+		sc, ok := seats[strings.ToLower(seatName)]
+		if !ok {
+			hint := seatList(seats)
+			if cfg.file == "" {
+				hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
+			}
+			return withHint(badInput("--seat: no seat named %q under seats", seatName), hint)
+		}
+		o.Chain = []seat.Config{sc}
+	case cfg.file == "":
+		// No config at all: the demo, so a fresh checkout shows something.
+		o.Demo = true
+		o.Chain = []seat.Config{{Name: "scratch", Kind: "script", Script: "builtin:" + demoScript}}
+	default:
+		for _, name := range p.Fallback {
+			o.Chain = append(o.Chain, seats[name])
+		}
+		if len(o.Chain) == 0 {
+			return withHint(badInput("%s: fallback: no seats to rehearse", cfg.file),
+				"list seats under fallback: [a, b] in order, or pick one with --seat NAME")
+		}
+	}
+	return nil
+}
+
+func seatList(seats map[string]seat.Config) string {
+	if len(seats) == 0 {
+		return "the config has no seats: map; see 'retrygate rehearse --help'"
+	}
+	names := make([]string, 0, len(seats))
+	for n := range seats {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return "seats: " + strings.Join(names, ", ")
+}
+
+func readPromptFile(path string) (string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", badInput("--prompt-file %q: %v", path, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && st.IsDir() {
+		return "", badInput("--prompt-file %q: is a directory", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, maxPromptFile+1))
+	if err != nil {
+		return "", badInput("--prompt-file %q: %v", path, unwrapPathErr(err))
+	}
+	if len(data) > maxPromptFile {
+		return "", badInput("--prompt-file %q: larger than %d MiB", path, maxPromptFile>>20)
+	}
+	return string(data), nil
+}
+
+// buildChain turns the chain's configs into seats: script seats become
+// planners (played on the virtual clock, or in real time by the loop),
+// the others live seats.
+func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool, err error) {
+	virtual = true
+	for _, sc := range o.Chain {
+		spec := rehearse.SeatSpec{Config: sc}
+		if sc.Kind == "script" {
+			var s *script.Script
+			if name, ok := strings.CutPrefix(sc.Script, "builtin:"); ok {
+				s, err = script.Builtin(name)
+			} else {
+				s, err = script.Load(sc.Script)
+			}
+			if err != nil {
+				return nil, false, badInput("seats.%s.script: %v", sc.Name, err)
+			}
+			if spec.Config.Model == "" {
+				spec.Config.Model = s.Model()
+			}
+			spec.Planner = s
+		} else {
+			s, err := seat.NewWithOptions(sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
+			if err != nil {
+				return nil, false, badInputErr(err)
+			}
+			spec.Seat = s
+			virtual = false
+		}
+		specs = append(specs, spec)
+	}
+	return specs, virtual, nil
+}
+
+// rehearseJSON is the --json shape.
+type rehearseJSON struct {
+	Run         string                 `json:"run"`
+	Seed        uint64                 `json:"seed"`
+	Clock       string                 `json:"clock"`
+	Log         string                 `json:"log"`
+	Demo        bool                   `json:"demo,omitempty"`
+	Interrupted bool                   `json:"interrupted,omitempty"`
+	Jobs        jobsJSON               `json:"jobs"`
+	Seats       []rehearse.SeatSummary `json:"seats"`
+}
+
+type jobsJSON struct {
+	Total     int `json:"total"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Unknown   int `json:"unknown"`
+	Cancelled int `json:"cancelled"`
+}
+
+func runRehearse(o *RehearseOptions) error {
+	specs, virtual, err := o.buildChain()
+	if err != nil {
+		return err
+	}
+	seed := o.Seed
+	if !o.SeedSet {
+		seed = 1
+		if !virtual {
+			seed = rand.Uint64() // parallel live rehearsals must not jitter in lockstep
+		}
+	}
+	if o.Demo {
+		fmt.Fprintln(o.IO.ErrOut, "retrygate: built-in demo: seed 003's scenario on a script seat, virtual clock, no key, no network; "+
+			"to rehearse a real seat, put seats: and fallback: in retrygate.yaml (or --config FILE)")
+	}
+	clock := "real"
+	if virtual {
+		clock = "virtual"
+	}
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Config.Name
+	}
+
+	w := ledgerfile.NewWriter(o.LogPath, false)
+	defer w.Close()
+	desc := fmt.Sprintf("seed=%d jobs=%d concurrency=%d seats=%s clock=%s", seed, o.Jobs, o.Concurrency, strings.Join(names, ","), clock)
+	if o.Holdout {
+		desc += " holdout=true"
+	}
+	run, err := rehearse.ReserveRun(w, desc)
+	if err != nil {
+		return badInputErr(err)
+	}
+	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, o.LogPath)
+
+	ctx, stop := context.WithCancel(o.Ctx)
+	defer stop()
+	out := &attemptPrinter{io: o.IO, lines: !o.JSON && !o.IO.OutTTY}
+	// A virtual run is over at once: on a terminal, show its attempts as a
+	// table instead of a progress bar nobody would see move.
+	out.table = !o.JSON && o.IO.OutTTY && virtual
+	if !virtual && !o.JSON && o.IO.ErrTTY {
+		out.bar = progressbar.NewOptions(o.Jobs,
+			progressbar.OptionSetWriter(o.IO.ErrOut),
+			progressbar.OptionSetDescription("rehearsing"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	var tally rehearse.Tally
+	var writeErr error
+	sink := func(r *ledgerfile.Row) {
+		if writeErr != nil {
+			return
+		}
+		if err := w.Append(*r); err != nil {
+			writeErr = err
+			stop() // no log, no rehearsal: stop sending
+			return
+		}
+		tally.Add(r)
+		out.row(r)
+	}
+	loop, err := rehearse.New(rehearse.Config{
+		Policy: o.Policy, Seats: specs, Rand: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
+		Sink: sink, Run: run, Jobs: o.Jobs, Prompt: o.Prompt, MaxTokens: o.MaxTokens, Holdout: o.Holdout,
+	})
+	if err != nil {
+		return badInputErr(err)
+	}
+	var res rehearse.Result
+	if virtual {
+		res, err = loop.RunVirtual(rehearse.VirtualOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, Start: o.Now(), Ctx: ctx})
+	} else {
+		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft})
+	}
+	out.finish()
+	if err != nil {
+		return err
+	}
+	if writeErr != nil {
+		return writeErr
+	}
+	if err := o.printSummary(&tally, out, run, seed, clock, res); err != nil {
+		return err
+	}
+	if res.Interrupted {
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, o.LogPath)}
+	}
+	return nil
+}
+
+func (o *RehearseOptions) printSummary(t *rehearse.Tally, out *attemptPrinter, run int, seed uint64, clock string, res rehearse.Result) error {
+	seats := t.Seats()
+	ends := jobsJSON{Total: t.Jobs, Succeeded: t.Ends.Succeeded, Failed: t.Ends.Failed, Unknown: t.Ends.Unknown, Cancelled: t.Ends.Cancelled}
+	if o.JSON {
+		return printJSON(o.IO.Out, rehearseJSON{
+			Run: "r" + strconv.Itoa(run), Seed: seed, Clock: clock, Log: o.LogPath, Demo: o.Demo,
+			Interrupted: res.Interrupted, Jobs: ends, Seats: seats,
+		})
+	}
+	if out.table {
+		if err := printTable(o.IO, attemptHeader, out.rows); err != nil {
+			return err
+		}
+	}
+	if out.lines || out.table {
+		fmt.Fprintln(o.IO.Out)
+	}
+	header := []string{"seat", "attempts", "successes", "wait_p50_s", "wait_p95_s", "elapsed_p50_s", "elapsed_p95_s", "tokens", "refusals"}
+	var rows [][]string
+	for _, s := range seats {
+		rows = append(rows, []string{
+			s.Seat, strconv.Itoa(s.Attempts), strconv.Itoa(s.Successes),
+			secs(s.WaitP50, s.Attempts), secs(s.WaitP95, s.Attempts),
+			secs(s.ElapsedP50, s.Attempts), secs(s.ElapsedP95, s.Attempts),
+			strconv.FormatInt(s.Tokens, 10), refusals(s.Refusals),
+		})
+	}
+	if err := printTable(o.IO, header, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.IO.Out)
+	if err := printTable(o.IO, []string{"jobs", "succeeded", "failed", "unknown", "cancelled"}, [][]string{{
+		strconv.Itoa(ends.Total), strconv.Itoa(ends.Succeeded), strconv.Itoa(ends.Failed),
+		strconv.Itoa(ends.Unknown), strconv.Itoa(ends.Cancelled),
+	}}); err != nil {
+		return err
+	}
+	if ends.Unknown > 0 {
+		fmt.Fprintln(o.IO.ErrOut, "retrygate: hint: unknown jobs timed out or were cut off: the seat may have finished (and billed) them; reconcile before retrying")
+	}
+	return nil
+}
+
+func secs(v float64, n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return ledgerfile.FormatSeconds(time.Duration(v * float64(time.Second)))
+}
+
+func refusals(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+var attemptHeader = []string{"seat", "job", "attempt", "wait_s", "elapsed_s", "tokens", "outcome", "decision", "job_end"}
+
+// attemptPrinter shows each attempt as it is written: a tab-separated
+// line when stdout is piped, a table row on a terminal's virtual run, the
+// progress bar's count and description in a real-time run on a terminal.
+type attemptPrinter struct {
+	io     *IOStreams
+	lines  bool
+	table  bool
+	bar    *progressbar.ProgressBar
+	mu     sync.Mutex
+	header bool
+	rows   [][]string
+}
+
+func attemptCells(r *ledgerfile.Row) []string {
+	outcome := string(r.Outcome)
+	if r.Unsent {
+		outcome = "not sent"
+	}
+	end := r.JobEnd
+	if end == "" {
+		end = "-"
+	}
+	return []string{
+		r.Seat, r.Job, strconv.Itoa(r.Attempt), ledgerfile.FormatSeconds(r.Wait), ledgerfile.FormatSeconds(r.Elapsed),
+		strconv.FormatInt(r.Tokens, 10), outcome, r.Decision, end,
+	}
+}
+
+func (p *attemptPrinter) row(r *ledgerfile.Row) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.lines:
+		if !p.header {
+			fmt.Fprintln(p.io.Out, strings.Join(attemptHeader, "\t"))
+			p.header = true
+		}
+		fmt.Fprintln(p.io.Out, strings.Join(attemptCells(r), "\t"))
+	case p.table:
+		p.rows = append(p.rows, attemptCells(r))
+	}
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("%s attempt %d on %s: %s", r.Job, r.Attempt, r.Seat, lastWord(r)))
+		if r.JobEnd != "" {
+			_ = p.bar.Add(1)
+		}
+	}
+}
+
+func lastWord(r *ledgerfile.Row) string {
+	if r.Unsent {
+		return r.Decision
+	}
+	return string(r.Outcome) + " in " + ledgerfile.FormatSeconds(r.Elapsed) + "s"
+}
+
+// soft is the "still waiting" note (seed 002's interim state).
+func (p *attemptPrinter) soft(job, seatName string, el time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	note := fmt.Sprintf("%s on %s: still waiting %.1fs…", job, seatName, el.Seconds())
+	if p.bar != nil {
+		p.bar.Describe(note)
+		return
+	}
+	if !p.table {
+		fmt.Fprintln(p.io.ErrOut, note)
+	}
+}
+
+func (p *attemptPrinter) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		_ = p.bar.Clear()
 	}
 }

@@ -20,32 +20,42 @@ func JobSpend(rows []Row) admit.Spent {
 	return s
 }
 
-// Estimate is seed 003's conservative guess at the next attempt, from
-// rows in file order: wait = the last observed wait, elapsed = the last
-// elapsed of an attempt that actually returned, tokens = the last prompt
-// + completion tokens. Refused rows count when they carry an observation
-// (a hand-written row). seat filters the rows when not "".
+// Estimate is seed 003's conservative guess at the next attempt from rows
+// in file order, by the same rules as the attempt loop (admit.Estimator).
+// Rows marked sent=false hold an estimate, not an observation, and are
+// skipped; a hand-written refused row still carries the seat's observed
+// numbers and counts. seat filters the rows when not "".
 func Estimate(rows []Row, seat string) admit.Next {
-	var n admit.Next
-	gotWait, gotElapsed, gotTokens := false, false, false
-	for i := len(rows) - 1; i >= 0 && !(gotWait && gotElapsed && gotTokens); i-- {
+	var e admit.Estimator
+	var usd float64
+	for i := range rows {
 		r := &rows[i]
-		if seat != "" && r.Seat != seat {
+		if r.Unsent || (seat != "" && r.Seat != seat) {
 			continue
 		}
-		if r.Unsent {
-			continue // a sent=false row holds an estimate, not an observation
+		o := r.Outcome
+		if o == "" {
+			o = admit.OK // a hand-written row: an attempt that returned
 		}
-		if !gotWait && r.Outcome != "timeout" && r.Outcome != "conn_error" && r.Outcome != "cancelled" {
-			n.Wait, gotWait = r.Wait, true
+		cut := o == admit.Timeout || o == admit.WaitCap || o == admit.ConnError || o == admit.Cancelled
+		firstByte := !cut || (r.Wait > 0 && r.Wait < r.Elapsed)
+		p, c := r.PromptTokens, r.CompletionTokens
+		if !r.HasSplit {
+			p, c = r.Tokens, 0
+			if r.Tokens == 0 {
+				p = -1 // nothing counted: keep the last estimate
+			}
 		}
-		if !gotElapsed && r.Returned() {
-			n.Elapsed, gotElapsed = r.Elapsed, true
+		if p >= 0 {
+			e.Observe(o, r.Wait, firstByte, r.Elapsed, p, c)
+		} else {
+			e.Observe(o, r.Wait, firstByte, r.Elapsed, 0, 0)
 		}
-		if !gotTokens && r.Tokens > 0 {
-			n.Tokens, gotTokens = r.Tokens, true
-			n.USD = r.CostUSD
+		if r.HasCost && r.CostUSD > 0 {
+			usd = r.CostUSD
 		}
 	}
+	n := e.Next()
+	n.USD = usd
 	return n
 }

@@ -57,6 +57,12 @@ func (p Policy) Validate() error {
 	}
 	r := p.Retry
 	switch {
+	case r.BaseDelay < 0:
+		return fmt.Errorf("retry.base_delay: must not be negative, got %s", r.BaseDelay)
+	case r.SlowServerAfter < 0:
+		return fmt.Errorf("retry.slow_5xx_after: must not be negative, got %s", r.SlowServerAfter)
+	case p.Timeouts.Soft < 0:
+		return fmt.Errorf("timeouts.soft: must not be negative, got %s", p.Timeouts.Soft)
 	case r.MaxDelay < r.BaseDelay:
 		return fmt.Errorf("retry.max_delay: %s is below retry.base_delay %s", r.MaxDelay, r.BaseDelay)
 	case r.TimeoutsRetried < 0:

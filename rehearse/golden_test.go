@@ -1,0 +1,226 @@
+package rehearse
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse/script"
+	"retrygate/rehearse/seat"
+)
+
+// The golden runs: the testdata scripts on the virtual clock from a fixed
+// Now with a fixed seed, so every row — timestamps included — is exact.
+// Each test also asserts the rows the scenario exists for, so a golden
+// update cannot quietly accept a broken rule.
+
+func goldenText(header string, r rows) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(header), "\n") {
+		b.WriteString("# " + strings.TrimSpace(line) + "\n")
+	}
+	b.WriteString(r.log())
+	return b.String()
+}
+
+func TestRehearseGoldenSeed003(t *testing.T) {
+	sc, err := script.Builtin("seed003")
+	require.NoError(t, err)
+	got, res := virtual(t, DefaultPolicy(), 1, 3, SeatSpec{Config: seat.Config{Name: "scratch", Model: sc.Model()}, Planner: sc})
+	golden(t, "seed003.log", goldenText(`
+		seed 003's scenario: built-in script seed003 on seat scratch, default policy
+		(deadline 45s, token_ceiling 8000, max_attempts 2, max_wait 5s), seed 3`, got))
+
+	require.Len(t, got, 3)
+	a1, a2, a3 := got[0], got[1], got[2]
+	assert.Equal(t, "admit", a1.Decision)
+	assert.Equal(t, 1200*time.Millisecond, a1.Wait)
+	assert.Equal(t, 7200*time.Millisecond, a1.Elapsed)
+	assert.Equal(t, int64(2100), a1.Tokens)
+	assert.Equal(t, admit.Reset, a1.Outcome)
+
+	// Attempt 2 was admitted on the estimate from attempt 1, then cut live
+	// by the wait cap: sent, outcome wait_cap, decision refuse: queue wait.
+	assert.False(t, a2.Unsent)
+	assert.Equal(t, admit.WaitCap, a2.Outcome)
+	assert.Equal(t, "refuse: queue wait", a2.Decision)
+	assert.Equal(t, 5*time.Second, a2.Elapsed)
+	assert.Equal(t, int64(2100), a2.SpentTokens)
+	assert.Equal(t, 1, a2.Used)
+	assert.Equal(t, 7200*time.Millisecond+a2.Delay, a2.SpentS, "the deadline is made once: spent time runs from the job's start")
+	assert.Empty(t, a2.JobEnd)
+
+	// No third attempt: the cap refuses it before sending, and a job whose
+	// last attempt was cut off is unknown, not failed.
+	assert.True(t, a3.Unsent)
+	assert.Equal(t, "refuse: attempt cap", a3.Decision)
+	assert.Equal(t, ledgerfile.JobUnknown, a3.JobEnd)
+	assert.Equal(t, Ends{Unknown: 1}, res.Ends)
+}
+
+// badDayPolicy is the policy bad-day.yaml was written for.
+func badDayPolicy() Policy {
+	p := DefaultPolicy()
+	p.Budget.MaxAttempts = 3
+	p.Budget.MaxWait = 15 * time.Second
+	p.Timeouts.Hard = 20 * time.Second
+	p.Breaker.FailureRate = 0 // this scenario is about retries; breaker.yaml is about breakers
+	return p
+}
+
+func TestRehearseGoldenBadDay(t *testing.T) {
+	got, res := virtual(t, badDayPolicy(), 7, 4, scriptSpec(t, "bad-day"), scriptSpec(t, "fallback-ok"))
+	golden(t, "bad-day.log", goldenText(`
+		bad-day.yaml with the fallback chain [bad-day, fallback-ok], 7 jobs one after another, seed 4
+		budget {deadline 45s, token_ceiling 8000, max_attempts 3, max_wait 15s}; timeouts.hard 20s; no breaker`, got))
+	assert.Equal(t, Ends{Succeeded: 5, Failed: 2}, res.Ends)
+
+	// Job 1: a 429 with Retry-After 2s; the retry sleeps exactly that, not jitter.
+	j1 := got.byJob("r1-1")
+	require.Len(t, j1, 2)
+	assert.Equal(t, admit.RateLimited, j1[0].Outcome)
+	assert.Equal(t, 2*time.Second, j1[1].Delay)
+	assert.Equal(t, j1[0].TS.Add(j1[0].Elapsed+2*time.Second), j1[1].TS)
+	assert.Equal(t, ledgerfile.JobSucceeded, j1[1].JobEnd)
+
+	// Job 2: context length exceeded is permanent: refused, never resent.
+	j2 := got.byJob("r1-2")
+	require.Len(t, j2, 2)
+	assert.Equal(t, admit.ClientError, j2[0].Outcome)
+	assert.True(t, j2[1].Unsent)
+	assert.Equal(t, "refuse: permanent error", j2[1].Decision)
+	assert.Equal(t, ledgerfile.JobFailed, j2[1].JobEnd)
+
+	// Job 3: a fast 503 backs off on the same seat; the hang then times out
+	// at the hard timeout and is retried once, on the fallback seat.
+	j3 := got.byJob("r1-3")
+	require.Len(t, j3, 3)
+	assert.Equal(t, "bad-day", j3[1].Seat)
+	assert.Equal(t, admit.Timeout, j3[1].Outcome)
+	assert.Equal(t, 20*time.Second, j3[1].Elapsed)
+	assert.Equal(t, "fallback-ok", j3[2].Seat)
+	assert.True(t, j3[2].Fallback)
+	assert.Equal(t, ledgerfile.JobSucceeded, j3[2].JobEnd)
+
+	// Job 5: a slow 500 is ambiguous; retried once, on the fallback seat.
+	j5 := got.byJob("r1-5")
+	require.Len(t, j5, 2)
+	assert.Equal(t, admit.Ambiguous, j5[0].Billing)
+	assert.Equal(t, "fallback-ok", j5[1].Seat)
+
+	// Job 6: Retry-After 60s would end past the 45s deadline: refused
+	// before sleeping, at the instant the 429 came back.
+	j6 := got.byJob("r1-6")
+	require.Len(t, j6, 2)
+	assert.True(t, j6[1].Unsent)
+	assert.Equal(t, "refuse: deadline", j6[1].Decision)
+	assert.Equal(t, 60*time.Second, j6[1].Delay)
+	assert.Equal(t, j6[0].TS.Add(j6[0].Elapsed), j6[1].TS, "no sleep before the refusal")
+	assert.Equal(t, ledgerfile.JobFailed, j6[1].JobEnd)
+}
+
+// breakerPolicy is the breaker breaker.yaml was written for.
+func breakerPolicy() Policy {
+	p := DefaultPolicy()
+	p.Breaker = admit.BreakerConfig{Window: 30 * time.Second, FailureRate: 0.5, MinRequests: 4, Cooldown: 10 * time.Second, HalfOpenProbes: 1}
+	return p
+}
+
+func TestRehearseGoldenBreakerFallback(t *testing.T) {
+	got, res := virtual(t, breakerPolicy(), 26, 5, scriptSpec(t, "breaker"), scriptSpec(t, "fallback-ok"))
+	golden(t, "breaker-fallback.log", goldenText(`
+		breaker.yaml with the fallback chain [breaker, fallback-ok], 26 jobs one after another, seed 5
+		breaker {window 30s, failure_rate 0.5, min_requests 4, cooldown 10s, half_open_probes 1}; default budget`, got))
+	assert.Equal(t, 26, res.Ends.Total())
+
+	var notes []string
+	openedAt := -1
+	for i, r := range got {
+		if r.Seat == "breaker" && r.Note != "" {
+			notes = append(notes, r.Note)
+		}
+		if openedAt < 0 && strings.Contains(r.Note, "breaker opened") {
+			openedAt = i
+		}
+	}
+	assert.Equal(t, []string{
+		"breaker opened",
+		"half-open probe; breaker opened", // the first probe lands on the outage: open again
+		"half-open probe; breaker opened",
+		"half-open probe; breaker closed", // the outage is over: closed
+	}, notes)
+	// While open, jobs start on the fallback seat, marked fallback=true.
+	require.Greater(t, openedAt, 0)
+	next := got[openedAt+2] // after the opening job's attempt-cap row
+	assert.Equal(t, "fallback-ok", next.Seat)
+	assert.True(t, next.Fallback)
+	assert.Equal(t, 1, next.Attempt)
+	last := got[len(got)-1]
+	assert.Equal(t, "breaker", last.Seat, "closed again: jobs go back to the first seat")
+}
+
+func TestRehearseGoldenBreakerAlone(t *testing.T) {
+	// One seat and Poisson arrivals (1 job/s): with nowhere to fall back
+	// to, an open breaker refuses; time passes between arrivals, so the
+	// cooldown ends and probes go out.
+	var got rows
+	l := newLoop(t, breakerPolicy(), 40, 6, &got, scriptSpec(t, "breaker"))
+	res, err := l.RunVirtual(VirtualOptions{Jobs: 40, Rate: 1, Start: t0})
+	require.NoError(t, err)
+	golden(t, "breaker-alone.log", goldenText(`
+		breaker.yaml alone, 40 jobs arriving as a Poisson process at 1 job/s, seed 6
+		breaker {window 30s, failure_rate 0.5, min_requests 4, cooldown 10s, half_open_probes 1}; default budget`, got))
+	assert.Equal(t, 40, res.Ends.Total())
+
+	refused, probes := 0, 0
+	for _, r := range got {
+		if r.Decision == "refuse: breaker open" {
+			refused++
+			assert.True(t, r.Unsent)
+			assert.False(t, r.Fallback)
+		}
+		if strings.HasPrefix(r.Note, "half-open probe") {
+			probes++
+		}
+	}
+	assert.Positive(t, refused)
+	assert.GreaterOrEqual(t, probes, 2)
+	assert.Equal(t, "half-open probe; breaker closed", lastNote(got))
+}
+
+func lastNote(r rows) string {
+	for i := len(r) - 1; i >= 0; i-- {
+		if strings.Contains(r[i].Note, "breaker") {
+			return r[i].Note
+		}
+	}
+	return ""
+}
+
+func ExampleLoop_RunVirtual() {
+	sc, _ := script.Builtin("seed003")
+	var out rows
+	l, _ := New(Config{
+		Policy: DefaultPolicy(),
+		Seats:  []SeatSpec{{Config: seat.Config{Name: "scratch", Model: sc.Model()}, Planner: sc}},
+		Rand:   seeded(3), Sink: out.sink, Run: 1, Jobs: 1,
+	})
+	res, _ := l.RunVirtual(VirtualOptions{Jobs: 1, Start: t0})
+	for _, r := range out {
+		line := fmt.Sprintf("attempt %d: wait %s elapsed %s outcome=%s decision=%q %s", r.Attempt,
+			ledgerfile.FormatSeconds(r.Wait), ledgerfile.FormatSeconds(r.Elapsed), r.Outcome, r.Decision, r.JobEnd)
+		fmt.Println(strings.TrimSpace(line))
+	}
+	fmt.Println(res.Ends)
+	// Output:
+	// attempt 1: wait 1.200 elapsed 7.200 outcome=reset decision="admit"
+	// attempt 2: wait 5.000 elapsed 5.000 outcome=wait_cap decision="refuse: queue wait"
+	// attempt 3: wait 5.000 elapsed 7.200 outcome= decision="refuse: attempt cap" unknown
+	// {0 0 1 0}
+}

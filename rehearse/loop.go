@@ -1,0 +1,529 @@
+// Package rehearse runs scratch jobs against seats under a policy: the one
+// attempt loop (a per-job state machine), its real-time and virtual-time
+// drivers, and the clocks they run on.
+package rehearse
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse/seat"
+)
+
+// reasonCancelled is the decision on the row that ends a job the operator
+// stopped between two attempts (Ctrl-C during a backoff sleep): the job's
+// end has to be written on a row of its own, and no gate check refused it.
+const reasonCancelled admit.Reason = "cancelled"
+
+// SeatSpec is one seat of the fallback chain. The real-time driver calls
+// Seat (a Planner alone is played in real time by a PlanSeat); the
+// virtual-time driver resolves Planner's plans and needs no Seat.
+type SeatSpec struct {
+	Config  seat.Config // name, model and prices (for cost_usd)
+	Seat    seat.Seat
+	Planner seat.Planner
+}
+
+// Config is what a Loop is built from.
+type Config struct {
+	Policy Policy
+	Seats  []SeatSpec // the fallback chain, in order; jobs start on the first
+	Rand   *rand.Rand // jitter (and the virtual driver's arrivals); seeded, so runs repeat
+	// Sink receives every row as it is decided. The row is reused once
+	// Sink returns: copy what you keep.
+	Sink      func(*ledgerfile.Row)
+	Run       int // job ids are r<Run>-<k>
+	Jobs      int // jobs in the run: k is zero-padded to its width
+	Prompt    string
+	MaxTokens int
+	Holdout   bool // mark every row holdout=true (kept out of tuning)
+}
+
+// Ends counts finished jobs by how they ended.
+type Ends struct {
+	Succeeded, Failed, Unknown, Cancelled int
+}
+
+// Total is the number of finished jobs.
+func (e Ends) Total() int { return e.Succeeded + e.Failed + e.Unknown + e.Cancelled }
+
+// ActionKind is what a job does next.
+type ActionKind uint8
+
+const (
+	// Finished: the job has ended; its last row carries job_end.
+	Finished ActionKind = iota
+	// Send: send one attempt to Seat with a hard timeout and a wait cap.
+	Send
+	// Sleep: back off for Sleep, then call Woke.
+	Sleep
+)
+
+// Action is the loop's answer to Start, Done and Woke.
+type Action struct {
+	Kind    ActionKind
+	Seat    int           // Send: index into the chain
+	Hard    time.Duration // Send: min(timeouts.hard, what is left of the deadline)
+	WaitCap time.Duration // Send: budget.max_wait, enforced live by the seat
+	Sleep   time.Duration // Sleep: the backoff
+}
+
+// Job is one logical request's state between the loop's calls. Drivers
+// own the memory and reuse it: Start resets everything.
+type Job struct {
+	ID  string // r<run>-<k>, the Idempotency-Key of every attempt
+	End string // job_end once Finished
+
+	start, deadline time.Time
+	seat            int // current seat in the chain
+	rows            int // rows written (attempt numbers count refusals too)
+	used            int // attempts sent
+	tokens          int64
+	usd             float64
+	retries         int
+	timeouts        int
+	slow            int
+	delay           time.Duration // slept before the next row's attempt
+	lastSent        admit.Outcome
+	lastAmbiguous   bool
+
+	// the attempt in flight
+	submit   time.Time
+	spent    admit.Spent
+	sendSeat int
+	probe    bool // sent as a half-open breaker's probe
+
+	obs  seat.Observation // the virtual driver's resolved attempt
+	free *Job             // the virtual driver's free list
+}
+
+// Seat reports the chain index of the seat the job is on.
+func (j *Job) Seat() int { return j.seat }
+
+// Submitted is when the attempt in flight was sent.
+func (j *Job) Submitted() time.Time { return j.submit }
+
+type seatState struct {
+	name    string
+	model   string
+	cfg     seat.Config
+	priced  bool
+	seat    seat.Seat
+	planner seat.Planner
+	br      *admit.Breaker
+	calls   int             // plans drawn (the virtual driver's PlanFor index)
+	est     admit.Estimator // seed 003's conservative next-attempt numbers
+}
+
+// Loop is the one attempt loop: every rule of a job's life between its
+// start and its end, as a state machine the drivers step. It holds no
+// goroutine and is not safe for concurrent use; the real-time driver
+// serialises calls with its own lock.
+type Loop struct {
+	pol       Policy
+	seats     []seatState
+	rng       *rand.Rand
+	sink      func(*ledgerfile.Row)
+	run       int
+	width     int
+	prompt    string
+	maxTokens int
+	holdout   bool
+	promptSHA string
+	row       ledgerfile.Row
+	ends      Ends
+	idbuf     []byte
+
+	mu    sync.Mutex // the real-time driver's
+	vheap []event    // the virtual driver's, kept between runs
+}
+
+// New builds a loop. The policy must be valid and the chain non-empty.
+func New(c Config) (*Loop, error) {
+	if err := c.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if len(c.Seats) == 0 {
+		return nil, errors.New("fallback: no seat to send to")
+	}
+	if c.Rand == nil {
+		return nil, errors.New("no random source for jitter")
+	}
+	l := &Loop{
+		pol: c.Policy, rng: c.Rand, sink: c.Sink, run: c.Run,
+		prompt: c.Prompt, maxTokens: c.MaxTokens, holdout: c.Holdout,
+		width: len(strconv.Itoa(max(c.Jobs, 1))),
+	}
+	if l.sink == nil {
+		l.sink = func(*ledgerfile.Row) {}
+	}
+	if c.Prompt != "" {
+		sum := sha256.Sum256([]byte(c.Prompt))
+		l.promptSHA = hex.EncodeToString(sum[:])[:12]
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Seats {
+		name := s.Config.Name
+		if name == "" && s.Seat != nil {
+			name = s.Seat.Name()
+		}
+		if name == "" {
+			return nil, errors.New("fallback: a seat has no name")
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("fallback: seat %q is named twice", name)
+		}
+		seen[name] = true
+		_, priced := s.Config.Cost(0, 0)
+		l.seats = append(l.seats, seatState{
+			name: name, model: s.Config.Model, cfg: s.Config, priced: priced,
+			seat: s.Seat, planner: s.Planner,
+			br: admit.NewBreaker(c.Policy.Breaker, nil),
+		})
+	}
+	return l, nil
+}
+
+// Policy is the loop's policy.
+func (l *Loop) Policy() Policy { return l.pol }
+
+// Ends counts the jobs finished so far.
+func (l *Loop) Ends() Ends { return l.ends }
+
+// SeatName is the name of the chain's i-th seat.
+func (l *Loop) SeatName(i int) string { return l.seats[i].name }
+
+// Breaker is the chain's i-th seat's breaker (for reports and tests).
+func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
+
+// Start begins job k (1-based) at now: the deadline is made here, once.
+func (l *Loop) Start(j *Job, k int, now time.Time) Action {
+	free := j.free
+	*j = Job{ID: l.jobID(k), start: now, deadline: now.Add(l.pol.Budget.Deadline), free: free}
+	return l.next(j, now)
+}
+
+// jobID formats r<run>-<k> into an arena shared by many ids, so a
+// million-job virtual run does not allocate once per job. Arena bytes are
+// written once and never changed, which is what makes handing them out as
+// strings sound; a retained id keeps only its own arena alive.
+func (l *Loop) jobID(k int) string {
+	var d [20]byte
+	digits := strconv.AppendInt(d[:0], int64(k), 10)
+	var p [24]byte
+	prefix := strconv.AppendInt(append(p[:0], 'r'), int64(l.run), 10)
+	n := len(prefix) + 1 + max(len(digits), l.width)
+	if cap(l.idbuf)-len(l.idbuf) < n {
+		l.idbuf = make([]byte, 0, max(64<<10, n))
+	}
+	start := len(l.idbuf)
+	b := append(l.idbuf, prefix...)
+	b = append(b, '-')
+	for i := len(digits); i < l.width; i++ {
+		b = append(b, '0')
+	}
+	b = append(b, digits...)
+	l.idbuf = b
+	return unsafe.String(&b[start], len(b)-start)
+}
+
+// Woke resumes a job after its backoff sleep.
+func (l *Loop) Woke(j *Job, now time.Time) Action { return l.next(j, now) }
+
+// Cancel ends a job the operator stopped while it was not waiting on an
+// attempt (sleeping, or about to send): a sent=false row with outcome
+// cancelled carries job_end=cancelled. An attempt in flight is ended by
+// passing Done an observation with outcome cancelled instead.
+func (l *Loop) Cancel(j *Job, now time.Time) Action {
+	st := &l.seats[j.seat]
+	l.refusalRow(j, now, st, admit.Refuse(reasonCancelled), l.spent(j, now), j.delay)
+	l.row.Outcome = admit.Cancelled
+	l.row.Note = "stopped before this attempt"
+	return l.finish(j, ledgerfile.JobCancelled)
+}
+
+func (l *Loop) spent(j *Job, now time.Time) admit.Spent {
+	return admit.Spent{Time: now.Sub(j.start), Tokens: j.tokens, Attempts: j.used, USD: j.usd}
+}
+
+func (l *Loop) next1(st *seatState) admit.Next {
+	n := st.est.Next()
+	if st.priced {
+		n.USD, _ = st.cfg.Cost(st.est.Tokens())
+	}
+	return n
+}
+
+// next runs the checks before an attempt: the breakers along the chain,
+// then the gate with the conservative estimate for the seat it lands on.
+func (l *Loop) next(j *Job, now time.Time) Action {
+	s := j.seat
+	for s < len(l.seats) && !l.seats[s].br.Ready(now) {
+		s++
+	}
+	if s == len(l.seats) {
+		st := &l.seats[j.seat]
+		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonBreakerOpen), l.spent(j, now), j.delay)
+		return l.finish(j, l.endState(j))
+	}
+	j.seat = s
+	st := &l.seats[s]
+	spent := l.spent(j, now)
+	if d := admit.Decide(l.pol.Budget, spent, l.next1(st)); !d.Admit {
+		l.refusalRow(j, now, st, d, spent, j.delay)
+		return l.finish(j, l.endState(j))
+	}
+	hard := min(l.pol.Timeouts.Hard, j.deadline.Sub(now))
+	if hard <= 0 {
+		// The gate admits an estimate of zero with zero time left; an
+		// attempt with no time is still refused for the deadline.
+		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonDeadline), spent, j.delay)
+		return l.finish(j, l.endState(j))
+	}
+	j.probe = st.br.State(now) == admit.HalfOpen
+	st.br.Allow(now)
+	j.submit, j.spent, j.sendSeat = now, spent, s
+	return Action{Kind: Send, Seat: s, Hard: hard, WaitCap: l.pol.Budget.MaxWait}
+}
+
+// Request is the seat request for a job's attempt (the real-time driver's).
+func (l *Loop) Request(j *Job, a Action) seat.Request {
+	return seat.Request{
+		Prompt:         l.prompt,
+		MaxTokens:      l.maxTokens,
+		IdempotencyKey: j.ID,
+		WaitCap:        a.WaitCap,
+		SoftTimeout:    l.pol.Timeouts.Soft,
+		Slow5xxAfter:   l.pol.Retry.SlowServerAfter,
+	}
+}
+
+// Done takes the observation of the job's attempt in flight at now, writes
+// its row, and applies the retry rules.
+func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
+	st := &l.seats[j.sendSeat]
+	if obs.Billing == "" {
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, l.pol.Retry.SlowServerAfter)
+	}
+	cost, priced := st.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
+	j.used++
+	j.tokens += obs.Tokens()
+	j.usd += cost
+	j.lastSent = obs.Outcome
+	j.lastAmbiguous = obs.Outcome == admit.ServerError && obs.Billing == admit.Ambiguous
+
+	var note string
+	if j.probe {
+		note = "half-open probe"
+	}
+	if obs.Outcome != admit.Cancelled {
+		// The operator's Ctrl-C says nothing about the seat's health.
+		before := st.br.State(now)
+		st.br.Record(now, obs.Outcome != admit.OK && obs.Outcome != admit.ClientError)
+		switch after := st.br.State(now); {
+		case after == before:
+		case after == admit.Open:
+			note = joinNote(note, "breaker opened")
+		default:
+			note = joinNote(note, "breaker "+after.String())
+		}
+	}
+	if obs.Detail != "" {
+		note = joinNote(note, obs.Detail)
+	}
+	st.est.Observe(obs.Outcome, obs.Wait, obs.HasWait, obs.Elapsed, obs.PromptTokens, obs.CompletionTokens)
+	l.sentRow(j, obs, st, cost, priced, note)
+
+	switch obs.Outcome {
+	case admit.OK:
+		return l.finish(j, ledgerfile.JobSucceeded)
+	case admit.Cancelled:
+		return l.finish(j, ledgerfile.JobCancelled)
+	case admit.Timeout, admit.WaitCap:
+		j.timeouts++
+	}
+	if j.lastAmbiguous {
+		j.slow++
+	}
+	step := admit.AfterFailure(l.pol.Retry, admit.Failure{
+		Outcome: obs.Outcome, Billing: obs.Billing,
+		RetryAfter: obs.RetryAfter, HasRetry: obs.HasRetryAfter,
+	}, admit.JobHistory{Retries: j.retries, Timeouts: j.timeouts, SlowServer: j.slow}, l.rng)
+	if !step.Retry {
+		l.emit(j)
+		spent := l.spent(j, now)
+		l.refusalRow(j, now, st, admit.Refuse(step.Reason), spent, 0)
+		return l.finish(j, l.endState(j))
+	}
+	next := j.sendSeat
+	if step.Fallback && next+1 < len(l.seats) {
+		next++ // seed 001: retry a timeout at most once, and elsewhere
+	}
+	// Before sleeping: an attempt the gate must refuse after the sleep
+	// (the cap is reached, or the sleep leaves too little of the deadline
+	// for the estimate) is refused now, not after a pointless wait.
+	spent := l.spent(j, now)
+	after := spent
+	after.Time += step.Delay
+	if d := admit.Decide(l.pol.Budget, after, l.next1(&l.seats[next])); !d.Admit &&
+		(d.Failing[0] == admit.ReasonAttemptCap || hasReason(d.Failing, admit.ReasonDeadline)) {
+		l.emit(j)
+		var delay time.Duration
+		if d.Failing[0] != admit.ReasonAttemptCap {
+			delay = step.Delay // the sleep this refusal saved
+		}
+		l.refusalRow(j, now, &l.seats[next], d, spent, delay)
+		if delay > 0 {
+			l.row.Note = joinNote("refused before sleeping", l.row.Note)
+		}
+		return l.finish(j, l.endState(j))
+	}
+	l.emit(j)
+	j.seat = next
+	j.retries++
+	j.delay = step.Delay
+	if step.Delay <= 0 {
+		return l.next(j, now)
+	}
+	return Action{Kind: Sleep, Sleep: step.Delay}
+}
+
+// decisions holds the printed form of every known refusal, so writing
+// one does not build the string again for each row.
+var decisions = func() map[admit.Reason]string {
+	m := map[admit.Reason]string{reasonCancelled: admit.Refuse(reasonCancelled).String()}
+	for _, r := range admit.Reasons {
+		m[r] = admit.Refuse(r).String()
+	}
+	return m
+}()
+
+func decisionString(d admit.Decision) string {
+	if s, ok := decisions[d.Reason]; ok && !d.Admit {
+		return s
+	}
+	return d.String()
+}
+
+func hasReason(rs []admit.Reason, r admit.Reason) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// endState is how a job that ends on a refusal ended: by its last sent attempt.
+func (l *Loop) endState(j *Job) string {
+	switch {
+	case j.used == 0:
+		return ledgerfile.JobFailed
+	case j.lastSent == admit.Timeout || j.lastSent == admit.WaitCap || j.lastAmbiguous:
+		return ledgerfile.JobUnknown // seed 004: a timeout is not proof of failure
+	case j.lastSent == admit.Cancelled:
+		return ledgerfile.JobCancelled
+	}
+	return ledgerfile.JobFailed
+}
+
+// finish writes the pending row with job_end.
+func (l *Loop) finish(j *Job, end string) Action {
+	j.End = end
+	l.row.JobEnd = end
+	switch end {
+	case ledgerfile.JobSucceeded:
+		l.ends.Succeeded++
+	case ledgerfile.JobUnknown:
+		l.ends.Unknown++
+	case ledgerfile.JobCancelled:
+		l.ends.Cancelled++
+	default:
+		l.ends.Failed++
+	}
+	l.emit(j)
+	return Action{Kind: Finished}
+}
+
+func (l *Loop) emit(j *Job) {
+	l.sink(&l.row)
+	j.rows++
+	j.delay = 0
+}
+
+func (l *Loop) baseRow(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) {
+	l.row = ledgerfile.Row{
+		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
+		Delay:  delay,
+		SpentS: spent.Time, SpentTokens: spent.Tokens, SpentUSD: spent.USD, Used: spent.Attempts, HasSpent: true,
+		Holdout: l.holdout, Fallback: st != &l.seats[0], PromptSHA: l.promptSHA,
+	}
+}
+
+// refusalRow fills the row for an attempt refused before sending: its
+// numbers are the estimate the gate saw.
+func (l *Loop) refusalRow(j *Job, now time.Time, st *seatState, d admit.Decision, spent admit.Spent, delay time.Duration) {
+	l.baseRow(j, now, st, spent, delay)
+	r := &l.row
+	n := st.est.Next()
+	r.Wait, r.Elapsed, r.Tokens = n.Wait, n.Elapsed, n.Tokens
+	r.Decision = decisionString(d)
+	r.Unsent = true
+	if len(d.Failing) > 1 {
+		also := make([]string, 0, len(d.Failing)-1)
+		for _, f := range d.Failing[1:] {
+			also = append(also, string(f))
+		}
+		r.Note = "also: " + strings.Join(also, ", ")
+	}
+}
+
+// sentRow fills the row for an attempt that was sent.
+func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64, priced bool, note string) {
+	l.baseRow(j, j.submit, st, j.spent, j.delay)
+	r := &l.row
+	if o.Model != "" {
+		r.Model = o.Model
+	}
+	r.Wait = o.Wait
+	if !o.HasWait && (o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled) {
+		r.Wait = o.Elapsed // no first byte yet: the wait was at least this long
+	}
+	r.Elapsed = o.Elapsed
+	r.TTFB, r.HasTTFB = o.TTFB, o.HasTTFB
+	r.Tokens = o.Tokens()
+	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
+	r.HasSplit = o.TokensFrom != ""
+	r.TokensFrom = o.TokensFrom
+	r.Outcome, r.HTTPStatus, r.Billing = o.Outcome, o.HTTPStatus, o.Billing
+	r.CostUSD, r.HasCost = cost, priced
+	r.RetryAfter, r.HasRetryAfter = o.RetryAfter, o.HasRetryAfter
+	r.ErrorCode = o.ErrorCode
+	r.Decision = "admit"
+	if o.Outcome == admit.WaitCap {
+		// The gate's wait cap, enforced live: the attempt went out and was
+		// cancelled when no first byte came within budget.max_wait.
+		r.Decision = decisionString(admit.Refuse(admit.ReasonQueueWait))
+	}
+	r.Note = note
+}

@@ -1,0 +1,114 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"retrygate/rehearse/script"
+	"retrygate/rehearse/seat"
+)
+
+// stream is a random-access family of PCG streams: call n of a seat draws
+// from its own generator, seeded from (seed, seat, n), so PlanFor needs no
+// shared state, no lock and no allocation, and any n can be asked first.
+type stream struct{ k0, k1 uint64 }
+
+func newStream(seed uint64, seatIndex int) stream {
+	return stream{k0: splitmix(seed), k1: splitmix(seed ^ splitmix(uint64(seatIndex)+0x9e3779b97f4a7c15))}
+}
+
+func (s stream) at(n int) rand.PCG {
+	var r rand.PCG
+	r.Seed(s.k0, s.k1^splitmix(uint64(n)))
+	return r
+}
+
+// splitmix is SplitMix64's finaliser: nearby inputs give unrelated outputs.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// unit maps 64 random bits to (0, 1), never 0 or 1, so the normal
+// quantile of it is finite.
+func unit(x uint64) float64 { return (float64(x>>11) + 0.5) / (1 << 53) }
+
+// Planner plays m on one seat.
+func (m *Parametric) Planner(seed uint64, seatIndex int) seat.Planner {
+	return &paramPlanner{m: m, s: newStream(seed, seatIndex)}
+}
+
+type paramPlanner struct {
+	m *Parametric
+	s stream
+}
+
+// PlanFor draws call n: first its outcome, then its latency.
+func (p *paramPlanner) PlanFor(n int) seat.Plan {
+	m := p.m
+	r := p.s.at(n)
+	uOutcome, uLatency := unit(r.Uint64()), unit(r.Uint64())
+
+	which := ""
+	acc := 0.0
+	for _, k := range failureKeys {
+		acc += *m.failure(k)
+		if uOutcome < acc {
+			which = k
+			break
+		}
+	}
+	switch which {
+	case "conn":
+		return seat.Plan{ConnError: true}
+	case "hang":
+		return seat.Plan{Hang: true, Wait: script.Never, TTFB: script.Never, PromptTokens: m.Prompt}
+	case "429":
+		return seat.Plan{Status: 429, Wait: m.FastAfter, Elapsed: m.FastAfter, RetryAfter: m.RetryAfter, HasRetryAfter: m.HasRetryAfter}
+	case "5xx":
+		return seat.Plan{Status: 503, Wait: m.FastAfter, Elapsed: m.FastAfter}
+	case "slow5xx":
+		return seat.Plan{Status: 500, Wait: m.SlowAfter, Elapsed: m.SlowAfter}
+	case "4xx":
+		return seat.Plan{Status: 400, Wait: m.FastAfter, Elapsed: m.FastAfter}
+	}
+
+	factor := 1.0
+	elapsed := m.Elapsed
+	if m.Kind == Lognormal {
+		factor = math.Exp(m.sigma * math.Sqrt2 * math.Erfinv(2*uLatency-1))
+		elapsed = clampDur(float64(m.P50) * factor)
+	}
+	var wait time.Duration
+	if m.TTFBShare >= 0 {
+		wait = clampDur(float64(elapsed) * m.TTFBShare)
+	} else {
+		wait = min(clampDur(float64(m.TTFB)*factor), elapsed)
+	}
+	completion := m.Tokens - m.Prompt
+	if m.Rate > 0 {
+		completion = int64(min(math.Round(m.Rate*(elapsed-wait).Seconds()), maxTokens))
+	}
+	plan := seat.Plan{Wait: wait, Elapsed: elapsed, PromptTokens: m.Prompt, CompletionTokens: max(completion, 0)}
+	if which == "reset" {
+		// Halfway through the stream; a reset is always before the end.
+		plan.ResetAfter = max(wait+(elapsed-wait)/2, time.Millisecond)
+		if plan.ResetAfter >= plan.Elapsed {
+			plan.Elapsed = plan.ResetAfter + time.Millisecond
+		}
+	}
+	return plan
+}
+
+func clampDur(ns float64) time.Duration {
+	if !(ns < float64(maxDuration)) { // also catches NaN and +Inf
+		return maxDuration
+	}
+	if ns < 0 {
+		return 0
+	}
+	return time.Duration(ns)
+}

@@ -1,0 +1,199 @@
+package rehearse
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/rehearse/seat"
+)
+
+// RealOptions runs jobs in real time against real seats.
+type RealOptions struct {
+	Jobs        int
+	Concurrency int   // jobs at once, each with one attempt in flight (default 1)
+	Clock       Clock // RealClock unless a test says otherwise
+	// OnSoft is told when an attempt passes the soft timeout (seed 002's
+	// "still waiting" state). It runs on a timer's goroutine.
+	OnSoft func(job, seat string, elapsed time.Duration)
+}
+
+// RunReal runs o.Jobs jobs against the chain's seats, o.Concurrency at a
+// time. Each attempt's context carries the hard timeout as its deadline.
+// When ctx is cancelled (Ctrl-C) no new job starts, attempts in flight
+// are cancelled and written as outcome cancelled, sleepers are stopped,
+// and RunReal returns once every row is written.
+func (l *Loop) RunReal(ctx context.Context, o RealOptions) (Result, error) {
+	if o.Clock == nil {
+		o.Clock = RealClock{}
+	}
+	for i := range l.seats {
+		st := &l.seats[i]
+		if st.seat == nil && st.planner != nil {
+			st.seat = NewPlanSeat(st.name, st.planner, o.Clock)
+		}
+		if st.seat == nil {
+			return Result{}, errors.New("seat " + st.name + ": nothing to send to")
+		}
+	}
+	conc := min(max(o.Concurrency, 1), max(o.Jobs, 1))
+	first := o.Clock.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := new(Job)
+			for ctx.Err() == nil {
+				k := int(next.Add(1))
+				if k > o.Jobs {
+					return
+				}
+				l.runJob(ctx, j, k, &o)
+			}
+		}()
+	}
+	wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	started := min(int(next.Load()), o.Jobs)
+	res := Result{Started: started, Ends: l.ends, Elapsed: o.Clock.Now().Sub(first)}
+	res.Interrupted = ctx.Err() != nil && res.Ends.Total() < o.Jobs
+	return res, nil
+}
+
+func (l *Loop) step(f func() Action) Action {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return f()
+}
+
+func (l *Loop) runJob(ctx context.Context, j *Job, k int, o *RealOptions) {
+	c := o.Clock
+	a := l.step(func() Action { return l.Start(j, k, c.Now()) })
+	for {
+		if a.Kind != Finished && ctx.Err() != nil {
+			a = l.step(func() Action { return l.Cancel(j, c.Now()) })
+		}
+		switch a.Kind {
+		case Finished:
+			return
+		case Sleep:
+			if err := c.Sleep(ctx, a.Sleep); err != nil {
+				a = l.step(func() Action { return l.Cancel(j, c.Now()) })
+				continue
+			}
+			a = l.step(func() Action { return l.Woke(j, c.Now()) })
+		case Send:
+			obs := l.send(ctx, j, a, o)
+			a = l.step(func() Action { return l.Done(j, &obs, c.Now()) })
+		}
+	}
+}
+
+// send makes one attempt with a context whose deadline is the hard timeout.
+func (l *Loop) send(ctx context.Context, j *Job, a Action, o *RealOptions) seat.Observation {
+	l.mu.Lock()
+	st := &l.seats[a.Seat]
+	req := l.Request(j, a)
+	l.mu.Unlock()
+	if o.OnSoft != nil && req.SoftTimeout > 0 {
+		id, name := j.ID, st.name
+		req.OnSoft = func(el time.Duration) { o.OnSoft(id, name, el) }
+	}
+	actx, cancel := context.WithTimeout(ctx, a.Hard)
+	defer cancel()
+	var obs seat.Observation
+	if ps, ok := st.seat.(*PlanSeat); ok {
+		obs = ps.play(actx, req, a.Hard)
+	} else {
+		obs = st.seat.Do(actx, req)
+	}
+	if obs.Seat == "" {
+		obs.Seat = st.name
+	}
+	if ctx.Err() != nil && obs.Outcome != admit.OK && obs.Outcome != admit.Cancelled {
+		// The run was stopped under this attempt: whatever the seat made of
+		// its cancelled context, the operator cancelled it.
+		obs.Outcome, obs.Billing, obs.Detail = admit.Cancelled, admit.Ambiguous, "cancelled"
+	}
+	return obs
+}
+
+// PlanSeat plays a Planner in real time: each call resolves the next plan
+// under the attempt's hard timeout and wait cap (seat.Resolve), then waits
+// on the clock for as long as that attempt would take, so a script seat
+// in a real-time chain behaves like a server with the script's timings.
+type PlanSeat struct {
+	name    string
+	planner seat.Planner
+	clock   Clock
+
+	mu sync.Mutex
+	n  int
+}
+
+// NewPlanSeat wraps p as a seat named name that waits on clock.
+func NewPlanSeat(name string, p seat.Planner, clock Clock) *PlanSeat {
+	return &PlanSeat{name: name, planner: p, clock: clock}
+}
+
+// Name is the seat's name.
+func (s *PlanSeat) Name() string { return s.name }
+
+// Do plays the next plan; the hard timeout is ctx's deadline.
+func (s *PlanSeat) Do(ctx context.Context, req seat.Request) seat.Observation {
+	var hard time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		hard = max(time.Until(dl), time.Nanosecond)
+	}
+	return s.play(ctx, req, hard)
+}
+
+func (s *PlanSeat) play(ctx context.Context, req seat.Request, hard time.Duration) seat.Observation {
+	s.mu.Lock()
+	plan := s.planner.PlanFor(s.n)
+	s.n++
+	s.mu.Unlock()
+	start := s.clock.Now()
+	obs := seat.Resolve(plan, hard, req.WaitCap, req.Slow5xxAfter)
+	obs.Seat = s.name
+	wait := obs.Elapsed
+	if req.SoftTimeout > 0 && req.OnSoft != nil && wait > req.SoftTimeout {
+		if err := s.clock.Sleep(ctx, req.SoftTimeout); err != nil {
+			return s.stopped(ctx, err, obs, start)
+		}
+		req.OnSoft(req.SoftTimeout)
+		wait -= req.SoftTimeout
+	}
+	if err := s.clock.Sleep(ctx, wait); err != nil {
+		return s.stopped(ctx, err, obs, start)
+	}
+	return obs
+}
+
+// stopped is the observation of a plan cut short by its context. The hard
+// timeout was already played by Resolve (a deadline firing a hair before
+// the sleep ends is that same cut-off); anything else is a cancellation.
+func (s *PlanSeat) stopped(ctx context.Context, err error, obs seat.Observation, start time.Time) seat.Observation {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return obs
+	}
+	el := s.clock.Now().Sub(start)
+	out := seat.Observation{
+		Seat: s.name, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
+		Elapsed: el, TokensFrom: seat.FromScript, Detail: "cancelled",
+		PromptTokens: obs.PromptTokens,
+	}
+	if obs.HasTTFB && obs.TTFB <= el {
+		out.TTFB, out.HasTTFB, out.HTTPStatus = obs.TTFB, true, obs.HTTPStatus
+	}
+	if obs.HasWait && obs.Wait <= el {
+		out.Wait, out.HasWait = obs.Wait, true
+	}
+	return out
+}

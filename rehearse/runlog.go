@@ -1,0 +1,36 @@
+package rehearse
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"retrygate/ledgerfile"
+)
+
+// ReserveRun picks the new run's number — one more than the highest in
+// the log w appends to — and writes `# run rN <describe>` there, both under
+// the log's lock, so two runs into one log never share job ids.
+func ReserveRun(w *ledgerfile.Writer, describe string) (int, error) {
+	run := 0
+	err := w.CommentLocked(func() (string, error) {
+		f, err := os.Open(w.Path())
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("failed to read log %q: %w", w.Path(), err)
+		}
+		high := 0
+		if f != nil {
+			defer f.Close()
+			if high, err = HighestRun(f); err != nil {
+				return "", fmt.Errorf("failed to read log %q: %w", w.Path(), err)
+			}
+		}
+		run = high + 1
+		text := fmt.Sprintf("run r%d", run)
+		if describe != "" {
+			text += " " + describe
+		}
+		return text, nil
+	})
+	return run, err
+}

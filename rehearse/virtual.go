@@ -1,0 +1,232 @@
+package rehearse
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/rehearse/seat"
+)
+
+// VirtualOptions runs jobs on the virtual clock.
+type VirtualOptions struct {
+	Jobs int
+	// Concurrency is how many jobs run at once when Rate is 0 (default 1:
+	// one after another). A finished job's slot starts the next at once.
+	Concurrency int
+	// Rate > 0 makes arrivals a Poisson process of Rate jobs per second
+	// from the loop's seeded source, each job starting when it arrives,
+	// with no cap on how many run at once: breakers and retry storms show.
+	Rate  float64
+	Start time.Time       // virtual time zero: the first row's ts
+	Ctx   context.Context // optional; checked every few thousand events
+}
+
+// Result is how a run went.
+type Result struct {
+	Started     int  // jobs started
+	Interrupted bool // the context was cancelled before every job finished
+	Ends        Ends
+	Elapsed     time.Duration // from the first job's start to the last event
+}
+
+const (
+	evArrive uint8 = iota
+	evDone
+	evWake
+)
+
+// event is one thing that happens at a virtual instant. seq breaks ties
+// in scheduling order, so a run is the same every time.
+type event struct {
+	at   int64 // ns since Start
+	seq  uint64
+	job  *Job
+	kind uint8
+}
+
+func (a *event) before(b *event) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+
+// A hand-rolled binary heap of values: container/heap would box each
+// event in an interface, an allocation per push.
+func (l *Loop) push(e event) {
+	h := append(l.vheap, e)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	l.vheap = h
+}
+
+func (l *Loop) pop() event {
+	h := l.vheap
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1].before(&h[c]) {
+			c++
+		}
+		if !h[c].before(&h[i]) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	l.vheap = h
+	return top
+}
+
+// RunVirtual runs o.Jobs jobs on the virtual clock: every seat's plan is
+// resolved with seat.Resolve under the attempt's hard timeout and wait
+// cap, its completion scheduled at submit+elapsed, and sleeps are events.
+// It starts no goroutine and allocates nothing per attempt; per job it
+// allocates only the job id. Every seat in the chain needs a Planner.
+func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
+	for i := range l.seats {
+		if l.seats[i].planner == nil {
+			return Result{}, fmt.Errorf("seat %q: only script seats run on the virtual clock", l.seats[i].name)
+		}
+	}
+	if o.Jobs < 0 {
+		return Result{}, fmt.Errorf("jobs: must not be negative, got %d", o.Jobs)
+	}
+	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		return Result{}, fmt.Errorf("rate: must be a positive number of jobs per second, got %g", o.Rate)
+	}
+	if o.Ctx != nil && o.Ctx.Err() != nil {
+		return Result{Interrupted: o.Jobs > 0, Ends: l.ends}, nil // stopped before it began
+	}
+	conc := max(o.Concurrency, 1)
+	v := vrun{l: l, o: o, start: o.Start}
+	l.vheap = l.vheap[:0]
+	if o.Jobs > 0 {
+		if o.Rate > 0 {
+			v.schedule(0, nil, evArrive)
+		} else {
+			for i := 0; i < conc && v.started < o.Jobs; i++ {
+				v.startJob(0)
+			}
+		}
+	}
+	var n uint
+	for len(l.vheap) > 0 {
+		if n++; n&4095 == 0 && o.Ctx != nil && o.Ctx.Err() != nil {
+			v.cancelAll()
+			break
+		}
+		ev := l.pop()
+		v.now = ev.at
+		now := v.start.Add(time.Duration(ev.at))
+		switch ev.kind {
+		case evArrive:
+			if v.started+1 < o.Jobs {
+				gap := time.Duration(l.rng.ExpFloat64() / o.Rate * 1e9)
+				v.schedule(ev.at+max(int64(gap), 0), nil, evArrive)
+			}
+			v.startJob(ev.at)
+			continue
+		case evDone:
+			j := ev.job
+			v.apply(j, l.Done(j, &j.obs, now))
+		case evWake:
+			v.apply(ev.job, l.Woke(ev.job, now))
+		}
+	}
+	if o.Ctx != nil && o.Ctx.Err() != nil && len(l.vheap) > 0 {
+		v.cancelAll()
+	}
+	res := Result{Started: v.started, Ends: l.ends, Elapsed: time.Duration(v.now)}
+	res.Interrupted = res.Ends.Total() < o.Jobs
+	return res, nil
+}
+
+type vrun struct {
+	l       *Loop
+	o       VirtualOptions
+	start   time.Time
+	now     int64
+	started int
+	seq     uint64
+	free    *Job
+}
+
+func (v *vrun) schedule(at int64, j *Job, kind uint8) {
+	v.seq++
+	v.l.push(event{at: at, seq: v.seq, job: j, kind: kind})
+}
+
+func (v *vrun) startJob(at int64) {
+	j := v.free
+	if j != nil {
+		v.free = j.free
+	} else {
+		j = new(Job)
+	}
+	v.started++
+	v.apply(j, v.l.Start(j, v.started, v.start.Add(time.Duration(at))))
+}
+
+// apply carries out a job's next action at the current virtual instant.
+func (v *vrun) apply(j *Job, a Action) {
+	switch a.Kind {
+	case Send:
+		st := &v.l.seats[a.Seat]
+		plan := st.planner.PlanFor(st.calls)
+		st.calls++
+		j.obs = seat.Resolve(plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
+		j.obs.Seat = st.name
+		v.schedule(addNS(v.now, j.obs.Elapsed), j, evDone)
+	case Sleep:
+		v.schedule(addNS(v.now, a.Sleep), j, evWake)
+	case Finished:
+		j.free, v.free = v.free, j
+		if v.o.Rate == 0 && v.started < v.o.Jobs {
+			v.startJob(v.now)
+		}
+	}
+}
+
+func addNS(at int64, d time.Duration) int64 {
+	if d > 0 && at > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return at + int64(max(d, 0))
+}
+
+// cancelAll ends every job still running at the current instant, as
+// Ctrl-C does in real time: attempts in flight are cancelled, sleepers
+// stopped, jobs not yet arrived never start.
+func (v *vrun) cancelAll() {
+	now := v.start.Add(time.Duration(v.now))
+	for len(v.l.vheap) > 0 {
+		ev := v.l.pop()
+		j := ev.job
+		switch ev.kind {
+		case evDone:
+			j.obs = seat.Observation{
+				Seat: j.obs.Seat, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
+				Elapsed: now.Sub(j.submit), Detail: "cancelled",
+			}
+			v.l.Done(j, &j.obs, now)
+		case evWake:
+			v.l.Cancel(j, now)
+		}
+	}
+	v.o.Jobs = 0 // start nothing more
+}
