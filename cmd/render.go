@@ -56,6 +56,7 @@ func writeTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "p(95) < 5s" stays readable
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("failed to write JSON: %w", err)
 	}

@@ -1,11 +1,14 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +28,13 @@ func TestManyWriters(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "rehearsal.log")
 	const procs, each, jobs = 16, 1000, 4
+	// The writers are killed, process group and all, if the test runs out
+	// of time, so no shell loop outlives the test binary.
+	ctx, cancel := context.WithCancel(context.Background())
+	if dl, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(context.Background(), dl.Add(-30*time.Second))
+	}
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, procs)
 	for p := 0; p < procs; p++ {
@@ -36,7 +46,9 @@ func TestManyWriters(t *testing.T) {
 			script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do
   "$BIN" record --job "job-$((i %% %d))" --seat s%d --wait 0.5 --elapsed 1.5 --tokens 10 --log "$LOG" >/dev/null || exit 1
   i=$((i+1)); done`, each, jobs, p)
-			cmd := exec.Command("sh", "-c", script)
+			cmd := exec.CommandContext(ctx, "sh", "-c", script)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 			cmd.Env = append(cmd.Environ(), "BIN="+bin, "LOG="+log)
 			cmd.Dir = dir
 			if out, err := cmd.CombinedOutput(); err != nil {

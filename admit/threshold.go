@@ -1,0 +1,439 @@
+package admit
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Thresholds are the CI gate's pass/fail lines, in k6's grammar: per
+// metric a list of `agg op value`, e.g. wait_s: ["p(95) < 5s"]. Unlike
+// k6, a bare time value means seconds (as everywhere in retrygate), and a
+// metric that is one number over the whole log takes no aggregation.
+// Anything unknown — metric, aggregation, operator, unit — is an error
+// that names it: a typo must never pass as a threshold that cannot fail.
+
+// MetricKind says what shape of figure a metric is, and so which
+// aggregations apply to it.
+type MetricKind int
+
+const (
+	// TrendMetric is one value per sent attempt: avg min max med p(N) count.
+	TrendMetric MetricKind = iota
+	// RateMetric is a share of a population: rate (a fraction) and count
+	// (how many matched).
+	RateMetric
+	// ValueMetric is a single number over the whole log: value, or no
+	// aggregation at all ("< 1.5").
+	ValueMetric
+)
+
+// MetricSpec describes one threshold metric.
+type MetricSpec struct {
+	Name    string
+	Kind    MetricKind
+	Time    bool // values are seconds: the units ms, s, m apply
+	Percent bool // values are fractions: the unit % applies (5% = 0.05)
+	Doc     string
+}
+
+// Metrics are the metrics a threshold may name, in the order check prints them.
+var Metrics = []MetricSpec{
+	{Name: "wait_s", Kind: TrendMetric, Time: true, Doc: "queue wait of each sent attempt: submit → first content byte"},
+	{Name: "ttfb_s", Kind: TrendMetric, Time: true, Doc: "submit → response headers, of each sent attempt that has it"},
+	{Name: "elapsed_s", Kind: TrendMetric, Time: true, Doc: "submit → last byte, of each sent attempt"},
+	{Name: "tokens", Kind: TrendMetric, Doc: "prompt + completion tokens of each sent attempt"},
+	{Name: "attempts_per_success", Kind: ValueMetric, Doc: "sent attempts ÷ jobs that succeeded (+Inf with no success)"},
+	{Name: "retry_ratio", Kind: ValueMetric, Doc: "sent attempts ÷ jobs"},
+	{Name: "retry_tax", Kind: ValueMetric, Percent: true, Doc: "share of tokens spent in attempts that did not produce the kept result"},
+	{Name: "refused_rate", Kind: RateMetric, Percent: true, Doc: "attempt rows the policy refuses on replay ÷ attempt rows"},
+	{Name: "unknown_rate", Kind: RateMetric, Percent: true, Doc: "jobs that ended unknown ÷ jobs"},
+	{Name: "deadline_miss_rate", Kind: RateMetric, Percent: true, Doc: "jobs whose time (Σ delay + elapsed of sent attempts) exceeds budget.deadline ÷ jobs"},
+	{Name: "billable_failure_rate", Kind: RateMetric, Percent: true, Doc: "failed attempts billed (ambiguous counts as billed) ÷ failed attempts"},
+}
+
+// LookupMetric finds a metric by name.
+func LookupMetric(name string) (MetricSpec, bool) {
+	for _, m := range Metrics {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return MetricSpec{}, false
+}
+
+// Aggregations.
+const (
+	AggAvg        = "avg"
+	AggMin        = "min"
+	AggMax        = "max"
+	AggMed        = "med"
+	AggPercentile = "p"
+	AggRate       = "rate"
+	AggCount      = "count"
+	AggValue      = "value"
+)
+
+// Operators, as k6 writes them.
+var operators = []string{"<", "<=", ">", ">=", "==", "!="}
+
+// Threshold is one parsed expression for one metric.
+type Threshold struct {
+	Metric string
+	Source string  // as written, trimmed
+	Agg    string  // one of the Agg constants
+	P      float64 // the percentile, for AggPercentile
+	Op     string  // one of < <= > >= == !=
+	Value  float64 // in the metric's base unit: seconds, tokens, a fraction, a count
+	Num    float64 // the number as written, before its unit
+	Unit   string  // as written: "", "ms", "s", "m", "%"
+}
+
+// ParseThreshold parses expr, one threshold for metric.
+func ParseThreshold(metric, expr string) (Threshold, error) {
+	spec, ok := LookupMetric(metric)
+	if !ok {
+		return Threshold{}, unknownMetricError(metric)
+	}
+	t := Threshold{Metric: metric, Source: strings.TrimSpace(expr)}
+	src := t.Source
+	if src == "" {
+		return t, fmt.Errorf("empty threshold (want e.g. %q)", example(spec))
+	}
+	// Split at the first run of operator characters, as k6's scanner does.
+	i := strings.IndexAny(src, "<>=!")
+	if i < 0 {
+		return t, fmt.Errorf("threshold %q has no operator (want one of < <= > >= == !=)", src)
+	}
+	j := i
+	for j < len(src) && strings.IndexByte("<>=!", src[j]) >= 0 {
+		j++
+	}
+	lhs, op, rhs := strings.TrimSpace(src[:i]), src[i:j], strings.TrimSpace(src[j:])
+	if op == "===" {
+		op = "==" // k6 accepts JavaScript's strict equality; it means the same here
+	}
+	if !slices.Contains(operators, op) {
+		return t, fmt.Errorf("threshold %q: unknown operator %q (want one of < <= > >= == !=)", src, op)
+	}
+	t.Op = op
+	if err := t.parseAgg(spec, lhs); err != nil {
+		return t, fmt.Errorf("threshold %q: %w", src, err)
+	}
+	if err := t.parseValue(spec, rhs); err != nil {
+		return t, fmt.Errorf("threshold %q: %w", src, err)
+	}
+	return t, nil
+}
+
+func (t *Threshold) parseAgg(spec MetricSpec, lhs string) error {
+	switch {
+	case lhs == "":
+		if spec.Kind != ValueMetric {
+			return fmt.Errorf("missing aggregation before %q (%s takes %s)", t.Op, spec.Name, aggList(spec))
+		}
+		t.Agg = AggValue
+		return nil
+	case strings.HasPrefix(lhs, "p(") && strings.HasSuffix(lhs, ")"):
+		inner := strings.TrimSpace(lhs[2 : len(lhs)-1])
+		p, err := strconv.ParseFloat(inner, 64)
+		if err != nil || math.IsNaN(p) || math.IsInf(p, 0) {
+			return fmt.Errorf("percentile %q is not a number", lhs)
+		}
+		if p <= 0 || p > 100 {
+			return fmt.Errorf("percentile %q is out of range (want 0 < N <= 100)", lhs)
+		}
+		t.Agg, t.P = AggPercentile, p
+	case lhs == AggAvg || lhs == AggMin || lhs == AggMax || lhs == AggMed || lhs == AggRate || lhs == AggCount || lhs == AggValue:
+		t.Agg = lhs
+	default:
+		if len(lhs) > 1 && lhs[0] == 'p' && strings.Trim(lhs[1:], "0123456789.") == "" {
+			return fmt.Errorf("unknown aggregation %q (did you mean p(%s)? want one of avg min max med p(N) rate count value)", lhs, lhs[1:])
+		}
+		return fmt.Errorf("unknown aggregation %q (want one of avg min max med p(N) rate count value)", lhs)
+	}
+	if !aggApplies(spec, t.Agg) {
+		return fmt.Errorf("aggregation %q does not apply to %s (%s takes %s)", lhs, spec.Name, kindName(spec), aggList(spec))
+	}
+	return nil
+}
+
+func aggApplies(spec MetricSpec, agg string) bool {
+	switch spec.Kind {
+	case TrendMetric:
+		return agg == AggAvg || agg == AggMin || agg == AggMax || agg == AggMed || agg == AggPercentile || agg == AggCount
+	case RateMetric:
+		return agg == AggRate || agg == AggCount
+	default:
+		return agg == AggValue
+	}
+}
+
+func kindName(spec MetricSpec) string {
+	switch spec.Kind {
+	case TrendMetric:
+		return "a value per attempt"
+	case RateMetric:
+		return "a rate"
+	default:
+		return "one number over the whole log"
+	}
+}
+
+func aggList(spec MetricSpec) string {
+	switch spec.Kind {
+	case TrendMetric:
+		return "avg, min, max, med, p(N) or count"
+	case RateMetric:
+		return "rate or count"
+	default:
+		return "value, or no aggregation (\"< 1.5\")"
+	}
+}
+
+func example(spec MetricSpec) string {
+	switch {
+	case spec.Kind == TrendMetric && spec.Time:
+		return "p(95) < 5s"
+	case spec.Kind == TrendMetric:
+		return "p(99) < 8000"
+	case spec.Kind == RateMetric:
+		return "rate < 5%"
+	case spec.Percent:
+		return "< 25%"
+	}
+	return "< 1.5"
+}
+
+func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
+	if rhs == "" {
+		return fmt.Errorf("missing value after %q", t.Op)
+	}
+	// The number is the longest prefix ParseFloat accepts; the rest is the unit.
+	k := 0
+	for k < len(rhs) && strings.IndexByte("0123456789.+-eE", rhs[k]) >= 0 {
+		k++
+	}
+	// Back off an exponent marker that is really a unit letter ("5e" is not a number).
+	num := rhs[:k]
+	for num != "" {
+		_, err := strconv.ParseFloat(num, 64)
+		if err == nil {
+			break
+		}
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return fmt.Errorf("value %q is out of range", rhs)
+		}
+		num = num[:len(num)-1]
+	}
+	if num == "" {
+		return fmt.Errorf("value %q is not a number", rhs)
+	}
+	v, _ := strconv.ParseFloat(num, 64)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("value %q is not a finite number", rhs)
+	}
+	unit := strings.TrimSpace(rhs[len(num):])
+	t.Unit, t.Num = unit, v
+	counting := t.Agg == AggCount
+	switch {
+	case unit == "":
+	case counting:
+		return fmt.Errorf("unit %q does not apply to count (a plain number of %s)", unit, countOf(spec))
+	case spec.Time && (unit == "ms" || unit == "s" || unit == "m"):
+		v *= map[string]float64{"ms": 0.001, "s": 1, "m": 60}[unit]
+	case spec.Percent && unit == "%":
+		v /= 100
+	case unit == "ms" || unit == "s" || unit == "m" || unit == "%":
+		return fmt.Errorf("unit %q does not apply to %s (%s)", unit, spec.Name, unitHint(spec))
+	default:
+		return fmt.Errorf("unknown unit %q (%s takes %s)", unit, spec.Name, unitHint(spec))
+	}
+	if v < 0 && !counting {
+		return fmt.Errorf("value %q is negative", rhs)
+	}
+	if counting && (v < 0 || v != math.Trunc(v)) {
+		return fmt.Errorf("count %q is not a whole number", rhs)
+	}
+	// A rate written as 5 where 5% was meant would be a threshold that can
+	// never fail: refuse it rather than pass silently.
+	if !counting && spec.Percent && unit == "" && v > 1 {
+		return fmt.Errorf("value %q is not a fraction (a %s is between 0 and 1; write %s%% for a percentage)", rhs, kindWord(spec), num)
+	}
+	t.Value = v
+	return nil
+}
+
+func kindWord(spec MetricSpec) string {
+	if spec.Kind == RateMetric {
+		return "rate"
+	}
+	return "share"
+}
+
+func countOf(spec MetricSpec) string {
+	if spec.Kind == RateMetric {
+		return "matches"
+	}
+	return "values"
+}
+
+func unitHint(spec MetricSpec) string {
+	switch {
+	case spec.Time:
+		return "ms, s or m; a bare number is seconds"
+	case spec.Percent:
+		return "% or a fraction between 0 and 1"
+	}
+	return "a plain number, no unit"
+}
+
+func unknownMetricError(name string) error {
+	names := make([]string, len(Metrics))
+	best, bestD := "", 4
+	for i, m := range Metrics {
+		names[i] = m.Name
+		if d := editDistance(name, m.Name); d < bestD {
+			best, bestD = m.Name, d
+		}
+	}
+	if best != "" {
+		return fmt.Errorf("unknown metric %q (did you mean %q? metrics: %s)", name, best, strings.Join(names, ", "))
+	}
+	return fmt.Errorf("unknown metric %q (metrics: %s)", name, strings.Join(names, ", "))
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// String is the threshold in canonical form; ParseThreshold reads it back
+// to the same Threshold (Source aside).
+func (t Threshold) String() string {
+	var b strings.Builder
+	switch t.Agg {
+	case AggPercentile:
+		b.WriteString("p(" + strconv.FormatFloat(t.P, 'g', -1, 64) + ") ")
+	case AggValue:
+		// A single-number metric reads best without it: "< 1.5".
+	default:
+		b.WriteString(t.Agg + " ")
+	}
+	b.WriteString(t.Op + " ")
+	b.WriteString(t.LimitString())
+	return b.String()
+}
+
+// LimitString is the limit as it is best read: seconds with an "s", a
+// percentage for rates written as one, a plain number otherwise.
+func (t Threshold) LimitString() string {
+	spec, _ := LookupMetric(t.Metric)
+	n := strconv.FormatFloat(t.Num, 'g', -1, 64)
+	if spec.Time && t.Unit == "" && t.Agg != AggCount {
+		return n + "s"
+	}
+	return n + t.Unit
+}
+
+// Observed is what a metric measured over a log, for Eval.
+type Observed struct {
+	Values []float64 // TrendMetric: every value, sorted ascending
+	Num    int64     // RateMetric: how many matched
+	Den    int64     // RateMetric: out of how many
+	Value  float64   // ValueMetric: the number (NaN when undefined)
+}
+
+// Label names what Eval computed: "p(95)", "avg", "rate", "value".
+func (t Threshold) Label() string {
+	if t.Agg == AggPercentile {
+		return "p(" + strconv.FormatFloat(t.P, 'g', -1, 64) + ")"
+	}
+	return t.Agg
+}
+
+// Eval computes the aggregation over o and compares it with the limit.
+// A trend with no values is NaN and fails: a percentile of nothing proves
+// nothing. A rate over an empty population is 0 (nothing happened, so
+// nothing bad did). Percentiles are Percentile's nearest rank.
+func (t Threshold) Eval(o Observed) (observed float64, pass bool) {
+	observed = t.aggregate(o)
+	return observed, compare(observed, t.Op, t.Value)
+}
+
+func (t Threshold) aggregate(o Observed) float64 {
+	switch t.Agg {
+	case AggValue:
+		return o.Value
+	case AggRate:
+		if o.Den == 0 {
+			return 0
+		}
+		return float64(o.Num) / float64(o.Den)
+	case AggCount:
+		spec, _ := LookupMetric(t.Metric)
+		if spec.Kind == RateMetric {
+			return float64(o.Num)
+		}
+		return float64(len(o.Values))
+	}
+	v := o.Values
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	switch t.Agg {
+	case AggAvg:
+		var s float64
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	case AggMin:
+		return v[0]
+	case AggMax:
+		return v[len(v)-1]
+	case AggMed:
+		return Percentile(v, 50)
+	case AggPercentile:
+		return Percentile(v, t.P)
+	}
+	return math.NaN()
+}
+
+func compare(x float64, op string, limit float64) bool {
+	if math.IsNaN(x) {
+		return false
+	}
+	switch op {
+	case "<":
+		return x < limit
+	case "<=":
+		return x <= limit
+	case ">":
+		return x > limit
+	case ">=":
+		return x >= limit
+	case "==":
+		return x == limit
+	case "!=":
+		return x != limit
+	}
+	return false
+}

@@ -1,0 +1,87 @@
+package ledgerfile
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"time"
+)
+
+// Scan reads every row of one log and hands each to fn, in order. With
+// skipBad, malformed lines are collected in Skipped instead of stopping
+// the scan; torn lines are never fatal and come back in Torn.
+func Scan(r io.Reader, name string, skipBad bool, fn func(*Row)) (torn, skipped []*LineError, err error) {
+	rd := NewReader(r, name)
+	rd.SkipBad(skipBad)
+	var row Row
+	for {
+		err := rd.Next(&row)
+		if err == io.EOF {
+			return rd.Torn(), rd.Skipped(), nil
+		}
+		if err != nil {
+			return rd.Torn(), rd.Skipped(), err
+		}
+		fn(&row)
+	}
+}
+
+// NewestTS is the latest ts of any complete row in r: what a relative
+// --since counts back from, so that a report never reads the clock. It is
+// a quick scan for the ts key, not a strict read; the strict read comes
+// after. ok is false when no row carries a ts.
+func NewestTS(r io.Reader) (newest time.Time, ok bool, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, rerr := br.ReadSlice('\n')
+		if errors.Is(rerr, bufio.ErrBufferFull) {
+			// A very long line: skip the rest of it.
+			for errors.Is(rerr, bufio.ErrBufferFull) {
+				_, rerr = br.ReadSlice('\n')
+			}
+			if rerr == io.EOF {
+				return newest, ok, nil
+			}
+			continue
+		}
+		if rerr == io.EOF {
+			// A final line without a newline is torn: the strict read skips it too.
+			return newest, ok, nil
+		}
+		if rerr != nil {
+			return newest, ok, rerr
+		}
+		if t, found := lineTS(line); found && (!ok || t.After(newest)) {
+			newest, ok = t, true
+		}
+	}
+}
+
+func lineTS(line []byte) (time.Time, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] == '#' {
+		return time.Time{}, false
+	}
+	i := 0
+	for {
+		j := bytes.Index(line[i:], []byte("ts="))
+		if j < 0 {
+			return time.Time{}, false
+		}
+		at := i + j
+		if at == 0 || line[at-1] == ' ' || line[at-1] == '\t' {
+			v := line[at+3:]
+			if k := bytes.IndexAny(v, " \t"); k >= 0 {
+				v = v[:k]
+			}
+			v = bytes.Trim(v, `"`)
+			t, err := time.Parse(time.RFC3339Nano, string(v))
+			if err != nil {
+				return time.Time{}, false
+			}
+			return t.UTC(), true
+		}
+		i = at + 3
+	}
+}

@@ -1,0 +1,407 @@
+package ledgerfile
+
+import (
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"retrygate/admit"
+)
+
+func summarize(t *testing.T, path string, opts SummaryOptions) *Summary {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	s := NewSummarizer(opts)
+	_, _, err = Scan(f, path, false, func(r *Row) { s.Add(r, path) })
+	require.NoError(t, err)
+	return s.Summary()
+}
+
+func summarizeText(t *testing.T, text string, opts SummaryOptions) *Summary {
+	t.Helper()
+	s := NewSummarizer(opts)
+	_, _, err := Scan(strings.NewReader(text), "t.log", false, func(r *Row) { s.Add(r, "t.log") })
+	require.NoError(t, err)
+	return s.Summary()
+}
+
+func group(t *testing.T, s *Summary, key string) *Group {
+	t.Helper()
+	for _, g := range s.Groups {
+		if g.Key == key {
+			return g
+		}
+	}
+	t.Fatalf("no group %q", key)
+	return nil
+}
+
+func dist(t *testing.T, d Dist, n int, p50, p75, p95, p99, max float64) {
+	t.Helper()
+	assert.Equal(t, n, d.N)
+	assert.InDelta(t, p50, float64(d.P50), 1e-9, "p50")
+	assert.InDelta(t, p75, float64(d.P75), 1e-9, "p75")
+	assert.InDelta(t, p95, float64(d.P95), 1e-9, "p95")
+	assert.InDelta(t, p99, float64(d.P99), 1e-9, "p99")
+	assert.InDelta(t, max, float64(d.Max), 1e-9, "max")
+}
+
+// The figures below were worked out by hand at the top of mixed.log.
+func TestSummaryMixedBySeat(t *testing.T) {
+	s := summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: BySeat})
+	require.Len(t, s.Groups, 2)
+	assert.Equal(t, int64(9), s.Rows)
+
+	sc := group(t, s, "scratch")
+	assert.Equal(t, int64(8), sc.Rows)
+	assert.Equal(t, int64(7), sc.Attempts)
+	assert.Equal(t, int64(1), sc.Refused)
+	assert.Equal(t, int64(1), sc.HeldOut)
+	assert.Equal(t, int64(6), sc.Jobs)
+	assert.Equal(t, [4]int64{3, 1, 1, 0}, [4]int64{sc.Succeeded, sc.Failed, sc.Unknown, sc.Cancelled})
+	dist(t, sc.Wait, 7, 2, 6, 12, 12, 12)
+	dist(t, sc.TTFB, 5, 0.5, 0.8, 1, 1, 1)
+	dist(t, sc.Elapsed, 7, 9, 25, 25, 25, 25)
+	dist(t, sc.Tokens, 7, 900, 1200, 1300, 1300, 1300)
+	assert.Equal(t, map[string]int64{"ok": 3, "rate_limited": 1, "server_error": 1, "timeout": 2}, sc.Outcomes)
+	assert.Equal(t, map[string]int64{"queue wait": 1}, sc.Refusals)
+	assert.InDelta(t, 7.0/3, float64(sc.AttemptsPerSuccess), 1e-12)
+	assert.InDelta(t, 7.0/6, float64(sc.RetryRatio), 1e-12)
+	assert.Equal(t, int64(2550), sc.RetryTax.Tokens)
+	assert.InDelta(t, 2550.0/6050, float64(sc.RetryTax.TokensShare), 1e-12)
+	assert.InDelta(t, 0.0051, float64(sc.RetryTax.USD), 1e-12)
+	assert.InDelta(t, 0.0051/0.0121, float64(sc.RetryTax.USDShare), 1e-9)
+	assert.Equal(t, int64(3), sc.WastedCalls)
+	assert.Equal(t, int64(4), sc.FailedAttempts)
+	assert.Equal(t, int64(3), sc.BilledFailures)
+	assert.InDelta(t, 0.75, float64(sc.BillableFailureRate), 1e-12)
+	assert.InDelta(t, 1.0/6, float64(sc.UnknownRate), 1e-12)
+	assert.InDelta(t, 1.0/6, float64(sc.FallbackRate), 1e-12)
+
+	ch := group(t, s, "cheap")
+	assert.Equal(t, int64(1), ch.Attempts)
+	assert.Equal(t, int64(1), ch.Jobs)
+	assert.Equal(t, int64(1), ch.Succeeded)
+	assert.InDelta(t, 1, float64(ch.AttemptsPerSuccess), 1e-12)
+	assert.Equal(t, int64(0), ch.RetryTax.Tokens)
+	assert.InDelta(t, 1, float64(ch.FallbackRate), 1e-12)
+	assert.True(t, math.IsNaN(float64(ch.BillableFailureRate)), "no failed attempts: undefined, not 0")
+
+	all := s.All
+	assert.Equal(t, int64(8), all.Attempts)
+	assert.Equal(t, int64(6), all.Jobs)
+	assert.Equal(t, [4]int64{4, 1, 1, 0}, [4]int64{all.Succeeded, all.Failed, all.Unknown, all.Cancelled})
+	dist(t, all.Wait, 8, 1.5, 3, 12, 12, 12)
+	dist(t, all.TTFB, 6, 0.4, 0.8, 1, 1, 1)
+	dist(t, all.Elapsed, 8, 5, 12, 25, 25, 25)
+	dist(t, all.Tokens, 8, 900, 1100, 1300, 1300, 1300)
+	assert.InDelta(t, 2, float64(all.AttemptsPerSuccess), 1e-12)
+	assert.InDelta(t, 8.0/6, float64(all.RetryRatio), 1e-12)
+	assert.InDelta(t, 2550.0/7150, float64(all.RetryTax.TokensShare), 1e-12)
+	assert.InDelta(t, 0.0051/0.0126, float64(all.RetryTax.USDShare), 1e-9)
+
+	assert.Equal(t, []Wasted{
+		{Seat: "scratch", Outcome: "rate_limited", Calls: 1, Tokens: 0, USD: 0},
+		{Seat: "scratch", Outcome: "server_error", Calls: 1, Tokens: 800, USD: 0.0016},
+		{Seat: "scratch", Outcome: "timeout", Calls: 1, Tokens: 900, USD: 0.0018},
+	}, s.Wasted)
+
+	// Per-job distributions for tune: a..f.
+	assert.Equal(t, int64(6), s.Jobs.Jobs)
+	assert.InDeltaSlice(t, []float64{4, 6.1, 9, 12, 25, 28.5}, s.Jobs.Time, 1e-9)
+	assert.InDeltaSlice(t, []float64{5, 6.6, 15, 28.5}, s.Jobs.TimeToSuccess, 1e-9)
+	assert.InDeltaSlice(t, []float64{800, 850, 1000, 1200, 1300, 2000}, s.Jobs.Tokens, 1e-9)
+	assert.InDeltaSlice(t, []float64{1, 1, 2, 2}, s.Jobs.AttemptsPerSuccess, 1e-9)
+
+	recs := Recommend(s, 0)
+	require.Len(t, recs, 2)
+	assert.InDelta(t, 5, float64(recs[0].Seconds), 1e-9) // p75 of ok elapsed 3 4 5 9
+	assert.InDelta(t, 13.5, float64(recs[1].Low), 1e-9)
+	assert.InDelta(t, 18, float64(recs[1].High), 1e-9)
+	assert.Equal(t, int64(4), recs[0].Rows)
+	assert.Contains(t, recs[0].Warning, "fewer than 30")
+}
+
+func TestSummaryGroupings(t *testing.T) {
+	s := summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: ByOutcome})
+	keys := []string{}
+	for _, g := range s.Groups {
+		keys = append(keys, g.Key)
+	}
+	assert.Equal(t, []string{"ok", "rate_limited", "refused", "server_error", "timeout"}, keys)
+	assert.Equal(t, int64(4), group(t, s, "ok").Succeeded, "answers count where the kept attempt is")
+	assert.Equal(t, int64(1), group(t, s, "refused").Refused)
+
+	s = summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: ByJob})
+	require.Len(t, s.Groups, 6)
+	b := group(t, s, "b")
+	assert.Equal(t, int64(2), b.Attempts)
+	assert.Equal(t, int64(900), b.RetryTax.Tokens)
+	assert.Equal(t, int64(1), b.WastedCalls)
+
+	s = summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: ByModel})
+	assert.Equal(t, int64(7), group(t, s, "gpt-4o-mini").Attempts)
+	assert.Equal(t, int64(1), group(t, s, "llama3").Attempts)
+}
+
+func TestSummarySeed003(t *testing.T) {
+	s := summarize(t, "../testdata/logs/seed003.log", SummaryOptions{})
+	require.Len(t, s.Groups, 1)
+	g := s.Groups[0]
+	assert.Equal(t, NoValue, g.Key)
+	assert.Equal(t, int64(1), g.Attempts)
+	assert.Equal(t, int64(1), g.Refused)
+	assert.Equal(t, int64(2), g.Jobs, "a row without a job id is a job of its own")
+	assert.Equal(t, int64(1), g.Succeeded, "a sent row without outcome counts as ok")
+	assert.Equal(t, int64(1), g.Failed)
+	dist(t, g.Wait, 1, 1.2, 1.2, 1.2, 1.2, 1.2)
+	assert.InDelta(t, 1, float64(g.AttemptsPerSuccess), 1e-12)
+	assert.InDelta(t, 0.5, float64(g.RetryRatio), 1e-12)
+	assert.Equal(t, int64(0), g.RetryTax.Tokens)
+	assert.True(t, math.IsNaN(float64(g.RetryTax.USD)), "no costs: USD tax undefined")
+	assert.Equal(t, map[string]int64{"queue wait": 1}, g.Refusals)
+}
+
+func TestSummaryWastedCallsSeed000(t *testing.T) {
+	// Seed 000's query: attempts before the job's last attempt whose
+	// outcome was not ok. Rows may arrive out of attempt order.
+	s := summarizeText(t, `
+job=x attempt=2 seat=b wait_s=1 elapsed_s=1 tokens=10 outcome=server_error
+job=x attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=timeout
+job=x attempt=3 seat=b wait_s=1 elapsed_s=1 tokens=10 outcome=ok
+job=y attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=timeout
+job=z attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=rate_limited
+job=z attempt=2 seat=a wait_s=1 elapsed_s=1 tokens=10 decision="refuse: attempt cap" sent=false
+`, SummaryOptions{})
+	assert.Equal(t, []Wasted{
+		{Seat: "a", Outcome: "rate_limited", Calls: 1, Tokens: 10},
+		{Seat: "a", Outcome: "timeout", Calls: 1, Tokens: 10},
+		{Seat: "b", Outcome: "server_error", Calls: 1, Tokens: 10},
+	}, s.Wasted, "y's only attempt is its last; z's refusal makes its 429 wasted")
+	assert.Equal(t, int64(1), s.All.Unknown, "y ended on a timeout: unknown, not failed")
+	assert.Equal(t, int64(1), s.All.Failed)
+}
+
+func TestSummaryKeptAnswerAndTax(t *testing.T) {
+	// Two ok attempts in one job (a hedge): only the last is kept; the
+	// earlier one is retry tax even though it succeeded.
+	s := summarizeText(t, `
+job=h attempt=1 seat=a wait_s=1 elapsed_s=2 tokens=100 outcome=ok cost_usd=0.01
+job=h attempt=2 seat=a wait_s=1 elapsed_s=2 tokens=300 outcome=ok cost_usd=0.03 job_end=succeeded
+`, SummaryOptions{})
+	assert.Equal(t, int64(100), s.All.RetryTax.Tokens)
+	assert.InDelta(t, 0.25, float64(s.All.RetryTax.TokensShare), 1e-12)
+	assert.InDelta(t, 0.01, float64(s.All.RetryTax.USD), 1e-12)
+	assert.Equal(t, int64(1), s.All.Succeeded)
+	assert.InDeltaSlice(t, []float64{2}, s.Jobs.AttemptsPerSuccess, 0)
+}
+
+func TestSummaryBillingDefaults(t *testing.T) {
+	// Without a billing key, failures are classed by admit.BillingOf: a
+	// slow 5xx (past SlowAfter) is ambiguous, so billed.
+	s := summarizeText(t, `
+wait_s=1 elapsed_s=12 tokens=10 outcome=server_error
+wait_s=1 elapsed_s=1 tokens=10 outcome=server_error
+wait_s=1 elapsed_s=1 tokens=10 outcome=rate_limited
+wait_s=1 elapsed_s=1 tokens=10 outcome=reset
+`, SummaryOptions{SlowAfter: 10 * time.Second})
+	assert.Equal(t, int64(4), s.All.FailedAttempts)
+	assert.Equal(t, int64(2), s.All.BilledFailures)
+	assert.Equal(t, int64(1), s.All.Unknown, "a last attempt billed ambiguous may have completed")
+}
+
+func TestSummarySince(t *testing.T) {
+	since := time.Date(2025, 6, 2, 10, 3, 0, 0, time.UTC)
+	s := summarize(t, "../testdata/logs/mixed.log", SummaryOptions{Since: since})
+	assert.Equal(t, int64(4), s.Rows, "d1 d2 e1 f1")
+	assert.Equal(t, int64(5), s.Before)
+
+	s = summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1\nts=2020-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1\n", SummaryOptions{Since: since})
+	assert.Equal(t, int64(1), s.Rows, "a row without ts is kept")
+}
+
+func TestNewestTS(t *testing.T) {
+	f, err := os.Open("../testdata/logs/mixed.log")
+	require.NoError(t, err)
+	defer f.Close()
+	ts, ok, err := NewestTS(f)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, time.Date(2025, 6, 2, 10, 5, 0, 0, time.UTC), ts)
+
+	_, ok, err = NewestTS(strings.NewReader("wait_s=1 elapsed_s=1 tokens=1\n# ts=2030-01-01T00:00:00Z\nts=2031-01-01T00:00:00Z wait_s=1"))
+	require.NoError(t, err)
+	assert.False(t, ok, "comments and a torn last line do not count")
+}
+
+func TestReplay(t *testing.T) {
+	b := admit.Budget{Deadline: 20 * time.Second, TokenCeiling: 8000, MaxAttempts: 2, MaxWait: 5 * time.Second}
+	f, err := os.Open("../testdata/logs/mixed.log")
+	require.NoError(t, err)
+	defer f.Close()
+	p := NewReplayer(b)
+	var changed []string
+	_, _, err = Scan(f, "mixed.log", false, func(r *Row) {
+		res := p.Add(r, "mixed.log")
+		if res.Changed() {
+			changed = append(changed, r.Job+":"+res.Now)
+		}
+		if r.Job == "b" && r.Attempt == 2 {
+			assert.Equal(t, 25*time.Second, res.Spent.Time, "b1's elapsed + delay")
+			assert.Equal(t, int64(900), res.Spent.Tokens)
+			assert.Equal(t, 1, res.Spent.Attempts)
+		}
+		if r.Job == "d" && r.Attempt == 1 {
+			assert.Equal(t, []string{"deadline"}, res.Also)
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b:refuse: deadline", "b:refuse: deadline", "d:refuse: queue wait", "e:refuse: deadline", "f:refuse: queue wait"}, changed)
+
+	// A job-less row replays from the spend it recorded.
+	var r Row
+	require.NoError(t, ParseLine([]byte(`wait_s=18 elapsed_s=9 tokens=2400 spent_s=7.2 spent_tokens=2100 used=1 decision="refuse: queue wait"`), &r))
+	res := NewReplayer(admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 1, MaxWait: 30 * time.Second}).Add(&r, "x")
+	assert.Equal(t, "refuse: attempt cap", res.Now)
+	assert.False(t, res.Changed())
+
+	// The retry rules' refusals are not the budget's to overturn.
+	require.NoError(t, ParseLine([]byte(`wait_s=1 elapsed_s=1 tokens=1 decision="refuse: permanent error" sent=false`), &r))
+	res = NewReplayer(b).Add(&r, "x")
+	assert.Equal(t, "refuse: permanent error", res.Now)
+	assert.False(t, res.Changed())
+}
+
+func TestSuggest(t *testing.T) {
+	// tune reads only the rows not held out: mixed.log without job f.
+	f, err := os.Open("../testdata/logs/mixed.log")
+	require.NoError(t, err)
+	defer f.Close()
+	sum := NewSummarizer(SummaryOptions{})
+	_, _, err = Scan(f, "mixed.log", false, func(r *Row) {
+		if !r.Holdout {
+			sum.Add(r, "mixed.log")
+		}
+	})
+	require.NoError(t, err)
+	tuned, err := Suggest(sum.Summary(), DefaultMargin)
+	require.NoError(t, err)
+	assert.Equal(t, admit.Budget{Deadline: 35700 * time.Millisecond, TokenCeiling: 2500, MaxAttempts: 2,
+		MaxWait: 15 * time.Second, MaxSpendUSD: 0.003}, tuned.Budget)
+	require.Len(t, tuned.Lines, 5)
+	assert.InDelta(t, 28.5, tuned.Lines[1].Observed, 1e-9)
+	assert.Equal(t, int64(3), tuned.Lines[1].Rows)
+	assert.Contains(t, tuned.Lines[1].Warning, "3 jobs")
+
+	_, err = Suggest(summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1 outcome=timeout\n", SummaryOptions{}), 1.25)
+	require.ErrorContains(t, err, "no job succeeded")
+	_, err = Suggest(summarizeText(t, "", SummaryOptions{}), 1.25)
+	require.ErrorContains(t, err, "no sent attempts")
+	_, err = Suggest(summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1\n", SummaryOptions{}), 0.5)
+	require.ErrorContains(t, err, "at least 1")
+}
+
+func TestCeilTo(t *testing.T) {
+	for _, c := range []struct{ v, step, want float64 }{
+		{35.625, 0.1, 35.7}, {15, 0.1, 15}, {2.1, 0.1, 2.1}, {0.7 * 3, 0.1, 2.1}, {2625, 100, 2700},
+		{2500, 100, 2500}, {0.0024 * 1.25, 0.0001, 0.003}, {0.00001, 0.0001, 0.0001},
+	} {
+		assert.InDelta(t, c.want, ceilTo(c.v, c.step), 1e-12, "%v/%v", c.v, c.step)
+	}
+}
+
+func TestRecommendMaxTokens(t *testing.T) {
+	// ok rows: wait 1, elapsed 5, 100 completion tokens → 25 tok/s pooled.
+	s := summarizeText(t, `
+wait_s=1 elapsed_s=5 tokens=300 prompt_tokens=200 completion_tokens=100 outcome=ok
+wait_s=2 elapsed_s=6 tokens=300 prompt_tokens=200 completion_tokens=100 outcome=ok
+`, SummaryOptions{})
+	recs := Recommend(s, 1000)
+	require.Len(t, recs, 3)
+	// ttft = p95 wait = 2; rate = 200 / 8 = 25 tok/s; 2 + 1000/25 = 42.
+	assert.InDelta(t, 42, float64(recs[2].Seconds), 1e-9)
+	assert.Equal(t, int64(2), recs[2].Rows)
+
+	recs = Recommend(summarizeText(t, "wait_s=1 elapsed_s=5 tokens=300 outcome=ok\n", SummaryOptions{}), 1000)
+	assert.True(t, math.IsNaN(float64(recs[2].Seconds)), "no token split: no rate")
+	assert.Equal(t, "no rows to rest on", recs[2].Warning)
+}
+
+func TestFigureJSON(t *testing.T) {
+	for _, c := range []struct {
+		f    Figure
+		want string
+	}{{Figure(math.NaN()), "null"}, {Figure(math.Inf(1)), "null"}, {1.5, "1.5"}, {0, "0"}} {
+		b, err := c.f.MarshalJSON()
+		require.NoError(t, err)
+		assert.Equal(t, c.want, string(b))
+	}
+}
+
+func TestSortValues(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 5000).Draw(t, "n")
+		gen := rapid.OneOf(
+			rapid.Float64Range(0, 1e6),
+			rapid.Float64Range(0, 1e-300),
+			rapid.Just(0.0),
+			rapid.Map(rapid.IntRange(0, 100), func(i int) float64 { return float64(i) }),
+		)
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = gen.Draw(t, "v")
+		}
+		want := slices.Clone(v)
+		slices.Sort(want)
+		var vals values
+		for _, x := range v {
+			vals.add(x)
+		}
+		sortValues(v)
+		if !slices.Equal(want, v) {
+			t.Fatalf("sortValues differs from slices.Sort")
+		}
+		if got := vals.sorted(&radixScratch{}); !slices.Equal(want, got) {
+			t.Fatalf("values.sorted differs from slices.Sort")
+		}
+	})
+	v := []float64{3, 1, math.Inf(1), 2}
+	v = append(v, make([]float64, 2000)...)
+	sortValues(v)
+	assert.True(t, slices.IsSorted(v))
+}
+
+// Jobs may interleave (parallel rehearsals) and end at their job_end row;
+// a job without one ends with the log. The figures do not depend on it.
+func TestSummaryInterleavedJobs(t *testing.T) {
+	s := summarizeText(t, `
+job=a attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=timeout
+job=b attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=rate_limited
+job=c attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
+job=a attempt=2 seat=t wait_s=1 elapsed_s=2 tokens=20 outcome=ok fallback=true job_end=succeeded
+job=d attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+job=b attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=30 outcome=ok job_end=succeeded
+job=e attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
+job=d attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+`, SummaryOptions{})
+	all := s.All
+	assert.Equal(t, int64(5), all.Jobs)
+	assert.Equal(t, int64(4), all.Succeeded)
+	assert.Equal(t, int64(1), all.Failed, "d never ended: it ends with the log, failed")
+	assert.Equal(t, int64(3), all.WastedCalls, "a1 timeout, b1 429, d1 5xx")
+	assert.Equal(t, int64(40), all.RetryTax.Tokens, "110 sent − 70 kept (c a2 b2 e): a1 b1 d1 d2")
+	assert.Equal(t, int64(1), all.FallbackJobs)
+	assert.Equal(t, int64(5), group(t, s, "s").Jobs, "a b c d e")
+	assert.Equal(t, int64(1), group(t, s, "t").Jobs)
+	assert.Equal(t, int64(1), group(t, s, "t").Succeeded, "a's answer came from t")
+	assert.InDeltaSlice(t, []float64{1, 1, 2, 2}, s.Jobs.AttemptsPerSuccess, 0)
+}

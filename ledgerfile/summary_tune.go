@@ -1,0 +1,122 @@
+package ledgerfile
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"retrygate/admit"
+)
+
+// DefaultMargin is the headroom tune puts over the percentiles it reads.
+const DefaultMargin = 1.25
+
+// Suggestion is one tuned budget number and what it rests on.
+type Suggestion struct {
+	Key      string  `json:"key"`      // budget.<key>
+	Value    float64 `json:"value"`    // seconds, tokens, attempts or USD
+	Observed float64 `json:"observed"` // the percentile read from the log
+	Basis    string  `json:"basis"`
+	Rows     int64   `json:"rows"` // how many values (attempts or jobs) the percentile rests on
+	Warning  string  `json:"warning,omitempty"`
+}
+
+// Tuned is tune's suggestion.
+type Tuned struct {
+	Budget admit.Budget `json:"-"`
+	Lines  []Suggestion `json:"suggestions"`
+	Margin float64      `json:"margin"`
+}
+
+// Suggest reads the four caps (and a spend ceiling where every sent
+// attempt of some job carries cost_usd) from a summary of the rows not
+// held out: each a percentile times margin, rounded up — durations to
+// 0.1 s, tokens to 100, USD to 0.0001. The attempt cap is a count, so it
+// takes no margin: the p95 of attempts per succeeded job, at least 1.
+func Suggest(s *Summary, margin float64) (Tuned, error) {
+	if margin < 1 || math.IsNaN(margin) || math.IsInf(margin, 0) {
+		return Tuned{}, fmt.Errorf("margin %g must be at least 1", margin)
+	}
+	all := s.All
+	if all == nil || all.Attempts == 0 {
+		return Tuned{}, errors.New("no sent attempts outside the held-out rows to tune from")
+	}
+	j := s.Jobs
+	if len(j.TimeToSuccess) == 0 {
+		return Tuned{}, errors.New("no job succeeded outside the held-out rows: there is no time-to-success to tune a deadline from")
+	}
+	t := Tuned{Margin: margin}
+	m := fmt.Sprintf("× %g", margin)
+
+	wait := admit.Percentile(all.Wait.Values, 95)
+	t.add(Suggestion{Key: "max_wait", Observed: wait, Value: ceilTo(wait*margin, 0.1), Rows: int64(all.Wait.N),
+		Basis: fmt.Sprintf("p95 wait_s %.3fs %s, over sent attempts", wait, m)})
+	tts := admit.Percentile(j.TimeToSuccess, 99)
+	t.add(Suggestion{Key: "deadline", Observed: tts, Value: ceilTo(tts*margin, 0.1), Rows: int64(len(j.TimeToSuccess)),
+		Basis: fmt.Sprintf("p99 time-to-success %.3fs %s, over succeeded jobs", tts, m)})
+	tok := admit.Percentile(j.Tokens, 99)
+	t.add(Suggestion{Key: "token_ceiling", Observed: tok, Value: ceilTo(tok*margin, 100), Rows: int64(len(j.Tokens)),
+		Basis: fmt.Sprintf("p99 tokens per job %.0f %s, over jobs", tok, m)})
+	aps := admit.Percentile(j.AttemptsPerSuccess, 95)
+	t.add(Suggestion{Key: "max_attempts", Observed: aps, Value: max(1, math.Ceil(aps)), Rows: int64(len(j.AttemptsPerSuccess)),
+		Basis: fmt.Sprintf("p95 attempts per succeeded job %.0f, no margin (a count), at least 1", aps)})
+	if len(j.USD) > 0 {
+		usd := admit.Percentile(j.USD, 99)
+		if usd > 0 {
+			t.add(Suggestion{Key: "max_spend_usd", Observed: usd, Value: ceilTo(usd*margin, 0.0001), Rows: int64(len(j.USD)),
+				Basis: fmt.Sprintf("p99 USD per job %.6f %s, over %d of %d jobs whose every attempt has cost_usd", usd, m, len(j.USD), j.Jobs)})
+		}
+	}
+	for i := range t.Lines {
+		noun := "jobs"
+		if t.Lines[i].Key == "max_wait" {
+			noun = "attempts"
+		}
+		t.Lines[i].Warning = fewRows(t.Lines[i].Rows, noun)
+		ln := t.Lines[i]
+		switch ln.Key {
+		case "max_wait":
+			t.Budget.MaxWait = seconds(ln.Value)
+		case "deadline":
+			t.Budget.Deadline = seconds(ln.Value)
+		case "token_ceiling":
+			t.Budget.TokenCeiling = int64(ln.Value)
+		case "max_attempts":
+			t.Budget.MaxAttempts = int(ln.Value)
+		case "max_spend_usd":
+			t.Budget.MaxSpendUSD = ln.Value
+		}
+	}
+	// A log of instant zero-token answers still needs a budget the gate accepts.
+	if t.Budget.MaxWait <= 0 {
+		t.Budget.MaxWait = 100 * time.Millisecond
+		t.Lines[0].Value = 0.1
+	}
+	if t.Budget.Deadline <= 0 {
+		t.Budget.Deadline = 100 * time.Millisecond
+		t.Lines[1].Value = 0.1
+	}
+	if t.Budget.TokenCeiling <= 0 {
+		t.Budget.TokenCeiling = 100
+		t.Lines[2].Value = 100
+	}
+	return t, nil
+}
+
+func (t *Tuned) add(s Suggestion) { t.Lines = append(t.Lines, s) }
+
+func seconds(v float64) time.Duration { return time.Duration(math.Round(v * 1e9)) }
+
+// ceilTo rounds v up to a multiple of step, forgiving float noise
+// (0.7 × 3 must stay 2.1, not become 2.2).
+func ceilTo(v, step float64) float64 {
+	q := v / step
+	r := math.Round(q)
+	if math.Abs(q-r) < 1e-9 {
+		q = r
+	}
+	out := math.Ceil(q) * step
+	// Trim float noise in the printed value (0.30000000000000004).
+	return math.Round(out*1e6) / 1e6
+}
