@@ -1,0 +1,470 @@
+// Package seatserver plays a seat.Planner over real HTTP on loopback, in
+// the OpenAI, Anthropic or Ollama wire format, with real delays; it
+// records every request so a test can prove a cancellation reached it.
+package seatserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"retrygate/rehearse/seat"
+)
+
+// Request states in /_retrygate/requests.
+const (
+	StateInFlight  = "in_flight"
+	StateFinished  = "finished"  // the plan played to its end (an error response included)
+	StateCancelled = "cancelled" // the client left before the plan finished
+	StateReset     = "reset"     // the plan dropped the connection mid-stream
+	StateDropped   = "dropped"   // conn_error: closed before a byte was written
+	StateRejected  = "rejected"  // the request body was not JSON: a 400
+	StateShutdown  = "shutdown"  // the server stopped while it was in flight
+)
+
+// RequestsPath serves every request so far as JSON.
+const RequestsPath = "/_retrygate/requests"
+
+// Options configure a Server.
+type Options struct {
+	Planner seat.Planner
+	Format  Format
+	// Log gets one line per client cancellation; nil discards them.
+	Log io.Writer
+	// Now stamps received/ended times; nil means time.Now. Delays and
+	// durations use the monotonic clock regardless.
+	Now func() time.Time
+	// MaxBody bounds a request body; 0 means 16 MiB.
+	MaxBody int64
+}
+
+// Record is one request as /_retrygate/requests reports it. It holds no
+// prompt, completion, Authorization or x-api-key value: the idempotency
+// key is a job id, not a secret.
+type Record struct {
+	Index          int       `json:"index"`
+	Received       time.Time `json:"received"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	Format         Format    `json:"format"`
+	Plan           string    `json:"plan"`
+	Status         int       `json:"status"` // HTTP status served; 0 when no headers went out
+	State          string    `json:"state"`
+	Finished       bool      `json:"finished"`
+	Cancelled      bool      `json:"cancelled"`
+	Ended          time.Time `json:"ended,omitzero"`
+	// AfterS is seconds from arrival to the end (or to now while in flight).
+	AfterS float64 `json:"after_s"`
+	Bytes  int64   `json:"bytes"` // response body bytes written
+
+	start time.Time // monotonic
+}
+
+// Server answers chat requests by playing the n-th plan for the n-th request.
+type Server struct {
+	opts     Options
+	mu       sync.Mutex
+	recs     []*Record
+	logMu    sync.Mutex
+	stopping atomic.Bool
+}
+
+// New returns a server; it listens only when Serve is called.
+func New(opts Options) (*Server, error) {
+	if opts.Planner == nil {
+		return nil, errors.New("seatserver: no planner")
+	}
+	if _, err := ParseFormat(string(opts.Format)); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = 16 << 20
+	}
+	return &Server{opts: opts}, nil
+}
+
+// Handler routes the format's endpoint and /_retrygate/requests.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+RequestsPath, s.serveRequests)
+	mux.HandleFunc(s.opts.Format.Path(), s.serveChat)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, notFoundBody(s.opts.Format, http.StatusNotFound,
+			"no such endpoint: this seat server speaks "+string(s.opts.Format)+" on "+s.opts.Format.Path()))
+	})
+	return mux
+}
+
+// Serve answers on ln until ctx is done, then stops: in-flight requests
+// (a hang would otherwise hold the shutdown forever) are ended at once
+// and marked shutdown, and Serve returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// net/http's own complaints (a client's malformed request line)
+		// go where the cancellations go, not to the process's stderr log.
+		ErrorLog: log.New(&lockedWriter{mu: &s.logMu, w: s.opts.Log}, "seat: ", 0),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.stopping.Store(true)
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Requests returns a copy of every request so far, in arrival order.
+func (s *Server) Requests() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Record, len(s.recs))
+	for i, r := range s.recs {
+		out[i] = *r
+		if r.State == StateInFlight {
+			out[i].AfterS = round3(time.Since(r.start).Seconds())
+		}
+	}
+	return out
+}
+
+// RequestsResponse is the body of GET /_retrygate/requests.
+type RequestsResponse struct {
+	Format   Format   `json:"format"`
+	Requests []Record `json:"requests"`
+}
+
+func (s *Server) serveRequests(w http.ResponseWriter, r *http.Request) {
+	body, _ := json.MarshalIndent(RequestsResponse{Format: s.opts.Format, Requests: s.Requests()}, "", "  ")
+	writeJSON(w, http.StatusOK, append(body, '\n'))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func round3(f float64) float64 {
+	return float64(int64(f*1000+0.5)) / 1000
+}
+
+// maxKey bounds the idempotency key kept per request.
+const maxKey = 200
+
+func (s *Server) begin(r *http.Request, start time.Time) (*Record, seat.Plan) {
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxKey {
+		key = key[:maxKey]
+	}
+	s.mu.Lock()
+	rec := &Record{
+		Index: len(s.recs), Received: s.opts.Now(), IdempotencyKey: key,
+		Format: s.opts.Format, State: StateInFlight, start: start,
+	}
+	s.recs = append(s.recs, rec)
+	s.mu.Unlock()
+	// The planner runs outside the lock: a scripted planner is cheap, but
+	// a modelled one need not be.
+	p := s.opts.Planner.PlanFor(rec.Index)
+	s.mu.Lock()
+	rec.Plan = Summary(p)
+	s.mu.Unlock()
+	return rec, p
+}
+
+func (s *Server) end(rec *Record, state string) {
+	after := time.Since(rec.start)
+	s.mu.Lock()
+	rec.State = state
+	rec.Ended = rec.Received.Add(after)
+	rec.AfterS = round3(after.Seconds())
+	rec.Cancelled = state == StateCancelled
+	rec.Finished = state == StateFinished || state == StateReset || state == StateDropped || state == StateRejected
+	idx := rec.Index
+	s.mu.Unlock()
+	if state == StateCancelled {
+		s.logMu.Lock()
+		fmt.Fprintf(s.opts.Log, "seat: request %d cancelled by client after %.3fs\n", idx, after.Seconds())
+		s.logMu.Unlock()
+	}
+}
+
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, notFoundBody(s.opts.Format, http.StatusMethodNotAllowed, "use POST"))
+		return
+	}
+	start := time.Now()
+	rec, plan := s.begin(r, start)
+	p := &player{s: s, w: w, r: r, rc: http.NewResponseController(w), rec: rec, plan: plan, start: start}
+	p.run()
+}
+
+// player plays one plan on one request.
+type player struct {
+	s      *Server
+	w      http.ResponseWriter
+	r      *http.Request
+	rc     *http.ResponseController
+	rec    *Record
+	plan   seat.Plan
+	start  time.Time
+	wire   wire
+	stream bool
+}
+
+func (p *player) run() {
+	if p.plan.ConnError {
+		p.drop(StateDropped)
+		return
+	}
+	// Reading the whole body matters beyond parsing it: net/http only
+	// watches for the client going away once the body is consumed.
+	data, err := io.ReadAll(http.MaxBytesReader(p.w, p.r.Body, p.s.opts.MaxBody))
+	var req chatRequest
+	if err == nil {
+		err = json.Unmarshal(data, &req)
+	}
+	clear(data) // the prompt: gone as soon as it is not needed
+	if err != nil && p.r.Context().Err() != nil {
+		p.stopped() // the client left while sending
+		return
+	}
+	if err != nil {
+		status := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			status = http.StatusRequestEntityTooLarge
+		}
+		p.setStatus(status)
+		p.s.end(p.rec, StateRejected)
+		writeJSON(p.w, status, notFoundBody(p.s.opts.Format, status, "request body is not a JSON object"))
+		return
+	}
+	p.wire = newWire(p.s.opts.Format, req, p.rec.Index, p.s.opts.Now)
+	p.stream = streaming(p.s.opts.Format, req)
+	steps, resetAt := timeline(p.plan, p.stream)
+	ctx := p.r.Context()
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for i, st := range steps {
+		if resetAt > 0 && (st.at > resetAt || st.at == resetAt && !st.beforeReset()) {
+			if st.at == resetAt && (st.kind == stepError || st.kind == stepWhole) {
+				// The status line makes it out; the body does not.
+				if !p.sleepUntil(ctx, timer, st.at) {
+					p.stopped()
+					return
+				}
+				p.headers(p.status(), "application/json")
+				if err := p.rc.Flush(); err != nil {
+					p.stopped()
+					return
+				}
+			}
+			break
+		}
+		if !p.sleepUntil(ctx, timer, st.at) {
+			p.stopped()
+			return
+		}
+		last := i == len(steps)-1 && resetAt == 0 && !p.plan.Hang
+		if last {
+			// Recorded before the last write, so a client that has read the
+			// whole response already finds it finished.
+			p.s.end(p.rec, StateFinished)
+		}
+		if err := p.do(st); err != nil {
+			p.stopped()
+			return
+		}
+		if last {
+			return
+		}
+	}
+	if resetAt > 0 {
+		if !p.sleepUntil(ctx, timer, resetAt) {
+			p.stopped()
+			return
+		}
+		p.drop(StateReset)
+		return
+	}
+	if p.plan.Hang {
+		<-ctx.Done()
+		p.stopped()
+		return
+	}
+	p.s.end(p.rec, StateFinished)
+}
+
+func (p *player) sleepUntil(ctx context.Context, t *time.Timer, at time.Duration) bool {
+	d := time.Until(p.start.Add(at))
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t.Reset(d)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
+// stopped ends a request whose context was cancelled or whose write failed.
+func (p *player) stopped() {
+	if p.s.stopping.Load() {
+		p.s.end(p.rec, StateShutdown)
+		return
+	}
+	p.s.end(p.rec, StateCancelled)
+}
+
+func (p *player) setStatus(status int) {
+	p.s.mu.Lock()
+	p.rec.Status = status
+	p.s.mu.Unlock()
+}
+
+// drop closes the connection without finishing the response: before any
+// byte for a conn_error, mid-stream for a reset.
+func (p *player) drop(state string) {
+	conn, _, err := p.rc.Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2): abort the stream instead.
+		p.s.end(p.rec, state)
+		panic(http.ErrAbortHandler)
+	}
+	// Recorded first, so a client that sees the close already finds it
+	// in /_retrygate/requests.
+	p.s.end(p.rec, state)
+	_ = conn.Close()
+}
+
+func (p *player) write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := p.w.Write(b)
+	p.s.mu.Lock()
+	p.rec.Bytes += int64(n)
+	p.s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return p.rc.Flush()
+}
+
+func (p *player) headers(status int, contentType string) {
+	h := p.w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-cache")
+	id := "req_retrygate" + strconv.Itoa(p.rec.Index)
+	h.Set("x-request-id", id)
+	h.Set("request-id", id)
+	if status != http.StatusOK && p.plan.HasRetryAfter {
+		// Whole seconds for Retry-After (rounded up, so a client never
+		// comes back early), milliseconds for OpenAI's retry-after-ms.
+		ra := p.plan.RetryAfter
+		h.Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
+		h.Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
+	}
+	p.w.WriteHeader(status)
+	p.setStatus(status)
+}
+
+func (p *player) do(st step) error {
+	u := usageOf(p.plan)
+	switch st.kind {
+	case stepHeaders:
+		ct := "application/json"
+		if p.stream {
+			ct = p.wire.streamContentType()
+		}
+		p.headers(http.StatusOK, ct)
+		if p.stream {
+			if err := p.write(p.wire.preamble(u)); err != nil {
+				return err
+			}
+		}
+		// Flushed even with no preamble (Ollama): the headers go out now.
+		return p.rc.Flush()
+	case stepContent:
+		return p.write(p.wire.content(st.text))
+	case stepFinish:
+		return p.write(p.wire.finish(u))
+	case stepStreamError:
+		return p.write(p.wire.streamError(p.plan.ErrorCode))
+	case stepError:
+		status := p.status()
+		p.headers(status, "application/json")
+		return p.write(p.wire.errorBody(status, p.plan.ErrorCode))
+	case stepWhole:
+		p.headers(p.status(), "application/json")
+		return p.write(p.wire.whole(st.text, u))
+	}
+	return nil
+}
+
+// status is the status a whole (non-streamed) response goes out with.
+func (p *player) status() int {
+	status := p.plan.Status
+	if status == 0 || status == http.StatusOK {
+		if p.plan.ErrorCode == "" {
+			return http.StatusOK
+		}
+		// An error code on a whole 200: no 200 body carries one, so it goes
+		// out as the status the API itself would use.
+		if p.plan.ErrorCode == "overloaded_error" {
+			return 529
+		}
+		return http.StatusInternalServerError
+	}
+	return status
+}
+
+// lockedWriter serializes writes to the shared log.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

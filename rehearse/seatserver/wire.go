@@ -1,0 +1,381 @@
+package seatserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// chatRequest is the little of a request body the server looks at. The
+// prompt is never read into anything, let alone logged.
+type chatRequest struct {
+	Model         string `json:"model"`
+	Stream        *bool  `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// usage is what the plan says about tokens; ok is false when the response
+// must carry no usage at all.
+type usage struct {
+	prompt, completion int64
+	ok                 bool
+}
+
+// wire renders one response in one format. Every method returns the bytes
+// to write; the player owns timing and flushing.
+type wire interface {
+	streamContentType() string
+	// preamble goes out with the headers of a streamed 200: the role-only
+	// chunk, or message_start and friends. None of it is content.
+	preamble(u usage) []byte
+	content(text string) []byte
+	finish(u usage) []byte
+	// streamError is an error inside a 200 stream (Anthropic's error event).
+	streamError(code string) []byte
+	errorBody(status int, code string) []byte
+	whole(text string, u usage) []byte
+}
+
+func newWire(f Format, req chatRequest, index int, now func() time.Time) wire {
+	model := req.Model
+	if model == "" {
+		model = "retrygate-seat"
+	}
+	b := base{model: model, index: index, now: now(), clock: now}
+	switch f {
+	case Anthropic:
+		return &anthropicWire{base: b}
+	case Ollama:
+		return &ollamaWire{base: b}
+	default:
+		return &openaiWire{base: b, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	}
+}
+
+// streaming reports whether the request asked for a stream, with each
+// API's own default: OpenAI and Anthropic answer whole unless asked,
+// Ollama streams unless told not to.
+func streaming(f Format, req chatRequest) bool {
+	if req.Stream != nil {
+		return *req.Stream
+	}
+	return f == Ollama
+}
+
+type base struct {
+	model string
+	index int
+	now   time.Time        // when the request came: OpenAI's created, the same on every chunk
+	clock func() time.Time // Ollama stamps each line as it goes out
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own maps and structs of strings and numbers get here.
+		panic(fmt.Sprintf("seatserver: marshal: %v", err))
+	}
+	return b
+}
+
+func sse(event string, v any) []byte {
+	var b strings.Builder
+	if event != "" {
+		b.WriteString("event: ")
+		b.WriteString(event)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	b.Write(mustJSON(v))
+	b.WriteString("\n\n")
+	return []byte(b.String())
+}
+
+func errorMessage(status int, code string) string {
+	switch {
+	case code != "" && status != http.StatusOK:
+		return fmt.Sprintf("scripted error %d %s", status, code)
+	case code != "":
+		return "scripted error " + code
+	default:
+		return fmt.Sprintf("scripted error %d %s", status, http.StatusText(status))
+	}
+}
+
+// --- OpenAI chat completions ---
+
+type openaiWire struct {
+	base
+	includeUsage bool
+}
+
+func (w *openaiWire) id() string { return fmt.Sprintf("chatcmpl-retrygate%d", w.index) }
+
+func (w *openaiWire) chunk(choices []any, u any) []byte {
+	m := map[string]any{
+		"id":                 w.id(),
+		"object":             "chat.completion.chunk",
+		"created":            w.now.Unix(),
+		"model":              w.model,
+		"system_fingerprint": "fp_retrygate",
+		"choices":            choices,
+	}
+	if w.includeUsage {
+		// With include_usage every chunk carries usage, null until the last.
+		m["usage"] = u
+	}
+	return sse("", m)
+}
+
+func (w *openaiWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
+
+func (w *openaiWire) preamble(usage) []byte {
+	return w.chunk([]any{map[string]any{
+		"index": 0, "delta": map[string]any{"role": "assistant", "content": "", "refusal": nil},
+		"logprobs": nil, "finish_reason": nil,
+	}}, nil)
+}
+
+func (w *openaiWire) content(text string) []byte {
+	return w.chunk([]any{map[string]any{
+		"index": 0, "delta": map[string]any{"content": text}, "logprobs": nil, "finish_reason": nil,
+	}}, nil)
+}
+
+func openaiUsage(u usage) map[string]any {
+	return map[string]any{
+		"prompt_tokens": u.prompt, "completion_tokens": u.completion, "total_tokens": u.prompt + u.completion,
+	}
+}
+
+func (w *openaiWire) finish(u usage) []byte {
+	out := w.chunk([]any{map[string]any{
+		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": "stop",
+	}}, nil)
+	if w.includeUsage && u.ok {
+		out = append(out, w.chunk([]any{}, openaiUsage(u))...)
+	}
+	return append(out, "data: [DONE]\n\n"...)
+}
+
+func openaiErrorType(status int, code string) string {
+	switch {
+	case code == "insufficient_quota":
+		return "insufficient_quota"
+	case status == http.StatusTooManyRequests:
+		return "requests"
+	case status >= 500 || status == http.StatusOK:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+func (w *openaiWire) openaiError(status int, code string) map[string]any {
+	var c any
+	switch {
+	case code != "":
+		c = code
+	case status == http.StatusTooManyRequests:
+		// OpenAI's own 429s always name it; other errors often carry null.
+		c = "rate_limit_exceeded"
+	}
+	return map[string]any{"error": map[string]any{
+		"message": errorMessage(status, code), "type": openaiErrorType(status, code), "param": nil, "code": c,
+	}}
+}
+
+func (w *openaiWire) streamError(code string) []byte {
+	return sse("", w.openaiError(http.StatusOK, code))
+}
+
+func (w *openaiWire) errorBody(status int, code string) []byte {
+	return append(mustJSON(w.openaiError(status, code)), '\n')
+}
+
+func (w *openaiWire) whole(text string, u usage) []byte {
+	m := map[string]any{
+		"id": w.id(), "object": "chat.completion", "created": w.now.Unix(), "model": w.model,
+		"system_fingerprint": "fp_retrygate",
+		"choices": []any{map[string]any{
+			"index": 0, "message": map[string]any{"role": "assistant", "content": text, "refusal": nil},
+			"logprobs": nil, "finish_reason": "stop",
+		}},
+	}
+	if u.ok {
+		m["usage"] = openaiUsage(u)
+	}
+	return append(mustJSON(m), '\n')
+}
+
+// --- Anthropic messages ---
+
+type anthropicWire struct{ base }
+
+func (w *anthropicWire) id() string { return fmt.Sprintf("msg_retrygate%d", w.index) }
+
+func (w *anthropicWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
+
+func (w *anthropicWire) preamble(u usage) []byte {
+	msg := map[string]any{
+		"id": w.id(), "type": "message", "role": "assistant", "content": []any{}, "model": w.model,
+		"stop_reason": nil, "stop_sequence": nil,
+	}
+	if u.ok {
+		// The real API reports a token or so of output already at message_start;
+		// message_delta's count is cumulative and replaces it.
+		msg["usage"] = map[string]any{"input_tokens": u.prompt, "output_tokens": min(u.completion, 1)}
+	}
+	out := sse("message_start", map[string]any{"type": "message_start", "message": msg})
+	out = append(out, sse("content_block_start", map[string]any{
+		"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""},
+	})...)
+	return append(out, sse("ping", map[string]any{"type": "ping"})...)
+}
+
+func (w *anthropicWire) content(text string) []byte {
+	return sse("content_block_delta", map[string]any{
+		"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": text},
+	})
+}
+
+func (w *anthropicWire) finish(u usage) []byte {
+	out := sse("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	delta := map[string]any{
+		"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+	}
+	if u.ok {
+		delta["usage"] = map[string]any{"output_tokens": u.completion}
+	}
+	out = append(out, sse("message_delta", delta)...)
+	return append(out, sse("message_stop", map[string]any{"type": "message_stop"})...)
+}
+
+func anthropicErrorType(status int, code string) string {
+	if code != "" {
+		return code
+	}
+	switch status {
+	case 400:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 504:
+		return "timeout_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+func anthropicError(status int, code string) map[string]any {
+	return map[string]any{"type": "error", "error": map[string]any{
+		"type": anthropicErrorType(status, code), "message": errorMessage(status, code),
+	}}
+}
+
+func (w *anthropicWire) streamError(code string) []byte {
+	if code == "" {
+		code = "api_error"
+	}
+	return sse("error", anthropicError(http.StatusOK, code))
+}
+
+func (w *anthropicWire) errorBody(status int, code string) []byte {
+	return append(mustJSON(anthropicError(status, code)), '\n')
+}
+
+func (w *anthropicWire) whole(text string, u usage) []byte {
+	m := map[string]any{
+		"id": w.id(), "type": "message", "role": "assistant", "model": w.model,
+		"content":     []any{map[string]any{"type": "text", "text": text}},
+		"stop_reason": "end_turn", "stop_sequence": nil,
+	}
+	if u.ok {
+		m["usage"] = map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion}
+	}
+	return append(mustJSON(m), '\n')
+}
+
+// --- Ollama /api/chat ---
+
+type ollamaWire struct{ base }
+
+func (w *ollamaWire) streamContentType() string { return "application/x-ndjson" }
+
+func (w *ollamaWire) line(v any) []byte { return append(mustJSON(v), '\n') }
+
+func (w *ollamaWire) created() string { return w.clock().UTC().Format(time.RFC3339Nano) }
+
+func (w *ollamaWire) preamble(usage) []byte { return nil } // Ollama has no role-only line
+
+func (w *ollamaWire) content(text string) []byte {
+	return w.line(map[string]any{
+		"model": w.model, "created_at": w.created(),
+		"message": map[string]any{"role": "assistant", "content": text}, "done": false,
+	})
+}
+
+func (w *ollamaWire) final(text string, u usage) map[string]any {
+	m := map[string]any{
+		"model": w.model, "created_at": w.created(),
+		"message": map[string]any{"role": "assistant", "content": text},
+		"done":    true, "done_reason": "stop",
+	}
+	if u.ok {
+		m["prompt_eval_count"] = u.prompt
+		m["eval_count"] = u.completion
+	}
+	return m
+}
+
+func (w *ollamaWire) finish(u usage) []byte { return w.line(w.final("", u)) }
+
+func ollamaError(status int, code string) map[string]any {
+	return map[string]any{"error": errorMessage(status, code)}
+}
+
+func (w *ollamaWire) streamError(code string) []byte {
+	return w.line(ollamaError(http.StatusOK, code))
+}
+
+func (w *ollamaWire) errorBody(status int, code string) []byte {
+	return w.line(ollamaError(status, code))
+}
+
+func (w *ollamaWire) whole(text string, u usage) []byte { return w.line(w.final(text, u)) }
+
+// notFoundBody is a 404/405 in the format's own error shape.
+func notFoundBody(f Format, status int, msg string) []byte {
+	switch f {
+	case Anthropic:
+		t := "not_found_error"
+		if status == http.StatusMethodNotAllowed {
+			t = "invalid_request_error"
+		}
+		return append(mustJSON(map[string]any{"type": "error", "error": map[string]any{"type": t, "message": msg}}), '\n')
+	case Ollama:
+		return append(mustJSON(map[string]any{"error": msg}), '\n')
+	default:
+		return append(mustJSON(map[string]any{"error": map[string]any{
+			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
+		}}), '\n')
+	}
+}
