@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,6 +90,9 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 	}
 	if o.Budget, err = cfg.budget(); err != nil {
 		return err
+	}
+	if c.Flags().Changed("job") && strings.TrimSpace(o.Job) == "" {
+		return badInput("--job: empty job id")
 	}
 	if (o.LogPath == "") != (o.Job == "") {
 		return badInput("--log and --job go together")

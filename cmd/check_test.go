@@ -39,7 +39,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"missing policy", []string{"check", "--policy", "nope.yaml", mixedLog}, ExitBad, `config "nope.yaml": no such file or directory`},
 		{"missing log", []string{"check", "--policy", policies + "pass.yaml", "nope.log"}, ExitBad, `failed to open log "nope.log"`},
 		{"malformed row", []string{"check", "--policy", policies + "pass.yaml", damagedLog}, ExitBad, "line 8: wait_s: not a number"},
-		{"policy and config differ", []string{"--config", "a.yaml", "check", "--policy", policies + "pass.yaml", mixedLog}, ExitBad,
+		{"policy and config differ", []string{"--config", policies + "tight.yaml", "check", "--policy", policies + "pass.yaml", mixedLog}, ExitBad,
 			"name different files"},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -76,6 +77,9 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	}
 	if strings.TrimSpace(o.State) == "" {
 		return badInput("--state: empty path")
+	}
+	if st, err := os.Stat(o.State); err == nil && st.IsDir() {
+		return badInput("--state %q: is a directory", o.State)
 	}
 	cfg, err := loadConfig(f, c, map[string]string{"budget.deadline": "deadline", "budget.max_attempts": "max-attempts"})
 	if err != nil {

@@ -164,6 +164,9 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if strings.ContainsAny(r.Note, "\n\r") {
 		return badInput("--note: must be one line")
 	}
+	if c.Flags().Changed("ts") && strings.TrimSpace(get("ts")) == "" {
+		return badInput("--ts: empty (give an RFC 3339 time, or leave --ts out for now)")
+	}
 	if ts := get("ts"); ts != "" {
 		if r.TS, err = time.Parse(time.RFC3339Nano, ts); err != nil {
 			return badInput("--ts: not an RFC 3339 time %q", ts)

@@ -31,6 +31,9 @@ const defaultPrompt = "Reply with one short sentence: what is a retry budget?"
 // fails clearly instead of being sent.
 const maxPromptFile = 8 << 20
 
+// maxTokensFlag bounds --max-tokens (time and report take the same bound).
+const maxTokensFlag = 1 << 24
+
 // RehearseOptions is one rehearsal: jobs run against a chain of seats
 // under a policy, every attempt written to the log.
 type RehearseOptions struct {
@@ -149,6 +152,12 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return badInput("--concurrency: %d is too many (at most 10000)", o.Concurrency)
 	case o.MaxTokens < 1:
 		return badInput("--max-tokens: must be at least 1, got %d", o.MaxTokens)
+	case o.MaxTokens > maxTokensFlag:
+		return badInput("--max-tokens: %d is past any model's output (at most %d)", o.MaxTokens, maxTokensFlag)
+	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
+		return badInput("--seat: empty seat name")
+	case c.Flags().Changed("prompt-file") && strings.TrimSpace(promptFile) == "":
+		return badInput("--prompt-file: empty path")
 	case c.Flags().Changed("prompt") && promptFile != "":
 		return badInput("--prompt and --prompt-file: give one or the other")
 	}

@@ -95,6 +95,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if opts.By, err = ledgerfile.ParseGroupBy(by); err != nil {
 				return badInput("--by: %v", err)
 			}
+			if c.Flags().Changed("since") && strings.TrimSpace(since) == "" {
+				return badInput("--since: empty (give an RFC 3339 time or a duration, or leave --since out)")
+			}
 			if since != "" {
 				opts.SinceArg = since
 				if opts.Since, opts.SinceBack, err = parseSince(since); err != nil {
@@ -129,6 +132,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			}
 			if opts.MaxTokens < 0 {
 				return badInput("--max-tokens: must not be negative, got %d", opts.MaxTokens)
+			}
+			if opts.MaxTokens > maxTokensFlag {
+				return badInput("--max-tokens: %d is past any model's output (at most %d)", opts.MaxTokens, maxTokensFlag)
 			}
 			if opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after"); err != nil {
 				return err

@@ -112,6 +112,26 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return badInput("%v", err)
 	})
+	// An explicit --config is checked here, once, for every command: an
+	// empty one ("$CFG" unset) or a typo must not fall back to
+	// ./retrygate.yaml or the defaults, and commands that read no config
+	// (cost, seat serve) must not ignore it silently.
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if !c.Flags().Changed("config") {
+			return nil
+		}
+		if strings.TrimSpace(f.ConfigFile) == "" {
+			return badInput("--config: empty path")
+		}
+		st, err := os.Stat(f.ConfigFile)
+		if err != nil {
+			return badInput("--config %q: %v", f.ConfigFile, unwrapPathErr(err))
+		}
+		if st.IsDir() {
+			return badInput("--config %q: is a directory", f.ConfigFile)
+		}
+		return nil
+	}
 	addCommands(root, f)
 	return root
 }

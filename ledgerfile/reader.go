@@ -132,9 +132,10 @@ func (r *Reader) Next(row *Row) error {
 		r.pendingErr = nil
 		if perr := parseLine(trimmed, &r.pending, r.intern); perr != nil {
 			r.pendingErr = &LineError{File: r.name, Line: lineNo, Err: perr}
-		} else {
-			r.pending.Line = lineNo
 		}
+		// Kept even when the line did not parse: a torn marker after it
+		// names the torn line by this number.
+		r.pending.Line = lineNo
 		r.hasPending = true
 		if emit {
 			if outErr == nil {

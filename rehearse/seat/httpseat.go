@@ -420,7 +420,9 @@ func cleanWord(v, key string) string {
 			return ""
 		}
 	}
-	if key != "" && (strings.Contains(v, key) || len(v) >= 8 && strings.Contains(key, v)) {
+	// Case-insensitive: media types come back lower-cased, and a proxy
+	// may upper-case an echoed key.
+	if lk, lv := strings.ToLower(key), strings.ToLower(v); key != "" && (strings.Contains(lv, lk) || len(v) >= 8 && strings.Contains(lk, lv)) {
 		return ""
 	}
 	return v
