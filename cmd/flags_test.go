@@ -293,7 +293,10 @@ func flagCommands(t *testing.T) []flagCommand {
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
-		if c == root || !c.Runnable() || c.Name() == "help" || c.Name() == "completion" {
+		// Cobra's own help and completion commands (and the per-shell
+		// completion subcommands) take only cobra's flags.
+		builtin := c.Name() == "help" || c.Name() == "completion" || (c.Parent() != nil && c.Parent().Name() == "completion")
+		if c == root || !c.Runnable() || builtin {
 			return
 		}
 		fc := flagCommand{path: strings.TrimPrefix(c.CommandPath(), root.Name()+" ")}

@@ -133,5 +133,27 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		return nil
 	}
 	addCommands(root, f)
+	// Cobra's own completion and help commands get the same EXIT STATUS
+	// section as every other command.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" || c.Name() == "help" {
+			withExitStatus(c)
+		}
+	}
 	return root
+}
+
+func withExitStatus(c *cobra.Command) {
+	if !strings.Contains(c.Long, "EXIT STATUS") {
+		long := c.Long
+		if long == "" {
+			long = c.Short
+		}
+		c.Long = long + exitStatus("done", "not used")
+	}
+	for _, sub := range c.Commands() {
+		withExitStatus(sub)
+	}
 }

@@ -22,7 +22,8 @@ func newSeatCmd(f *Factory) *cobra.Command {
 		Long: `Work with seats: where scratch calls go.
 
   seat serve   play a script seat over real HTTP on loopback, in the
-               OpenAI, Anthropic or Ollama wire format`,
+               OpenAI, Anthropic or Ollama wire format` +
+			exitStatus("done", "not used"),
 		Args: cobra.NoArgs,
 	}
 	c.AddCommand(newSeatServeCmd(f, nil))
