@@ -183,6 +183,7 @@ func runCheck(opts *CheckOptions) error {
 		heldRows           int64
 		heldRefused        []ledgerfile.Replayed
 		judged, refusedNow int64
+		missed             = map[string]bool{} // jobs the policy stops for its deadline
 	)
 	torn, skipped, err := logs.scan(opts.SkipBad, func(r *ledgerfile.Row, file string) {
 		res := rp.Add(r, file)
@@ -203,13 +204,20 @@ func runCheck(opts *CheckOptions) error {
 		if res.Refused() {
 			refusedNow++
 		}
+		if missesDeadline(r, res, opts.Budget) {
+			key := r.Job
+			if key == "" {
+				key = fmt.Sprintf("%s:%d", file, r.Line) // a jobless row is a job of its own
+			}
+			missed[key] = true
+		}
 		sum.Add(r, file)
 	})
 	if err != nil {
 		return err
 	}
 	s := sum.Summary()
-	results := evalThresholds(opts.Thresholds, s, refusedNow, judged, opts.Budget)
+	results := evalThresholds(opts.Thresholds, s, refusedNow, judged, int64(len(missed)))
 	failed := 0
 	for _, r := range results {
 		if !r.Pass {
@@ -357,7 +365,7 @@ func replayRows(rs []ledgerfile.Replayed, limit int) [][]string {
 }
 
 // observedFor gathers what a metric measured over the judged rows.
-func observedFor(metric string, s *ledgerfile.Summary, refusedNow, judged int64, b admit.Budget) (admit.Observed, int64) {
+func observedFor(metric string, s *ledgerfile.Summary, refusedNow, judged, missed int64) (admit.Observed, int64) {
 	all := s.All
 	switch metric {
 	case "wait_s":
@@ -379,24 +387,17 @@ func observedFor(metric string, s *ledgerfile.Summary, refusedNow, judged int64,
 	case "unknown_rate":
 		return admit.Observed{Num: all.Unknown, Den: all.Jobs}, all.Jobs
 	case "deadline_miss_rate":
-		var miss int64
-		limit := b.Deadline.Seconds()
-		for _, t := range s.Jobs.Time {
-			if t > limit {
-				miss++
-			}
-		}
-		return admit.Observed{Num: miss, Den: s.Jobs.Jobs}, s.Jobs.Jobs
+		return admit.Observed{Num: missed, Den: s.Jobs.Jobs}, s.Jobs.Jobs
 	case "billable_failure_rate":
 		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
 	}
 	return admit.Observed{Value: math.NaN()}, 0
 }
 
-func evalThresholds(ts []CheckThreshold, s *ledgerfile.Summary, refusedNow, judged int64, b admit.Budget) []thresholdResult {
+func evalThresholds(ts []CheckThreshold, s *ledgerfile.Summary, refusedNow, judged, missed int64) []thresholdResult {
 	var out []thresholdResult
 	for _, t := range ts {
-		o, n := observedFor(t.Metric, s, refusedNow, judged, b)
+		o, n := observedFor(t.Metric, s, refusedNow, judged, missed)
 		v, pass := t.Eval(o)
 		r := thresholdResult{Metric: t.Metric, Threshold: t.String(), Aggregation: t.Label(), Limit: t.Value, Op: t.Op,
 			N: n, Pass: pass, Where: t.Where}
@@ -441,4 +442,15 @@ func formatObserved(t admit.Threshold, v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// missesDeadline says whether a row shows its job stopped by the deadline
+// under the policy being checked — the definition simulate uses too: the
+// replayed gate refuses the attempt for the deadline, or the attempt was
+// a timeout cut at the end of what was left of the deadline.
+func missesDeadline(r *ledgerfile.Row, res ledgerfile.Replayed, b admit.Budget) bool {
+	if res.Now == admit.Refuse(admit.ReasonDeadline).String() {
+		return true
+	}
+	return r.WasSent() && r.Outcome == admit.Timeout && res.Spent.Time+r.Elapsed >= b.Deadline
 }
