@@ -107,13 +107,8 @@ thresholds, and any held-out attempt the budget refuses fails the check
 					opts.Thresholds = append(opts.Thresholds, CheckThreshold{Threshold: t, Where: e.Where})
 				}
 			}
-			opts.Files = args
-			if len(opts.Files) == 0 {
-				name, err := cfg.str("log")
-				if err != nil {
-					return err
-				}
-				opts.Files = []string{name}
+			if opts.Files, err = logFiles(cfg, args); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)

@@ -528,3 +528,16 @@ func (c *config) thresholds() ([]thresholdEntry, error) {
 	})
 	return out, nil
 }
+
+// logFiles is the logs a reading command reads: its arguments, or the
+// config's log (default rehearsal.log) when it has none.
+func logFiles(c *config, args []string) ([]string, error) {
+	if len(args) > 0 {
+		return args, nil
+	}
+	name, err := c.str("log")
+	if err != nil {
+		return nil, err
+	}
+	return []string{name}, nil
+}

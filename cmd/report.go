@@ -84,13 +84,8 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if err != nil {
 				return err
 			}
-			opts.Files = args
-			if len(opts.Files) == 0 {
-				logName, err := cfg.str("log")
-				if err != nil {
-					return err
-				}
-				opts.Files = []string{logName}
+			if opts.Files, err = logFiles(cfg, args); err != nil {
+				return err
 			}
 			if opts.By, err = ledgerfile.ParseGroupBy(by); err != nil {
 				return badInput("--by: %v", err)

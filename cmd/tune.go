@@ -65,13 +65,8 @@ says so loudly.` +
 			if opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after"); err != nil {
 				return err
 			}
-			opts.Files = args
-			if len(opts.Files) == 0 {
-				name, err := cfg.str("log")
-				if err != nil {
-					return err
-				}
-				opts.Files = []string{name}
+			if opts.Files, err = logFiles(cfg, args); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
