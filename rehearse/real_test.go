@@ -139,7 +139,9 @@ func TestRehearseLiveRetryAfterBackoffAndFallback(t *testing.T) {
 	assert.Less(t, gap, j2[1].Delay+time.Second)
 	assert.Equal(t, admit.Timeout, j2[1].Outcome)
 	assert.InDelta(t, 0.6, j2[1].Elapsed.Seconds(), 0.5)
-	assert.GreaterOrEqual(t, j2[1].Elapsed, 600*time.Millisecond)
+	// The deadline is set just before the seat's stopwatch starts, so the
+	// measured elapsed may fall a hair short of the 600ms.
+	assert.GreaterOrEqual(t, j2[1].Elapsed, 590*time.Millisecond)
 	assert.Equal(t, "backup", j2[2].Seat)
 	assert.True(t, j2[2].Fallback)
 	assert.Equal(t, ledgerfile.JobSucceeded, j2[2].JobEnd)
