@@ -2,43 +2,106 @@ package admit
 
 import "time"
 
-// Estimator keeps seed 003's conservative estimate of a seat's next
-// attempt, one observation at a time: wait = the last observed wait (an
-// attempt cut off before its first byte counts as a wait of at least its
-// length); elapsed = the last elapsed of an attempt that returned bytes
-// (an answer, an error body, or a stream the server broke off — not our
-// own cut-off); tokens = the last prompt + the last completion count.
-// The attempt loop and `admit --log` both use it, so they agree.
+// Estimator keeps the conservative estimate of a seat's next attempt
+// (DESIGN.md, the gate), one observation at a time:
+//
+//   - wait = the last observed wait: the wait of the last attempt that
+//     produced a content byte, or, for an attempt cut off before its
+//     first content byte (timeout, wait cap, Ctrl-C), its whole length;
+//   - gen = elapsed − wait of the last attempt that returned (an answer,
+//     an error body, a stream the server broke off — not our own cut-off);
+//     an answer with no content byte spent its whole elapsed;
+//   - tokens = the last prompt count + the last completion count;
+//   - USD = the last non-zero cost.
+//
+// Durations are taken as given: callers feed the log's own (millisecond)
+// numbers, so a replay of the log sees exactly what the loop saw.
 type Estimator struct {
-	wait, elapsed      time.Duration
+	wait, gen          time.Duration
 	prompt, completion int64
+	usd                float64
+	observed           bool
 }
 
-// Observe takes one sent attempt. firstByte is false when no byte of the
-// answer ever came (then wait is not an observation).
-func (e *Estimator) Observe(o Outcome, wait time.Duration, firstByte bool, elapsed time.Duration, prompt, completion int64) {
-	switch {
-	case firstByte:
-		e.wait = wait
-	case o == Timeout || o == WaitCap:
-		e.wait = max(wait, elapsed)
-	}
-	switch o {
+// Attempt is one sent attempt as the gate's bookkeeping sees it; the loop
+// and every reader of the log build it from a log row
+// (ledgerfile.AttemptOf), so both feed the same numbers.
+type Attempt struct {
+	Seat    string
+	Outcome Outcome
+	Billing Billing
+	// Content reports that a content byte came: Wait is then its wait.
+	// Without one, Wait is 0, or for a cut-off the cut's length.
+	Content bool
+	Wait    time.Duration
+	Elapsed time.Duration // submit → last byte (or the cut)
+	Delay   time.Duration // the backoff slept before it
+	// Prompt and Completion are the split when known; Tokens the total.
+	Prompt, Completion, Tokens int64
+	USD                        float64
+	RetryAfter                 time.Duration
+	HasRetryAfter              bool
+}
+
+// Returned reports whether bytes of an answer came back in full: an
+// answer, an error body, or a stream the server broke off. Cut-offs of our
+// own (timeout, wait cap, Ctrl-C) and connection failures did not return.
+func (a *Attempt) Returned() bool {
+	switch a.Outcome {
 	case OK, RateLimited, ClientError, ServerError, Reset:
-		e.elapsed = elapsed
+		return true
 	}
-	if prompt > 0 {
-		e.prompt = prompt
+	return false
+}
+
+// Observe takes one sent attempt.
+func (e *Estimator) Observe(a *Attempt) {
+	cut := a.Outcome == Timeout || a.Outcome == WaitCap || a.Outcome == Cancelled
+	switch {
+	case a.Content:
+		e.wait = ClampDuration(a.Wait)
+		e.observed = true
+	case cut:
+		e.wait = ClampDuration(max(a.Wait, a.Elapsed)) // at least its length
+		e.observed = true
 	}
-	if completion > 0 {
-		e.completion = completion
+	if a.Returned() {
+		if a.Content {
+			e.gen = ClampDuration(a.Elapsed - a.Wait)
+		} else {
+			e.gen = ClampDuration(a.Elapsed)
+		}
+		e.observed = true
+	}
+	p, c := a.Prompt, a.Completion
+	if p == 0 && c == 0 {
+		p = a.Tokens // no split: the total stands for the prompt
+	}
+	if p > 0 {
+		e.prompt = ClampTokens(p)
+	}
+	if c > 0 {
+		e.completion = ClampTokens(c)
+	}
+	if a.USD > 0 {
+		e.usd = ClampUSD(a.USD)
 	}
 }
 
-// Next is the estimate; USD is left to the caller, who knows the prices.
+// Observed reports whether any attempt has been observed. Before the
+// first, the estimate is zero except for money, which the caller reserves
+// (Reservation).
+func (e *Estimator) Observed() bool { return e.observed }
+
+// Next is the estimate.
 func (e *Estimator) Next() Next {
-	return Next{Wait: e.wait, Elapsed: e.elapsed, Tokens: e.prompt + e.completion}
+	return Next{Wait: e.wait, Gen: e.gen, Tokens: AddTokens(e.prompt, e.completion), USD: e.usd}
 }
 
-// Tokens returns the last prompt and completion counts.
-func (e *Estimator) Tokens() (prompt, completion int64) { return e.prompt, e.completion }
+// Reservation is what a first attempt reserves under a spend ceiling:
+// its price × (the prompt counted locally + max_tokens), both sides of the
+// rate card (DESIGN.md; the failover formula's worst case for one call).
+// usdPerMIn and usdPerMOut are USD per million prompt and completion tokens.
+func Reservation(usdPerMIn, usdPerMOut float64, promptTokens, maxTokens int64) float64 {
+	return ClampUSD((float64(ClampTokens(promptTokens))*usdPerMIn + float64(ClampTokens(maxTokens))*usdPerMOut) / 1e6)
+}

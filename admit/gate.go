@@ -44,13 +44,18 @@ type Spent struct {
 	USD      float64
 }
 
-// Next is the next attempt's numbers; before it happens, a conservative estimate.
+// Next is the next attempt's numbers; before it happens, a conservative
+// estimate (Estimator). Its elapsed is Wait + Gen: elapsed holds its wait,
+// so the deadline check adds the two once.
 type Next struct {
-	Wait    time.Duration
-	Elapsed time.Duration
-	Tokens  int64
-	USD     float64
+	Wait   time.Duration // submit → first content byte
+	Gen    time.Duration // first content byte → last byte (elapsed − wait)
+	Tokens int64
+	USD    float64
 }
+
+// Elapsed is the next attempt's submit → last byte: Wait + Gen.
+func (n Next) Elapsed() time.Duration { return AddDuration(n.Wait, n.Gen) }
 
 // Reason says why an attempt was refused. Its string is part of the
 // printed decision and of rehearsal.log, so the values never change.
@@ -63,13 +68,14 @@ const (
 	ReasonTokenCeiling   Reason = "token ceiling"
 	ReasonSpendCeiling   Reason = "spend ceiling"
 	ReasonPermanentError Reason = "permanent error"
+	ReasonRetryLimit     Reason = "retry limit" // the failure class has used its retries
 	ReasonBreakerOpen    Reason = "breaker open"
 )
 
 // Reasons lists every refusal reason, gate checks first in gate order.
 var Reasons = []Reason{
 	ReasonAttemptCap, ReasonQueueWait, ReasonDeadline, ReasonTokenCeiling,
-	ReasonSpendCeiling, ReasonPermanentError, ReasonBreakerOpen,
+	ReasonSpendCeiling, ReasonPermanentError, ReasonRetryLimit, ReasonBreakerOpen,
 }
 
 // Remaining is what the budget has left after the spend, before the next attempt.
@@ -108,20 +114,23 @@ var refusals = func() map[Reason]string {
 	return m
 }()
 
-// Refuse builds a refusal that did not come from the four checks
-// (permanent error, breaker open, a sleep past the deadline).
+// Refuse builds a refusal that did not come from the gate's checks
+// (permanent error, retry limit, breaker open).
 func Refuse(r Reason) Decision {
 	return Decision{Reason: r, Failing: []Reason{r}}
 }
 
 // Decide is the gate. Checks run in DESIGN.md's order; every comparison
-// is strict, so spending exactly the budget admits.
+// is strict, so spending exactly the budget admits. Sums saturate
+// (limits.go), so no input, however large, wraps into an admit. With no
+// time left at all nothing is admitted, not even an estimate of zero: an
+// attempt needs some of the deadline to run in.
 func Decide(b Budget, s Spent, n Next) Decision {
 	rem := Remaining{
-		Time:     b.Deadline - s.Time,
-		Tokens:   b.TokenCeiling - s.Tokens,
+		Time:     b.Deadline - ClampDuration(s.Time),
+		Tokens:   b.TokenCeiling - ClampTokens(s.Tokens),
 		Attempts: b.MaxAttempts - s.Attempts,
-		USD:      b.MaxSpendUSD - s.USD,
+		USD:      b.MaxSpendUSD - ClampUSD(s.USD),
 	}
 	var failing []Reason
 	if s.Attempts >= b.MaxAttempts {
@@ -130,13 +139,13 @@ func Decide(b Budget, s Spent, n Next) Decision {
 	if n.Wait > b.MaxWait {
 		failing = append(failing, ReasonQueueWait)
 	}
-	if n.Wait+n.Elapsed > rem.Time {
+	if n.Elapsed() > rem.Time || rem.Time <= 0 {
 		failing = append(failing, ReasonDeadline)
 	}
-	if s.Tokens+n.Tokens > b.TokenCeiling {
+	if AddTokens(s.Tokens, n.Tokens) > b.TokenCeiling {
 		failing = append(failing, ReasonTokenCeiling)
 	}
-	if b.HasSpendCeiling() && s.USD+n.USD > b.MaxSpendUSD+usdEpsilon {
+	if b.HasSpendCeiling() && AddUSD(s.USD, n.USD) > b.MaxSpendUSD+usdEpsilon {
 		failing = append(failing, ReasonSpendCeiling)
 	}
 	if len(failing) == 0 {

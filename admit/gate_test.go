@@ -15,11 +15,11 @@ func sec(f float64) time.Duration { return time.Duration(f * float64(time.Second
 
 func TestDecideSeed003(t *testing.T) {
 	// The seed's two worked rows.
-	first := Decide(seed003, Spent{}, Next{Wait: sec(1.2), Elapsed: sec(6.0), Tokens: 2100})
+	first := Decide(seed003, Spent{}, Next{Wait: sec(1.2), Gen: sec(6.0), Tokens: 2100})
 	assert.Equal(t, "admit", first.String())
 	assert.Equal(t, Remaining{Time: 45 * time.Second, Tokens: 8000, Attempts: 2, USD: 0}, first.Remaining)
 
-	second := Decide(seed003, Spent{Time: sec(7.2), Tokens: 2100, Attempts: 1}, Next{Wait: sec(18), Elapsed: sec(9), Tokens: 2400})
+	second := Decide(seed003, Spent{Time: sec(7.2), Tokens: 2100, Attempts: 1}, Next{Wait: sec(18), Gen: sec(9), Tokens: 2400})
 	assert.Equal(t, "refuse: queue wait", second.String())
 	assert.Equal(t, []Reason{ReasonQueueWait}, second.Failing)
 	// "You then have 37.8 seconds and 5900 tokens left, with one attempt remaining."
@@ -43,8 +43,8 @@ func TestDecideBoundaries(t *testing.T) {
 		{"attempts at cap", spend, Spent{Attempts: 3}, Next{}, "refuse: attempt cap", []Reason{ReasonAttemptCap}},
 		{"wait equal to cap admits", spend, Spent{}, Next{Wait: 2 * time.Second}, "admit", nil},
 		{"wait 1ns over cap", spend, Spent{}, Next{Wait: 2*time.Second + 1}, "refuse: queue wait", []Reason{ReasonQueueWait}},
-		{"wait+elapsed equal to time left admits", spend, Spent{Time: 4 * time.Second}, Next{Wait: time.Second, Elapsed: 5 * time.Second}, "admit", nil},
-		{"wait+elapsed 1ns over time left", spend, Spent{Time: 4 * time.Second}, Next{Wait: time.Second, Elapsed: 5*time.Second + 1}, "refuse: deadline", []Reason{ReasonDeadline}},
+		{"wait+elapsed equal to time left admits", spend, Spent{Time: 4 * time.Second}, Next{Wait: time.Second, Gen: 5 * time.Second}, "admit", nil},
+		{"wait+elapsed 1ns over time left", spend, Spent{Time: 4 * time.Second}, Next{Wait: time.Second, Gen: 5*time.Second + 1}, "refuse: deadline", []Reason{ReasonDeadline}},
 		{"deadline already spent", spend, Spent{Time: 11 * time.Second}, Next{}, "refuse: deadline", []Reason{ReasonDeadline}},
 		{"tokens equal to ceiling admit", spend, Spent{Tokens: 60}, Next{Tokens: 40}, "admit", nil},
 		{"tokens one over ceiling", spend, Spent{Tokens: 60}, Next{Tokens: 41}, "refuse: token ceiling", []Reason{ReasonTokenCeiling}},
@@ -53,7 +53,7 @@ func TestDecideBoundaries(t *testing.T) {
 		{"no spend ceiling ignores USD", seed003, Spent{USD: 1e6}, Next{USD: 1e6}, "admit", nil},
 		{"every check fails, in gate order", spend,
 			Spent{Time: 9 * time.Second, Tokens: 100, Attempts: 3, USD: 0.1},
-			Next{Wait: 3 * time.Second, Elapsed: time.Second, Tokens: 1, USD: 0.01},
+			Next{Wait: 3 * time.Second, Gen: time.Second, Tokens: 1, USD: 0.01},
 			"refuse: attempt cap",
 			[]Reason{ReasonAttemptCap, ReasonQueueWait, ReasonDeadline, ReasonTokenCeiling, ReasonSpendCeiling}},
 		{"queue wait before deadline", seed003, Spent{Time: 44 * time.Second}, Next{Wait: 6 * time.Second}, "refuse: queue wait",
@@ -97,7 +97,7 @@ func TestBudgetValidateNamesKey(t *testing.T) {
 
 func BenchmarkDecide(b *testing.B) {
 	s := Spent{Time: sec(7.2), Tokens: 2100, Attempts: 1}
-	n := Next{Wait: sec(18), Elapsed: sec(9), Tokens: 2400}
+	n := Next{Wait: sec(18), Gen: sec(9), Tokens: 2400}
 	b.ReportAllocs()
 	for b.Loop() {
 		d := Decide(seed003, s, n)

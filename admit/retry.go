@@ -68,8 +68,12 @@ type RetryStep struct {
 // AfterFailure applies the retry rules in order: permanent errors are
 // never retried; ambiguous failures (timeouts, slow 5xx) at most
 // TimeoutsRetried times, on the fallback seat; Retry-After wins over
-// computed backoff; otherwise full jitter. Whether the sleep fits the
-// deadline is the caller's check: it owns the clock.
+// computed backoff; otherwise full jitter. A failure class that has used
+// its retries is refused as "retry limit", never as "attempt cap" while
+// attempts remain. Whether the sleep fits the deadline is the gate's check
+// (Decide on the spend after the sleep): the caller owns the clock. A nil
+// r leaves a computed backoff at 0, for replays that read the sleep from
+// the log.
 func AfterFailure(p RetryPolicy, f Failure, h JobHistory, r *rand.Rand) RetryStep {
 	switch f.Outcome {
 	case ClientError:
@@ -81,12 +85,12 @@ func AfterFailure(p RetryPolicy, f Failure, h JobHistory, r *rand.Rand) RetrySte
 	switch {
 	case f.Outcome == Timeout || f.Outcome == WaitCap:
 		if h.Timeouts > p.TimeoutsRetried {
-			return RetryStep{Reason: ReasonAttemptCap}
+			return RetryStep{Reason: ReasonRetryLimit}
 		}
 		step.Fallback = true
 	case f.Outcome == ServerError && f.Billing == Ambiguous:
 		if h.SlowServer > 1 {
-			return RetryStep{Reason: ReasonAttemptCap}
+			return RetryStep{Reason: ReasonRetryLimit}
 		}
 		step.Fallback = true
 	}
@@ -95,7 +99,7 @@ func AfterFailure(p RetryPolicy, f Failure, h JobHistory, r *rand.Rand) RetrySte
 		step.Delay = f.RetryAfter
 	case f.Outcome == ConnError:
 		step.Delay = 0 // nothing reached the provider: retry promptly
-	default:
+	case r != nil:
 		step.Delay = Backoff(p, h.Retries+1, r)
 	}
 	return step

@@ -50,9 +50,9 @@ func TestAfterFailure(t *testing.T) {
 		{"429 without retry-after backs off", Failure{Outcome: RateLimited}, JobHistory{}, true, "", -1, false},
 		{"conn error retries promptly", Failure{Outcome: ConnError}, JobHistory{}, true, "", 0, false},
 		{"first timeout retried on fallback", Failure{Outcome: Timeout, Billing: Ambiguous}, JobHistory{Timeouts: 1}, true, "", -1, true},
-		{"second timeout refused", Failure{Outcome: Timeout, Billing: Ambiguous}, JobHistory{Timeouts: 2}, false, ReasonAttemptCap, 0, false},
+		{"second timeout refused", Failure{Outcome: Timeout, Billing: Ambiguous}, JobHistory{Timeouts: 2}, false, ReasonRetryLimit, 0, false},
 		{"slow 5xx once on fallback", Failure{Outcome: ServerError, Billing: Ambiguous}, JobHistory{SlowServer: 1}, true, "", -1, true},
-		{"slow 5xx twice refused", Failure{Outcome: ServerError, Billing: Ambiguous}, JobHistory{SlowServer: 2}, false, ReasonAttemptCap, 0, false},
+		{"slow 5xx twice refused", Failure{Outcome: ServerError, Billing: Ambiguous}, JobHistory{SlowServer: 2}, false, ReasonRetryLimit, 0, false},
 		{"fast 5xx backs off", Failure{Outcome: ServerError, Billing: Free}, JobHistory{Retries: 2}, true, "", -1, false},
 	}
 	for _, tt := range tests {

@@ -130,10 +130,11 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 				"give --spent/--spent-tokens/--used and --next-wait/--next-elapsed/--next-tokens, or --log FILE --job ID")
 		}
 	}
+	nextElapsed := o.Next.Elapsed()
 	durs := []struct {
 		name string
 		dst  *time.Duration
-	}{{"spent", &o.Spent.Time}, {"next-wait", &o.Next.Wait}, {"next-elapsed", &o.Next.Elapsed}}
+	}{{"spent", &o.Spent.Time}, {"next-wait", &o.Next.Wait}, {"next-elapsed", &nextElapsed}}
 	for _, d := range durs {
 		v, set, err := durFlag(c, d.name)
 		if err != nil {
@@ -143,6 +144,14 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			*d.dst = v
 		}
 	}
+	if !c.Flags().Changed("next-elapsed") {
+		nextElapsed = max(nextElapsed, o.Next.Wait) // from --log, or no generation time given
+	}
+	if nextElapsed < o.Next.Wait {
+		return withHint(badInput("--next-elapsed %s is before --next-wait %s", nextElapsed, o.Next.Wait),
+			"elapsed runs from submit to the last byte, so it includes the wait")
+	}
+	o.Next.Gen = nextElapsed - o.Next.Wait
 	for _, n := range []struct {
 		name string
 		dst  *int64
@@ -212,7 +221,7 @@ func runAdmit(o *AdmitOptions) error {
 			Reason:    string(d.Reason),
 			Budget:    numbers{Seconds: ptr(b.Deadline.Seconds()), Wait: ptr(b.MaxWait.Seconds()), Tokens: b.TokenCeiling, Attempts: ptr(b.MaxAttempts)},
 			Spent:     numbers{Seconds: ptr(s.Time.Seconds()), Tokens: s.Tokens, Attempts: ptr(s.Attempts)},
-			Next:      numbers{Wait: ptr(n.Wait.Seconds()), Elapsed: ptr(n.Elapsed.Seconds()), Tokens: n.Tokens},
+			Next:      numbers{Wait: ptr(n.Wait.Seconds()), Elapsed: ptr(n.Elapsed().Seconds()), Tokens: n.Tokens},
 			Remaining: numbers{Seconds: ptr(r.Time.Seconds()), Tokens: r.Tokens, Attempts: ptr(r.Attempts)},
 		}
 		for _, f := range d.Failing {
@@ -238,7 +247,7 @@ func runAdmit(o *AdmitOptions) error {
 		rows := [][]string{
 			{"deadline", sec(b.Deadline), sec(s.Time), "", sec(r.Time)},
 			{"wait cap", sec(b.MaxWait), "", sec(n.Wait), ""},
-			{"wait + elapsed", "", "", sec(n.Wait + n.Elapsed), ""},
+			{"wait + gen", "", "", sec(n.Elapsed()), ""},
 			{"tokens", tok(b.TokenCeiling), tok(s.Tokens), tok(n.Tokens), tok(r.Tokens)},
 			{"attempts", strconv.Itoa(b.MaxAttempts), strconv.Itoa(s.Attempts), "1", strconv.Itoa(r.Attempts)},
 		}

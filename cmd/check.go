@@ -21,6 +21,7 @@ type CheckOptions struct {
 	JSON       bool
 	SkipBad    bool
 	Budget     admit.Budget
+	Retry      admit.RetryPolicy // the retry rules the replay judges by
 	Thresholds []CheckThreshold
 	SlowAfter  time.Duration
 }
@@ -87,9 +88,11 @@ thresholds, and any held-out attempt the budget refuses fails the check
 				return withHint(badInput("no policy file: pass --policy FILE"), "a policy is a config file with a budget and thresholds")
 			}
 			opts.Policy = cfg.file
-			if opts.Budget, err = cfg.budget(); err != nil {
+			pol, _, err := cfg.policy()
+			if err != nil {
 				return err
 			}
+			opts.Budget, opts.Retry = pol.Budget, pol.Retry
 			if opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after"); err != nil {
 				return err
 			}
@@ -171,7 +174,7 @@ func runCheck(opts *CheckOptions) error {
 	logs := &logSet{io: opts.IO, names: opts.Files}
 	defer logs.close()
 	sum := ledgerfile.NewSummarizer(ledgerfile.SummaryOptions{By: ledgerfile.BySeat, SlowAfter: opts.SlowAfter})
-	rp := ledgerfile.NewReplayer(opts.Budget)
+	rp := ledgerfile.NewReplayer(opts.Budget, opts.Retry)
 	var (
 		changes            []ledgerfile.Replayed
 		changesTotal       int64

@@ -18,7 +18,8 @@ type RecordOptions struct {
 	Now     func() time.Time
 	LogPath string
 	Budget  admit.Budget
-	SlowAt  time.Duration // retry.slow_5xx_after, for the billing class
+	SlowAt  time.Duration     // retry.slow_5xx_after, for the billing class
+	Retry   admit.RetryPolicy // the retry rules the decision applies
 	Fsync   bool
 	Row     ledgerfile.Row // filled from flags; attempt, spend and decision are computed
 }
@@ -84,9 +85,11 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if o.Budget, err = cfg.budget(); err != nil {
 		return err
 	}
-	if o.SlowAt, err = cfg.duration("retry.slow_5xx_after"); err != nil {
+	pol, _, err := cfg.policy()
+	if err != nil {
 		return err
 	}
+	o.Retry, o.SlowAt = pol.Retry, pol.Retry.SlowServerAfter
 	if o.LogPath, err = cfg.str("log"); err != nil {
 		return err
 	}
@@ -194,7 +197,7 @@ func runRecord(o *RecordOptions) error {
 		row.Attempt = max(row.Attempt, len(earlier)) + 1
 		spent := ledgerfile.JobSpend(earlier)
 		row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
-		d := admit.Decide(o.Budget, spent, admit.Next{Wait: row.Wait, Elapsed: row.Elapsed, Tokens: row.Tokens, USD: row.CostUSD})
+		d := ledgerfile.Decide(ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry}, earlier, &row)
 		row.Decision = d.String()
 		line = ledgerfile.FormatRow(&row)
 		return []ledgerfile.Row{row}, nil

@@ -109,7 +109,7 @@ func TestRehearseDemo(t *testing.T) {
 	assert.Equal(t, `seat	job	attempt	wait_s	elapsed_s	tokens	outcome	decision	job_end
 scratch	r1-1	1	1.200	7.200	2100	reset	admit	-
 scratch	r1-1	2	5.000	5.000	1500	wait_cap	refuse: queue wait	-
-scratch	r1-1	3	5.000	7.200	2100	not sent	refuse: attempt cap	unknown
+scratch	r1-1	3	5.000	11.000	2100	not sent	refuse: attempt cap	unknown
 
 seat	attempts	successes	wait_p50_s	wait_p95_s	elapsed_p50_s	elapsed_p95_s	tokens	refusals
 scratch	2	0	1.200	5.000	5.000	7.200	3600	attempt cap 1, queue wait 1

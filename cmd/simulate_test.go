@@ -304,6 +304,8 @@ func TestSimulateScriptSeatEqualsRehearse(t *testing.T) {
 	assert.InDelta(t, sim.E2EP99, fromLog.E2EP99, 0.002)
 	sim.E2EP50, sim.E2EP95, sim.E2EP99 = 0, 0, 0
 	fromLog.E2EP50, fromLog.E2EP95, fromLog.E2EP99 = 0, 0, 0
+	assert.InDelta(t, sim.DurationS, fromLog.DurationS, 1e-6, "the duration went through a float")
+	fromLog.DurationS = sim.DurationS
 	assert.Equal(t, *fromLog, sim)
 }
 

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"retrygate/admit"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ type TuneOptions struct {
 	SkipBad   bool
 	Margin    float64
 	SlowAfter time.Duration
+	Retry     admit.RetryPolicy // the retry rules the held-out replay judges by
 }
 
 func newTuneCmd(f *Factory, runF func(*TuneOptions) error) *cobra.Command {
@@ -62,9 +64,11 @@ says so loudly.` +
 			if opts.Margin < 1 || math.IsNaN(opts.Margin) || math.IsInf(opts.Margin, 0) || opts.Margin > 100 {
 				return badInput("--margin: must be between 1 and 100, got %g", opts.Margin)
 			}
-			if opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after"); err != nil {
+			pol, _, err := cfg.policy()
+			if err != nil {
 				return err
 			}
+			opts.SlowAfter, opts.Retry = pol.Retry.SlowServerAfter, pol.Retry
 			if opts.Files, err = logFiles(cfg, args); err != nil {
 				return err
 			}
@@ -125,7 +129,7 @@ func runTune(opts *TuneOptions) error {
 	if err != nil {
 		return badInput("cannot tune from %s: %v", strings.Join(displayNames(logs), ", "), err)
 	}
-	rp := ledgerfile.NewReplayer(tuned.Budget)
+	rp := ledgerfile.NewReplayer(tuned.Budget, opts.Retry)
 	var refusedHeld []ledgerfile.Replayed
 	for i := range held {
 		if res := rp.Add(&held[i].row, held[i].file); res.Refused() {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logfmt/logfmt"
+
+	"retrygate/admit"
 )
 
 // AppendRow appends r as one logfmt line, newline included, to dst.
@@ -59,6 +61,9 @@ func AppendRow(dst []byte, r *Row) []byte {
 	}
 	if r.HasCost {
 		kv("cost_usd", formatUSD(r.CostUSD))
+	}
+	if r.ReserveUSD > 0 {
+		kv("reserve_usd", formatUSD(r.ReserveUSD))
 	}
 	if r.HasRetryAfter {
 		sec("retry_after_s", r.RetryAfter)
@@ -132,4 +137,11 @@ func formatUSD(v float64) string {
 		return "0"
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Resolution rounds d to what the log holds (milliseconds) and into
+// [0, admit.MaxDuration]. The attempt loop decides on rounded numbers, so
+// a replay of its log sees exactly what it saw.
+func Resolution(d time.Duration) time.Duration {
+	return admit.ClampDuration(d.Round(time.Millisecond))
 }

@@ -181,7 +181,8 @@ func TestJobSpendAndEstimate(t *testing.T) {
 	assert.Equal(t, admit.Spent{Time: 7200*time.Millisecond + 5300*time.Millisecond, Tokens: 2100, Attempts: 2}, s)
 	n := Estimate(rows, "")
 	assert.Equal(t, 5*time.Second, n.Wait, "last observed wait")
-	assert.Equal(t, 7200*time.Millisecond, n.Elapsed, "the wait-capped attempt was cut off; the reset one returned bytes")
+	assert.Equal(t, 6*time.Second, n.Gen, "the wait-capped attempt was cut off; the reset one returned bytes: 7.2 s − its 1.2 s wait")
+	assert.Equal(t, 11*time.Second, n.Elapsed(), "elapsed holds its wait once: 5 s + 6 s")
 	assert.Equal(t, int64(2100), n.Tokens)
 }
 

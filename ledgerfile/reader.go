@@ -455,6 +455,7 @@ const (
 	bitJobEnd
 	bitPromptSHA
 	bitNote
+	bitReserve
 )
 
 func setField(row *Row, key, v []byte, in interner) (uint64, error) {
@@ -538,6 +539,9 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		row.CostUSD, err = parseUSD(val)
 		row.HasCost = true
 		return bitCost, err
+	case "reserve_usd":
+		row.ReserveUSD, err = parseUSD(val)
+		return bitReserve, err
 	case "retry_after_s":
 		row.RetryAfter, err = parseSeconds(val)
 		row.HasRetryAfter = true

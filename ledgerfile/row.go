@@ -45,6 +45,10 @@ type Row struct {
 	Billing    admit.Billing
 	CostUSD    float64
 	HasCost    bool
+	// ReserveUSD is what the gate reserved for a job's first attempt on a
+	// priced seat (price × (prompt counted locally + max_tokens)): the
+	// spend estimate before anything is observed.
+	ReserveUSD float64
 
 	RetryAfter    time.Duration
 	HasRetryAfter bool

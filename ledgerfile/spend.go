@@ -1,61 +1,190 @@
 package ledgerfile
 
-import "retrygate/admit"
+import (
+	"time"
+
+	"retrygate/admit"
+)
+
+// This file is the gate over log rows: how a row becomes an attempt the
+// gate's bookkeeping (admit.Track) takes, and how a job's rows are judged
+// row by row. The attempt loop feeds its own rows through AttemptOf, and
+// record, admit --log and every replay read rows through the same
+// functions, so a log replayed under the policy that wrote it changes no
+// decision.
+
+// Gen is the row's first content byte → last byte: elapsed − wait. The
+// hand-written form of a log (`wait_s=18.0 elapsed_s=9.0`) counted elapsed
+// from the first byte, so an elapsed shorter than its wait is read as
+// that form's generation time.
+func (r *Row) Gen() time.Duration {
+	if r.Elapsed < r.Wait {
+		return r.Elapsed
+	}
+	return r.Elapsed - r.Wait
+}
+
+// AttemptOf is the attempt a sent row records, as admit.Track takes it.
+func AttemptOf(r *Row) admit.Attempt {
+	o := r.Outcome
+	if o == "" {
+		o = admit.OK // a hand-written row: an attempt that returned an answer
+	}
+	a := admit.Attempt{
+		Seat: r.Seat, Outcome: o, Billing: r.Billing,
+		Wait: r.Wait, Elapsed: r.Wait + r.Gen(), Delay: r.Delay,
+		Tokens: r.Tokens, USD: r.CostUSD,
+		RetryAfter: r.RetryAfter, HasRetryAfter: r.HasRetryAfter,
+	}
+	if r.HasSplit {
+		a.Prompt, a.Completion = r.PromptTokens, r.CompletionTokens
+	}
+	switch o {
+	case admit.OK:
+		a.Content = true
+	case admit.Reset:
+		a.Content = r.Wait > 0 // the loop writes wait 0 for a reset before content
+	case admit.Timeout, admit.WaitCap, admit.Cancelled:
+		a.Content = r.Wait < r.Elapsed // the loop writes wait = elapsed when no byte came
+	}
+	if a.Billing == "" {
+		a.Billing = admit.BillingOf(o, a.Elapsed, 0)
+	}
+	return a
+}
+
+// JobTrack is the books of a job from its rows in file order. The rows may
+// be the job's last rows only, starting at a row that carries the job's
+// cumulative spend (spent_s, spent_tokens, spent_usd, used): the track
+// starts from that spend, and its retry history from zero.
+func JobTrack(rows []Row) admit.Track {
+	var g JobGate
+	for i := range rows {
+		g.take(Rules{}, &rows[i])
+	}
+	return g.track
+}
 
 // JobSpend is what a job's rows have spent: the gate's inputs for its
-// next attempt. Time is the sum of each sent attempt's elapsed and the
-// backoff slept before it; tokens and USD are summed over sent attempts.
+// next attempt (see JobTrack).
 func JobSpend(rows []Row) admit.Spent {
-	var s admit.Spent
-	for i := range rows {
-		r := &rows[i]
-		if !r.WasSent() {
-			continue
-		}
-		s.Time += r.Delay + r.Elapsed
-		s.Tokens += r.Tokens
-		s.USD += r.CostUSD
-		s.Attempts++
-	}
-	return s
+	t := JobTrack(rows)
+	return t.Spent()
 }
 
-// Estimate is seed 003's conservative guess at the next attempt from rows
-// in file order, by the same rules as the attempt loop (admit.Estimator).
-// Rows marked sent=false hold an estimate, not an observation, and are
-// skipped; a hand-written refused row still carries the seat's observed
-// numbers and counts. seat filters the rows when not "".
+// Estimate is the conservative estimate of the job's next attempt on seat
+// (the seat of its last sent attempt when seat is ""), from its rows.
+// Nothing observed on the seat is an estimate of zero.
 func Estimate(rows []Row, seat string) admit.Next {
-	var e admit.Estimator
-	var usd float64
-	for i := range rows {
-		r := &rows[i]
-		if r.Unsent || (seat != "" && r.Seat != seat) {
-			continue
-		}
-		o := r.Outcome
-		if o == "" {
-			o = admit.OK // a hand-written row: an attempt that returned
-		}
-		cut := o == admit.Timeout || o == admit.WaitCap || o == admit.ConnError || o == admit.Cancelled
-		firstByte := !cut || (r.Wait > 0 && r.Wait < r.Elapsed)
-		p, c := r.PromptTokens, r.CompletionTokens
-		if !r.HasSplit {
-			p, c = r.Tokens, 0
-			if r.Tokens == 0 {
-				p = -1 // nothing counted: keep the last estimate
-			}
-		}
-		if p >= 0 {
-			e.Observe(o, r.Wait, firstByte, r.Elapsed, p, c)
-		} else {
-			e.Observe(o, r.Wait, firstByte, r.Elapsed, 0, 0)
-		}
-		if r.HasCost && r.CostUSD > 0 {
-			usd = r.CostUSD
-		}
+	t := JobTrack(rows)
+	if seat == "" {
+		seat = t.LastSeat()
 	}
-	n := e.Next()
-	n.USD = usd
-	return n
+	return t.Estimate(seat, 0)
 }
+
+// Rules are what a replay judges rows by: the budget and the retry rules.
+type Rules struct {
+	Budget admit.Budget
+	Retry  admit.RetryPolicy
+}
+
+// JobGate judges one job's rows in file order, making each decision the
+// attempt loop makes at that point: the retry rules after a failure
+// (permanent error, retry limit), then the gate on the job's spend and the
+// seat's estimate, with the backoff slept before the attempt charged to
+// the deadline (so a Retry-After past the deadline is refused before the
+// sleep, as the loop does), and the wait cap enforced live on a sent row.
+// A refusal does not remove the rows that follow it: each row is judged
+// on what happened before it.
+type JobGate struct {
+	track   admit.Track
+	step    admit.RetryStep
+	stepSet bool // a sent failure has been judged by the retry rules
+	begun   bool
+}
+
+// Judge returns the decision for r under rules, then takes r into the
+// job's books. A row in the hand-written form (no outcome, no sent key) is
+// judged on its own numbers, as the hand-written gate judged it.
+func (g *JobGate) Judge(rules Rules, r *Row) admit.Decision {
+	g.start(r)
+	d := g.decide(rules, r)
+	g.take(rules, r)
+	return d
+}
+
+// start restores the books from the first row's recorded spend, when the
+// job's earlier rows are not being read.
+func (g *JobGate) start(r *Row) {
+	if g.begun {
+		return
+	}
+	g.begun = true
+	if r.HasSpent && (r.Used > 0 || r.SpentS > 0 || r.SpentTokens > 0) {
+		g.track.Restore(admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD})
+	}
+}
+
+func (g *JobGate) take(rules Rules, r *Row) {
+	g.start(r)
+	if !r.WasSent() {
+		return
+	}
+	a := AttemptOf(r)
+	g.track.Sent(&a)
+	g.step, g.stepSet = admit.RetryStep{Retry: true}, false
+	if a.Outcome != admit.OK {
+		g.step = admit.AfterFailure(rules.Retry, admit.Failure{
+			Outcome: a.Outcome, Billing: a.Billing,
+			RetryAfter: a.RetryAfter, HasRetry: a.HasRetryAfter,
+		}, g.track.History(), nil)
+		g.stepSet = true
+	}
+}
+
+// Decide is the decision for the job's next row r after its earlier rows
+// (record's decision on the attempt it appends): the same judgement a
+// replay makes of r.
+func Decide(rules Rules, earlier []Row, r *Row) admit.Decision {
+	var g JobGate
+	for i := range earlier {
+		g.take(rules, &earlier[i])
+	}
+	return g.Judge(rules, r)
+}
+
+func (g *JobGate) decide(rules Rules, r *Row) admit.Decision {
+	switch reason := admit.Reason(r.Reason()); {
+	case !r.Admitted() && !r.WasSent() && (reason == admit.ReasonBreakerOpen || reason == "cancelled"):
+		// Other jobs' failures open a breaker, and the operator stops a
+		// run: neither is this job's rows' to decide.
+		return admit.Refuse(reason)
+	case g.stepSet && !g.step.Retry:
+		return admit.Refuse(g.step.Reason)
+	case !g.stepSet && !r.WasSent() && (reason == admit.ReasonPermanentError || reason == admit.ReasonRetryLimit):
+		// The failure the retry rules judged is not in the rows read
+		// (a hand-written row, or the log starts mid-job): keep theirs.
+		return admit.Refuse(reason)
+	}
+	b := rules.Budget
+	// The gate charges the backoff slept before the attempt to the
+	// deadline: spent_s + delay_s, as the loop does.
+	spent := admit.AddDuration(g.track.Spent().Time, r.Delay)
+	if r.Outcome == "" && !r.Unsent {
+		// The hand-written form (no outcome, no sent key): its own
+		// numbers were the gate's next attempt.
+		s := g.track.Spent()
+		s.Time = spent
+		return admit.Decide(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD})
+	}
+	d := g.track.Before(b, r.Seat, spent, r.ReserveUSD)
+	if r.WasSent() {
+		a := AttemptOf(r)
+		d = admit.LiveWaitCap(b, d, &a)
+	}
+	return d
+}
+
+// Track is the job's books so far.
+func (g *JobGate) Track() *admit.Track { return &g.track }

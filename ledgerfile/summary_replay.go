@@ -2,19 +2,18 @@ package ledgerfile
 
 import "retrygate/admit"
 
-// Replayer re-decides logged attempts under another budget: each row is
-// put to admit.Decide with the job's spend recomputed from its earlier
-// rows in the log (spent time = Σ elapsed_s + delay_s of earlier sent
-// attempts, tokens and USD summed likewise, used = how many were sent)
-// and the row's own wait, elapsed, tokens and cost as the next attempt.
-// It is a per-attempt counterfactual over what happened, not a
-// re-simulation: a refusal now does not remove the rows that followed it.
+// Replayer re-decides logged rows under a policy's budget and retry
+// rules, making at each row the decision the attempt loop makes there
+// (JobGate): the retry rules after a failure, the gate on the job's spend
+// with the backoff charged before it, and the seat's estimate from the
+// job's earlier attempts. Replaying a log under the policy that wrote it
+// changes no decision. It is a per-row counterfactual over what happened,
+// not a re-simulation: a refusal now does not remove the rows that
+// followed it.
 type Replayer struct {
-	budget admit.Budget
-	jobs   map[string]*replaySpend
+	rules Rules
+	jobs  map[string]*JobGate
 }
-
-type replaySpend struct{ s admit.Spent }
 
 // Replayed is one row's two decisions.
 type Replayed struct {
@@ -48,55 +47,44 @@ func (r Replayed) Changed() bool { return (r.Logged == "admit") != (r.Now == "ad
 // Refused reports whether the replayed budget refuses the row.
 func (r Replayed) Refused() bool { return r.Now != "admit" }
 
-// NewReplayer replays rows under b.
-func NewReplayer(b admit.Budget) *Replayer {
-	return &Replayer{budget: b, jobs: map[string]*replaySpend{}}
+// NewReplayer replays rows under b and the retry rules r.
+func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
+	return &Replayer{rules: Rules{Budget: b, Retry: r}, jobs: map[string]*JobGate{}}
 }
 
 // Add re-decides one row. Rows must come in log order. A row without a job
-// id is a job of its own; its spend is what the row itself recorded
-// (spent_s, spent_tokens, used), zero when it recorded none.
+// id is a job of its own.
 func (p *Replayer) Add(r *Row, file string) Replayed {
-	var sp *replaySpend
+	var g *JobGate
 	if r.Job == "" {
-		sp = &replaySpend{}
-		if r.HasSpent {
-			sp.s = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
-		}
-	} else if sp = p.jobs[r.Job]; sp == nil {
-		sp = &replaySpend{}
-		p.jobs[r.Job] = sp
+		g = &JobGate{}
+	} else if g = p.jobs[r.Job]; g == nil {
+		g = &JobGate{}
+		p.jobs[r.Job] = g
 	}
-	next := admit.Next{Wait: r.Wait, Elapsed: r.Elapsed, Tokens: r.Tokens, USD: r.CostUSD}
-	d := admit.Decide(p.budget, sp.s, next)
+	g.start(r)
+	before := g.Track().Spent()
+	d := g.Judge(p.rules, r)
+	next := admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
+	logged := r.Decision
+	switch {
+	case logged == "":
+		logged = "admit"
+		if !r.WasSent() {
+			logged = "refuse" // sent=false without a reason
+		}
+	}
 	out := Replayed{
 		File: file, Line: r.Line, Job: r.Job, Attempt: r.Attempt, Seat: r.Seat, HeldOut: r.Holdout,
-		Logged: "admit", Now: d.String(), Spent: sp.s, Next: next, Gate: d,
+		Logged: logged, Now: d.String(), Spent: before, Next: next, Gate: d,
 	}
 	for _, f := range d.Failing[min(1, len(d.Failing)):] {
 		out.Also = append(out.Also, string(f))
 	}
 	out.WaitS, out.ElapsedS, out.Tokens = r.Wait.Seconds(), r.Elapsed.Seconds(), r.Tokens
-	out.SpentS, out.SpentTokens, out.Used = sp.s.Time.Seconds(), sp.s.Tokens, sp.s.Attempts
-	sent := r.WasSent()
-	if !sent {
-		out.Logged = r.Decision
-		if out.Logged == "" || out.Logged == "admit" {
-			out.Logged = "refuse" // sent=false without a reason
-		}
-	}
-	// The retry rules' refusals are not the budget's to overturn.
-	if d.Admit && !sent && (r.Reason() == string(admit.ReasonPermanentError) || r.Reason() == string(admit.ReasonBreakerOpen)) {
-		out.Now = r.Decision
-	}
+	out.SpentS, out.SpentTokens, out.Used = before.Time.Seconds(), before.Tokens, before.Attempts
 	if r.Job != "" && r.JobEnd != "" {
-		delete(p.jobs, r.Job) // job_end is on a job's last row: its spend is done with
-	}
-	if sent {
-		sp.s.Time += r.Elapsed + r.Delay
-		sp.s.Tokens += r.Tokens
-		sp.s.USD += r.CostUSD
-		sp.s.Attempts++
+		delete(p.jobs, r.Job) // job_end is on a job's last row: its books are closed
 	}
 	return out
 }

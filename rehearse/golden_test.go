@@ -53,7 +53,8 @@ func TestRehearseGoldenSeed003(t *testing.T) {
 	assert.Equal(t, 5*time.Second, a2.Elapsed)
 	assert.Equal(t, int64(2100), a2.SpentTokens)
 	assert.Equal(t, 1, a2.Used)
-	assert.Equal(t, 7200*time.Millisecond+a2.Delay, a2.SpentS, "the deadline is made once: spent time runs from the job's start")
+	assert.Equal(t, 7200*time.Millisecond, a2.SpentS, "spent_s is the job's spend before the attempt; the gate adds its delay_s")
+	assert.Equal(t, 498*time.Millisecond, a2.Delay)
 	assert.Empty(t, a2.JobEnd)
 
 	// No third attempt: the cap refuses it before sending, and a job whose
@@ -150,7 +151,9 @@ func TestRehearseGoldenBreakerFallback(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{
+		"refused before sleeping", // the attempt cap, checked before the backoff
 		"breaker opened",
+		"refused before sleeping",
 		"half-open probe; breaker opened", // the first probe lands on the outage: open again
 		"half-open probe; breaker opened",
 		"half-open probe; breaker closed", // the outage is over: closed
@@ -221,6 +224,6 @@ func ExampleLoop_RunVirtual() {
 	// Output:
 	// attempt 1: wait 1.200 elapsed 7.200 outcome=reset decision="admit"
 	// attempt 2: wait 5.000 elapsed 5.000 outcome=wait_cap decision="refuse: queue wait"
-	// attempt 3: wait 5.000 elapsed 7.200 outcome= decision="refuse: attempt cap" unknown
+	// attempt 3: wait 5.000 elapsed 11.000 outcome= decision="refuse: attempt cap" unknown
 	// {0 0 1 0}
 }

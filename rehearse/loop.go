@@ -87,15 +87,10 @@ type Job struct {
 	start, deadline time.Time
 	seat            int // current seat in the chain
 	rows            int // rows written (attempt numbers count refusals too)
-	used            int // attempts sent
-	tokens          int64
-	usd             float64
-	retries         int
-	timeouts        int
-	slow            int
-	delay           time.Duration // slept before the next row's attempt
-	lastSent        admit.Outcome
-	lastAmbiguous   bool
+	// track is the job's books: spend, retry history, per-seat estimates,
+	// fed from the rows as written, exactly as a replay of the log reads them.
+	track admit.Track
+	delay time.Duration // slept before the next row's attempt
 
 	// the attempt in flight
 	submit   time.Time
@@ -121,8 +116,8 @@ type seatState struct {
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
-	calls   int             // plans drawn (the virtual driver's PlanFor index)
-	est     admit.Estimator // seed 003's conservative next-attempt numbers
+	calls   int     // plans drawn (the virtual driver's PlanFor index)
+	reserve float64 // USD a first attempt here reserves under a spend ceiling
 }
 
 // Loop is the one attempt loop: every rule of a job's life between its
@@ -185,9 +180,14 @@ func New(c Config) (*Loop, error) {
 		}
 		seen[name] = true
 		_, priced := s.Config.Cost(0, 0)
+		var reserve float64
+		if priced && c.Policy.Budget.HasSpendCeiling() {
+			reserve = admit.Reservation(s.Config.PriceIn, s.Config.PriceOut,
+				seat.PromptTokens(s.Config, c.Prompt), int64(c.MaxTokens))
+		}
 		l.seats = append(l.seats, seatState{
 			name: name, model: s.Config.Model, cfg: s.Config, priced: priced,
-			seat: s.Seat, planner: s.Planner,
+			seat: s.Seat, planner: s.Planner, reserve: reserve,
 			br: admit.NewBreaker(c.Policy.Breaker, nil),
 		})
 	}
@@ -246,22 +246,23 @@ func (l *Loop) Woke(j *Job, now time.Time) Action { return l.next(j, now) }
 // passing Done an observation with outcome cancelled instead.
 func (l *Loop) Cancel(j *Job, now time.Time) Action {
 	st := &l.seats[j.seat]
-	l.refusalRow(j, now, st, admit.Refuse(reasonCancelled), l.spent(j, now), j.delay)
+	l.refusalRow(j, now, st, admit.Refuse(reasonCancelled), l.spent(j), j.delay)
 	l.row.Outcome = admit.Cancelled
 	l.row.Note = "stopped before this attempt"
 	return l.finish(j, ledgerfile.JobCancelled)
 }
 
-func (l *Loop) spent(j *Job, now time.Time) admit.Spent {
-	return admit.Spent{Time: now.Sub(j.start), Tokens: j.tokens, Attempts: j.used, USD: j.usd}
-}
+// spent is the job's spend before its next attempt: the sums of its rows
+// as written (spent_s is Σ delay_s + elapsed_s of its sent rows), so the
+// gate decides on exactly the numbers a replay of the log reads. The
+// real-time driver's own overhead between attempts is not charged to the
+// job; the hard timeout still runs on the clock.
+func (l *Loop) spent(j *Job) admit.Spent { return j.track.Spent() }
 
-func (l *Loop) next1(st *seatState) admit.Next {
-	n := st.est.Next()
-	if st.priced {
-		n.USD, _ = st.cfg.Cost(st.est.Tokens())
-	}
-	return n
+// before is the gate before the job's next attempt on seat st, after a
+// backoff of delay: the sleep is charged to the deadline.
+func (l *Loop) before(j *Job, st *seatState, delay time.Duration) admit.Decision {
+	return j.track.Before(l.pol.Budget, st.name, admit.AddDuration(j.track.Spent().Time, delay), st.reserve)
 }
 
 // next runs the checks before an attempt: the breakers along the chain,
@@ -273,20 +274,20 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 	}
 	if s == len(l.seats) {
 		st := &l.seats[j.seat]
-		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonBreakerOpen), l.spent(j, now), j.delay)
+		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonBreakerOpen), l.spent(j), j.delay)
 		return l.finish(j, l.endState(j))
 	}
 	j.seat = s
 	st := &l.seats[s]
-	spent := l.spent(j, now)
-	if d := admit.Decide(l.pol.Budget, spent, l.next1(st)); !d.Admit {
+	spent := l.spent(j)
+	if d := l.before(j, st, j.delay); !d.Admit {
 		l.refusalRow(j, now, st, d, spent, j.delay)
 		return l.finish(j, l.endState(j))
 	}
 	hard := min(l.pol.Timeouts.Hard, j.deadline.Sub(now))
 	if hard <= 0 {
-		// The gate admits an estimate of zero with zero time left; an
-		// attempt with no time is still refused for the deadline.
+		// Less than the log's resolution is left: the gate saw a
+		// millisecond that the clock has already spent.
 		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonDeadline), spent, j.delay)
 		return l.finish(j, l.endState(j))
 	}
@@ -316,11 +317,6 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, l.pol.Retry.SlowServerAfter)
 	}
 	cost, priced := st.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
-	j.used++
-	j.tokens += obs.Tokens()
-	j.usd += cost
-	j.lastSent = obs.Outcome
-	j.lastAmbiguous = obs.Outcome == admit.ServerError && obs.Billing == admit.Ambiguous
 
 	var note string
 	if j.probe {
@@ -341,30 +337,27 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	if obs.Detail != "" {
 		note = joinNote(note, obs.Detail)
 	}
-	st.est.Observe(obs.Outcome, obs.Wait, obs.HasWait, obs.Elapsed, obs.PromptTokens, obs.CompletionTokens)
 	l.sentRow(j, obs, st, cost, priced, note)
+	a := ledgerfile.AttemptOf(&l.row)
+	j.track.Sent(&a)
 
 	switch obs.Outcome {
 	case admit.OK:
 		return l.finish(j, ledgerfile.JobSucceeded)
 	case admit.Cancelled:
 		return l.finish(j, ledgerfile.JobCancelled)
-	case admit.Timeout, admit.WaitCap:
-		j.timeouts++
-	}
-	if j.lastAmbiguous {
-		j.slow++
 	}
 	step := admit.AfterFailure(l.pol.Retry, admit.Failure{
-		Outcome: obs.Outcome, Billing: obs.Billing,
-		RetryAfter: obs.RetryAfter, HasRetry: obs.HasRetryAfter,
-	}, admit.JobHistory{Retries: j.retries, Timeouts: j.timeouts, SlowServer: j.slow}, l.rng)
+		Outcome: a.Outcome, Billing: a.Billing,
+		RetryAfter: a.RetryAfter, HasRetry: a.HasRetryAfter,
+	}, j.track.History(), l.rng)
 	if !step.Retry {
 		l.emit(j)
-		spent := l.spent(j, now)
+		spent := l.spent(j)
 		l.refusalRow(j, now, st, admit.Refuse(step.Reason), spent, 0)
 		return l.finish(j, l.endState(j))
 	}
+	step.Delay = ledgerfile.Resolution(step.Delay)
 	next := j.sendSeat
 	if step.Fallback && next+1 < len(l.seats) {
 		next++ // seed 001: retry a timeout at most once, and elsewhere
@@ -372,25 +365,18 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	// Before sleeping: an attempt the gate must refuse after the sleep
 	// (the cap is reached, or the sleep leaves too little of the deadline
 	// for the estimate) is refused now, not after a pointless wait.
-	spent := l.spent(j, now)
-	after := spent
-	after.Time += step.Delay
-	if d := admit.Decide(l.pol.Budget, after, l.next1(&l.seats[next])); !d.Admit &&
+	if d := l.before(j, &l.seats[next], step.Delay); !d.Admit &&
 		(d.Failing[0] == admit.ReasonAttemptCap || hasReason(d.Failing, admit.ReasonDeadline)) {
 		l.emit(j)
-		var delay time.Duration
-		if d.Failing[0] != admit.ReasonAttemptCap {
-			delay = step.Delay // the sleep this refusal saved
-		}
-		l.refusalRow(j, now, &l.seats[next], d, spent, delay)
-		if delay > 0 {
+		// The row carries the sleep this refusal saved: the gate charged it.
+		l.refusalRow(j, now, &l.seats[next], d, l.spent(j), step.Delay)
+		if step.Delay > 0 {
 			l.row.Note = joinNote("refused before sleeping", l.row.Note)
 		}
 		return l.finish(j, l.endState(j))
 	}
 	l.emit(j)
 	j.seat = next
-	j.retries++
 	j.delay = step.Delay
 	if step.Delay <= 0 {
 		return l.next(j, now)
@@ -435,17 +421,7 @@ func joinNote(a, b string) string {
 }
 
 // endState is how a job that ends on a refusal ended: by its last sent attempt.
-func (l *Loop) endState(j *Job) string {
-	switch {
-	case j.used == 0:
-		return ledgerfile.JobFailed
-	case j.lastSent == admit.Timeout || j.lastSent == admit.WaitCap || j.lastAmbiguous:
-		return ledgerfile.JobUnknown // seed 004: a timeout is not proof of failure
-	case j.lastSent == admit.Cancelled:
-		return ledgerfile.JobCancelled
-	}
-	return ledgerfile.JobFailed
-}
+func (l *Loop) endState(j *Job) string { return j.track.End() }
 
 // finish writes the pending row with job_end.
 func (l *Loop) finish(j *Job, end string) Action {
@@ -474,7 +450,7 @@ func (l *Loop) emit(j *Job) {
 func (l *Loop) baseRow(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) {
 	l.row = ledgerfile.Row{
 		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
-		Delay:  delay,
+		Delay:  ledgerfile.Resolution(delay),
 		SpentS: spent.Time, SpentTokens: spent.Tokens, SpentUSD: spent.USD, Used: spent.Attempts, HasSpent: true,
 		Holdout: l.holdout, Fallback: st != &l.seats[0], PromptSHA: l.promptSHA,
 	}
@@ -485,8 +461,11 @@ func (l *Loop) baseRow(j *Job, ts time.Time, st *seatState, spent admit.Spent, d
 func (l *Loop) refusalRow(j *Job, now time.Time, st *seatState, d admit.Decision, spent admit.Spent, delay time.Duration) {
 	l.baseRow(j, now, st, spent, delay)
 	r := &l.row
-	n := st.est.Next()
-	r.Wait, r.Elapsed, r.Tokens = n.Wait, n.Elapsed, n.Tokens
+	n := j.track.Estimate(st.name, st.reserve)
+	r.Wait, r.Elapsed, r.Tokens = n.Wait, n.Elapsed(), n.Tokens
+	if !j.track.Observed(st.name) {
+		r.ReserveUSD = st.reserve
+	}
 	r.Decision = decisionString(d)
 	r.Unsent = true
 	if len(d.Failing) > 1 {
@@ -505,19 +484,24 @@ func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64,
 	if o.Model != "" {
 		r.Model = o.Model
 	}
-	r.Wait = o.Wait
-	if !o.HasWait && (o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled) {
-		r.Wait = o.Elapsed // no first byte yet: the wait was at least this long
+	r.Elapsed = ledgerfile.Resolution(o.Elapsed)
+	switch {
+	case o.HasWait:
+		r.Wait = min(ledgerfile.Resolution(o.Wait), r.Elapsed)
+	case o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled:
+		r.Wait = r.Elapsed // no first byte yet: the wait was at least this long
 	}
-	r.Elapsed = o.Elapsed
-	r.TTFB, r.HasTTFB = o.TTFB, o.HasTTFB
+	if !j.track.Observed(st.name) {
+		r.ReserveUSD = st.reserve
+	}
+	r.TTFB, r.HasTTFB = ledgerfile.Resolution(o.TTFB), o.HasTTFB
 	r.Tokens = o.Tokens()
 	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
 	r.HasSplit = o.TokensFrom != ""
 	r.TokensFrom = o.TokensFrom
 	r.Outcome, r.HTTPStatus, r.Billing = o.Outcome, o.HTTPStatus, o.Billing
 	r.CostUSD, r.HasCost = cost, priced
-	r.RetryAfter, r.HasRetryAfter = o.RetryAfter, o.HasRetryAfter
+	r.RetryAfter, r.HasRetryAfter = ledgerfile.Resolution(o.RetryAfter), o.HasRetryAfter
 	r.ErrorCode = o.ErrorCode
 	r.Decision = "admit"
 	if o.Outcome == admit.WaitCap {

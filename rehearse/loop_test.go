@@ -58,7 +58,7 @@ func TestRehearseDeadlineMadeOnce(t *testing.T) {
 	assert.Equal(t, 25*time.Second, got[0].Elapsed)
 	assert.Equal(t, admit.Timeout, got[0].Outcome)
 	assert.Equal(t, "b", got[1].Seat, "a timed-out attempt is retried on the next fallback seat")
-	assert.Equal(t, 30*time.Second-got[1].SpentS, got[1].Elapsed, "the retry's hard timeout is the deadline's remainder")
+	assert.Equal(t, 30*time.Second-got[1].SpentS-got[1].Delay, got[1].Elapsed, "the retry's hard timeout is the deadline's remainder after its backoff")
 	assert.Equal(t, admit.Timeout, got[1].Outcome)
 	assert.True(t, got[2].Unsent)
 	assert.Equal(t, ledgerfile.JobUnknown, got[2].JobEnd, "a job whose last attempt timed out is unknown, not failed")
@@ -76,7 +76,8 @@ func TestRehearseTimeoutsRetriedAtMostOnce(t *testing.T) {
 	assert.Equal(t, admit.Timeout, got[1].Outcome)
 	assert.False(t, got[1].Fallback, "no fallback seat: the retry stays")
 	assert.True(t, got[2].Unsent)
-	assert.Equal(t, "refuse: attempt cap", got[2].Decision)
+	assert.Equal(t, "refuse: retry limit", got[2].Decision, "attempts remain: the timeouts' one retry is used")
+	assert.Equal(t, 2, got[2].Used)
 	assert.Equal(t, ledgerfile.JobUnknown, got[2].JobEnd)
 }
 

@@ -155,7 +155,7 @@ func TestSeed003Resolve(t *testing.T) {
 	d := admit.Decide(
 		admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 2, MaxWait: waitCap},
 		admit.Spent{Time: a1.Elapsed, Tokens: a1.Tokens(), Attempts: 1},
-		admit.Next{Wait: 18 * time.Second, Elapsed: 27 * time.Second, Tokens: 2400})
+		admit.Next{Wait: 18 * time.Second, Gen: 9 * time.Second, Tokens: 2400})
 	assert.Equal(t, "refuse: queue wait", d.String())
 	assert.Equal(t, 37800*ms, d.Remaining.Time)
 	assert.EqualValues(t, 5900, d.Remaining.Tokens)
