@@ -225,7 +225,7 @@ func TestBadDayResolve(t *testing.T) {
 	assert.Equal(t, admit.RetryStep{Reason: admit.ReasonPermanentError}, step(2, admit.JobHistory{}), "permanent error refused")
 	timeout := step(4, admit.JobHistory{Retries: 1, Timeouts: 1})
 	assert.True(t, timeout.Retry && timeout.Fallback, "timeout retried once, on the fallback")
-	assert.Equal(t, admit.RetryStep{Reason: admit.ReasonAttemptCap}, step(4, admit.JobHistory{Retries: 2, Timeouts: 2}), "but not twice")
+	assert.Equal(t, admit.RetryStep{Reason: admit.ReasonRetryLimit}, step(4, admit.JobHistory{Retries: 2, Timeouts: 2}), "but not twice")
 	slow := step(7, admit.JobHistory{SlowServer: 1})
 	assert.True(t, slow.Retry && slow.Fallback, "slow 500 retried once, on the fallback")
 	late := step(8, admit.JobHistory{})
