@@ -42,8 +42,9 @@ type RehearseOptions struct {
 	Now    func() time.Time
 	Getenv func(string) string
 
-	Policy rehearse.Policy
-	Chain  []seat.Config // the seats jobs try, in order
+	Policy     rehearse.Policy
+	Thresholds []rehearse.Threshold // written on the run's # policy line
+	Chain      []seat.Config        // the seats jobs try, in order
 	Demo   bool          // no config at all: seed 003 on the built-in script seat
 
 	Jobs        int
@@ -190,6 +191,14 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return err
 	}
 	o.Policy = p
+	entries, err := cfg.thresholds()
+	if err != nil {
+		return err
+	}
+	o.Thresholds = o.Thresholds[:0]
+	for _, e := range entries {
+		o.Thresholds = append(o.Thresholds, rehearse.Threshold{Metric: e.Metric, Exprs: e.Exprs})
+	}
 	switch {
 	case seatName != "":
 		sc, ok := seats[strings.ToLower(seatName)]
@@ -215,6 +224,15 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		}
 	}
 	return nil
+}
+
+// chainConfigs is the chain as it runs: each seat's config.
+func (o *RehearseOptions) chainConfigs(specs []rehearse.SeatSpec) []seat.Config {
+	out := make([]seat.Config, len(specs))
+	for i, s := range specs {
+		out[i] = s.Config
+	}
+	return out
 }
 
 func seatList(seats map[string]seat.Config) string {
@@ -335,6 +353,9 @@ func runRehearse(o *RehearseOptions) error {
 	}
 	run, err := rehearse.ReserveRun(w, desc)
 	if err != nil {
+		return badInputErr(err)
+	}
+	if err := w.Comment(rehearse.PolicyLine(run, o.Policy, o.chainConfigs(specs), o.Thresholds)); err != nil {
 		return badInputErr(err)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, o.LogPath)
