@@ -45,7 +45,7 @@ type RehearseOptions struct {
 	Policy     rehearse.Policy
 	Thresholds []rehearse.Threshold // written on the run's # policy line
 	Chain      []seat.Config        // the seats jobs try, in order
-	Demo   bool          // no config at all: seed 003 on the built-in script seat
+	Demo       bool                 // no config at all: seed 003 on the built-in script seat
 
 	Jobs        int
 	Concurrency int

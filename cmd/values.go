@@ -3,47 +3,15 @@ package cmd
 import (
 	"fmt"
 	"math"
+	"retrygate/admit"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// maxDuration bounds every duration retrygate accepts: a year is far past
-// any deadline, and the bound keeps arithmetic on durations from overflowing.
-const maxDuration = 365 * 24 * time.Hour
-
-// parseDuration takes Go syntax ("45s", "1m30s", "1500ms") or a bare
-// number of seconds ("45", "1.5"). It refuses empty, negative, NaN,
-// infinite and absurdly large values.
-func parseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, fmt.Errorf("empty duration (want e.g. 45s, 1500ms or 45)")
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return 0, fmt.Errorf("not a duration %q", s)
-		}
-		if f < 0 {
-			return 0, fmt.Errorf("negative duration %q", s)
-		}
-		if f > maxDuration.Seconds() {
-			return 0, fmt.Errorf("duration %q is too large (at most %s)", s, maxDuration)
-		}
-		return time.Duration(math.Round(f * 1e9)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("not a duration %q (want e.g. 45s, 1500ms or 45)", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("negative duration %q", s)
-	}
-	if d > maxDuration {
-		return 0, fmt.Errorf("duration %q is too large (at most %s)", s, maxDuration)
-	}
-	return d, nil
-}
+// parseDuration is admit.ParseDuration: one reading of a duration, one
+// set of limits, for flags, env and config alike.
+func parseDuration(s string) (time.Duration, error) { return admit.ParseDuration(s) }
 
 // parseCount takes a whole, non-negative number.
 func parseCount(s string) (int64, error) {

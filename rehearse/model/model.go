@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"retrygate/admit"
 	"strconv"
 	"strings"
 	"time"
@@ -369,20 +370,12 @@ func fmtShare(p float64) string {
 }
 
 func duration(s string, positive bool) (time.Duration, error) {
-	var d time.Duration
-	if f, err := strconv.ParseFloat(s, 64); err == nil && isPlainNumber(s) {
-		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxDuration.Seconds() {
-			return 0, fmt.Errorf("not a duration between 0 and %s", maxDuration)
-		}
-		d = time.Duration(math.Round(f * 1e9))
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("not a duration (want e.g. 2.1s, 1500ms or 2.1)")
-		}
-		if d < 0 || d > maxDuration {
-			return 0, fmt.Errorf("not a duration between 0 and %s", maxDuration)
-		}
+	d, err := admit.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d > maxDuration {
+		return 0, fmt.Errorf("%s is past a model's limit of %s per attempt", d, maxDuration)
 	}
 	if positive && d <= 0 {
 		return 0, fmt.Errorf("must be positive")

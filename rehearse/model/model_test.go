@@ -59,7 +59,7 @@ func TestModelParseErrorsNameTheTerm(t *testing.T) {
 		{"lognormal p50=2s p95=3s p99=4s", "not several"},
 		{"lognormal p50=20s p99=14s", `term "p99=14s": is below p50=20s`},
 		{"lognormal p50=0s p99=14s", `term "p50=0s": must be positive`},
-		{"lognormal p50=2s p99=1000h", `term "p99=1000h": not a duration between 0 and 24h0m0s`},
+		{"lognormal p50=2s p99=1000h", `term "p99=1000h": 1000h0m0s is past a model's limit of 24h0m0s per attempt`},
 		{"fixed p50=2s", "fixed takes elapsed="},
 		{"fixed ttft=1s", "fixed needs elapsed="},
 		{"fixed elapsed=2s tokens=10 rate=5", "give tokens= or rate=, not both"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"retrygate/admit"
 	"strconv"
 	"strings"
 	"time"
@@ -511,32 +512,15 @@ func (p *parser) duration(n *yaml.Node, key string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if f, ok := number(v); ok {
-		switch {
-		case math.IsNaN(f) || math.IsInf(f, 0):
-			return 0, p.errf(n, key, "not a finite duration %q", v)
-		case f < 0:
-			return 0, p.errf(n, key, "negative duration %q", v)
-		case f > maxDuration.Seconds():
-			return 0, p.errf(n, key, "duration %q out of range (at most %s)", v, maxDuration)
-		}
-		return time.Duration(math.Round(f * float64(time.Second))), nil
-	}
 	if n.ShortTag() == "!!bool" {
 		return 0, p.errf(n, key, "want a duration such as 1.5s, 1500ms or 1.5, got %q", v)
 	}
-	d, err := time.ParseDuration(v)
+	d, err := admit.ParseDuration(v)
 	if err != nil {
-		if strings.HasPrefix(v, "-") {
-			return 0, p.errf(n, key, "negative duration %q", v)
-		}
-		return 0, p.errf(n, key, "not a duration %q (want Go syntax such as 1.5s or 1500ms, or a number of seconds)", v)
+		return 0, p.errf(n, key, "%v", err)
 	}
-	switch {
-	case d < 0:
-		return 0, p.errf(n, key, "negative duration %q", v)
-	case d > maxDuration:
-		return 0, p.errf(n, key, "duration %q out of range (at most %s)", v, maxDuration)
+	if d > maxDuration {
+		return 0, p.errf(n, key, "duration %q out of range (a scripted step lasts at most %s)", v, maxDuration)
 	}
 	return d, nil
 }

@@ -1,0 +1,83 @@
+package admit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ParseDuration is retrygate's one reading of a duration from a person:
+// Go syntax ("45s", "1m30s", "1500ms") or a bare decimal number of seconds
+// ("45", "1.5", "2e3"). Flags, config files, scripts and latency models
+// all read durations here, so one set of limits holds everywhere: at
+// least 0, at most MaxDuration. Errors name the value, not the key: the
+// caller knows the key, the file and the line.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, errors.New("empty duration (want e.g. 45s, 1500ms or 45)")
+	}
+	if isDecimal(s) {
+		f, err := strconv.ParseFloat(s, 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+			return 0, fmt.Errorf("not a duration %q (want e.g. 45s, 1500ms or 45)", s)
+		case f < 0 || math.Signbit(f) && f == 0 && strings.HasPrefix(s, "-"):
+			return 0, fmt.Errorf("negative duration %q", s)
+		case err != nil || f > MaxDuration.Seconds():
+			return 0, fmt.Errorf("duration %q is too large (at most %s)", s, MaxDuration)
+		}
+		return time.Duration(math.Round(f * 1e9)), nil
+	}
+	if strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("negative duration %q", s)
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil && !(strings.Contains(err.Error(), "invalid duration") && durationShaped(s)):
+		return 0, fmt.Errorf("not a duration %q (want e.g. 45s, 1500ms or 45)", s)
+	case err != nil || d > MaxDuration: // shaped like one, but past int64 nanoseconds
+		return 0, fmt.Errorf("duration %q is too large (at most %s)", s, MaxDuration)
+	}
+	return d, nil
+}
+
+// durationShaped reports whether s holds only what Go duration syntax
+// uses (digits, points, unit letters), so a parse failure is an overflow.
+func durationShaped(s string) bool {
+	return strings.Trim(s, "0123456789.nsuµmh+") == "" && strings.ContainsAny(s, "0123456789")
+}
+
+// isDecimal accepts what a person writes as a number of seconds: digits,
+// one point, an exponent; not hex, underscores, inf or nan.
+func isDecimal(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	if s == "" {
+		return false
+	}
+	digits := false
+	for i, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits = true
+		case c == '.':
+		case (c == 'e' || c == 'E') && digits && i+1 < len(s):
+			rest := strings.TrimLeft(s[i+1:], "+-")
+			if rest == "" {
+				return false
+			}
+			for _, d := range rest {
+				if d < '0' || d > '9' {
+					return false
+				}
+			}
+			return true
+		default:
+			return false
+		}
+	}
+	return digits
+}
