@@ -274,12 +274,7 @@ func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool,
 	for _, sc := range o.Chain {
 		spec := rehearse.SeatSpec{Config: sc}
 		if sc.Kind == "script" {
-			var s *script.Script
-			if name, ok := strings.CutPrefix(sc.Script, "builtin:"); ok {
-				s, err = script.Builtin(name)
-			} else {
-				s, err = script.Load(sc.Script)
-			}
+			s, err := script.Open(sc.Script)
 			if err != nil {
 				return nil, false, badInput("seats.%s.script: %v", sc.Name, err)
 			}

@@ -124,12 +124,15 @@ jobs	succeeded	failed	unknown	cancelled
 	data, err := os.ReadFile(filepath.Join(dir, "rehearsal.log"))
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	require.Len(t, lines, 5)
+	require.Len(t, lines, 6)
 	assert.Equal(t, ledgerfile.Header, lines[0])
 	assert.Equal(t, "# run r1 seed=1 jobs=1 concurrency=1 seats=scratch clock=virtual", lines[1])
-	assert.True(t, strings.HasPrefix(lines[2], "ts=2026-03-14T09:00:00Z job=r1-1 attempt=1 seat=scratch model=scratch wait_s=1.200"), lines[2])
+	// The policy in force, so a reviewer can check each refusal from the log alone.
+	assert.True(t, strings.HasPrefix(lines[2], "# policy run=r1 budget.deadline=45s budget.token_ceiling=8000 budget.max_attempts=2 budget.max_wait=5s "), lines[2])
+	assert.Regexp(t, ` fallback=scratch seats.scratch.kind=script seats.scratch.model=scratch hash=[0-9a-f]{12}$`, lines[2])
+	assert.True(t, strings.HasPrefix(lines[3], "ts=2026-03-14T09:00:00Z job=r1-1 attempt=1 seat=scratch model=scratch wait_s=1.200"), lines[3])
 	assert.NotContains(t, string(data), defaultPrompt, "the prompt is never written")
-	assert.Contains(t, lines[2], "prompt_sha=")
+	assert.Contains(t, lines[3], "prompt_sha=")
 
 	// A second run into the same log takes the next run number.
 	code, _, errOut = rehearseRun(t, dir, nil)

@@ -129,16 +129,8 @@ func (o *SeatServeOptions) fill(f *Factory, format string) error {
 	return nil
 }
 
-// loadScriptSeat reads a script file, or a built-in one named builtin:NAME
-// (unless a file of that name exists). Errors carry file:line.
-func loadScriptSeat(path string) (*script.Script, error) {
-	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
-		if _, err := os.Stat(path); err != nil {
-			return script.Builtin(name)
-		}
-	}
-	return script.Load(path)
-}
+// loadScriptSeat is script.Open: errors carry file:line.
+func loadScriptSeat(path string) (*script.Script, error) { return script.Open(path) }
 
 func runSeatServe(o *SeatServeOptions) error {
 	s, err := loadScriptSeat(o.Script)

@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"os"
 	"retrygate/admit"
 	"strconv"
 	"strings"
@@ -67,14 +66,7 @@ func Parse(spec string) (Model, error) {
 	return ParseParametric(spec)
 }
 
-func loadScript(path string) (*script.Script, error) {
-	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
-		if _, err := os.Stat(path); err != nil {
-			return script.Builtin(name)
-		}
-	}
-	return script.Load(path)
-}
+func loadScript(path string) (*script.Script, error) { return script.Open(path) }
 
 // Script is a script seat's steps played in order: the same on every
 // seat and for every seed, exactly as `retrygate rehearse` plays it.

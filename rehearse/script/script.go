@@ -45,6 +45,19 @@ type Script struct {
 	total int
 }
 
+// Open is the one way a script seat is loaded, wherever it is named (a
+// config's seats.NAME.script, `seat serve`, a latency model): "builtin:NAME"
+// is a built-in script, unless a file of that very name exists; anything
+// else is a file, read by Load.
+func Open(path string) (*Script, error) {
+	if name, ok := strings.CutPrefix(path, "builtin:"); ok {
+		if _, err := os.Stat(path); err != nil {
+			return Builtin(name)
+		}
+	}
+	return Load(path)
+}
+
 // Load reads and parses the script at path; errors name path:line.
 func Load(path string) (*Script, error) {
 	data, err := os.ReadFile(path)
