@@ -11,6 +11,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 // CheckOptions is what `retrygate check` runs with.
@@ -151,32 +152,32 @@ func toBudgetJSON(b admit.Budget) budgetJSON {
 }
 
 type checkJSON struct {
-	Pass           bool                  `json:"pass"`
-	Policy         string                `json:"policy"`
-	Budget         budgetJSON            `json:"budget"`
-	Logs           []string              `json:"logs"`
-	Rows           int64                 `json:"rows"`
-	Jobs           int64                 `json:"jobs"`
-	HeldOutRows    int64                 `json:"held_out_rows"`
-	Thresholds     []thresholdResult     `json:"thresholds"`
-	Failed         int                   `json:"thresholds_failed"`
-	ChangesTotal   int64                 `json:"changes_total"`
-	Changes        []ledgerfile.Replayed `json:"changes"`
-	HeldOutRefused []ledgerfile.Replayed `json:"held_out_refused"`
-	Torn           []string              `json:"torn"`
-	Skipped        []string              `json:"skipped"`
+	Pass           bool               `json:"pass"`
+	Policy         string             `json:"policy"`
+	Budget         budgetJSON         `json:"budget"`
+	Logs           []string           `json:"logs"`
+	Rows           int64              `json:"rows"`
+	Jobs           int64              `json:"jobs"`
+	HeldOutRows    int64              `json:"held_out_rows"`
+	Thresholds     []thresholdResult  `json:"thresholds"`
+	Failed         int                `json:"thresholds_failed"`
+	ChangesTotal   int64              `json:"changes_total"`
+	Changes        []summary.Replayed `json:"changes"`
+	HeldOutRefused []summary.Replayed `json:"held_out_refused"`
+	Torn           []string           `json:"torn"`
+	Skipped        []string           `json:"skipped"`
 }
 
 func runCheck(opts *CheckOptions) error {
 	logs := &logSet{io: opts.IO, names: opts.Files}
 	defer logs.close()
 	sum := ledgerfile.NewSummarizer(ledgerfile.SummaryOptions{By: ledgerfile.BySeat, SlowAfter: opts.SlowAfter})
-	rp := ledgerfile.NewReplayer(opts.Budget)
+	rp := summary.NewReplayer(opts.Budget)
 	var (
-		changes            []ledgerfile.Replayed
+		changes            []summary.Replayed
 		changesTotal       int64
 		heldRows           int64
-		heldRefused        []ledgerfile.Replayed
+		heldRefused        []summary.Replayed
 		judged, refusedNow int64
 		missed             = map[string]bool{} // jobs the policy stops for its deadline
 	)
@@ -238,10 +239,10 @@ func runCheck(opts *CheckOptions) error {
 			out.Thresholds = []thresholdResult{}
 		}
 		if out.Changes == nil {
-			out.Changes = []ledgerfile.Replayed{}
+			out.Changes = []summary.Replayed{}
 		}
 		if out.HeldOutRefused == nil {
-			out.HeldOutRefused = []ledgerfile.Replayed{}
+			out.HeldOutRefused = []summary.Replayed{}
 		}
 		if err := printJSON(opts.IO.Out, out); err != nil {
 			return err
@@ -329,7 +330,7 @@ func replayHeader() []string {
 	return []string{"row", "job", "attempt", "seat", "logged", "now", "wait_s", "elapsed_s", "tokens", "spent_s", "spent_tokens", "used"}
 }
 
-func replayRows(rs []ledgerfile.Replayed, limit int) [][]string {
+func replayRows(rs []summary.Replayed, limit int) [][]string {
 	var rows [][]string
 	for i, r := range rs {
 		if i == limit {
@@ -443,7 +444,7 @@ func formatObserved(t admit.Threshold, v float64) string {
 // under the policy being checked — the definition simulate uses too: the
 // replayed gate refuses the attempt for the deadline, or the attempt was
 // a timeout cut at the end of what was left of the deadline.
-func missesDeadline(r *ledgerfile.Row, res ledgerfile.Replayed, b admit.Budget) bool {
+func missesDeadline(r *ledgerfile.Row, res summary.Replayed, b admit.Budget) bool {
 	if res.Now == admit.Refuse(admit.ReasonDeadline).String() {
 		return true
 	}

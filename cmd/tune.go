@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 // TuneOptions is what `retrygate tune` runs with.
@@ -82,10 +83,10 @@ says so loudly.` +
 }
 
 type heldOutJSON struct {
-	Rows     int64                 `json:"rows"`
-	Verified bool                  `json:"verified"`
-	Agree    bool                  `json:"agree"`
-	Refused  []ledgerfile.Replayed `json:"refused"`
+	Rows     int64              `json:"rows"`
+	Verified bool               `json:"verified"`
+	Agree    bool               `json:"agree"`
+	Refused  []summary.Replayed `json:"refused"`
 }
 
 type tuneJSON struct {
@@ -125,8 +126,8 @@ func runTune(opts *TuneOptions) error {
 	if err != nil {
 		return badInput("cannot tune from %s: %v", strings.Join(displayNames(logs), ", "), err)
 	}
-	rp := ledgerfile.NewReplayer(tuned.Budget)
-	var refusedHeld []ledgerfile.Replayed
+	rp := summary.NewReplayer(tuned.Budget)
+	var refusedHeld []summary.Replayed
 	for i := range held {
 		if res := rp.Add(&held[i].row, held[i].file); res.Refused() {
 			refusedHeld = append(refusedHeld, res)
@@ -163,7 +164,7 @@ func runTune(opts *TuneOptions) error {
 			Warnings: warnings,
 		}
 		if out.HeldOut.Refused == nil {
-			out.HeldOut.Refused = []ledgerfile.Replayed{}
+			out.HeldOut.Refused = []summary.Replayed{}
 		}
 		if out.Warnings == nil {
 			out.Warnings = []string{}
@@ -182,7 +183,7 @@ func runTune(opts *TuneOptions) error {
 	return nil
 }
 
-func writeTuneYAML(s *IOStreams, sum *ledgerfile.Summary, t ledgerfile.Tuned, held []heldRow, refusedHeld []ledgerfile.Replayed) {
+func writeTuneYAML(s *IOStreams, sum *ledgerfile.Summary, t ledgerfile.Tuned, held []heldRow, refusedHeld []summary.Replayed) {
 	w := s.Out
 	fmt.Fprintf(w, "# retrygate tune: from the %d %s not held out (%d sent %s, %d %s).\n",
 		sum.Rows, plural(int(sum.Rows), "row", "rows"), sum.All.Attempts, plural(int(sum.All.Attempts), "attempt", "attempts"),

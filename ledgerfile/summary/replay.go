@@ -1,6 +1,10 @@
-package ledgerfile
+// Package summary is the one aggregator over rehearsal.log rows.
+package summary
 
-import "retrygate/admit"
+import (
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+)
 
 // Replayer re-decides logged attempts under another budget: each row is
 // put to admit.Decide with the job's spend recomputed from its earlier
@@ -56,7 +60,7 @@ func NewReplayer(b admit.Budget) *Replayer {
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own; its spend is what the row itself recorded
 // (spent_s, spent_tokens, used), zero when it recorded none.
-func (p *Replayer) Add(r *Row, file string) Replayed {
+func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 	var sp *replaySpend
 	if r.Job == "" {
 		sp = &replaySpend{}
