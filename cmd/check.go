@@ -171,7 +171,7 @@ type checkJSON struct {
 func runCheck(opts *CheckOptions) error {
 	logs := &logSet{io: opts.IO, names: opts.Files}
 	defer logs.close()
-	sum := ledgerfile.NewSummarizer(ledgerfile.SummaryOptions{By: ledgerfile.BySeat, SlowAfter: opts.SlowAfter})
+	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: opts.SlowAfter})
 	rp := summary.NewReplayer(opts.Budget)
 	var (
 		changes            []summary.Replayed
@@ -361,7 +361,7 @@ func replayRows(rs []summary.Replayed, limit int) [][]string {
 }
 
 // observedFor gathers what a metric measured over the judged rows.
-func observedFor(metric string, s *ledgerfile.Summary, refusedNow, judged, missed int64) (admit.Observed, int64) {
+func observedFor(metric string, s *summary.Summary, refusedNow, judged, missed int64) (admit.Observed, int64) {
 	all := s.All
 	switch metric {
 	case "wait_s":
@@ -390,7 +390,7 @@ func observedFor(metric string, s *ledgerfile.Summary, refusedNow, judged, misse
 	return admit.Observed{Value: math.NaN()}, 0
 }
 
-func evalThresholds(ts []CheckThreshold, s *ledgerfile.Summary, refusedNow, judged, missed int64) []thresholdResult {
+func evalThresholds(ts []CheckThreshold, s *summary.Summary, refusedNow, judged, missed int64) []thresholdResult {
 	var out []thresholdResult
 	for _, t := range ts {
 		o, n := observedFor(t.Metric, s, refusedNow, judged, missed)

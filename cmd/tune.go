@@ -78,7 +78,7 @@ says so loudly.` +
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.JSON, "json", false, "write JSON")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
-	fl.Float64Var(&opts.Margin, "margin", ledgerfile.DefaultMargin, "headroom `factor` over each percentile (at least 1)")
+	fl.Float64Var(&opts.Margin, "margin", summary.DefaultMargin, "headroom `factor` over each percentile (at least 1)")
 	return cmd
 }
 
@@ -90,15 +90,15 @@ type heldOutJSON struct {
 }
 
 type tuneJSON struct {
-	Logs        []string                `json:"logs"`
-	Rows        int64                   `json:"rows"`
-	Attempts    int64                   `json:"attempts"`
-	Jobs        int64                   `json:"jobs"`
-	Margin      float64                 `json:"margin"`
-	Suggestions []ledgerfile.Suggestion `json:"suggestions"`
-	Budget      budgetJSON              `json:"budget"`
-	HeldOut     heldOutJSON             `json:"held_out"`
-	Warnings    []string                `json:"warnings"`
+	Logs        []string             `json:"logs"`
+	Rows        int64                `json:"rows"`
+	Attempts    int64                `json:"attempts"`
+	Jobs        int64                `json:"jobs"`
+	Margin      float64              `json:"margin"`
+	Suggestions []summary.Suggestion `json:"suggestions"`
+	Budget      budgetJSON           `json:"budget"`
+	HeldOut     heldOutJSON          `json:"held_out"`
+	Warnings    []string             `json:"warnings"`
 }
 
 type heldRow struct {
@@ -109,7 +109,7 @@ type heldRow struct {
 func runTune(opts *TuneOptions) error {
 	logs := &logSet{io: opts.IO, names: opts.Files}
 	defer logs.close()
-	sum := ledgerfile.NewSummarizer(ledgerfile.SummaryOptions{By: ledgerfile.BySeat, SlowAfter: opts.SlowAfter})
+	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: opts.SlowAfter})
 	var held []heldRow
 	_, _, err := logs.scan(opts.SkipBad, func(r *ledgerfile.Row, file string) {
 		if r.Holdout {
@@ -122,7 +122,7 @@ func runTune(opts *TuneOptions) error {
 		return err
 	}
 	s := sum.Summary()
-	tuned, err := ledgerfile.Suggest(s, opts.Margin)
+	tuned, err := summary.Suggest(s, opts.Margin)
 	if err != nil {
 		return badInput("cannot tune from %s: %v", strings.Join(displayNames(logs), ", "), err)
 	}
@@ -145,7 +145,7 @@ func runTune(opts *TuneOptions) error {
 	}
 	if few > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d of %d suggestions rest on fewer than %d values: a percentile of so few says little",
-			few, len(tuned.Lines), ledgerfile.MinRows))
+			few, len(tuned.Lines), summary.MinRows))
 	}
 	if !verified {
 		warnings = append(warnings, "UNVERIFIED: no held-out rows (holdout=true). These caps were fitted to the very rows "+
@@ -183,7 +183,7 @@ func runTune(opts *TuneOptions) error {
 	return nil
 }
 
-func writeTuneYAML(s *IOStreams, sum *ledgerfile.Summary, t ledgerfile.Tuned, held []heldRow, refusedHeld []summary.Replayed) {
+func writeTuneYAML(s *IOStreams, sum *summary.Summary, t summary.Tuned, held []heldRow, refusedHeld []summary.Replayed) {
 	w := s.Out
 	fmt.Fprintf(w, "# retrygate tune: from the %d %s not held out (%d sent %s, %d %s).\n",
 		sum.Rows, plural(int(sum.Rows), "row", "rows"), sum.All.Attempts, plural(int(sum.All.Attempts), "attempt", "attempts"),
@@ -199,7 +199,7 @@ func writeTuneYAML(s *IOStreams, sum *ledgerfile.Summary, t ledgerfile.Tuned, he
 	for i, l := range t.Lines {
 		note := fmt.Sprintf("%s; %d %s", l.Basis, l.Rows, plural(int(l.Rows), "value", "values"))
 		if l.Warning != "" {
-			note += fmt.Sprintf(" (fewer than %d)", ledgerfile.MinRows)
+			note += fmt.Sprintf(" (fewer than %d)", summary.MinRows)
 		}
 		fmt.Fprintf(w, "  %s: %s%s  # %s\n", l.Key, vals[i], strings.Repeat(" ", width-len(l.Key)-len(vals[i])), note)
 	}
@@ -242,7 +242,7 @@ func orDash(s string) string {
 
 // yamlValue writes a suggestion as the config file takes it: durations
 // in Go syntax, counts whole, USD plain.
-func yamlValue(l ledgerfile.Suggestion) string {
+func yamlValue(l summary.Suggestion) string {
 	switch l.Key {
 	case "max_wait", "deadline":
 		return strconv.FormatFloat(l.Value, 'f', -1, 64) + "s"

@@ -19,7 +19,7 @@ func TestReplay(t *testing.T) {
 	defer f.Close()
 	p := NewReplayer(b)
 	var changed []string
-	_, _, err = ledgerfile.Scan(f, "mixed.log", false, func(r *ledgerfile.Row) {
+	_, _, err = Scan(f, "mixed.log", false, func(r *ledgerfile.Row) {
 		res := p.Add(r, "mixed.log")
 		if res.Changed() {
 			changed = append(changed, r.Job+":"+res.Now)

@@ -1,4 +1,4 @@
-package ledgerfile
+package summary
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
 )
 
 // MinRows is how many rows a figure should rest on before anyone tunes a
@@ -41,8 +42,8 @@ const (
 	AllGroup     = "(all)"
 )
 
-// SummaryOptions choose what a Summarizer counts.
-type SummaryOptions struct {
+// Options choose what a Summarizer counts.
+type Options struct {
 	By GroupBy
 	// Since drops rows whose ts is before it; rows without a ts are kept
 	// (a hand-written row has no time to judge). Zero keeps every row.
@@ -96,7 +97,7 @@ type Tax struct {
 	CostRows    int64  `json:"cost_rows"` // sent rows that carry cost_usd
 }
 
-// Group is one group's figures. Row-level figures (attempts, percentiles,
+// Group is one group's figures. ledgerfile.Row-level figures (attempts, percentiles,
 // outcomes, billing, tax, wasted calls) count each row in its own group.
 // A job counts in every group it touched (Jobs, FallbackJobs); its answer
 // and its end state count in the group of the row that decided them: the
@@ -190,7 +191,7 @@ type OKFigures struct {
 // Summarizer aggregates rows as they stream past: it keeps float64 slices
 // only for the values exact percentiles need, and a few numbers per job.
 type Summarizer struct {
-	opts         SummaryOptions
+	opts         Options
 	groups       []*groupAcc
 	groupIdx     map[string]int32
 	lastGroup    string
@@ -320,7 +321,7 @@ type jobState struct {
 	allCost     bool
 }
 
-var endCodes = []string{"", JobSucceeded, JobFailed, JobUnknown, JobCancelled}
+var endCodes = []string{"", ledgerfile.JobSucceeded, ledgerfile.JobFailed, ledgerfile.JobUnknown, ledgerfile.JobCancelled}
 
 func endCode(s string) uint8 {
 	for i, e := range endCodes {
@@ -332,7 +333,7 @@ func endCode(s string) uint8 {
 }
 
 // NewSummarizer starts an empty summary.
-func NewSummarizer(opts SummaryOptions) *Summarizer {
+func New(opts Options) *Summarizer {
 	if opts.By == "" {
 		opts.By = BySeat
 	}
@@ -347,7 +348,7 @@ func NewSummarizer(opts SummaryOptions) *Summarizer {
 	return s
 }
 
-func (s *Summarizer) groupKey(r *Row, file string) string {
+func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
 	switch s.opts.By {
 	case ByModel:
 		if r.Model == "" {
@@ -393,7 +394,7 @@ func (s *Summarizer) group(key string) int32 {
 
 // Add counts one row; file names it for rows without a job id (each of
 // which is a job of its own).
-func (s *Summarizer) Add(r *Row, file string) {
+func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
 		s.before++
 		return
@@ -450,7 +451,7 @@ func (s *Summarizer) jobFor(id string) int32 {
 	return ix
 }
 
-func (s *Summarizer) addRow(g *groupAcc, r *Row) {
+func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 	g.g.Rows++
 	if r.Holdout {
 		g.g.HeldOut++
@@ -489,14 +490,14 @@ func (s *Summarizer) addRow(g *groupAcc, r *Row) {
 }
 
 // billing is the row's billing class, or admit.BillingOf's when it has none.
-func (s *Summarizer) billing(r *Row) admit.Billing {
+func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
 	if r.Billing != "" {
 		return r.Billing
 	}
 	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
 }
 
-func (s *Summarizer) addJobRow(js *jobState, gi int32, r *Row) {
+func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row) {
 	js.seen++
 	attempt := int32(r.Attempt)
 	if attempt == 0 {
@@ -603,13 +604,13 @@ func (js *jobState) jobEnd() string {
 	}
 	switch {
 	case js.kept:
-		return JobSucceeded
+		return ledgerfile.JobSucceeded
 	case js.lastSent && js.lastOutcome == 8:
-		return JobCancelled
+		return ledgerfile.JobCancelled
 	case js.lastSent && (js.lastOutcome == 5 || js.lastOutcome == 6 || js.lastAmbig):
-		return JobUnknown
+		return ledgerfile.JobUnknown
 	}
-	return JobFailed
+	return ledgerfile.JobFailed
 }
 
 func (s *Summarizer) finishJob(js *jobState) {
@@ -627,16 +628,16 @@ func (s *Summarizer) finishJob(js *jobState) {
 
 	end := js.jobEnd()
 	decider := js.lastGroup
-	if end == JobSucceeded && js.kept {
+	if end == ledgerfile.JobSucceeded && js.kept {
 		decider = js.keptGroup
 	}
 	for _, g := range []*groupAcc{s.groups[decider], s.all} {
 		switch end {
-		case JobSucceeded:
+		case ledgerfile.JobSucceeded:
 			g.succeeded++
-		case JobUnknown:
+		case ledgerfile.JobUnknown:
 			g.unkn++
-		case JobCancelled:
+		case ledgerfile.JobCancelled:
 			g.cancel++
 		default:
 			g.failed++
@@ -649,7 +650,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 		}
 		s.jobTTS.add(js.keptTime)
 	}
-	if end == JobSucceeded {
+	if end == ledgerfile.JobSucceeded {
 		n := js.sent
 		if js.kept {
 			n = js.keptSent
@@ -671,7 +672,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 // once, after the last Add.
 func (s *Summarizer) Summary() *Summary {
 	if s.done {
-		panic("ledgerfile: Summary called twice")
+		panic("summary: Summary called twice")
 	}
 	s.done = true
 	// Jobs with no job_end row (hand-written logs, a crashed run) end here.

@@ -1,4 +1,4 @@
-package ledgerfile
+package summary
 
 import (
 	"fmt"

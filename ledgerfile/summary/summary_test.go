@@ -1,4 +1,4 @@
-package ledgerfile
+package summary
 
 import (
 	"math"
@@ -13,23 +13,24 @@ import (
 	"pgregory.net/rapid"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
 )
 
-func summarize(t *testing.T, path string, opts SummaryOptions) *Summary {
+func summarize(t *testing.T, path string, opts Options) *Summary {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	s := NewSummarizer(opts)
-	_, _, err = Scan(f, path, false, func(r *Row) { s.Add(r, path) })
+	s := New(opts)
+	_, _, err = Scan(f, path, false, func(r *ledgerfile.Row) { s.Add(r, path) })
 	require.NoError(t, err)
 	return s.Summary()
 }
 
-func summarizeText(t *testing.T, text string, opts SummaryOptions) *Summary {
+func summarizeText(t *testing.T, text string, opts Options) *Summary {
 	t.Helper()
-	s := NewSummarizer(opts)
-	_, _, err := Scan(strings.NewReader(text), "t.log", false, func(r *Row) { s.Add(r, "t.log") })
+	s := New(opts)
+	_, _, err := Scan(strings.NewReader(text), "t.log", false, func(r *ledgerfile.Row) { s.Add(r, "t.log") })
 	require.NoError(t, err)
 	return s.Summary()
 }
@@ -57,7 +58,7 @@ func dist(t *testing.T, d Dist, n int, p50, p75, p95, p99, max float64) {
 
 // The figures below were worked out by hand at the top of mixed.log.
 func TestSummaryMixedBySeat(t *testing.T) {
-	s := summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: BySeat})
+	s := summarize(t, "../../testdata/logs/mixed.log", Options{By: BySeat})
 	require.Len(t, s.Groups, 2)
 	assert.Equal(t, int64(9), s.Rows)
 
@@ -132,7 +133,7 @@ func TestSummaryMixedBySeat(t *testing.T) {
 }
 
 func TestSummaryGroupings(t *testing.T) {
-	s := summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: ByOutcome})
+	s := summarize(t, "../../testdata/logs/mixed.log", Options{By: ByOutcome})
 	keys := []string{}
 	for _, g := range s.Groups {
 		keys = append(keys, g.Key)
@@ -141,20 +142,20 @@ func TestSummaryGroupings(t *testing.T) {
 	assert.Equal(t, int64(4), group(t, s, "ok").Succeeded, "answers count where the kept attempt is")
 	assert.Equal(t, int64(1), group(t, s, "refused").Refused)
 
-	s = summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: ByJob})
+	s = summarize(t, "../../testdata/logs/mixed.log", Options{By: ByJob})
 	require.Len(t, s.Groups, 6)
 	b := group(t, s, "b")
 	assert.Equal(t, int64(2), b.Attempts)
 	assert.Equal(t, int64(900), b.RetryTax.Tokens)
 	assert.Equal(t, int64(1), b.WastedCalls)
 
-	s = summarize(t, "../testdata/logs/mixed.log", SummaryOptions{By: ByModel})
+	s = summarize(t, "../../testdata/logs/mixed.log", Options{By: ByModel})
 	assert.Equal(t, int64(7), group(t, s, "gpt-4o-mini").Attempts)
 	assert.Equal(t, int64(1), group(t, s, "llama3").Attempts)
 }
 
 func TestSummarySeed003(t *testing.T) {
-	s := summarize(t, "../testdata/logs/seed003.log", SummaryOptions{})
+	s := summarize(t, "../../testdata/logs/seed003.log", Options{})
 	require.Len(t, s.Groups, 1)
 	g := s.Groups[0]
 	assert.Equal(t, NoValue, g.Key)
@@ -181,7 +182,7 @@ job=x attempt=3 seat=b wait_s=1 elapsed_s=1 tokens=10 outcome=ok
 job=y attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=timeout
 job=z attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=rate_limited
 job=z attempt=2 seat=a wait_s=1 elapsed_s=1 tokens=10 decision="refuse: attempt cap" sent=false
-`, SummaryOptions{})
+`, Options{})
 	assert.Equal(t, []Wasted{
 		{Seat: "a", Outcome: "rate_limited", Calls: 1, Tokens: 10},
 		{Seat: "a", Outcome: "timeout", Calls: 1, Tokens: 10},
@@ -197,7 +198,7 @@ func TestSummaryKeptAnswerAndTax(t *testing.T) {
 	s := summarizeText(t, `
 job=h attempt=1 seat=a wait_s=1 elapsed_s=2 tokens=100 outcome=ok cost_usd=0.01
 job=h attempt=2 seat=a wait_s=1 elapsed_s=2 tokens=300 outcome=ok cost_usd=0.03 job_end=succeeded
-`, SummaryOptions{})
+`, Options{})
 	assert.Equal(t, int64(100), s.All.RetryTax.Tokens)
 	assert.InDelta(t, 0.25, float64(s.All.RetryTax.TokensShare), 1e-12)
 	assert.InDelta(t, 0.01, float64(s.All.RetryTax.USD), 1e-12)
@@ -213,7 +214,7 @@ wait_s=1 elapsed_s=12 tokens=10 outcome=server_error
 wait_s=1 elapsed_s=1 tokens=10 outcome=server_error
 wait_s=1 elapsed_s=1 tokens=10 outcome=rate_limited
 wait_s=1 elapsed_s=1 tokens=10 outcome=reset
-`, SummaryOptions{SlowAfter: 10 * time.Second})
+`, Options{SlowAfter: 10 * time.Second})
 	assert.Equal(t, int64(4), s.All.FailedAttempts)
 	assert.Equal(t, int64(2), s.All.BilledFailures)
 	assert.Equal(t, int64(1), s.All.Unknown, "a last attempt billed ambiguous may have completed")
@@ -221,16 +222,16 @@ wait_s=1 elapsed_s=1 tokens=10 outcome=reset
 
 func TestSummarySince(t *testing.T) {
 	since := time.Date(2025, 6, 2, 10, 3, 0, 0, time.UTC)
-	s := summarize(t, "../testdata/logs/mixed.log", SummaryOptions{Since: since})
+	s := summarize(t, "../../testdata/logs/mixed.log", Options{Since: since})
 	assert.Equal(t, int64(4), s.Rows, "d1 d2 e1 f1")
 	assert.Equal(t, int64(5), s.Before)
 
-	s = summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1\nts=2020-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1\n", SummaryOptions{Since: since})
+	s = summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1\nts=2020-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1\n", Options{Since: since})
 	assert.Equal(t, int64(1), s.Rows, "a row without ts is kept")
 }
 
 func TestNewestTS(t *testing.T) {
-	f, err := os.Open("../testdata/logs/mixed.log")
+	f, err := os.Open("../../testdata/logs/mixed.log")
 	require.NoError(t, err)
 	defer f.Close()
 	ts, ok, err := NewestTS(f)
@@ -245,11 +246,11 @@ func TestNewestTS(t *testing.T) {
 
 func TestSuggest(t *testing.T) {
 	// tune reads only the rows not held out: mixed.log without job f.
-	f, err := os.Open("../testdata/logs/mixed.log")
+	f, err := os.Open("../../testdata/logs/mixed.log")
 	require.NoError(t, err)
 	defer f.Close()
-	sum := NewSummarizer(SummaryOptions{})
-	_, _, err = Scan(f, "mixed.log", false, func(r *Row) {
+	sum := New(Options{})
+	_, _, err = Scan(f, "mixed.log", false, func(r *ledgerfile.Row) {
 		if !r.Holdout {
 			sum.Add(r, "mixed.log")
 		}
@@ -264,11 +265,11 @@ func TestSuggest(t *testing.T) {
 	assert.Equal(t, int64(3), tuned.Lines[1].Rows)
 	assert.Contains(t, tuned.Lines[1].Warning, "3 jobs")
 
-	_, err = Suggest(summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1 outcome=timeout\n", SummaryOptions{}), 1.25)
+	_, err = Suggest(summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1 outcome=timeout\n", Options{}), 1.25)
 	require.ErrorContains(t, err, "no job succeeded")
-	_, err = Suggest(summarizeText(t, "", SummaryOptions{}), 1.25)
+	_, err = Suggest(summarizeText(t, "", Options{}), 1.25)
 	require.ErrorContains(t, err, "no sent attempts")
-	_, err = Suggest(summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1\n", SummaryOptions{}), 0.5)
+	_, err = Suggest(summarizeText(t, "wait_s=1 elapsed_s=1 tokens=1\n", Options{}), 0.5)
 	require.ErrorContains(t, err, "at least 1")
 }
 
@@ -286,14 +287,14 @@ func TestRecommendMaxTokens(t *testing.T) {
 	s := summarizeText(t, `
 wait_s=1 elapsed_s=5 tokens=300 prompt_tokens=200 completion_tokens=100 outcome=ok
 wait_s=2 elapsed_s=6 tokens=300 prompt_tokens=200 completion_tokens=100 outcome=ok
-`, SummaryOptions{})
+`, Options{})
 	recs := Recommend(s, 1000)
 	require.Len(t, recs, 3)
 	// ttft = p95 wait = 2; rate = 200 / 8 = 25 tok/s; 2 + 1000/25 = 42.
 	assert.InDelta(t, 42, float64(recs[2].Seconds), 1e-9)
 	assert.Equal(t, int64(2), recs[2].Rows)
 
-	recs = Recommend(summarizeText(t, "wait_s=1 elapsed_s=5 tokens=300 outcome=ok\n", SummaryOptions{}), 1000)
+	recs = Recommend(summarizeText(t, "wait_s=1 elapsed_s=5 tokens=300 outcome=ok\n", Options{}), 1000)
 	assert.True(t, math.IsNaN(float64(recs[2].Seconds)), "no token split: no rate")
 	assert.Equal(t, "no rows to rest on", recs[2].Warning)
 }
@@ -354,7 +355,7 @@ job=d attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
 job=b attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=30 outcome=ok job_end=succeeded
 job=e attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
 job=d attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
-`, SummaryOptions{})
+`, Options{})
 	all := s.All
 	assert.Equal(t, int64(5), all.Jobs)
 	assert.Equal(t, int64(4), all.Succeeded)
