@@ -430,7 +430,7 @@ func wideRow(g *summary.Group) []string {
 		if k == 3 {
 			digits = 0 // tokens are whole
 		}
-		r = append(r, strconv.Itoa(d.N))
+		r = append(r, strconv.FormatInt(d.N, 10))
 		for _, v := range []summary.Figure{d.P50, d.P75, d.P95, d.P99, d.Max} {
 			r = append(r, plainNum(v, digits))
 		}
@@ -539,7 +539,7 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 					return strconv.FormatFloat(float64(v), 'f', 0, 64)
 				}
 			}
-			rows = append(rows, []string{g.Key, m.name, strconv.Itoa(m.d.N), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
+			rows = append(rows, []string{g.Key, m.name, strconv.FormatInt(m.d.N, 10), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
 		}
 	}
 	if err := printTable(s, []string{by, "metric", "n", "p50", "p75", "p95", "p99", "max"}, rows); err != nil {
@@ -654,20 +654,20 @@ func drawHist(w io.Writer, metric string, g *summary.Group, cap float64, capLabe
 		fmt.Fprintln(w, "no values to draw")
 		return nil
 	}
-	bins, step := histBins(d.Values[d.N-1], cap, unit == "")
-	counts := make([]int, bins)
-	over := 0
-	for _, v := range d.Values {
+	bins, step := histBins(d.Values.Max(), cap, unit == "")
+	counts := make([]int64, bins)
+	var over int64
+	d.Values.Each(func(v float64, n int64) {
 		// Bins are (lo, hi], the first [0, hi]: a value equal to the cap
 		// is admitted by the gate, so it sits under the rule.
 		b := int(math.Ceil(v/step-1e-9)) - 1
 		b = max(0, min(b, bins-1))
-		counts[b]++
+		counts[b] += n
 		if v > cap {
-			over++
+			over += n
 		}
-	}
-	most := 0
+	})
+	var most int64
 	for _, c := range counts {
 		most = max(most, c)
 	}
@@ -685,7 +685,7 @@ func drawHist(w io.Writer, metric string, g *summary.Group, cap float64, capLabe
 		}
 		n := 0
 		if c > 0 {
-			n = max(1, c*barMax/most)
+			n = max(1, int(c*int64(barMax)/most))
 		}
 		ch := "█"
 		if lo >= cap-1e-9 {

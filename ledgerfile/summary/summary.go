@@ -51,6 +51,15 @@ type Options struct {
 	// SlowAfter classifies the billing of failed rows that carry no
 	// billing key (admit.BillingOf); 0 treats every 5xx as fast.
 	SlowAfter time.Duration
+	// Deadline is the policy's deadline, for the deadline-miss rule's
+	// cut-off timeouts (MissesDeadline); 0 counts only refusals.
+	Deadline time.Duration
+	// Groups are listed first, in this order, even when no row lands in
+	// them (a fallback chain's seats). With KeepOrder the groups after
+	// them follow in the order they first appear; otherwise every group
+	// sorts by key.
+	Groups    []string
+	KeepOrder bool
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -69,20 +78,20 @@ func (f Figure) MarshalJSON() ([]byte, error) {
 
 // Dist is a distribution's exact nearest-rank percentiles (admit.Percentile).
 type Dist struct {
-	N   int    `json:"n"`
+	N   int64  `json:"n"`
 	P50 Figure `json:"p50"`
 	P75 Figure `json:"p75"`
 	P95 Figure `json:"p95"`
 	P99 Figure `json:"p99"`
 	Max Figure `json:"max"`
-	// Values are every value, sorted ascending: thresholds need them whole.
-	Values []float64 `json:"-"`
+	// Values are every value: thresholds and histograms need them whole.
+	Values Sorted `json:"-"`
 }
 
-// newDist reads the percentiles of values, sorted ascending.
-func newDist(values []float64) Dist {
-	d := Dist{N: len(values), Values: values}
-	p := func(q float64) Figure { return Figure(admit.Percentile(values, q)) }
+// newDist reads the percentiles of values.
+func newDist(values Sorted) Dist {
+	d := Dist{N: values.Len(), Values: values}
+	p := func(q float64) Figure { return Figure(values.Percentile(q)) }
 	d.P50, d.P75, d.P95, d.P99, d.Max = p(50), p(75), p(95), p(99), p(100)
 	return d
 }
@@ -123,6 +132,13 @@ type Group struct {
 	Outcomes map[string]int64 `json:"outcomes"`
 	Refusals map[string]int64 `json:"refusals"`
 
+	TokensTotal int64  `json:"tokens_total"` // over sent attempts
+	USDTotal    Figure `json:"usd_total"`    // over sent attempts with cost_usd
+	Billed      int64  `json:"billed_attempts"`
+
+	SuccessRate        Figure `json:"success_rate"` // of jobs
+	FailedRate         Figure `json:"failed_rate"`
+	AttemptFailureRate Figure `json:"attempt_failure_rate"` // of sent attempts: not ok
 	AttemptsPerSuccess Figure `json:"attempts_per_success"`
 	RetryRatio         Figure `json:"retry_ratio"`
 	RetryTax           Tax    `json:"retry_tax"`
@@ -146,41 +162,84 @@ type Wasted struct {
 	USD     Figure `json:"usd"`
 }
 
-// JobFigures are per-job distributions over every job, for tune and check.
+// JobFigures are per-job figures over every job, for tune, check and
+// simulate.
 type JobFigures struct {
 	Jobs int64 `json:"jobs"`
-	// Time is each job's Σ(delay_s + elapsed_s) over its sent attempts;
-	// Time, Tokens and USD leave out jobs that sent nothing.
-	Time []float64 `json:"-"`
-	// TimeToSuccess is, for each job with a kept answer, the time the gate
-	// charged it: earlier sent attempts' delay + elapsed, then the kept
-	// attempt's wait + elapsed (the gate's check 3).
-	TimeToSuccess []float64 `json:"-"`
+	// Time is each job's spent time (Spend) once it ended; Time, Tokens
+	// and USD leave out jobs that sent nothing.
+	Time Sorted `json:"-"`
+	// TimeToSuccess is, for each job with a kept answer, the spent time
+	// before the kept attempt plus that attempt's elapsed (which holds
+	// its wait): what the gate's deadline check charges a job that
+	// succeeds.
+	TimeToSuccess Sorted `json:"-"`
 	// Tokens is each job's Σ tokens over its sent attempts.
-	Tokens []float64 `json:"-"`
+	Tokens Sorted `json:"-"`
 	// USD is each job's Σ cost_usd, for jobs whose every sent attempt has one.
-	USD []float64 `json:"-"`
+	USD Sorted `json:"-"`
 	// AttemptsPerSuccess is, for each succeeded job, its sent attempts.
-	AttemptsPerSuccess []float64 `json:"-"`
+	AttemptsPerSuccess Sorted `json:"-"`
+	// EndToEnd is each job's first row's ts to its last row's end (ts +
+	// elapsed for a sent row), for jobs whose rows carry a ts.
+	EndToEnd Sorted `json:"-"`
+
+	// Standard errors of the per-job means (attempts, billed attempts,
+	// USD), over every job: how far a simulated figure may be from the
+	// policy's own.
+	AttemptsSE Figure `json:"attempts_per_job_se"`
+	BilledSE   Figure `json:"billed_attempts_per_job_se"`
+	USDSE      Figure `json:"usd_per_job_se"`
+
+	// Deadline misses (MissesDeadline), over every job.
+	DeadlineMisses   int64  `json:"deadline_misses"`
+	DeadlineMissRate Figure `json:"deadline_miss_rate"`
 }
 
 // Summary is everything report prints.
 type Summary struct {
-	By     GroupBy  `json:"by"`
-	Rows   int64    `json:"rows"`
-	Before int64    `json:"rows_before_since"` // rows dropped by Since
-	Groups []*Group `json:"groups"`
-	All    *Group   `json:"all"`
-	Wasted []Wasted `json:"wasted_calls"`
-	Jobs   JobFigures
+	By     GroupBy `json:"by"`
+	Rows   int64   `json:"rows"`
+	Before int64   `json:"rows_before_since"` // rows dropped by Since
+	// RefusedRows are the rows the policy refuses: the logged decision,
+	// or the replayed one for rows counted with AddAs.
+	RefusedRows int64    `json:"refused_rows"`
+	RefusedRate Figure   `json:"refused_rate"` // of rows
+	Groups      []*Group `json:"groups"`
+	All         *Group   `json:"all"`
+	Wasted      []Wasted `json:"wasted_calls"`
+	Jobs        JobFigures
 	// OK holds the ok attempts' figures recommendations rest on.
 	OK OKFigures `json:"-"`
+	// Content holds the waits tune's wait cap rests on.
+	Content ContentFigures `json:"-"`
+}
+
+// ContentFigures split sent attempts' waits by whether a first content
+// byte came (ProducedContent).
+type ContentFigures struct {
+	Wait  Sorted              // attempts that produced content
+	Aside [numOutcomes]Sorted // the others, by outcome index (admit.Outcomes)
+}
+
+// ProducedContent reports whether a sent attempt's wait is a real first
+// content byte: an answer (ok), or a reset after content had started
+// (its wait came before the break, or it carries completion tokens). An
+// error's "wait" is how long the error took to come back.
+func ProducedContent(r *ledgerfile.Row) bool {
+	switch outcomeIndex(r.Outcome) {
+	case okIndex:
+		return true
+	case resetIndex:
+		return r.Wait > 0 && (r.Wait < r.Elapsed || r.CompletionTokens > 0)
+	}
+	return false
 }
 
 // OKFigures are the sent attempts that returned an answer.
 type OKFigures struct {
-	Elapsed []float64 // sorted
-	Wait    []float64 // sorted
+	Elapsed Sorted
+	Wait    Sorted
 	// Rate: Σ completion_tokens ÷ Σ(elapsed − wait) over ok rows with a
 	// token split and elapsed > wait (seed 001's generation rate).
 	RateTokens  int64
@@ -188,8 +247,9 @@ type OKFigures struct {
 	RateRows    int64
 }
 
-// Summarizer aggregates rows as they stream past: it keeps float64 slices
-// only for the values exact percentiles need, and a few numbers per job.
+// Summarizer aggregates rows as they stream past (Add, then Summary once):
+// it keeps exact counts of the values percentiles need and a few numbers
+// per open job, freed at the job's job_end row.
 type Summarizer struct {
 	opts         Options
 	groups       []*groupAcc
@@ -219,61 +279,62 @@ type Summarizer struct {
 	wasteKeys []wasteKey
 
 	okElapsed, okWait values
-	// Per-job distributions, gathered as jobs end: time, time to success,
-	// tokens, USD, attempts per success.
-	jobTime, jobTTS, jobTokens, jobUSD, jobAPS values
-	rateTokens                                 int64
-	rateSeconds                                float64
-	rateRows                                   int64
+	contentWait       values
+	asideWait         [numOutcomes]values
+	// Per-job distributions, gathered as jobs end.
+	jobTime, jobTTS, jobTokens, jobUSD, jobAPS, jobE2E values
+	rateTokens                                         int64
+	rateSeconds                                        float64
+	rateRows                                           int64
+	// Σ and Σ² of per-job attempts, billed attempts and USD.
+	sumAttempts, sqAttempts, sumBilled, sqBilled, sumUSD, sqUSD float64
 
-	jobsFig JobFigures
-	scratch radixScratch
-
-	rows, before int64
-	done         bool
+	jobs1, misses int64
+	rows, before  int64
+	refusedRows   int64
+	done          bool
 }
 
 type groupAcc struct {
 	g Group
 	// merged: the values are not kept here but merged from the groups at
 	// the end (the "(all)" group), so no value is held twice while streaming.
-	merged                      bool
-	wait, ttfb, elapsed, tokens values
-	// flat are the values as one sorted slice each, once finished.
-	flatWait, flatTTFB, flatElapsed, flatTokens []float64
-	outcomes                                    [numOutcomes]int64
-	refusals                                    map[string]int64
-	tokensAll, keptTokens                       int64
-	usdAll, keptUSD                             float64
-	costRows                                    int64
-	jobsTouched                                 int64
-	fallbackJobs                                int64
-	succeeded, failed, unkn, cancel             int64
+	merged                          bool
+	wait, ttfb, elapsed, tokens     values
+	sWait, sTTFB, sElapsed, sTokens Sorted
+	outcomes                        [numOutcomes]int64
+	refusals                        map[string]int64
+	tokensAll, keptTokens           int64
+	usdAll, keptUSD                 float64
+	costRows                        int64
+	jobsTouched                     int64
+	fallbackJobs                    int64
+	succeeded, failed, unkn, cancel int64
 }
 
-const numOutcomes = 9 // len(admit.Outcomes)
+// numOutcomes is len(admit.Outcomes).
+const numOutcomes = 9
 
+const (
+	okIndex        = 0
+	resetIndex     = 7
+	cancelledIndex = numOutcomes - 1
+)
+
+// outcomeIndex is a sent row's outcome as an index into admit.Outcomes.
+// A sent row with no outcome is the seed's hand-written form of an
+// answered attempt: ok. An outcome the log does not define counts with
+// cancelled, the last.
 func outcomeIndex(o admit.Outcome) int {
-	switch o {
-	case admit.OK, "":
-		return 0
-	case admit.ConnError:
-		return 1
-	case admit.RateLimited:
-		return 2
-	case admit.ClientError:
-		return 3
-	case admit.ServerError:
-		return 4
-	case admit.Timeout:
-		return 5
-	case admit.WaitCap:
-		return 6
-	case admit.Reset:
-		return 7
-	default:
-		return 8
+	if o == "" {
+		return okIndex
 	}
+	for i, x := range admit.Outcomes {
+		if x == o {
+			return i
+		}
+	}
+	return cancelledIndex
 }
 
 type wasteKey struct {
@@ -287,20 +348,20 @@ const jobChunk = 4096
 type jobState struct {
 	groups []int32 // groups touched besides the first
 
-	time       float64 // Σ delay + elapsed of sent attempts
-	usd        float64
-	tokens     int64
+	spend      admit.Spent // Spend over its sent rows so far
+	terms      int         // durations summed into spend.Time
 	keptTokens int64
 	keptUSD    float64
-	keptTime   float64 // gate time to the kept answer
+	keptTime   time.Duration // gate time to the kept answer
 	candTokens int64
 	candUSD    float64
+	start, end int64 // unix ns of the first row, and of the last row's end; 0 without ts
 
 	firstGroup  int32
 	lastGroup   int32
 	maxAttempt  int32
 	seen        int32 // rows so far, numbering rows without attempt
-	sent        int32
+	billed      int32
 	endAttempt  int32
 	keptAttempt int32
 	keptGroup   int32
@@ -315,10 +376,11 @@ type jobState struct {
 	lastOutcome uint8
 	lastSent    bool
 	lastAmbig   bool
-	end         uint8 // job_end of the latest row carrying one (endCodes)
+	end8        uint8 // job_end of the latest row carrying one (endCodes)
 	fallback    bool
 	kept        bool
 	allCost     bool
+	missed      bool
 }
 
 var endCodes = []string{"", ledgerfile.JobSucceeded, ledgerfile.JobFailed, ledgerfile.JobUnknown, ledgerfile.JobCancelled}
@@ -332,7 +394,7 @@ func endCode(s string) uint8 {
 	return 0
 }
 
-// NewSummarizer starts an empty summary.
+// New starts an empty summary.
 func New(opts Options) *Summarizer {
 	if opts.By == "" {
 		opts.By = BySeat
@@ -344,6 +406,9 @@ func New(opts Options) *Summarizer {
 		seatIx:   map[string]int32{},
 		wasted:   map[wasteKey]*Wasted{},
 		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
+	}
+	for _, g := range opts.Groups {
+		s.group(g)
 	}
 	return s
 }
@@ -364,10 +429,7 @@ func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
 		if !r.WasSent() {
 			return RefusedGroup
 		}
-		if r.Outcome == "" {
-			return string(admit.OK)
-		}
-		return string(r.Outcome)
+		return string(admit.Outcomes[outcomeIndex(r.Outcome)])
 	default:
 		if r.Seat == "" {
 			return NoValue
@@ -392,14 +454,37 @@ func (s *Summarizer) group(key string) int32 {
 	return i
 }
 
-// Add counts one row; file names it for rows without a job id (each of
-// which is a job of its own).
-func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
+// LoggedDecision is the decision a row records: "admit" for a sent row,
+// its refusal otherwise ("refuse" for sent=false without a reason).
+func LoggedDecision(r *ledgerfile.Row) string {
+	if r.WasSent() {
+		return admitted
+	}
+	if r.Decision == "" || r.Decision == admitted {
+		return "refuse"
+	}
+	return r.Decision
+}
+
+const admitted = "admit"
+
+// Add counts one row under the decision it records; file names it for
+// rows without a job id (each of which is a job of its own).
+func (s *Summarizer) Add(r *ledgerfile.Row, file string) { s.AddAs(r, file, LoggedDecision(r)) }
+
+// AddAs counts one row as Add does, but judges it by decision, another
+// policy's decision for it (check's replay): the refused rate and the
+// deadline-miss rule read decision, every other figure what the row
+// records.
+func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
 		s.before++
 		return
 	}
 	s.rows++
+	if decision != admitted {
+		s.refusedRows++
+	}
 	gi := s.group(s.groupKey(r, file))
 	g := s.groups[gi]
 	s.addRow(g, r)
@@ -407,13 +492,16 @@ func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 
 	if r.Job == "" {
 		single := jobState{firstGroup: -1}
-		s.addJobRow(&single, gi, r)
+		if r.HasSpent {
+			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
+		}
+		s.addJobRow(&single, gi, r, decision)
 		s.finishJob(&single)
 		return
 	}
 	ix := s.jobFor(r.Job)
 	js := &s.jobs[ix/jobChunk][ix%jobChunk]
-	s.addJobRow(js, gi, r)
+	s.addJobRow(js, gi, r, decision)
 	if r.JobEnd != "" {
 		s.finishJob(js)
 		*js = jobState{}
@@ -467,23 +555,27 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 	}
 	g.g.Attempts++
 	if !g.merged {
-		g.wait.add(r.Wait.Seconds())
-		g.elapsed.add(r.Elapsed.Seconds())
-		g.tokens.add(float64(r.Tokens))
+		g.wait.addDur(r.Wait)
+		g.elapsed.addDur(r.Elapsed)
+		g.tokens.addCount(r.Tokens)
 		if r.HasTTFB {
-			g.ttfb.add(r.TTFB.Seconds())
+			g.ttfb.addDur(r.TTFB)
 		}
 	}
 	oi := outcomeIndex(r.Outcome)
 	g.outcomes[oi]++
-	g.tokensAll += r.Tokens
+	g.tokensAll = admit.AddTokens(g.tokensAll, r.Tokens)
 	if r.HasCost {
-		g.usdAll += r.CostUSD
+		g.usdAll = admit.AddUSD(g.usdAll, r.CostUSD)
 		g.costRows++
 	}
-	if oi != 0 {
+	billed := s.billing(r).Billed()
+	if billed {
+		g.g.Billed++
+	}
+	if oi != okIndex {
 		g.g.FailedAttempts++
-		if s.billing(r).Billed() {
+		if billed {
 			g.g.BilledFailures++
 		}
 	}
@@ -497,7 +589,42 @@ func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
 	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
 }
 
-func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row) {
+// Spend adds a sent row to its job's spend: the gate's inputs for the
+// job's next attempt. Time is each sent attempt's elapsed plus the
+// backoff slept before it, at the log's resolution (milliseconds), so a
+// spend summed while a run writes its rows equals one summed from its
+// log; tokens and USD are summed; every sent row uses an attempt.
+func Spend(s *admit.Spent, r *ledgerfile.Row) {
+	s.Time = admit.AddDuration(s.Time, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
+	s.Tokens = admit.AddTokens(s.Tokens, r.Tokens)
+	s.USD = admit.AddUSD(s.USD, r.CostUSD)
+	s.Attempts++
+}
+
+// logged is a duration as the log keeps it.
+func logged(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// MissesDeadline is the one deadline-miss rule: the policy stops the job
+// for its deadline. Either its decision for the row is `refuse:
+// deadline`, or the row is a sent attempt that timed out at the end of
+// what was left of the deadline: spent (the job's Spend through this
+// attempt, its own delay and elapsed included) reaches the deadline.
+// Spend sums durations rounded to the log's milliseconds, so the reach is
+// judged within that rounding: half a millisecond per duration summed
+// (terms).
+func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, terms int, deadline time.Duration) bool {
+	if decision == deadlineRefusal {
+		return true
+	}
+	if deadline <= 0 || !r.WasSent() || r.Outcome != admit.Timeout {
+		return false
+	}
+	return spent+time.Duration(terms)*time.Millisecond/2 >= deadline
+}
+
+var deadlineRefusal = admit.Refuse(admit.ReasonDeadline).String()
+
+func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decision string) {
 	js.seen++
 	attempt := int32(r.Attempt)
 	if attempt == 0 {
@@ -513,11 +640,21 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row) {
 		js.fallback = true
 	}
 	if r.JobEnd != "" && attempt >= js.endAttempt {
-		js.end, js.endAttempt = endCode(r.JobEnd), attempt
+		js.end8, js.endAttempt = endCode(r.JobEnd), attempt
 	}
 	sent := r.WasSent()
 	oi := uint8(outcomeIndex(r.Outcome))
-	waste := sent && oi != 0
+	waste := sent && oi != okIndex
+	if !r.TS.IsZero() {
+		ts := r.TS.UnixNano()
+		if js.seen == 1 {
+			js.start = ts
+		}
+		if sent {
+			ts += int64(logged(r.Elapsed))
+		}
+		js.end = ts
+	}
 
 	// Seed 000: a non-ok attempt before the job's last attempt is wasted.
 	// The last attempt is only known once a later one appears, so the
@@ -528,7 +665,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row) {
 			s.countWasted(s.seats[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
 		}
 		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
-		js.lastAmbig = sent && oi != 0 && s.billing(r) == admit.Ambiguous
+		js.lastAmbig = sent && oi != okIndex && s.billing(r) == admit.Ambiguous
 		js.cand = waste
 		if waste {
 			js.candSeat, js.candOutcome, js.candGroup, js.candTokens = s.seatIndex(r.Seat), oi, gi, r.Tokens
@@ -538,27 +675,40 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row) {
 		s.countWasted(r.Seat, oi, gi, r.Tokens, r.CostUSD)
 	}
 
+	before := js.spend.Time
+	if sent {
+		Spend(&js.spend, r)
+		js.terms += 2
+		if s.billing(r).Billed() {
+			js.billed++
+		}
+		if !r.HasCost {
+			js.allCost = false
+		}
+	}
+	if !js.missed && MissesDeadline(decision, r, js.spend.Time, js.terms, s.opts.Deadline) {
+		js.missed = true
+	}
 	if !sent {
 		return
 	}
-	js.sent++
-	if oi == 0 && (!js.kept || attempt > js.keptAttempt) {
+	if ProducedContent(r) {
+		s.contentWait.addDur(r.Wait)
+	} else {
+		s.asideWait[oi].addDur(r.Wait)
+	}
+	if oi == okIndex && (!js.kept || attempt > js.keptAttempt) {
 		js.kept, js.keptAttempt, js.keptGroup = true, attempt, gi
 		js.keptTokens, js.keptUSD = r.Tokens, r.CostUSD
-		js.keptSent = js.sent
-		js.keptTime = js.time + r.Wait.Seconds() + r.Elapsed.Seconds()
+		js.keptSent = int32(js.spend.Attempts)
+		// Elapsed holds the wait: the gate charges wait + gen = elapsed.
+		js.keptTime = admit.AddDuration(before, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
 	}
-	js.time += r.Delay.Seconds() + r.Elapsed.Seconds()
-	js.tokens += r.Tokens
-	js.usd += r.CostUSD
-	if !r.HasCost {
-		js.allCost = false
-	}
-	if oi == 0 {
-		s.okElapsed.add(r.Elapsed.Seconds())
-		s.okWait.add(r.Wait.Seconds())
+	if oi == okIndex {
+		s.okElapsed.addDur(r.Elapsed)
+		s.okWait.addDur(r.Wait)
 		if r.HasSplit && r.Elapsed > r.Wait {
-			s.rateTokens += r.CompletionTokens
+			s.rateTokens = admit.AddTokens(s.rateTokens, r.CompletionTokens)
 			s.rateSeconds += (r.Elapsed - r.Wait).Seconds()
 			s.rateRows++
 		}
@@ -599,15 +749,16 @@ func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, 
 // ambiguous may have completed server-side, so its fate is unknown (seed
 // 004: never collapse unknown into failed); anything else failed.
 func (js *jobState) jobEnd() string {
-	if js.end != 0 {
-		return endCodes[js.end]
+	if js.end8 != 0 {
+		return endCodes[js.end8]
 	}
+	o := admit.Outcomes[js.lastOutcome]
 	switch {
 	case js.kept:
 		return ledgerfile.JobSucceeded
-	case js.lastSent && js.lastOutcome == 8:
+	case js.lastSent && js.lastOutcome == cancelledIndex:
 		return ledgerfile.JobCancelled
-	case js.lastSent && (js.lastOutcome == 5 || js.lastOutcome == 6 || js.lastAmbig):
+	case js.lastSent && (o == admit.Timeout || o == admit.WaitCap || js.lastAmbig):
 		return ledgerfile.JobUnknown
 	}
 	return ledgerfile.JobFailed
@@ -648,25 +799,40 @@ func (s *Summarizer) finishJob(js *jobState) {
 			g.keptTokens += js.keptTokens
 			g.keptUSD += js.keptUSD
 		}
-		s.jobTTS.add(js.keptTime)
+		s.jobTTS.addDur(js.keptTime)
 	}
 	if end == ledgerfile.JobSucceeded {
-		n := js.sent
+		n := int32(js.spend.Attempts)
 		if js.kept {
 			n = js.keptSent
 		}
-		s.jobAPS.add(float64(n))
+		s.jobAPS.addCount(int64(n))
 	}
-	s.jobsFig.Jobs++
-	if js.sent == 0 {
+	if js.missed {
+		s.misses++
+	}
+	if js.start != 0 {
+		s.jobE2E.addDur(time.Duration(js.end - js.start))
+	}
+	s.jobs1++
+	a, b := float64(js.spend.Attempts), float64(js.billed)
+	s.sumAttempts, s.sqAttempts = s.sumAttempts+a, s.sqAttempts+a*a
+	s.sumBilled, s.sqBilled = s.sumBilled+b, s.sqBilled+b*b
+	s.sumUSD, s.sqUSD = s.sumUSD+js.spend.USD, s.sqUSD+js.spend.USD*js.spend.USD
+	if js.spend.Attempts == 0 {
 		return // refused before anything went out: no time or tokens to speak of
 	}
-	s.jobTime.add(js.time)
-	s.jobTokens.add(float64(js.tokens))
+	s.jobTime.addDur(js.spend.Time)
+	s.jobTokens.addCount(js.spend.Tokens)
 	if js.allCost {
-		s.jobUSD.add(js.usd)
+		s.jobUSD.addFloat(js.spend.USD)
 	}
 }
+
+const (
+	msUnit    = 0.001 // durations are counted in milliseconds, read in seconds
+	countUnit = 1
+)
 
 // Summary finishes the jobs still open and computes every figure. Call it
 // once, after the last Add.
@@ -685,20 +851,32 @@ func (s *Summarizer) Summary() *Summary {
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
 	s.jobs, s.jobIdx, s.free = nil, nil, nil
-	sc := &s.scratch
-	s.jobsFig.Time, s.jobsFig.TimeToSuccess = s.jobTime.sorted(sc), s.jobTTS.sorted(sc)
-	s.jobsFig.Tokens, s.jobsFig.USD, s.jobsFig.AttemptsPerSuccess = s.jobTokens.sorted(sc), s.jobUSD.sorted(sc), s.jobAPS.sorted(sc)
-	out := &Summary{By: s.opts.By, Rows: s.rows, Before: s.before, Jobs: s.jobsFig}
-	var wait, ttfb, elapsed, tokens [][]float64
-	for _, g := range s.groups {
-		out.Groups = append(out.Groups, g.finish(&s.scratch))
-		wait, ttfb = append(wait, g.flatWait), append(ttfb, g.flatTTFB)
-		elapsed, tokens = append(elapsed, g.flatElapsed), append(tokens, g.flatTokens)
+	jf := JobFigures{
+		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
+		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(countUnit),
+		AttemptsPerSuccess: s.jobAPS.sorted(countUnit), EndToEnd: s.jobE2E.sorted(msUnit),
+		DeadlineMisses: s.misses, DeadlineMissRate: ratio(float64(s.misses), float64(s.jobs1)),
 	}
-	slices.SortFunc(out.Groups, func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
-	s.all.flatWait, s.all.flatTTFB = mergeSorted(wait, &s.scratch), mergeSorted(ttfb, &s.scratch)
-	s.all.flatElapsed, s.all.flatTokens = mergeSorted(elapsed, &s.scratch), mergeSorted(tokens, &s.scratch)
-	out.All = s.all.finish(&s.scratch) // merged: already sorted
+	jf.AttemptsSE = stdErr(s.jobs1, s.sumAttempts, s.sqAttempts)
+	jf.BilledSE = stdErr(s.jobs1, s.sumBilled, s.sqBilled)
+	jf.USDSE = stdErr(s.jobs1, s.sumUSD, s.sqUSD)
+	out := &Summary{By: s.opts.By, Rows: s.rows, Before: s.before, Jobs: jf,
+		RefusedRows: s.refusedRows, RefusedRate: ratio(float64(s.refusedRows), float64(s.rows))}
+	var wait, ttfb, elapsed, tokens []Sorted
+	for _, g := range s.groups {
+		out.Groups = append(out.Groups, g.finish())
+		wait, ttfb = append(wait, g.sWait), append(ttfb, g.sTTFB)
+		elapsed, tokens = append(elapsed, g.sElapsed), append(tokens, g.sTokens)
+	}
+	if !s.opts.KeepOrder {
+		slices.SortFunc(out.Groups[len(s.opts.Groups):], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
+		if len(s.opts.Groups) == 0 {
+			slices.SortFunc(out.Groups, func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
+		}
+	}
+	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
+	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
+	out.All = s.all.finish()
 	for _, k := range s.wasteKeys {
 		out.Wasted = append(out.Wasted, *s.wasted[k])
 	}
@@ -711,37 +889,25 @@ func (s *Summarizer) Summary() *Summary {
 		}
 		return strings.Compare(a.Outcome, b.Outcome)
 	})
-	okElapsed, okWait := s.okElapsed.sorted(sc), s.okWait.sorted(sc)
-	out.OK = OKFigures{Elapsed: okElapsed, Wait: okWait, RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
+	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
+		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
+	out.Content.Wait = s.contentWait.sorted(msUnit)
+	for i := range s.asideWait {
+		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
+	}
 	return out
 }
 
-// mergeSorted merges ascending lists into one new ascending list.
-func mergeSorted(lists [][]float64, sc *radixScratch) []float64 {
-	n := 0
-	for _, l := range lists {
-		n += len(l)
+// stdErr is the standard error of a mean over n values from their sum and
+// sum of squares; 0 with fewer than two.
+func stdErr(n int64, sum, sq float64) Figure {
+	if n < 2 {
+		return 0
 	}
-	out := make([]float64, 0, n)
-	if len(lists) > 8 {
-		for _, l := range lists {
-			out = append(out, l...)
-		}
-		sortWith(out, sc)
-		return out
-	}
-	heads := make([]int, len(lists))
-	for len(out) < n {
-		best := -1
-		for i, l := range lists {
-			if heads[i] < len(l) && (best < 0 || l[heads[i]] < lists[best][heads[best]]) {
-				best = i
-			}
-		}
-		out = append(out, lists[best][heads[best]])
-		heads[best]++
-	}
-	return out
+	k := float64(n)
+	m := sum / k
+	v := (sq - k*m*m) / (k - 1)
+	return Figure(math.Sqrt(max(v, 0) / k))
 }
 
 func ratio(num, den float64) Figure {
@@ -751,14 +917,14 @@ func ratio(num, den float64) Figure {
 	return Figure(num / den)
 }
 
-func (a *groupAcc) finish(sc *radixScratch) *Group {
+func (a *groupAcc) finish() *Group {
 	g := a.g
 	g.Jobs = a.jobsTouched
 	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
-		a.flatWait, a.flatTTFB, a.flatElapsed, a.flatTokens = a.wait.sorted(sc), a.ttfb.sorted(sc), a.elapsed.sorted(sc), a.tokens.sorted(sc)
+		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
 	}
-	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.flatWait), newDist(a.flatTTFB), newDist(a.flatElapsed), newDist(a.flatTokens)
+	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
 	g.Outcomes = map[string]int64{}
 	for i, n := range a.outcomes {
 		if n > 0 {
@@ -766,6 +932,11 @@ func (a *groupAcc) finish(sc *radixScratch) *Group {
 		}
 	}
 	g.Refusals = a.refusals
+	g.TokensTotal = a.tokensAll
+	g.USDTotal = Figure(math.NaN())
+	if a.costRows > 0 {
+		g.USDTotal = Figure(a.usdAll)
+	}
 	switch {
 	case g.Succeeded > 0:
 		g.AttemptsPerSuccess = Figure(float64(g.Attempts) / float64(g.Succeeded))
@@ -774,6 +945,9 @@ func (a *groupAcc) finish(sc *radixScratch) *Group {
 	default:
 		g.AttemptsPerSuccess = Figure(math.NaN())
 	}
+	g.SuccessRate = ratio(float64(g.Succeeded), float64(g.Jobs))
+	g.FailedRate = ratio(float64(g.Failed), float64(g.Jobs))
+	g.AttemptFailureRate = ratio(float64(g.FailedAttempts), float64(g.Attempts))
 	g.RetryRatio = ratio(float64(g.Attempts), float64(g.Jobs))
 	taxTokens := a.tokensAll - a.keptTokens
 	g.RetryTax = Tax{
@@ -793,187 +967,4 @@ func (a *groupAcc) finish(sc *radixScratch) *Group {
 	g.FallbackJobs = a.fallbackJobs
 	g.FallbackRate = ratio(float64(a.fallbackJobs), float64(g.Jobs))
 	return &g
-}
-
-// sortValues sorts non-negative values ascending. Every value a summary
-// keeps is a duration, a count or an amount, never negative or NaN, so
-// the IEEE 754 bits order like the numbers and an LSD radix sort (four
-// 16-bit passes, trivial passes skipped) does the work of pdqsort in a
-// fraction of the time on the million-value slices a big log gives.
-func sortValues(v []float64) { sortWith(v, nil) }
-
-// radixScratch is sortWith's working memory, kept between sorts.
-type radixScratch struct {
-	buf    []float64
-	counts *[4][1 << 16]int32
-}
-
-func sortWith(v []float64, sc *radixScratch) {
-	if len(v) < 1024 || len(v) > math.MaxInt32 {
-		slices.Sort(v)
-		return
-	}
-	for _, x := range v {
-		if !(x >= 0) || math.Signbit(x) {
-			slices.Sort(v) // not the shape radix order needs
-			return
-		}
-	}
-	if sc == nil {
-		sc = &radixScratch{}
-	}
-	counts := sc.histogram()
-	for _, x := range v {
-		b := math.Float64bits(x)
-		counts[0][b&0xffff]++
-		counts[1][b>>16&0xffff]++
-		counts[2][b>>32&0xffff]++
-		counts[3][b>>48]++
-	}
-	src, dst := v, sc.buffer(len(v))
-	for pass := 0; pass < 4; pass++ {
-		c := &counts[pass]
-		shift := uint(16 * pass)
-		if int(c[math.Float64bits(src[0])>>shift&0xffff]) == len(v) {
-			continue // every value has this digit: the pass would not move anything
-		}
-		var sum int32
-		for i := range c {
-			c[i], sum = sum, sum+c[i]
-		}
-		for _, x := range src {
-			d := math.Float64bits(x) >> shift & 0xffff
-			dst[c[d]] = x
-			c[d]++
-		}
-		src, dst = dst, src
-	}
-	if &src[0] != &v[0] {
-		copy(v, src)
-	}
-}
-
-// values collects floats in chunks, so appending never copies what is
-// already there (Go grows a big slice by 1.25×, copying every value
-// several times over a million appends); flat copies them once into an
-// exact-size slice.
-type values struct {
-	chunks [][]float64
-	cur    []float64
-	n      int
-}
-
-func (v *values) add(x float64) {
-	if len(v.cur) == cap(v.cur) {
-		if v.cur != nil {
-			v.chunks = append(v.chunks, v.cur)
-		}
-		v.cur = make([]float64, 0, min(max(v.n, 8), 1<<15))
-	}
-	v.cur = append(v.cur, x)
-	v.n++
-}
-
-func (v *values) flat() []float64 {
-	out := make([]float64, 0, v.n)
-	for _, c := range v.chunks {
-		out = append(out, c...)
-	}
-	out = append(out, v.cur...)
-	v.chunks, v.cur = nil, nil
-	return out
-}
-
-// sorted returns the values as one ascending slice. Big ones are radix
-// sorted straight out of the chunks, so the copy into one slice is the
-// sort's first pass rather than a pass of its own.
-func (v *values) sorted(sc *radixScratch) []float64 {
-	chunks := append(v.chunks, v.cur)
-	n := v.n
-	if n < 1024 || n > math.MaxInt32 {
-		out := v.flat()
-		slices.Sort(out)
-		return out
-	}
-	for _, c := range chunks {
-		for _, x := range c {
-			if !(x >= 0) || math.Signbit(x) {
-				out := v.flat()
-				slices.Sort(out) // not the shape radix order needs
-				return out
-			}
-		}
-	}
-	v.chunks, v.cur = nil, nil
-	counts := sc.histogram()
-	for _, c := range chunks {
-		for _, x := range c {
-			b := math.Float64bits(x)
-			counts[0][b&0xffff]++
-			counts[1][b>>16&0xffff]++
-			counts[2][b>>32&0xffff]++
-			counts[3][b>>48]++
-		}
-	}
-	first := math.Float64bits(chunks[0][0])
-	var passes []uint
-	for pass := uint(0); pass < 4; pass++ {
-		if int(counts[pass][first>>(16*pass)&0xffff]) != n {
-			passes = append(passes, pass) // a pass where every value shares the digit moves nothing
-		}
-	}
-	out := make([]float64, n)
-	buf := sc.buffer(n)
-	// Alternate so that the last pass writes into out.
-	dst, other := out, buf
-	if len(passes)%2 == 0 {
-		dst, other = buf, out
-	}
-	if len(passes) == 0 {
-		dst = out
-	}
-	scatter := func(pass uint, from [][]float64, to []float64) {
-		c := &counts[pass]
-		var sum int32
-		for i := range c {
-			c[i], sum = sum, sum+c[i]
-		}
-		shift := 16 * pass
-		for _, ch := range from {
-			for _, x := range ch {
-				d := math.Float64bits(x) >> shift & 0xffff
-				to[c[d]] = x
-				c[d]++
-			}
-		}
-	}
-	if len(passes) == 0 {
-		k := 0
-		for _, c := range chunks {
-			k += copy(out[k:], c)
-		}
-		return out
-	}
-	scatter(passes[0], chunks, dst)
-	for _, pass := range passes[1:] {
-		dst, other = other, dst
-		scatter(pass, [][]float64{other}, dst)
-	}
-	return out
-}
-
-func (sc *radixScratch) histogram() *[4][1 << 16]int32 {
-	if sc.counts == nil {
-		sc.counts = new([4][1 << 16]int32)
-	} else {
-		*sc.counts = [4][1 << 16]int32{}
-	}
-	return sc.counts
-}
-
-func (sc *radixScratch) buffer(n int) []float64 {
-	if cap(sc.buf) < n {
-		sc.buf = make([]float64, n)
-	}
-	return sc.buf[:n]
 }
