@@ -180,7 +180,7 @@ func TestThresholdImpossibleShare(t *testing.T) {
 		{"refused_rate", "rate < 101%"},
 		{"deadline_miss_rate", "rate > 150%"},
 		{"retry_tax", "< 150%"},
-		{"unknown_rate", "rate >= -1%"},
+		{"unknown_rate", "rate >= 100.5%"},
 	} {
 		_, err := ParseThreshold(c.metric, c.expr)
 		require.ErrorContains(t, err, "is a share of 0%–100%", c.expr)
