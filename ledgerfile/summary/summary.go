@@ -184,6 +184,15 @@ type JobFigures struct {
 	// elapsed for a sent row), for jobs whose rows carry a ts.
 	EndToEnd Sorted `json:"-"`
 
+	// Means per job over every job, and per succeeded job.
+	AttemptsPerJob   Figure `json:"attempts_per_job"`
+	BilledPerJob     Figure `json:"billed_attempts_per_job"`
+	TokensPerJob     Figure `json:"tokens_per_job"`
+	USDPerJob        Figure `json:"usd_per_job"` // null when no sent row carries cost_usd
+	WastedPerJob     Figure `json:"wasted_calls_per_job"`
+	TokensPerSuccess Figure `json:"tokens_per_success"`
+	USDPerSuccess    Figure `json:"usd_per_success"`
+
 	// Standard errors of the per-job means (attempts, billed attempts,
 	// USD), over every job: how far a simulated figure may be from the
 	// policy's own.
@@ -544,13 +553,15 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 	if r.Holdout {
 		g.g.HeldOut++
 	}
+	// Refusals count every refusal a row records: an unsent row's, and a
+	// sent attempt's the gate cut (a wait_cap row says refuse: queue wait).
+	if reason := r.Reason(); reason != "" {
+		g.refusals[reason]++
+	} else if !r.WasSent() {
+		g.refusals["unsent"]++
+	}
 	if !r.WasSent() {
 		g.g.Refused++
-		reason := r.Reason()
-		if reason == "" {
-			reason = "unsent"
-		}
-		g.refusals[reason]++
 		return
 	}
 	g.g.Attempts++
@@ -877,6 +888,16 @@ func (s *Summarizer) Summary() *Summary {
 	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
 	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
 	out.All = s.all.finish()
+	all, n := out.All, float64(s.jobs1)
+	jf = out.Jobs
+	jf.AttemptsPerJob, jf.BilledPerJob = ratio(float64(all.Attempts), n), ratio(float64(all.Billed), n)
+	jf.TokensPerJob, jf.WastedPerJob = ratio(float64(all.TokensTotal), n), ratio(float64(all.WastedCalls), n)
+	jf.USDPerJob, jf.USDPerSuccess = Figure(math.NaN()), Figure(math.NaN())
+	if all.RetryTax.CostRows > 0 {
+		jf.USDPerJob, jf.USDPerSuccess = ratio(float64(all.USDTotal), n), ratio(float64(all.USDTotal), float64(all.Succeeded))
+	}
+	jf.TokensPerSuccess = ratio(float64(all.TokensTotal), float64(all.Succeeded))
+	out.Jobs = jf
 	for _, k := range s.wasteKeys {
 		out.Wasted = append(out.Wasted, *s.wasted[k])
 	}
