@@ -16,19 +16,19 @@ func Percentile(sorted []float64, p float64) float64 {
 	if n == 0 {
 		return math.NaN()
 	}
+	return sorted[NearestRank(int64(n), p)-1]
+}
+
+// NearestRank is the 1-based rank of the p-th percentile among n sorted
+// values (n > 0): ceil(p/100·n), at least 1 and at most n.
+func NearestRank(n int64, p float64) int64 {
 	if p <= 0 {
-		return sorted[0]
+		return 1
 	}
 	// The epsilon keeps float error (99.9·1000/100 = 999.0000000000001)
 	// from pushing the rank one past the exact one.
-	rank := int(math.Ceil(p*float64(n)/100 - 1e-9))
-	if rank < 1 {
-		rank = 1
-	}
-	if rank > n {
-		rank = n
-	}
-	return sorted[rank-1]
+	rank := int64(math.Ceil(p*float64(n)/100 - 1e-9))
+	return max(1, min(rank, n))
 }
 
 // PercentileOf sorts a copy of values and returns its p-th percentile.

@@ -125,6 +125,11 @@ func ParseThreshold(metric, expr string) (Threshold, error) {
 	if err := t.parseValue(spec, rhs); err != nil {
 		return t, fmt.Errorf("threshold %q: %w", src, err)
 	}
+	// A share outside 0–100% is a limit nothing can reach: "rate < 101%"
+	// always passes, "rate > 100%" never can. Either way it judges nothing.
+	if (t.Agg == AggRate || (spec.Percent && t.Agg == AggValue)) && (t.Value < 0 || t.Value > 1) {
+		return t, fmt.Errorf("threshold %q: %s is a share of 0%%–100%%; %s can never decide anything", src, metric, rhs)
+	}
 	return t, nil
 }
 
@@ -355,11 +360,38 @@ func (t Threshold) LimitString() string {
 
 // Observed is what a metric measured over a log, for Eval.
 type Observed struct {
-	Values []float64 // TrendMetric: every value, sorted ascending
-	Num    int64     // RateMetric: how many matched
-	Den    int64     // RateMetric: out of how many
-	Value  float64   // ValueMetric: the number (NaN when undefined)
+	Values Trend   // TrendMetric: every value
+	Num    int64   // RateMetric: how many matched
+	Den    int64   // RateMetric: out of how many
+	Value  float64 // ValueMetric: the number (NaN when undefined)
 }
+
+// Trend is a distribution a trend metric aggregates: how many values,
+// their mean, and their nearest-rank percentiles (Percentile's rule; 0 is
+// the minimum, 100 the maximum).
+type Trend interface {
+	Len() int64
+	Mean() float64
+	Percentile(p float64) float64
+}
+
+// SortedValues is a Trend over values sorted ascending.
+type SortedValues []float64
+
+// Len is how many values there are.
+func (s SortedValues) Len() int64 { return int64(len(s)) }
+
+// Mean is their average.
+func (s SortedValues) Mean() float64 {
+	var t float64
+	for _, x := range s {
+		t += x
+	}
+	return t / float64(len(s))
+}
+
+// Percentile is Percentile(s, p).
+func (s SortedValues) Percentile(p float64) float64 { return Percentile(s, p) }
 
 // Label names what Eval computed: "p(95)", "avg", "rate", "value".
 func (t Threshold) Label() string {
@@ -392,27 +424,26 @@ func (t Threshold) aggregate(o Observed) float64 {
 		if spec.Kind == RateMetric {
 			return float64(o.Num)
 		}
-		return float64(len(o.Values))
+		if o.Values == nil {
+			return 0
+		}
+		return float64(o.Values.Len())
 	}
 	v := o.Values
-	if len(v) == 0 {
+	if v == nil || v.Len() == 0 {
 		return math.NaN()
 	}
 	switch t.Agg {
 	case AggAvg:
-		var s float64
-		for _, x := range v {
-			s += x
-		}
-		return s / float64(len(v))
+		return v.Mean()
 	case AggMin:
-		return v[0]
+		return v.Percentile(0)
 	case AggMax:
-		return v[len(v)-1]
+		return v.Percentile(100)
 	case AggMed:
-		return Percentile(v, 50)
+		return v.Percentile(50)
 	case AggPercentile:
-		return Percentile(v, t.P)
+		return v.Percentile(t.P)
 	}
 	return math.NaN()
 }

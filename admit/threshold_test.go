@@ -97,7 +97,7 @@ func TestThresholdParseErrors(t *testing.T) {
 }
 
 func TestThresholdEval(t *testing.T) {
-	waits := []float64{0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 6.0, 12.0} // sorted
+	waits := SortedValues{0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 6.0, 12.0} // sorted
 	tests := []struct {
 		metric, expr string
 		obs          Observed
@@ -169,7 +169,26 @@ func FuzzThreshold(f *testing.F) {
 			t.Fatalf("%q → %q → %+v, want %+v", expr, th.String(), back, th)
 		}
 		// Evaluation never panics, whatever it is given.
-		th.Eval(Observed{Values: []float64{1, 2, 3}, Num: 1, Den: 3, Value: 2})
+		th.Eval(Observed{Values: SortedValues{1, 2, 3}, Num: 1, Den: 3, Value: 2})
 		th.Eval(Observed{})
 	})
+}
+
+// A share outside 0–100% can never decide anything: bad input.
+func TestThresholdImpossibleShare(t *testing.T) {
+	for _, c := range []struct{ metric, expr string }{
+		{"refused_rate", "rate < 101%"},
+		{"deadline_miss_rate", "rate > 150%"},
+		{"retry_tax", "< 150%"},
+		{"unknown_rate", "rate >= 100.5%"},
+	} {
+		_, err := ParseThreshold(c.metric, c.expr)
+		require.ErrorContains(t, err, "is a share of 0%–100%", c.expr)
+	}
+	for _, ok := range []struct{ metric, expr string }{
+		{"refused_rate", "rate <= 100%"}, {"retry_tax", "< 25%"}, {"unknown_rate", "count == 0"}, {"wait_s", "p(95) < 101"},
+	} {
+		_, err := ParseThreshold(ok.metric, ok.expr)
+		require.NoError(t, err, ok.expr)
+	}
 }

@@ -35,6 +35,12 @@ func TestCheckExitCodes(t *testing.T) {
 			`typo-op.yaml:3: thresholds.wait_s: threshold "p(95) =< 5s": unknown operator "=<"`},
 		{"typo in a unit", []string{"check", "--policy", policies + "typo-unit.yaml", mixedLog}, ExitBad,
 			`typo-unit.yaml:3: thresholds.wait_s: threshold "p(95) < 5sec": unknown unit "sec"`},
+		{"no thresholds: fails closed", []string{"check", "--policy", policies + "no-thresholds.yaml", mixedLog}, ExitBad,
+			"no-thresholds.yaml: no thresholds: a check that judges nothing cannot pass"},
+		{"an empty list", []string{"check", "--policy", policies + "empty-list.yaml", mixedLog}, ExitBad,
+			"empty-list.yaml:3: thresholds.wait_s: an empty list judges nothing"},
+		{"an impossible rate", []string{"check", "--policy", policies + "impossible-rate.yaml", mixedLog}, ExitBad,
+			`impossible-rate.yaml:3: thresholds.refused_rate: threshold "rate < 101%": refused_rate is a share of 0%–100%`},
 		{"no policy", []string{"check", mixedLog}, ExitBad, "no policy file: pass --policy FILE"},
 		{"missing policy", []string{"check", "--policy", "nope.yaml", mixedLog}, ExitBad, `config "nope.yaml": no such file or directory`},
 		{"missing log", []string{"check", "--policy", policies + "pass.yaml", "nope.log"}, ExitBad, `failed to open log "nope.log"`},
@@ -114,7 +120,7 @@ func TestCheckObservedValues(t *testing.T) {
 func TestCheckHeldOutRowShown(t *testing.T) {
 	code, out, _ := reportRun(t, false, "", "check", "--policy", policies+"seed003.yaml", seedHoldLog)
 	require.Equal(t, ExitRefuse, code)
-	assert.Contains(t, out, "held-out rows: the budget REFUSES 1 of 1; believe the refusal (seed 003):")
+	assert.Contains(t, out, "held-out rows: the budget REFUSES 1 of 1; believe the refusal:")
 	assert.Contains(t, out, "../testdata/logs/seed003-holdout.log:16\t-\t-\t-\trefuse: queue wait\trefuse: queue wait\t18.000\t9.000\t2400\t7.200\t2100\t1\n")
 	assert.Contains(t, out, "check: FAIL (1 threshold passed; 1 held-out attempt refused)")
 }

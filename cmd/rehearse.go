@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
 	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
@@ -295,26 +296,6 @@ func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool,
 	return specs, virtual, nil
 }
 
-// rehearseJSON is the --json shape.
-type rehearseJSON struct {
-	Run         string                 `json:"run"`
-	Seed        uint64                 `json:"seed"`
-	Clock       string                 `json:"clock"`
-	Log         string                 `json:"log"`
-	Demo        bool                   `json:"demo,omitempty"`
-	Interrupted bool                   `json:"interrupted,omitempty"`
-	Jobs        jobsJSON               `json:"jobs"`
-	Seats       []rehearse.SeatSummary `json:"seats"`
-}
-
-type jobsJSON struct {
-	Total     int `json:"total"`
-	Succeeded int `json:"succeeded"`
-	Failed    int `json:"failed"`
-	Unknown   int `json:"unknown"`
-	Cancelled int `json:"cancelled"`
-}
-
 func runRehearse(o *RehearseOptions) error {
 	specs, virtual, err := o.buildChain()
 	if err != nil {
@@ -371,7 +352,10 @@ func runRehearse(o *RehearseOptions) error {
 			progressbar.OptionClearOnFinish(),
 		)
 	}
-	var tally rehearse.Tally
+	// The end-of-run tables are the one summary's, over this run's rows,
+	// seats in chain order.
+	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
+		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true})
 	var writeErr error
 	sink := func(r *ledgerfile.Row) {
 		if writeErr != nil {
@@ -382,7 +366,7 @@ func runRehearse(o *RehearseOptions) error {
 			stop() // no log, no rehearsal: stop sending
 			return
 		}
-		tally.Add(r)
+		sum.Add(r, o.LogPath)
 		out.row(r)
 	}
 	loop, err := rehearse.New(rehearse.Config{
@@ -405,79 +389,13 @@ func runRehearse(o *RehearseOptions) error {
 	if writeErr != nil {
 		return writeErr
 	}
-	if err := o.printSummary(&tally, out, run, seed, clock, res); err != nil {
+	if err := o.printSummary(sum.Summary(), out, run, seed, clock, res); err != nil {
 		return err
 	}
 	if res.Interrupted {
 		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, o.LogPath)}
 	}
 	return nil
-}
-
-func (o *RehearseOptions) printSummary(t *rehearse.Tally, out *attemptPrinter, run int, seed uint64, clock string, res rehearse.Result) error {
-	seats := t.Seats()
-	ends := jobsJSON{Total: t.Jobs, Succeeded: t.Ends.Succeeded, Failed: t.Ends.Failed, Unknown: t.Ends.Unknown, Cancelled: t.Ends.Cancelled}
-	if o.JSON {
-		return printJSON(o.IO.Out, rehearseJSON{
-			Run: "r" + strconv.Itoa(run), Seed: seed, Clock: clock, Log: o.LogPath, Demo: o.Demo,
-			Interrupted: res.Interrupted, Jobs: ends, Seats: seats,
-		})
-	}
-	if out.table {
-		if err := printTable(o.IO, attemptHeader, out.rows); err != nil {
-			return err
-		}
-	}
-	if out.lines || out.table {
-		fmt.Fprintln(o.IO.Out)
-	}
-	header := []string{"seat", "attempts", "successes", "wait_p50_s", "wait_p95_s", "elapsed_p50_s", "elapsed_p95_s", "tokens", "refusals"}
-	var rows [][]string
-	for _, s := range seats {
-		rows = append(rows, []string{
-			s.Seat, strconv.Itoa(s.Attempts), strconv.Itoa(s.Successes),
-			secs(s.WaitP50, s.Attempts), secs(s.WaitP95, s.Attempts),
-			secs(s.ElapsedP50, s.Attempts), secs(s.ElapsedP95, s.Attempts),
-			strconv.FormatInt(s.Tokens, 10), refusals(s.Refusals),
-		})
-	}
-	if err := printTable(o.IO, header, rows); err != nil {
-		return err
-	}
-	fmt.Fprintln(o.IO.Out)
-	if err := printTable(o.IO, []string{"jobs", "succeeded", "failed", "unknown", "cancelled"}, [][]string{{
-		strconv.Itoa(ends.Total), strconv.Itoa(ends.Succeeded), strconv.Itoa(ends.Failed),
-		strconv.Itoa(ends.Unknown), strconv.Itoa(ends.Cancelled),
-	}}); err != nil {
-		return err
-	}
-	if ends.Unknown > 0 {
-		fmt.Fprintln(o.IO.ErrOut, "retrygate: hint: unknown jobs timed out or were cut off: the seat may have finished (and billed) them; reconcile before retrying")
-	}
-	return nil
-}
-
-func secs(v float64, n int) string {
-	if n == 0 {
-		return "-"
-	}
-	return ledgerfile.FormatSeconds(time.Duration(v * float64(time.Second)))
-}
-
-func refusals(m map[string]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 var attemptHeader = []string{"seat", "job", "attempt", "wait_s", "elapsed_s", "tokens", "outcome", "decision", "job_end"}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 // rehearseNow is the fixed Now of these tests: a virtual run's rows are
@@ -114,8 +115,8 @@ scratch	r1-1	3	5.000	11.000	2100	not sent	refuse: attempt cap	unknown
 seat	attempts	successes	wait_p50_s	wait_p95_s	elapsed_p50_s	elapsed_p95_s	tokens	refusals
 scratch	2	0	1.200	5.000	5.000	7.200	3600	attempt cap 1, queue wait 1
 
-jobs	succeeded	failed	unknown	cancelled
-1	0	0	1	0
+jobs	succeeded	failed	unknown	cancelled	deadline_misses
+1	0	0	1	0	0
 `, out)
 	assert.Contains(t, errOut, "retrygate: built-in demo: seed 003's scenario")
 	assert.Contains(t, errOut, "put seats: and fallback: in retrygate.yaml")
@@ -170,10 +171,13 @@ func TestRehearseJSON(t *testing.T) {
 	assert.Equal(t, uint64(2), got.Seed)
 	assert.Equal(t, "virtual", got.Clock)
 	assert.True(t, got.Demo)
-	assert.Equal(t, jobsJSON{Total: 1, Unknown: 1}, got.Jobs)
+	// The figures check computes over the log: 1 of 3 rows refused, the
+	// one job unknown, no answer.
+	assert.Equal(t, jobsJSON{Total: 1, Unknown: 1, UnknownRate: 1, RefusedRate: summary.Figure(1.0 / 3),
+		AttemptsPerSuccess: 0}, got.Jobs)
 	require.Len(t, got.Seats, 1)
-	assert.Equal(t, 2, got.Seats[0].Attempts)
-	assert.Equal(t, map[string]int{"attempt cap": 1, "queue wait": 1}, got.Seats[0].Refusals)
+	assert.Equal(t, int64(2), got.Seats[0].Attempts)
+	assert.Equal(t, map[string]int64{"attempt cap": 1, "queue wait": 1}, got.Seats[0].Refusals)
 }
 
 func TestRehearseInterruptedExitsOne(t *testing.T) {

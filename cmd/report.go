@@ -16,13 +16,14 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 // ReportOptions is what `retrygate report` runs with.
 type ReportOptions struct {
 	IO    *IOStreams
 	Files []string // "-" is stdin
-	By    ledgerfile.GroupBy
+	By    summary.GroupBy
 	// Since is an absolute time; SinceBack a duration back from the newest
 	// row's ts (the log's own clock, never the machine's). At most one is set.
 	Since     time.Time
@@ -87,7 +88,7 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if opts.Files, err = logFiles(cfg, args); err != nil {
 				return err
 			}
-			if opts.By, err = ledgerfile.ParseGroupBy(by); err != nil {
+			if opts.By, err = summary.ParseGroupBy(by); err != nil {
 				return badInput("--by: %v", err)
 			}
 			if c.Flags().Changed("since") && strings.TrimSpace(since) == "" {
@@ -228,7 +229,7 @@ func (l *logSet) newest() (time.Time, bool, error) {
 		if err != nil {
 			return newest, false, err
 		}
-		t, ok, err := ledgerfile.NewestTS(rc)
+		t, ok, err := summary.NewestTS(rc)
 		rc.Close()
 		if err != nil {
 			return newest, false, badInput("failed to read log %q: %v", l.display(name), err)
@@ -250,7 +251,7 @@ func (l *logSet) scan(skipBad bool, fn func(r *ledgerfile.Row, file string)) (to
 			return torn, skipped, err
 		}
 		disp := l.display(name)
-		t, s, err := ledgerfile.Scan(rc, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) })
+		t, s, err := summary.Scan(rc, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) })
 		rc.Close()
 		torn, skipped = append(torn, t...), append(skipped, s...)
 		for _, e := range t {
@@ -315,13 +316,13 @@ func runReport(opts *ReportOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := ledgerfile.NewSummarizer(ledgerfile.SummaryOptions{By: opts.By, Since: since, SlowAfter: opts.SlowAfter})
+	sum := summary.New(summary.Options{By: opts.By, Since: since, SlowAfter: opts.SlowAfter})
 	torn, skipped, err := logs.scan(opts.SkipBad, sum.Add)
 	if err != nil {
 		return err
 	}
 	s := sum.Summary()
-	recs := ledgerfile.Recommend(s, opts.MaxTokens)
+	recs := summary.Recommend(s, opts.MaxTokens)
 	var warnings []string
 	for _, r := range recs {
 		if r.Warning != "" {
@@ -342,10 +343,10 @@ func runReport(opts *ReportOptions) error {
 			Torn: lineRefs(torn), Skipped: lineRefs(skipped), Warnings: warnings,
 		}
 		if out.Groups == nil {
-			out.Groups = []*ledgerfile.Group{}
+			out.Groups = []*summary.Group{}
 		}
 		if out.WastedCalls == nil {
-			out.WastedCalls = []ledgerfile.Wasted{}
+			out.WastedCalls = []summary.Wasted{}
 		}
 		if out.Warnings == nil {
 			out.Warnings = []string{}
@@ -383,18 +384,18 @@ func displayNames(l *logSet) []string {
 }
 
 type reportJSON struct {
-	Files           []string                    `json:"files"`
-	By              string                      `json:"by"`
-	Since           string                      `json:"since,omitempty"`
-	Rows            int64                       `json:"rows"`
-	RowsBeforeSince int64                       `json:"rows_before_since"`
-	Groups          []*ledgerfile.Group         `json:"groups"`
-	All             *ledgerfile.Group           `json:"all"`
-	WastedCalls     []ledgerfile.Wasted         `json:"wasted_calls"`
-	Recommendations []ledgerfile.Recommendation `json:"recommendations"`
-	Torn            []string                    `json:"torn"`
-	Skipped         []string                    `json:"skipped"`
-	Warnings        []string                    `json:"warnings"`
+	Files           []string                 `json:"files"`
+	By              string                   `json:"by"`
+	Since           string                   `json:"since,omitempty"`
+	Rows            int64                    `json:"rows"`
+	RowsBeforeSince int64                    `json:"rows_before_since"`
+	Groups          []*summary.Group         `json:"groups"`
+	All             *summary.Group           `json:"all"`
+	WastedCalls     []summary.Wasted         `json:"wasted_calls"`
+	Recommendations []summary.Recommendation `json:"recommendations"`
+	Torn            []string                 `json:"torn"`
+	Skipped         []string                 `json:"skipped"`
+	Warnings        []string                 `json:"warnings"`
 }
 
 // Piped and CSV output: one line per group, every figure a column, in an
@@ -420,17 +421,17 @@ func wideHeader() []string {
 	return h
 }
 
-func wideRow(g *ledgerfile.Group) []string {
+func wideRow(g *summary.Group) []string {
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }
 	r := []string{g.Key, i(g.Rows), i(g.Attempts), i(g.Refused), i(g.HeldOut), i(g.Jobs), i(g.Succeeded), i(g.Failed), i(g.Unknown), i(g.Cancelled),
 		plainNum(g.AttemptsPerSuccess, 4), plainNum(g.RetryRatio, 4)}
-	for k, d := range []ledgerfile.Dist{g.Wait, g.TTFB, g.Elapsed, g.Tokens} {
+	for k, d := range []summary.Dist{g.Wait, g.TTFB, g.Elapsed, g.Tokens} {
 		digits := 3
 		if k == 3 {
 			digits = 0 // tokens are whole
 		}
-		r = append(r, strconv.Itoa(d.N))
-		for _, v := range []ledgerfile.Figure{d.P50, d.P75, d.P95, d.P99, d.Max} {
+		r = append(r, strconv.FormatInt(d.N, 10))
+		for _, v := range []summary.Figure{d.P50, d.P75, d.P95, d.P99, d.Max} {
 			r = append(r, plainNum(v, digits))
 		}
 	}
@@ -451,7 +452,7 @@ func wideRow(g *ledgerfile.Group) []string {
 }
 
 // plainNum is a number for scripts: fixed decimals, "" when undefined, "inf".
-func plainNum(f ledgerfile.Figure, digits int) string {
+func plainNum(f summary.Figure, digits int) string {
 	v := float64(f)
 	switch {
 	case math.IsNaN(v):
@@ -463,21 +464,21 @@ func plainNum(f ledgerfile.Figure, digits int) string {
 }
 
 // Terminal formats.
-func tSec(f ledgerfile.Figure) string {
+func tSec(f summary.Figure) string {
 	if math.IsNaN(float64(f)) {
 		return "-"
 	}
 	return strconv.FormatFloat(float64(f), 'f', 3, 64)
 }
 
-func tPct(f ledgerfile.Figure) string {
+func tPct(f summary.Figure) string {
 	if math.IsNaN(float64(f)) {
 		return "-"
 	}
 	return strconv.FormatFloat(float64(f)*100, 'f', 1, 64) + "%"
 }
 
-func tRatio(f ledgerfile.Figure) string {
+func tRatio(f summary.Figure) string {
 	v := float64(f)
 	switch {
 	case math.IsNaN(v):
@@ -488,14 +489,14 @@ func tRatio(f ledgerfile.Figure) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-func tUSD(f ledgerfile.Figure) string {
+func tUSD(f summary.Figure) string {
 	if math.IsNaN(float64(f)) {
 		return "-"
 	}
 	return "$" + strconv.FormatFloat(float64(f), 'f', 4, 64)
 }
 
-func printReportTables(s *IOStreams, sum *ledgerfile.Summary, recs []ledgerfile.Recommendation) error {
+func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recommendation) error {
 	groups := sum.Groups
 	if len(groups) > 1 {
 		groups = append(groups[:len(groups):len(groups)], sum.All)
@@ -527,18 +528,18 @@ func printReportTables(s *IOStreams, sum *ledgerfile.Summary, recs []ledgerfile.
 	for _, g := range groups {
 		for _, m := range []struct {
 			name string
-			d    ledgerfile.Dist
+			d    summary.Dist
 		}{{"wait_s", g.Wait}, {"ttfb_s", g.TTFB}, {"elapsed_s", g.Elapsed}, {"tokens", g.Tokens}} {
 			f := tSec
 			if m.name == "tokens" {
-				f = func(v ledgerfile.Figure) string {
+				f = func(v summary.Figure) string {
 					if math.IsNaN(float64(v)) {
 						return "-"
 					}
 					return strconv.FormatFloat(float64(v), 'f', 0, 64)
 				}
 			}
-			rows = append(rows, []string{g.Key, m.name, strconv.Itoa(m.d.N), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
+			rows = append(rows, []string{g.Key, m.name, strconv.FormatInt(m.d.N, 10), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
 		}
 	}
 	if err := printTable(s, []string{by, "metric", "n", "p50", "p75", "p95", "p99", "max"}, rows); err != nil {
@@ -630,8 +631,8 @@ func sortedKeys(m map[string]int64) []string {
 // drawHist draws a small histogram of one metric over every sent attempt,
 // with the cap that governs it marked: bins at or under the cap in █,
 // bins past it in ░, and a rule where the cap falls.
-func drawHist(w io.Writer, metric string, g *ledgerfile.Group, cap float64, capLabel string, width int) error {
-	var d ledgerfile.Dist
+func drawHist(w io.Writer, metric string, g *summary.Group, cap float64, capLabel string, width int) error {
+	var d summary.Dist
 	name, unit := metric, "s"
 	switch metric {
 	case "wait":
@@ -653,20 +654,20 @@ func drawHist(w io.Writer, metric string, g *ledgerfile.Group, cap float64, capL
 		fmt.Fprintln(w, "no values to draw")
 		return nil
 	}
-	bins, step := histBins(d.Values[d.N-1], cap, unit == "")
-	counts := make([]int, bins)
-	over := 0
-	for _, v := range d.Values {
+	bins, step := histBins(d.Values.Max(), cap, unit == "")
+	counts := make([]int64, bins)
+	var over int64
+	d.Values.Each(func(v float64, n int64) {
 		// Bins are (lo, hi], the first [0, hi]: a value equal to the cap
 		// is admitted by the gate, so it sits under the rule.
 		b := int(math.Ceil(v/step-1e-9)) - 1
 		b = max(0, min(b, bins-1))
-		counts[b]++
+		counts[b] += n
 		if v > cap {
-			over++
+			over += n
 		}
-	}
-	most := 0
+	})
+	var most int64
 	for _, c := range counts {
 		most = max(most, c)
 	}
@@ -684,7 +685,7 @@ func drawHist(w io.Writer, metric string, g *ledgerfile.Group, cap float64, capL
 		}
 		n := 0
 		if c > 0 {
-			n = max(1, c*barMax/most)
+			n = max(1, int(c*int64(barMax)/most))
 		}
 		ch := "█"
 		if lo >= cap-1e-9 {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 // reportRun runs one command line against test streams, piped unless tty.
@@ -201,7 +201,7 @@ func TestReportOptions(t *testing.T) {
 	cmd.SetArgs([]string{"--by", "model", "--since", "90m", "--max-tokens", "512", "--skip-bad", "a.log", "-"})
 	require.NoError(t, cmd.Execute())
 	assert.Equal(t, []string{"a.log", "-"}, got.Files)
-	assert.Equal(t, ledgerfile.ByModel, got.By)
+	assert.Equal(t, summary.ByModel, got.By)
 	assert.Equal(t, 90*time.Minute, got.SinceBack)
 	assert.True(t, got.Since.IsZero())
 	assert.Equal(t, int64(512), got.MaxTokens)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
 	"retrygate/rehearse/model"
 	"retrygate/rehearse/seat"
@@ -255,13 +256,13 @@ func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error)
 
 // simJSON is the --json shape.
 type simJSON struct {
-	Model      string             `json:"model"`
-	Seed       uint64             `json:"seed"`
-	Jobs       int                `json:"jobs"`
-	Rate       float64            `json:"rate,omitempty"`
-	Policies   []policyJSON       `json:"policies"`
-	Difference map[string]float64 `json:"difference,omitempty"`
-	Layers     *layersJSON        `json:"layers,omitempty"`
+	Model      string                    `json:"model"`
+	Seed       uint64                    `json:"seed"`
+	Jobs       int                       `json:"jobs"`
+	Rate       float64                   `json:"rate,omitempty"`
+	Policies   []policyJSON              `json:"policies"`
+	Difference map[string]summary.Figure `json:"difference,omitempty"`
+	Layers     *layersJSON               `json:"layers,omitempty"`
 }
 
 type policyJSON struct {
@@ -316,7 +317,7 @@ func runSimulate(o *SimulateOptions) error {
 	if len(o.Layers) > 0 {
 		rates := make([]layerRate, len(sums))
 		for i, s := range sums {
-			rates[i] = layerRate{Label: o.Policies[i].Label, F: s.AttemptFailureRate}
+			rates[i] = layerRate{Label: o.Policies[i].Label, F: float64(s.AttemptFailureRate)}
 		}
 		lj = layersFigures(o.Layers, rates)
 		warnLayers(o.IO, o.Layers)
@@ -332,9 +333,9 @@ func runSimulate(o *SimulateOptions) error {
 			out.Policies = append(out.Policies, policyJSON{Name: o.Policies[i].Label, File: o.Policies[i].File, Summary: s})
 		}
 		if len(sums) == 2 {
-			out.Difference = map[string]float64{}
+			out.Difference = map[string]summary.Figure{}
 			for _, m := range metrics {
-				out.Difference[m.key] = m.get(sums[1]) - m.get(sums[0])
+				out.Difference[m.key] = summary.Figure(m.get(sums[1]) - m.get(sums[0]))
 			}
 		}
 		if err := printJSON(o.IO.Out, out); err != nil {
@@ -362,7 +363,7 @@ func runSimulate(o *SimulateOptions) error {
 		if len(sums) == 2 {
 			a, b := m.get(sums[0]), m.get(sums[1])
 			d := m.format(b-a, true)
-			if m.kind != 'r' && a != 0 && b != a {
+			if m.kind != 'r' && a != 0 && b != a && finite(a) && finite(b) {
 				d += " (" + fmtIncrease(b/a-1) + ")"
 			}
 			row = append(row, d)
@@ -419,32 +420,35 @@ type simMetric struct {
 
 func simMetrics() []simMetric {
 	return []simMetric{
-		{"success_rate", "success rate", 'r', false, func(s *model.Summary) float64 { return s.SuccessRate }},
-		{"failed_rate", "failed rate", 'r', false, func(s *model.Summary) float64 { return s.FailedRate }},
-		{"unknown_rate", "unknown rate", 'r', false, func(s *model.Summary) float64 { return s.UnknownRate }},
-		{"deadline_miss_rate", "deadline-miss rate", 'r', false, func(s *model.Summary) float64 { return s.DeadlineMissRate }},
-		{"end_to_end_p50_s", "end to end p50", 's', false, func(s *model.Summary) float64 { return s.E2EP50 }},
-		{"end_to_end_p95_s", "end to end p95", 's', false, func(s *model.Summary) float64 { return s.E2EP95 }},
-		{"end_to_end_p99_s", "end to end p99", 's', false, func(s *model.Summary) float64 { return s.E2EP99 }},
-		{"attempts_per_job", "attempts per job", 'c', false, func(s *model.Summary) float64 { return s.AttemptsPerJob }},
-		{"billed_attempts_per_job", "billed attempts per job", 'c', false, func(s *model.Summary) float64 { return s.BilledPerJob }},
-		{"attempts_per_success", "attempts per success", 'c', false, func(s *model.Summary) float64 { return s.AttemptsPerSuccess }},
-		{"attempt_failure_rate", "attempt failure rate", 'r', false, func(s *model.Summary) float64 { return s.AttemptFailureRate }},
-		{"tokens_per_job", "tokens per job", 't', false, func(s *model.Summary) float64 { return s.TokensPerJob }},
-		{"tokens_per_success", "tokens per success", 't', false, func(s *model.Summary) float64 { return s.TokensPerSuccess }},
-		{"cost_per_job_usd", "cost per job", 'u', true, func(s *model.Summary) float64 { return s.CostPerJob }},
-		{"cost_per_success_usd", "cost per success", 'u', true, func(s *model.Summary) float64 { return s.CostPerSuccess }},
-		{"retry_tax", "retry tax (tokens)", 'r', false, func(s *model.Summary) float64 { return s.RetryTax }},
-		{"retry_tax_usd_share", "retry tax (USD)", 'r', true, func(s *model.Summary) float64 { return s.RetryTaxUSDShare }},
-		{"wasted_calls_per_job", "wasted calls per job", 'c', false, func(s *model.Summary) float64 { return s.WastedPerJob }},
-		{"breaker_open_s", "breaker open", 's', false, func(s *model.Summary) float64 { return s.BreakerOpenS }},
-		{"virtual_duration_s", "virtual time", 's', false, func(s *model.Summary) float64 { return s.DurationS }},
+		{"success_rate", "success rate", 'r', false, func(s *model.Summary) float64 { return float64(s.SuccessRate) }},
+		{"failed_rate", "failed rate", 'r', false, func(s *model.Summary) float64 { return float64(s.FailedRate) }},
+		{"unknown_rate", "unknown rate", 'r', false, func(s *model.Summary) float64 { return float64(s.UnknownRate) }},
+		{"deadline_miss_rate", "deadline-miss rate", 'r', false, func(s *model.Summary) float64 { return float64(s.DeadlineMissRate) }},
+		{"end_to_end_p50_s", "end to end p50", 's', false, func(s *model.Summary) float64 { return float64(s.E2EP50) }},
+		{"end_to_end_p95_s", "end to end p95", 's', false, func(s *model.Summary) float64 { return float64(s.E2EP95) }},
+		{"end_to_end_p99_s", "end to end p99", 's', false, func(s *model.Summary) float64 { return float64(s.E2EP99) }},
+		{"attempts_per_job", "attempts per job", 'c', false, func(s *model.Summary) float64 { return float64(s.AttemptsPerJob) }},
+		{"billed_attempts_per_job", "billed attempts per job", 'c', false, func(s *model.Summary) float64 { return float64(s.BilledPerJob) }},
+		{"attempts_per_success", "attempts per success", 'c', false, func(s *model.Summary) float64 { return float64(s.AttemptsPerSuccess) }},
+		{"attempt_failure_rate", "attempt failure rate", 'r', false, func(s *model.Summary) float64 { return float64(s.AttemptFailureRate) }},
+		{"tokens_per_job", "tokens per job", 't', false, func(s *model.Summary) float64 { return float64(s.TokensPerJob) }},
+		{"tokens_per_success", "tokens per success", 't', false, func(s *model.Summary) float64 { return float64(s.TokensPerSuccess) }},
+		{"cost_per_job_usd", "cost per job", 'u', true, func(s *model.Summary) float64 { return float64(s.CostPerJob) }},
+		{"cost_per_success_usd", "cost per success", 'u', true, func(s *model.Summary) float64 { return float64(s.CostPerSuccess) }},
+		{"retry_tax", "retry tax (tokens)", 'r', false, func(s *model.Summary) float64 { return float64(s.RetryTax) }},
+		{"retry_tax_usd_share", "retry tax (USD)", 'r', true, func(s *model.Summary) float64 { return float64(s.RetryTaxUSDShare) }},
+		{"wasted_calls_per_job", "wasted calls per job", 'c', false, func(s *model.Summary) float64 { return float64(s.WastedPerJob) }},
+		{"breaker_open_s", "breaker open", 's', false, func(s *model.Summary) float64 { return float64(s.BreakerOpenS) }},
+		{"virtual_duration_s", "virtual time", 's', false, func(s *model.Summary) float64 { return float64(s.DurationS) }},
 	}
 }
 
 func (m simMetric) format(v float64, diff bool) string {
-	if math.IsNaN(v) {
+	switch {
+	case math.IsNaN(v):
 		return "-"
+	case math.IsInf(v, 0):
+		return "∞"
 	}
 	s := m.formatRaw(v, diff)
 	if strings.Trim(s, "+-0.$%sp ") == "" {
@@ -556,3 +560,5 @@ func printLayers(io *IOStreams, lj *layersJSON) error {
 	}
 	return printTable(io, []string{"provider calls per user action", "layers (innermost first)", "calls"}, rows)
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

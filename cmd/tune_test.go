@@ -16,8 +16,8 @@ func TestTuneGolden(t *testing.T) {
 		code int
 		args []string
 	}{
-		{"tune/mixed.yaml", ExitOK, []string{"tune", mixedLog}},
-		{"tune/mixed.json", ExitOK, []string{"tune", "--json", mixedLog}},
+		{"tune/mixed.yaml", ExitRefuse, []string{"tune", mixedLog}},
+		{"tune/mixed.json", ExitRefuse, []string{"tune", "--json", mixedLog}},
 		{"tune/seed003-holdout.yaml", ExitRefuse, []string{"tune", seedHoldLog}},
 		{"tune/seed003.yaml", ExitOK, []string{"tune", seed003Log}},
 	}
@@ -30,17 +30,35 @@ func TestTuneGolden(t *testing.T) {
 	}
 }
 
-// The snippet is a policy: check reads it back, and the held-out row it
-// was tested on passes check too.
+// The snippet is a policy: check reads it back (with thresholds added:
+// a check without any is bad input), and refuses the held-out row tune
+// refused, for the same reason.
 func TestTuneSnippetIsAPolicy(t *testing.T) {
 	code, out, _ := reportRun(t, false, "", "tune", mixedLog)
-	require.Equal(t, ExitOK, code)
+	require.Equal(t, ExitRefuse, code, "the held-out f1 waited 6s for its answer: past a 1.9s cap")
 	pol := filepath.Join(t.TempDir(), "tuned.yaml")
-	require.NoError(t, os.WriteFile(pol, []byte(out), 0o644))
+	require.NoError(t, os.WriteFile(pol, []byte(out+"thresholds:\n  unknown_rate: [\"rate < 50%\"]\n"), 0o644))
 	code, out, errOut := reportRun(t, false, "", "check", "--policy", pol, mixedLog)
-	require.Equal(t, ExitOK, code, errOut)
-	assert.Contains(t, out, "deadline 35.7s, token_ceiling 2500, max_attempts 2, max_wait 15s, max_spend_usd 0.003")
-	assert.Contains(t, out, "held-out rows: 1, every one admitted by this budget")
+	require.Equal(t, ExitRefuse, code, errOut)
+	assert.Contains(t, out, "deadline 35.7s, token_ceiling 2500, max_attempts 2, max_wait 1.9s, max_spend_usd 0.003")
+	assert.Contains(t, out, "held-out rows: the budget REFUSES 1 of 1")
+
+	// Without thresholds, the snippet alone is no gate: exit 2, naming the file.
+	bare := filepath.Join(t.TempDir(), "bare.yaml")
+	_, tuned, _ := reportRun(t, false, "", "tune", mixedLog)
+	require.NoError(t, os.WriteFile(bare, []byte(tuned), 0o644))
+	code, _, errOut = reportRun(t, false, "", "check", "--policy", bare, mixedLog)
+	assert.Equal(t, ExitBad, code)
+	assert.Contains(t, errOut, "bare.yaml: no thresholds")
+}
+
+// An error's wait is how long the error took: tune's wait cap rests on
+// the attempts that produced content, and shows the others beside it.
+func TestTuneWaitCapFromContent(t *testing.T) {
+	_, out, _ := reportRun(t, false, "", "tune", mixedLog)
+	assert.Contains(t, out, "max_wait: 1.9s")
+	assert.NotContains(t, out, "max_wait: 15", "d1's slow 500 (12s) is not a wait")
+	assert.Regexp(t, `(?m)^#   server_error +1 attempt, p95 wait_s 12\.000s$`, out)
 }
 
 func TestTuneSaysWhatItRestsOn(t *testing.T) {
@@ -88,10 +106,10 @@ func TestTuneBadInput(t *testing.T) {
 
 func TestTuneMargin(t *testing.T) {
 	code, out, _ := reportRun(t, false, "", "tune", "--margin", "2", "--json", mixedLog)
-	require.Equal(t, ExitOK, code)
+	require.Equal(t, ExitRefuse, code)
 	var got tuneJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
-	assert.Equal(t, 24.0, got.Budget.MaxWaitS) // p95 wait 12 × 2
+	assert.Equal(t, 3.0, got.Budget.MaxWaitS) // p95 content wait 1.5 × 2
 	assert.Equal(t, 57.0, got.Budget.DeadlineS)
 	assert.Equal(t, int64(4000), got.Budget.TokenCeiling)
 }

@@ -107,11 +107,13 @@ type JobGate struct {
 // Judge returns the decision for r under rules, then takes r into the
 // job's books. A row in the hand-written form (no outcome, no sent key) is
 // judged on its own numbers, as the hand-written gate judged it.
-func (g *JobGate) Judge(rules Rules, r *Row) admit.Decision {
+// It returns the job's spend before r too.
+func (g *JobGate) Judge(rules Rules, r *Row) (admit.Decision, admit.Spent) {
 	g.start(r)
+	before := g.track.Spent()
 	d := g.decide(rules, r)
 	g.take(rules, r)
-	return d
+	return d, before
 }
 
 // start restores the books from the first row's recorded spend, when the
@@ -151,7 +153,8 @@ func Decide(rules Rules, earlier []Row, r *Row) admit.Decision {
 	for i := range earlier {
 		g.take(rules, &earlier[i])
 	}
-	return g.Judge(rules, r)
+	d, _ := g.Judge(rules, r)
+	return d
 }
 
 func (g *JobGate) decide(rules Rules, r *Row) admit.Decision {

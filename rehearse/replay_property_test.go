@@ -8,6 +8,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse/seat"
 )
 
@@ -118,7 +119,7 @@ func TestReplayUnderOwnPolicyFlipsNothing(t *testing.T) {
 			}
 			back = append(back, r)
 		}
-		rp := ledgerfile.NewReplayer(pol.Budget, pol.Retry)
+		rp := summary.NewReplayer(pol.Budget, pol.Retry)
 		for i := range back {
 			res := rp.Add(&back[i], "run.log")
 			if res.Logged != res.Now {

@@ -12,6 +12,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
 	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
@@ -72,10 +73,10 @@ func TestSimulateMonteCarloExpectedAttempts(t *testing.T) {
 		t.Run(fmt.Sprintf("f=%g n=%d", tt.f, tt.n), func(t *testing.T) {
 			m := mustParse(t, fmt.Sprintf("fixed elapsed=1s 5xx=%g", tt.f))
 			s := simulate(t, mcPolicy(tt.n), []seat.Config{{Name: "a"}}, []Model{m}, jobs, tt.seed)
-			within3SE(t, admit.ExpectedAttempts(tt.f, tt.n), s.AttemptsPerJob, s.AttemptsPerJobSE, "attempts per job")
+			within3SE(t, admit.ExpectedAttempts(tt.f, tt.n), float64(s.AttemptsPerJob), float64(s.AttemptsPerJobSE), "attempts per job")
 			pFail := math.Pow(tt.f, float64(tt.n+1))
-			assert.InDelta(t, pFail, s.FailedRate, 3*math.Sqrt(pFail*(1-pFail)/jobs)+1e-9, "failed rate")
-			assert.Equal(t, 1.0, s.BilledPerJob*float64(jobs)/float64(s.Succeeded), "a fast 5xx is free: only the answers are billed")
+			assert.InDelta(t, pFail, float64(s.FailedRate), 3*math.Sqrt(pFail*(1-pFail)/jobs)+1e-9, "failed rate")
+			assert.Equal(t, 1.0, float64(s.BilledPerJob)*float64(jobs)/float64(s.Succeeded), "a fast 5xx is free: only the answers are billed")
 		})
 	}
 }
@@ -92,10 +93,10 @@ func TestSimulateMonteCarloBilledAttempts(t *testing.T) {
 		t.Run(fmt.Sprintf("f=%g n=%d", tt.f, tt.n), func(t *testing.T) {
 			m := mustParse(t, fmt.Sprintf("fixed elapsed=1s hang=%g", tt.f))
 			s := simulate(t, mcPolicy(tt.n), []seat.Config{{Name: "a"}}, []Model{m}, jobs, tt.seed)
-			within3SE(t, admit.ExpectedAttempts(tt.f, tt.n), s.BilledPerJob, s.BilledPerJobSE, "billed attempts per job")
+			within3SE(t, admit.ExpectedAttempts(tt.f, tt.n), float64(s.BilledPerJob), float64(s.BilledPerJobSE), "billed attempts per job")
 			assert.Equal(t, s.Attempts, s.Billed, "every attempt reached the provider")
 			pUnknown := math.Pow(tt.f, float64(tt.n+1))
-			assert.InDelta(t, pUnknown, s.UnknownRate, 3*math.Sqrt(pUnknown*(1-pUnknown)/jobs)+1e-9, "a job whose last attempt timed out is unknown")
+			assert.InDelta(t, pUnknown, float64(s.UnknownRate), 3*math.Sqrt(pUnknown*(1-pUnknown)/jobs)+1e-9, "a job whose last attempt timed out is unknown")
 			assert.Zero(t, s.Failed)
 		})
 	}
@@ -114,8 +115,8 @@ func TestSimulateMonteCarloTimeoutSurcharge(t *testing.T) {
 			m := mustParse(t, fmt.Sprintf("fixed elapsed=1s tokens=1000 prompt=1000 hang=%g", tt.t))
 			c := seat.Config{Name: "a", PriceIn: 4} // 1000 prompt tokens at $4/M: C = $0.004
 			s := simulate(t, mcPolicy(1), []seat.Config{c}, []Model{m}, jobs, tt.seed)
-			within3SE(t, admit.TimeoutSurcharge(0.004, tt.t), s.CostPerJob, s.CostPerJobSE, "cost per job")
-			within3SE(t, 1+tt.t, s.BilledPerJob, s.BilledPerJobSE, "billed attempts per job")
+			within3SE(t, admit.TimeoutSurcharge(0.004, tt.t), float64(s.CostPerJob), float64(s.CostPerJobSE), "cost per job")
+			within3SE(t, 1+tt.t, float64(s.BilledPerJob), float64(s.BilledPerJobSE), "billed attempts per job")
 		})
 	}
 }
@@ -138,9 +139,9 @@ func TestSimulateMonteCarloFailover(t *testing.T) {
 			second := mustParse(t, "fixed elapsed=1s tokens=1000 prompt=1000")
 			chain := []seat.Config{{Name: "primary", PriceIn: c1 * 1000}, {Name: "fallback", PriceIn: c2 * 1000}}
 			s := simulate(t, mcPolicy(1), chain, []Model{first, second}, jobs, tt.seed)
-			within3SE(t, admit.FailoverPreGeneration(c1, c2, tt.t), s.CostPerJob, s.CostPerJobSE, "cost per job")
+			within3SE(t, admit.FailoverPreGeneration(c1, c2, tt.t), float64(s.CostPerJob), float64(s.CostPerJobSE), "cost per job")
 			assert.InDelta(t, admit.FailoverAfterTimeout(c1, c2, tt.t)-tt.t*c1, admit.FailoverPreGeneration(c1, c2, tt.t), 1e-15)
-			assert.Equal(t, 1.0, s.SuccessRate, "the fallback seat always answers")
+			assert.Equal(t, 1.0, float64(s.SuccessRate), "the fallback seat always answers")
 			assert.Equal(t, s.Seats[1].Attempts, s.Attempts-jobs, "every retry went to the fallback seat")
 		})
 	}
@@ -198,7 +199,7 @@ func TestSimulateScriptSeatIsTheLoop(t *testing.T) {
 	assert.Equal(t, 5, s.Attempts)
 	assert.Equal(t, 5, s.Billed)
 	assert.Equal(t, map[string]int{"reset": 3, "wait_cap": 2}, s.Outcomes)
-	assert.Equal(t, map[string]int{"attempt cap": 2, "breaker open": 1}, s.Refusals)
+	assert.Equal(t, map[string]int{"attempt cap": 2, "breaker open": 1, "queue wait": 2}, s.Refusals, "the two wait-cap cuts say refuse: queue wait")
 	assert.Equal(t, 5, s.WastedCalls, "every failed attempt was followed by another row")
 }
 
@@ -216,12 +217,12 @@ func TestSimulateAggregatorOverALog(t *testing.T) {
 	require.NoError(t, err)
 	rows, _, err := ledgerfile.ReadAll(bytesReader(log), "sim.log")
 	require.NoError(t, err)
-	agg := NewAggregator(p, specs)
+	sum := summary.New(SummaryOptions(p, specs))
 	for i := range rows {
-		agg.Add(&rows[i])
+		sum.Add(&rows[i], "sim.log")
 	}
-	fromLog := agg.Summary(time.Duration(s.DurationS*float64(time.Second)), nil)
-	// The log keeps durations to the millisecond and costs as written.
+	fromLog := View(sum.Summary(), true, time.Duration(s.DurationS*float64(time.Second)), nil)
+	// The summary counts durations at the log's milliseconds; costs are as written.
 	assert.Equal(t, s.Jobs, fromLog.Jobs)
 	assert.Equal(t, s.Succeeded, fromLog.Succeeded)
 	assert.Equal(t, s.Attempts, fromLog.Attempts)
@@ -229,8 +230,12 @@ func TestSimulateAggregatorOverALog(t *testing.T) {
 	assert.Equal(t, s.Tokens, fromLog.Tokens)
 	assert.Equal(t, s.WastedCalls, fromLog.WastedCalls)
 	assert.Equal(t, s.Outcomes, fromLog.Outcomes)
-	assert.InDelta(t, s.E2EP95, fromLog.E2EP95, 0.002)
-	assert.InDelta(t, s.CostUSD, fromLog.CostUSD, 1e-9)
+	assert.Equal(t, s.E2EP95, fromLog.E2EP95)
+	assert.Equal(t, s.DeadlineMisses, fromLog.DeadlineMisses)
+	assert.Equal(t, s.UnknownRate, fromLog.UnknownRate)
+	assert.Equal(t, s.RefusedRate, fromLog.RefusedRate)
+	assert.Equal(t, s.AttemptsPerSuccess, fromLog.AttemptsPerSuccess)
+	assert.InDelta(t, float64(s.CostUSD), float64(fromLog.CostUSD), 1e-9)
 }
 
 func TestSimulateProgressAndErrors(t *testing.T) {

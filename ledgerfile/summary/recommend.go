@@ -1,11 +1,9 @@
-package ledgerfile
+package summary
 
 import (
 	"fmt"
 	"math"
 	"strings"
-
-	"retrygate/admit"
 )
 
 // Recommendation is one suggested setting and what it rests on.
@@ -26,17 +24,17 @@ type Recommendation struct {
 // warns below MinRows.
 func Recommend(s *Summary, maxTokens int64) []Recommendation {
 	ok := s.OK
-	n := int64(len(ok.Elapsed))
+	n := ok.Elapsed.Len()
 	var out []Recommendation
-	soft := Recommendation{Key: "timeouts.soft", Seconds: Figure(admit.Percentile(ok.Elapsed, 75)), Rows: n,
+	soft := Recommendation{Key: "timeouts.soft", Seconds: Figure(ok.Elapsed.Percentile(75)), Rows: n,
 		Basis: "p75 of elapsed_s over ok attempts (seed 002)"}
-	p99 := admit.Percentile(ok.Elapsed, 99)
+	p99 := ok.Elapsed.Percentile(99)
 	hard := Recommendation{Key: "timeouts.hard", Seconds: Figure(2 * p99), Low: Figure(1.5 * p99), High: Figure(2 * p99), Rows: n,
 		Basis: fmt.Sprintf("1.5×–2× p99 of elapsed_s over ok attempts (p99 %s; seed 002)", secs(p99))}
 	out = append(out, soft, hard)
 	if maxTokens > 0 {
 		r := Recommendation{Key: "timeouts.hard (max_tokens)", Rows: ok.RateRows}
-		ttft := admit.Percentile(ok.Wait, 95)
+		ttft := ok.Wait.Percentile(95)
 		if ok.RateRows == 0 || ok.RateSeconds <= 0 {
 			r.Seconds = Figure(math.NaN())
 			r.Basis = fmt.Sprintf("ttft + %d ÷ rate: no ok row carries prompt_tokens/completion_tokens with elapsed > wait", maxTokens)

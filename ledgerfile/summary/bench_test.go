@@ -1,4 +1,4 @@
-package ledgerfile
+package summary
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
 )
 
 // writeBenchLog writes n rows shaped like a rehearsal: three seats, jobs
@@ -21,7 +22,7 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 		tb.Fatal(err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	_, _ = w.WriteString(Header + "\n")
+	_, _ = w.WriteString(ledgerfile.Header + "\n")
 	rng := rand.New(rand.NewPCG(1, 2))
 	seats := []string{"scratch", "cheap", "local"}
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -40,7 +41,7 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			wait := time.Duration(rng.ExpFloat64() * float64(1500*time.Millisecond))
 			el := wait + time.Duration(rng.ExpFloat64()*float64(4*time.Second))
 			prompt, comp := int64(500+rng.IntN(1500)), int64(rng.IntN(800))
-			r := Row{
+			r := ledgerfile.Row{
 				TS: ts, Job: fmt.Sprintf("job-%07d", job), Attempt: a, Seat: seats[min(a-1, 2)], Model: "gpt-4o-mini",
 				Wait: wait, TTFB: wait / 2, HasTTFB: true, Elapsed: el,
 				Tokens: prompt + comp, PromptTokens: prompt, CompletionTokens: comp, HasSplit: true, TokensFrom: "usage",
@@ -50,9 +51,9 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 				Decision: "admit", Fallback: a > 1, Holdout: job%10 == 0,
 			}
 			if last {
-				r.JobEnd = JobSucceeded
+				r.JobEnd = ledgerfile.JobSucceeded
 			}
-			buf = AppendRow(buf[:0], &r)
+			buf = ledgerfile.AppendRow(buf[:0], &r)
 			_, _ = w.Write(buf)
 			spent.Time += el
 			spent.Tokens += r.Tokens
@@ -88,7 +89,7 @@ func BenchmarkReport1M(b *testing.B) {
 			}
 			defer f.Close()
 			n := 0
-			if _, _, err := Scan(f, path, false, func(*Row) { n++ }); err != nil || n != 1_000_000 {
+			if _, _, err := Scan(f, path, false, func(*ledgerfile.Row) { n++ }); err != nil || n != 1_000_000 {
 				b.Fatalf("rows %d: %v", n, err)
 			}
 			return nil
@@ -101,8 +102,8 @@ func BenchmarkReport1M(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			sum := NewSummarizer(SummaryOptions{By: BySeat, SlowAfter: 10 * time.Second})
-			if _, _, err := Scan(f, path, false, func(r *Row) { sum.Add(r, path) }); err != nil {
+			sum := New(Options{By: BySeat, SlowAfter: 10 * time.Second})
+			if _, _, err := Scan(f, path, false, func(r *ledgerfile.Row) { sum.Add(r, path) }); err != nil {
 				b.Fatal(err)
 			}
 			s := sum.Summary()

@@ -1,4 +1,4 @@
-package ledgerfile
+package summary
 
 import (
 	"errors"
@@ -27,6 +27,17 @@ type Tuned struct {
 	Budget admit.Budget `json:"-"`
 	Lines  []Suggestion `json:"suggestions"`
 	Margin float64      `json:"margin"`
+	// Aside are the sent attempts that produced no content, by outcome:
+	// shown beside the wait cap, never read into it (an error's wait is
+	// how long the error took, not how long an answer waits).
+	Aside []Aside `json:"set_aside"`
+}
+
+// Aside is one outcome's attempts left out of the wait cap.
+type Aside struct {
+	Outcome string `json:"outcome"`
+	Rows    int64  `json:"rows"`
+	WaitP95 Figure `json:"wait_p95_s"`
 }
 
 // Suggest reads the four caps (and a spend ceiling where every sent
@@ -43,29 +54,38 @@ func Suggest(s *Summary, margin float64) (Tuned, error) {
 		return Tuned{}, errors.New("no sent attempts outside the held-out rows to tune from")
 	}
 	j := s.Jobs
-	if len(j.TimeToSuccess) == 0 {
+	if j.TimeToSuccess.Len() == 0 {
 		return Tuned{}, errors.New("no job succeeded outside the held-out rows: there is no time-to-success to tune a deadline from")
 	}
 	t := Tuned{Margin: margin}
 	m := fmt.Sprintf("× %g", margin)
 
-	wait := admit.Percentile(all.Wait.Values, 95)
-	t.add(Suggestion{Key: "max_wait", Observed: wait, Value: ceilTo(wait*margin, 0.1), Rows: int64(all.Wait.N),
-		Basis: fmt.Sprintf("p95 wait_s %.3fs %s, over sent attempts", wait, m)})
-	tts := admit.Percentile(j.TimeToSuccess, 99)
-	t.add(Suggestion{Key: "deadline", Observed: tts, Value: ceilTo(tts*margin, 0.1), Rows: int64(len(j.TimeToSuccess)),
+	cw := s.Content.Wait
+	wait := cw.Percentile(95)
+	if cw.Len() == 0 {
+		wait = 0
+	}
+	t.add(Suggestion{Key: "max_wait", Observed: wait, Value: ceilTo(wait*margin, 0.1), Rows: cw.Len(),
+		Basis: fmt.Sprintf("p95 wait_s %.3fs %s, over attempts that produced content (ok, or reset after content)", wait, m)})
+	for i, w := range s.Content.Aside {
+		if n := w.Len(); n > 0 {
+			t.Aside = append(t.Aside, Aside{Outcome: string(admit.Outcomes[i]), Rows: n, WaitP95: Figure(w.Percentile(95))})
+		}
+	}
+	tts := j.TimeToSuccess.Percentile(99)
+	t.add(Suggestion{Key: "deadline", Observed: tts, Value: ceilTo(tts*margin, 0.1), Rows: j.TimeToSuccess.Len(),
 		Basis: fmt.Sprintf("p99 time-to-success %.3fs %s, over succeeded jobs", tts, m)})
-	tok := admit.Percentile(j.Tokens, 99)
-	t.add(Suggestion{Key: "token_ceiling", Observed: tok, Value: ceilTo(tok*margin, 100), Rows: int64(len(j.Tokens)),
+	tok := j.Tokens.Percentile(99)
+	t.add(Suggestion{Key: "token_ceiling", Observed: tok, Value: ceilTo(tok*margin, 100), Rows: j.Tokens.Len(),
 		Basis: fmt.Sprintf("p99 tokens per job %.0f %s, over jobs", tok, m)})
-	aps := admit.Percentile(j.AttemptsPerSuccess, 95)
-	t.add(Suggestion{Key: "max_attempts", Observed: aps, Value: max(1, math.Ceil(aps)), Rows: int64(len(j.AttemptsPerSuccess)),
+	aps := j.AttemptsPerSuccess.Percentile(95)
+	t.add(Suggestion{Key: "max_attempts", Observed: aps, Value: max(1, math.Ceil(aps)), Rows: j.AttemptsPerSuccess.Len(),
 		Basis: fmt.Sprintf("p95 attempts per succeeded job %.0f, no margin (a count), at least 1", aps)})
-	if len(j.USD) > 0 {
-		usd := admit.Percentile(j.USD, 99)
+	if j.USD.Len() > 0 {
+		usd := j.USD.Percentile(99)
 		if usd > 0 {
-			t.add(Suggestion{Key: "max_spend_usd", Observed: usd, Value: ceilTo(usd*margin, 0.0001), Rows: int64(len(j.USD)),
-				Basis: fmt.Sprintf("p99 USD per job %.6f %s, over %d of %d jobs whose every attempt has cost_usd", usd, m, len(j.USD), j.Jobs)})
+			t.add(Suggestion{Key: "max_spend_usd", Observed: usd, Value: ceilTo(usd*margin, 0.0001), Rows: j.USD.Len(),
+				Basis: fmt.Sprintf("p99 USD per job %.6f %s, over %d of %d jobs whose every attempt has cost_usd", usd, m, j.USD.Len(), j.Jobs)})
 		}
 	}
 	for i := range t.Lines {

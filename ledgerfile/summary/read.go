@@ -1,4 +1,4 @@
-package ledgerfile
+package summary
 
 import (
 	"bufio"
@@ -6,15 +6,17 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"retrygate/ledgerfile"
 )
 
 // Scan reads every row of one log and hands each to fn, in order. With
 // skipBad, malformed lines are collected in Skipped instead of stopping
 // the scan; torn lines are never fatal and come back in Torn.
-func Scan(r io.Reader, name string, skipBad bool, fn func(*Row)) (torn, skipped []*LineError, err error) {
-	rd := NewReader(r, name)
+func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
+	rd := ledgerfile.NewReader(r, name)
 	rd.SkipBad(skipBad)
-	var row Row
+	var row ledgerfile.Row
 	for {
 		err := rd.Next(&row)
 		if err == io.EOF {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package ledgerfile
+package summary
 
 import (
 	"syscall"

@@ -1,18 +1,22 @@
-package ledgerfile
+// Package summary is the one aggregator over rehearsal.log rows.
+package summary
 
-import "retrygate/admit"
+import (
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+)
 
 // Replayer re-decides logged rows under a policy's budget and retry
 // rules, making at each row the decision the attempt loop makes there
-// (JobGate): the retry rules after a failure, the gate on the job's spend
-// with the backoff charged before it, and the seat's estimate from the
-// job's earlier attempts. Replaying a log under the policy that wrote it
-// changes no decision. It is a per-row counterfactual over what happened,
-// not a re-simulation: a refusal now does not remove the rows that
-// followed it.
+// (ledgerfile.JobGate): the retry rules after a failure, the gate on the
+// job's spend with the backoff charged before it, and the seat's estimate
+// from the job's earlier attempts. Replaying a log under the policy that
+// wrote it changes no decision. It is a per-row counterfactual over what
+// happened, not a re-simulation: a refusal now does not remove the rows
+// that followed it.
 type Replayer struct {
-	rules Rules
-	jobs  map[string]*JobGate
+	rules ledgerfile.Rules
+	jobs  map[string]*ledgerfile.JobGate
 }
 
 // Replayed is one row's two decisions.
@@ -49,26 +53,23 @@ func (r Replayed) Refused() bool { return r.Now != "admit" }
 
 // NewReplayer replays rows under b and the retry rules r.
 func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
-	return &Replayer{rules: Rules{Budget: b, Retry: r}, jobs: map[string]*JobGate{}}
+	return &Replayer{rules: ledgerfile.Rules{Budget: b, Retry: r}, jobs: map[string]*ledgerfile.JobGate{}}
 }
 
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own.
-func (p *Replayer) Add(r *Row, file string) Replayed {
-	var g *JobGate
+func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
+	var g *ledgerfile.JobGate
 	if r.Job == "" {
-		g = &JobGate{}
+		g = &ledgerfile.JobGate{}
 	} else if g = p.jobs[r.Job]; g == nil {
-		g = &JobGate{}
+		g = &ledgerfile.JobGate{}
 		p.jobs[r.Job] = g
 	}
-	g.start(r)
-	before := g.Track().Spent()
-	d := g.Judge(p.rules, r)
+	d, before := g.Judge(p.rules, r)
 	next := admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
 	logged := r.Decision
-	switch {
-	case logged == "":
+	if logged == "" {
 		logged = "admit"
 		if !r.WasSent() {
 			logged = "refuse" // sent=false without a reason

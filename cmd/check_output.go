@@ -1,0 +1,187 @@
+package cmd
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
+)
+
+type budgetJSON struct {
+	DeadlineS    float64 `json:"deadline_s"`
+	TokenCeiling int64   `json:"token_ceiling"`
+	MaxAttempts  int     `json:"max_attempts"`
+	MaxWaitS     float64 `json:"max_wait_s"`
+	MaxSpendUSD  float64 `json:"max_spend_usd"`
+}
+
+func toBudgetJSON(b admit.Budget) budgetJSON {
+	return budgetJSON{b.Deadline.Seconds(), b.TokenCeiling, b.MaxAttempts, b.MaxWait.Seconds(), b.MaxSpendUSD}
+}
+
+type checkJSON struct {
+	Pass           bool                      `json:"pass"`
+	Policy         string                    `json:"policy"`
+	Budget         budgetJSON                `json:"budget"`
+	Logs           []string                  `json:"logs"`
+	Rows           int64                     `json:"rows"`
+	Jobs           int64                     `json:"jobs"`
+	HeldOutRows    int64                     `json:"held_out_rows"`
+	Thresholds     []summary.ThresholdResult `json:"thresholds"`
+	Failed         int                       `json:"thresholds_failed"`
+	ChangesTotal   int64                     `json:"changes_total"`
+	Changes        []summary.Replayed        `json:"changes"`
+	HeldOutRefused []summary.Replayed        `json:"held_out_refused"`
+	Torn           []string                  `json:"torn"`
+	Skipped        []string                  `json:"skipped"`
+}
+
+func printCheckJSON(opts *CheckOptions, logs *logSet, res *summary.CheckResult, torn, skipped []*ledgerfile.LineError) error {
+	return printJSON(opts.IO.Out, checkJSON{
+		Pass: res.Pass, Policy: opts.Policy, Budget: toBudgetJSON(opts.Budget), Logs: displayNames(logs),
+		Rows: res.Judged, Jobs: res.Summary.All.Jobs, HeldOutRows: res.HeldOut.Rows, Thresholds: res.Thresholds,
+		Failed: res.Failed, ChangesTotal: res.ChangesTotal, Changes: res.Changes, HeldOutRefused: res.HeldOut.Refused,
+		Torn: lineRefs(torn), Skipped: lineRefs(skipped),
+	})
+}
+
+func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
+	w := opts.IO.Out
+	judged, held, jobs := res.Judged, res.HeldOut.Rows, res.Summary.All.Jobs
+	heldRefused := res.HeldOut.Refused
+	fmt.Fprintf(w, "policy %s: %s\n", opts.Policy, budgetLine(opts.Budget))
+	fmt.Fprintf(w, "judged %d %s in %d %s; %d held-out %s judged apart\n",
+		judged, plural(int(judged), "row", "rows"), jobs, plural(int(jobs), "job", "jobs"),
+		held, plural(int(held), "row", "rows"))
+	if len(res.Thresholds) > 0 {
+		fmt.Fprintln(w)
+		rows := make([][]string, 0, len(res.Thresholds))
+		for _, r := range res.Thresholds {
+			mark := "pass"
+			if !r.Pass {
+				mark = "fail"
+			}
+			if opts.IO.OutTTY {
+				mark = map[bool]string{true: "✓ pass", false: "✗ fail"}[r.Pass]
+			}
+			obs := r.Aggregation + "=" + formatObserved(r.Spec, r.Value)
+			if r.Note != "" {
+				obs += " (" + r.Note + ")"
+			}
+			rows = append(rows, []string{mark, r.Metric, r.Threshold, obs, r.Where})
+		}
+		if err := printTable(opts.IO, []string{"result", "metric", "threshold", "observed", "where"}, rows); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(w, "\ndecisions that change under this budget: %d of %d rows\n", res.ChangesTotal, judged+held)
+	if len(res.Changes) > 0 {
+		if err := printTable(opts.IO, replayHeader(), replayRows(res.Changes, 50)); err != nil {
+			return err
+		}
+		if len(res.Changes) > 50 {
+			fmt.Fprintf(w, "… and %d more (--json lists up to %d)\n", res.ChangesTotal-50, maxListedChanges)
+		}
+	}
+
+	switch {
+	case held == 0:
+		fmt.Fprintf(w, "\nheld-out rows: none\n")
+	case len(heldRefused) == 0:
+		fmt.Fprintf(w, "\nheld-out rows: %d, every one admitted by this budget\n", held)
+	default:
+		fmt.Fprintf(w, "\nheld-out rows: the budget REFUSES %d of %d; believe the refusal:\n", len(heldRefused), held)
+		if err := printTable(opts.IO, replayHeader(), replayRows(heldRefused, len(heldRefused))); err != nil {
+			return err
+		}
+	}
+
+	verdict := fmt.Sprintf("%d of %d thresholds failed", res.Failed, len(res.Thresholds))
+	if res.Failed == 0 {
+		verdict = fmt.Sprintf("%d %s passed", len(res.Thresholds), plural(len(res.Thresholds), "threshold", "thresholds"))
+	}
+	if len(heldRefused) > 0 {
+		verdict += fmt.Sprintf("; %d held-out %s refused", len(heldRefused), plural(len(heldRefused), "attempt", "attempts"))
+	}
+	if res.Pass {
+		fmt.Fprintf(w, "\ncheck: PASS (%s)\n", verdict)
+	} else {
+		fmt.Fprintf(w, "\ncheck: FAIL (%s)\n", verdict)
+	}
+	return nil
+}
+
+func budgetLine(b admit.Budget) string {
+	s := fmt.Sprintf("deadline %s, token_ceiling %d, max_attempts %d, max_wait %s",
+		b.Deadline, b.TokenCeiling, b.MaxAttempts, b.MaxWait)
+	if b.HasSpendCeiling() {
+		s += fmt.Sprintf(", max_spend_usd %g", b.MaxSpendUSD)
+	}
+	return s
+}
+
+func replayHeader() []string {
+	return []string{"row", "job", "attempt", "seat", "logged", "now", "wait_s", "elapsed_s", "tokens", "spent_s", "spent_tokens", "used"}
+}
+
+func replayRows(rs []summary.Replayed, limit int) [][]string {
+	var rows [][]string
+	for i, r := range rs {
+		if i == limit {
+			break
+		}
+		attempt := "-"
+		if r.Attempt > 0 {
+			attempt = strconv.Itoa(r.Attempt)
+		}
+		rows = append(rows, []string{fmt.Sprintf("%s:%d", r.File, r.Line), orDash(r.Job), attempt, orDash(r.Seat), r.Logged, replayedNow(r),
+			strconv.FormatFloat(r.WaitS, 'f', 3, 64), strconv.FormatFloat(r.ElapsedS, 'f', 3, 64),
+			strconv.FormatInt(r.Tokens, 10), strconv.FormatFloat(r.SpentS, 'f', 3, 64),
+			strconv.FormatInt(r.SpentTokens, 10), strconv.Itoa(r.Used)})
+	}
+	return rows
+}
+
+// replayedNow is a replayed decision with every other failing check.
+func replayedNow(r summary.Replayed) string {
+	if len(r.Also) == 0 {
+		return r.Now
+	}
+	return r.Now + " (also: " + strings.Join(r.Also, ", ") + ")"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// formatObserved writes an observed figure in the threshold's own terms.
+func formatObserved(t admit.Threshold, v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case math.IsInf(v, 1):
+		return "∞"
+	}
+	spec, _ := admit.LookupMetric(t.Metric)
+	switch {
+	case t.Agg == admit.AggCount:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case spec.Time:
+		return strconv.FormatFloat(v, 'f', 3, 64) + "s"
+	case spec.Percent && t.Unit == "%":
+		return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
+	case spec.Percent:
+		return strconv.FormatFloat(v, 'f', 4, 64)
+	case v == math.Trunc(v):
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}

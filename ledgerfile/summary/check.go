@@ -1,0 +1,206 @@
+package summary
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+)
+
+// Threshold is one parsed threshold and where the policy wrote it.
+type Threshold struct {
+	admit.Threshold
+	Where string
+}
+
+// ThresholdResult is one threshold's verdict.
+type ThresholdResult struct {
+	Metric      string   `json:"metric"`
+	Threshold   string   `json:"threshold"`
+	Aggregation string   `json:"aggregation"`
+	Observed    *float64 `json:"observed"` // null when there was nothing to measure
+	Limit       float64  `json:"limit"`
+	Op          string   `json:"op"`
+	N           int64    `json:"n"` // values or population the figure rests on
+	Pass        bool     `json:"pass"`
+	Where       string   `json:"where"`
+	Note        string   `json:"note,omitempty"`
+
+	// Value is the observed figure as computed: NaN with nothing to
+	// measure, +Inf for attempts per success with no success.
+	Value float64         `json:"-"`
+	Spec  admit.Threshold `json:"-"`
+}
+
+// HeldOut is the verdict on the rows kept out of tuning (holdout=true):
+// any of them the budget refuses fails the check (seed 003: believe the
+// refusal).
+type HeldOut struct {
+	Rows    int64      `json:"rows"`
+	Refused []Replayed `json:"refused"`
+}
+
+// judge takes one held-out row's replay.
+func (h *HeldOut) judge(res Replayed) {
+	h.Rows++
+	if res.Refused() {
+		h.Refused = append(h.Refused, res)
+	}
+}
+
+// Agree reports whether the budget admits every held-out row.
+func (h *HeldOut) Agree() bool { return len(h.Refused) == 0 }
+
+// ReplayHeldOut replays rows (held out of a tuning, in log order) under b
+// and the retry rules r.
+func ReplayHeldOut(b admit.Budget, r admit.RetryPolicy, rows []ledgerfile.Row, files []string) HeldOut {
+	rp := NewReplayer(b, r)
+	h := HeldOut{Refused: []Replayed{}}
+	for i := range rows {
+		h.judge(rp.Add(&rows[i], files[i]))
+	}
+	return h
+}
+
+// CheckOptions are what a check judges logs against.
+type CheckOptions struct {
+	Budget     admit.Budget
+	Retry      admit.RetryPolicy // the retry rules the replay judges by
+	Thresholds []Threshold
+	SlowAfter  time.Duration
+	// MaxListed bounds the decision changes kept for printing; the count
+	// is always exact. 0 keeps 1000.
+	MaxListed int
+}
+
+// ErrNoThresholds is a policy that gives check nothing to judge: a gate
+// that checks nothing fails closed.
+var ErrNoThresholds = errors.New("no thresholds: a check that judges nothing cannot pass (add thresholds: to the policy)")
+
+// Check replays every row under a policy's budget and judges the rows
+// not held out against its thresholds, one row at a time (Add, then
+// Close).
+type Check struct {
+	opts CheckOptions
+	rp   *Replayer
+	sum  *Summarizer
+	res  CheckResult
+}
+
+// CheckResult is a check's verdict and everything it rests on.
+type CheckResult struct {
+	Pass         bool              `json:"pass"`
+	Summary      *Summary          `json:"-"`
+	Judged       int64             `json:"rows"`
+	Thresholds   []ThresholdResult `json:"thresholds"`
+	Failed       int               `json:"thresholds_failed"`
+	ChangesTotal int64             `json:"changes_total"`
+	Changes      []Replayed        `json:"changes"`
+	HeldOut      HeldOut           `json:"held_out"`
+}
+
+// NewCheck starts a check; a policy without thresholds is ErrNoThresholds.
+func NewCheck(opts CheckOptions) (*Check, error) {
+	if len(opts.Thresholds) == 0 {
+		return nil, ErrNoThresholds
+	}
+	if opts.MaxListed <= 0 {
+		opts.MaxListed = 1000
+	}
+	return &Check{
+		opts: opts,
+		rp:   NewReplayer(opts.Budget, opts.Retry),
+		sum:  New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline}),
+		res:  CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
+	}, nil
+}
+
+// Add replays one row (in log order) and counts it.
+func (c *Check) Add(r *ledgerfile.Row, file string) {
+	res := c.rp.Add(r, file)
+	if res.Changed() {
+		c.res.ChangesTotal++
+		if len(c.res.Changes) < c.opts.MaxListed {
+			c.res.Changes = append(c.res.Changes, res)
+		}
+	}
+	if r.Holdout {
+		c.res.HeldOut.judge(res)
+		return
+	}
+	c.sum.AddAs(r, file, res.Now)
+}
+
+// Close judges the thresholds. The check passes when every threshold
+// passes and the budget admits every held-out row.
+func (c *Check) Close() *CheckResult {
+	s := c.sum.Summary()
+	c.res.Summary, c.res.Judged = s, s.Rows
+	c.res.Thresholds = Evaluate(c.opts.Thresholds, s)
+	for _, t := range c.res.Thresholds {
+		if !t.Pass {
+			c.res.Failed++
+		}
+	}
+	c.res.Pass = len(c.res.Thresholds) > 0 && c.res.Failed == 0 && c.res.HeldOut.Agree()
+	return &c.res
+}
+
+// Observed is what a threshold metric measured over a summary, and how
+// many values or members of the population it rests on.
+func (s *Summary) Observed(metric string) (admit.Observed, int64) {
+	all := s.All
+	switch metric {
+	case "wait_s":
+		return admit.Observed{Values: all.Wait.Values}, all.Wait.N
+	case "ttfb_s":
+		return admit.Observed{Values: all.TTFB.Values}, all.TTFB.N
+	case "elapsed_s":
+		return admit.Observed{Values: all.Elapsed.Values}, all.Elapsed.N
+	case "tokens":
+		return admit.Observed{Values: all.Tokens.Values}, all.Tokens.N
+	case "attempts_per_success":
+		return admit.Observed{Value: float64(all.AttemptsPerSuccess)}, all.Succeeded
+	case "retry_ratio":
+		return admit.Observed{Value: float64(all.RetryRatio)}, all.Jobs
+	case "retry_tax":
+		return admit.Observed{Value: float64(all.RetryTax.TokensShare)}, all.Attempts
+	case "refused_rate":
+		return admit.Observed{Num: s.RefusedRows, Den: s.Rows}, s.Rows
+	case "unknown_rate":
+		return admit.Observed{Num: all.Unknown, Den: all.Jobs}, all.Jobs
+	case "deadline_miss_rate":
+		return admit.Observed{Num: s.Jobs.DeadlineMisses, Den: s.Jobs.Jobs}, s.Jobs.Jobs
+	case "billable_failure_rate":
+		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
+	}
+	return admit.Observed{Value: math.NaN()}, 0
+}
+
+// Evaluate judges each threshold over s.
+func Evaluate(ts []Threshold, s *Summary) []ThresholdResult {
+	out := make([]ThresholdResult, 0, len(ts))
+	for _, t := range ts {
+		o, n := s.Observed(t.Metric)
+		v, pass := t.Eval(o)
+		r := ThresholdResult{Metric: t.Metric, Threshold: t.String(), Aggregation: t.Label(), Limit: t.Value, Op: t.Op,
+			N: n, Pass: pass, Where: t.Where, Value: v, Spec: t.Threshold}
+		if t.Agg == admit.AggCount {
+			r.N = int64(v)
+		}
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			vv := v
+			r.Observed = &vv
+		}
+		switch {
+		case math.IsNaN(v):
+			r.Note = "no data: nothing to measure, so it cannot pass"
+		case math.IsInf(v, 1):
+			r.Note = "no job succeeded"
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,991 @@
+package summary
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+)
+
+// MinRows is how many rows a figure should rest on before anyone tunes a
+// timeout or a cap from it; fewer is flagged, never hidden.
+const MinRows = 30
+
+// GroupBy is how report splits rows.
+type GroupBy string
+
+const (
+	BySeat    GroupBy = "seat"
+	ByModel   GroupBy = "model"
+	ByJob     GroupBy = "job"
+	ByOutcome GroupBy = "outcome"
+)
+
+// ParseGroupBy accepts seat, model, job or outcome.
+func ParseGroupBy(s string) (GroupBy, error) {
+	switch g := GroupBy(s); g {
+	case BySeat, ByModel, ByJob, ByOutcome:
+		return g, nil
+	}
+	return "", fmt.Errorf("unknown grouping %q (want seat, model, job or outcome)", s)
+}
+
+// Group keys for rows that do not say.
+const (
+	NoValue      = "-"       // a row without seat or model
+	RefusedGroup = "refused" // --by outcome: rows the gate refused (never sent)
+	AllGroup     = "(all)"
+)
+
+// Options choose what a Summarizer counts.
+type Options struct {
+	By GroupBy
+	// Since drops rows whose ts is before it; rows without a ts are kept
+	// (a hand-written row has no time to judge). Zero keeps every row.
+	Since time.Time
+	// SlowAfter classifies the billing of failed rows that carry no
+	// billing key (admit.BillingOf); 0 treats every 5xx as fast.
+	SlowAfter time.Duration
+	// Deadline is the policy's deadline, for the deadline-miss rule's
+	// cut-off timeouts (MissesDeadline); 0 counts only refusals.
+	Deadline time.Duration
+	// Groups are listed first, in this order, even when no row lands in
+	// them (a fallback chain's seats). With KeepOrder the groups after
+	// them follow in the order they first appear; otherwise every group
+	// sorts by key.
+	Groups    []string
+	KeepOrder bool
+}
+
+// Figure is a number that may be undefined (NaN: nothing to divide by)
+// or infinite (attempts per success with no success). JSON writes both
+// as null.
+type Figure float64
+
+// MarshalJSON writes NaN and ±Inf as null.
+func (f Figure) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, v, 'f', -1, 64), nil
+}
+
+// Dist is a distribution's exact nearest-rank percentiles (admit.Percentile).
+type Dist struct {
+	N   int64  `json:"n"`
+	P50 Figure `json:"p50"`
+	P75 Figure `json:"p75"`
+	P95 Figure `json:"p95"`
+	P99 Figure `json:"p99"`
+	Max Figure `json:"max"`
+	// Values are every value: thresholds and histograms need them whole.
+	Values Sorted `json:"-"`
+}
+
+// newDist reads the percentiles of values.
+func newDist(values Sorted) Dist {
+	d := Dist{N: values.Len(), Values: values}
+	p := func(q float64) Figure { return Figure(values.Percentile(q)) }
+	d.P50, d.P75, d.P95, d.P99, d.Max = p(50), p(75), p(95), p(99), p(100)
+	return d
+}
+
+// Tax is the retry tax (seed 004): what attempts that did not produce the
+// kept result cost, and their share of everything sent.
+type Tax struct {
+	Tokens      int64  `json:"tokens"`
+	TokensShare Figure `json:"tokens_share"`
+	USD         Figure `json:"usd"`       // null when no sent row carries cost_usd
+	USDShare    Figure `json:"usd_share"` // of the USD of sent rows with a cost
+	CostRows    int64  `json:"cost_rows"` // sent rows that carry cost_usd
+}
+
+// Group is one group's figures. ledgerfile.Row-level figures (attempts, percentiles,
+// outcomes, billing, tax, wasted calls) count each row in its own group.
+// A job counts in every group it touched (Jobs, FallbackJobs); its answer
+// and its end state count in the group of the row that decided them: the
+// kept ok attempt, or the job's last row.
+type Group struct {
+	Key      string `json:"group"`
+	Rows     int64  `json:"rows"`
+	Attempts int64  `json:"attempts"` // sent
+	Refused  int64  `json:"refused"`  // rows the gate refused (not sent)
+	HeldOut  int64  `json:"held_out"` // rows marked holdout=true
+
+	Jobs      int64 `json:"jobs"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Unknown   int64 `json:"unknown"`
+	Cancelled int64 `json:"cancelled"`
+
+	Wait    Dist `json:"wait_s"`
+	TTFB    Dist `json:"ttfb_s"`
+	Elapsed Dist `json:"elapsed_s"`
+	Tokens  Dist `json:"tokens"`
+
+	Outcomes map[string]int64 `json:"outcomes"`
+	Refusals map[string]int64 `json:"refusals"`
+
+	TokensTotal int64  `json:"tokens_total"` // over sent attempts
+	USDTotal    Figure `json:"usd_total"`    // over sent attempts with cost_usd
+	Billed      int64  `json:"billed_attempts"`
+
+	SuccessRate        Figure `json:"success_rate"` // of jobs
+	FailedRate         Figure `json:"failed_rate"`
+	AttemptFailureRate Figure `json:"attempt_failure_rate"` // of sent attempts: not ok
+	AttemptsPerSuccess Figure `json:"attempts_per_success"`
+	RetryRatio         Figure `json:"retry_ratio"`
+	RetryTax           Tax    `json:"retry_tax"`
+	WastedCalls        int64  `json:"wasted_calls"`
+
+	FailedAttempts      int64  `json:"failed_attempts"`
+	BilledFailures      int64  `json:"billed_failures"`
+	BillableFailureRate Figure `json:"billable_failure_rate"`
+	UnknownRate         Figure `json:"unknown_rate"`
+	FallbackJobs        int64  `json:"fallback_jobs"`
+	FallbackRate        Figure `json:"fallback_rate"`
+}
+
+// Wasted is seed 000's wasted-call query: sent attempts before their job's
+// last attempt whose outcome was not ok, by seat and outcome.
+type Wasted struct {
+	Seat    string `json:"seat"`
+	Outcome string `json:"outcome"`
+	Calls   int64  `json:"wasted_calls"`
+	Tokens  int64  `json:"tokens"`
+	USD     Figure `json:"usd"`
+}
+
+// JobFigures are per-job figures over every job, for tune, check and
+// simulate.
+type JobFigures struct {
+	Jobs int64 `json:"jobs"`
+	// Time is each job's spent time (Spend) once it ended; Time, Tokens
+	// and USD leave out jobs that sent nothing.
+	Time Sorted `json:"-"`
+	// TimeToSuccess is, for each job with a kept answer, the spent time
+	// before the kept attempt plus that attempt's elapsed (which holds
+	// its wait): what the gate's deadline check charges a job that
+	// succeeds.
+	TimeToSuccess Sorted `json:"-"`
+	// Tokens is each job's Σ tokens over its sent attempts.
+	Tokens Sorted `json:"-"`
+	// USD is each job's Σ cost_usd, for jobs whose every sent attempt has one.
+	USD Sorted `json:"-"`
+	// AttemptsPerSuccess is, for each succeeded job, its sent attempts.
+	AttemptsPerSuccess Sorted `json:"-"`
+	// EndToEnd is each job's first row's ts to its last row's end (ts +
+	// elapsed for a sent row), for jobs whose rows carry a ts.
+	EndToEnd Sorted `json:"-"`
+
+	// Means per job over every job, and per succeeded job.
+	AttemptsPerJob   Figure `json:"attempts_per_job"`
+	BilledPerJob     Figure `json:"billed_attempts_per_job"`
+	TokensPerJob     Figure `json:"tokens_per_job"`
+	USDPerJob        Figure `json:"usd_per_job"` // null when no sent row carries cost_usd
+	WastedPerJob     Figure `json:"wasted_calls_per_job"`
+	TokensPerSuccess Figure `json:"tokens_per_success"`
+	USDPerSuccess    Figure `json:"usd_per_success"`
+
+	// Standard errors of the per-job means (attempts, billed attempts,
+	// USD), over every job: how far a simulated figure may be from the
+	// policy's own.
+	AttemptsSE Figure `json:"attempts_per_job_se"`
+	BilledSE   Figure `json:"billed_attempts_per_job_se"`
+	USDSE      Figure `json:"usd_per_job_se"`
+
+	// Deadline misses (MissesDeadline), over every job.
+	DeadlineMisses   int64  `json:"deadline_misses"`
+	DeadlineMissRate Figure `json:"deadline_miss_rate"`
+}
+
+// Summary is everything report prints.
+type Summary struct {
+	By     GroupBy `json:"by"`
+	Rows   int64   `json:"rows"`
+	Before int64   `json:"rows_before_since"` // rows dropped by Since
+	// RefusedRows are the rows the policy refuses: the logged decision,
+	// or the replayed one for rows counted with AddAs.
+	RefusedRows int64    `json:"refused_rows"`
+	RefusedRate Figure   `json:"refused_rate"` // of rows
+	Groups      []*Group `json:"groups"`
+	All         *Group   `json:"all"`
+	Wasted      []Wasted `json:"wasted_calls"`
+	Jobs        JobFigures
+	// OK holds the ok attempts' figures recommendations rest on.
+	OK OKFigures `json:"-"`
+	// Content holds the waits tune's wait cap rests on.
+	Content ContentFigures `json:"-"`
+}
+
+// ContentFigures split sent attempts' waits by whether a first content
+// byte came (ProducedContent).
+type ContentFigures struct {
+	Wait  Sorted              // attempts that produced content
+	Aside [numOutcomes]Sorted // the others, by outcome index (admit.Outcomes)
+}
+
+// ProducedContent reports whether a sent attempt's wait is a real first
+// content byte: an answer (ok), or a reset after content had started
+// (its wait came before the break, or it carries completion tokens). An
+// error's "wait" is how long the error took to come back.
+func ProducedContent(r *ledgerfile.Row) bool {
+	switch outcomeIndex(r.Outcome) {
+	case okIndex:
+		return true
+	case resetIndex:
+		return r.Wait > 0 && (r.Wait < r.Elapsed || r.CompletionTokens > 0)
+	}
+	return false
+}
+
+// OKFigures are the sent attempts that returned an answer.
+type OKFigures struct {
+	Elapsed Sorted
+	Wait    Sorted
+	// Rate: Σ completion_tokens ÷ Σ(elapsed − wait) over ok rows with a
+	// token split and elapsed > wait (seed 001's generation rate).
+	RateTokens  int64
+	RateSeconds float64
+	RateRows    int64
+}
+
+// Summarizer aggregates rows as they stream past (Add, then Summary once):
+// it keeps exact counts of the values percentiles need and a few numbers
+// per open job, freed at the job's job_end row.
+type Summarizer struct {
+	opts         Options
+	groups       []*groupAcc
+	groupIdx     map[string]int32
+	lastGroup    string
+	lastGroupIx  int32
+	hasLastGroup bool
+	all          *groupAcc
+
+	// Open jobs live in fixed-size chunks (growing never copies them) and
+	// their slots are reused once a job ends: a job ends at its job_end row
+	// (the log's contract: it is on a job's last row only), so memory
+	// follows the jobs open at once, not every job in the log.
+	jobs   [][]jobState
+	free   []int32
+	jobIdx map[string]int32
+	// The current job stays out of the map while its rows are adjacent, as
+	// they are unless jobs interleave: most jobs never touch the map.
+	curJob   string
+	curIx    int32
+	hasCur   bool
+	curInMap bool
+	seats    []string // wasted-call seat names, by index
+	seatIx   map[string]int32
+
+	wasted    map[wasteKey]*Wasted
+	wasteKeys []wasteKey
+
+	okElapsed, okWait values
+	contentWait       values
+	asideWait         [numOutcomes]values
+	// Per-job distributions, gathered as jobs end.
+	jobTime, jobTTS, jobTokens, jobUSD, jobAPS, jobE2E values
+	rateTokens                                         int64
+	rateSeconds                                        float64
+	rateRows                                           int64
+	// Σ and Σ² of per-job attempts, billed attempts and USD.
+	sumAttempts, sqAttempts, sumBilled, sqBilled, sumUSD, sqUSD float64
+
+	jobs1, misses int64
+	rows, before  int64
+	refusedRows   int64
+	done          bool
+}
+
+type groupAcc struct {
+	g Group
+	// merged: the values are not kept here but merged from the groups at
+	// the end (the "(all)" group), so no value is held twice while streaming.
+	merged                          bool
+	wait, ttfb, elapsed, tokens     values
+	sWait, sTTFB, sElapsed, sTokens Sorted
+	outcomes                        [numOutcomes]int64
+	refusals                        map[string]int64
+	tokensAll, keptTokens           int64
+	usdAll, keptUSD                 float64
+	costRows                        int64
+	jobsTouched                     int64
+	fallbackJobs                    int64
+	succeeded, failed, unkn, cancel int64
+}
+
+// numOutcomes is len(admit.Outcomes).
+const numOutcomes = 9
+
+const (
+	okIndex        = 0
+	resetIndex     = 7
+	cancelledIndex = numOutcomes - 1
+)
+
+// outcomeIndex is a sent row's outcome as an index into admit.Outcomes.
+// A sent row with no outcome is the seed's hand-written form of an
+// answered attempt: ok. An outcome the log does not define counts with
+// cancelled, the last.
+func outcomeIndex(o admit.Outcome) int {
+	if o == "" {
+		return okIndex
+	}
+	for i, x := range admit.Outcomes {
+		if x == o {
+			return i
+		}
+	}
+	return cancelledIndex
+}
+
+type wasteKey struct {
+	seat    string
+	outcome uint8
+}
+
+const jobChunk = 4096
+
+// jobState is the little a job needs remembered between its rows.
+type jobState struct {
+	groups []int32 // groups touched besides the first
+
+	spend      admit.Spent // Spend over its sent rows so far
+	terms      int         // durations summed into spend.Time
+	keptTokens int64
+	keptUSD    float64
+	keptTime   time.Duration // gate time to the kept answer
+	candTokens int64
+	candUSD    float64
+	start, end int64 // unix ns of the first row, and of the last row's end; 0 without ts
+
+	firstGroup  int32
+	lastGroup   int32
+	maxAttempt  int32
+	seen        int32 // rows so far, numbering rows without attempt
+	billed      int32
+	endAttempt  int32
+	keptAttempt int32
+	keptGroup   int32
+	keptSent    int32 // sent attempts up to and including the kept one
+	candGroup   int32
+	candSeat    int32 // index into Summarizer.seats
+
+	// wasted-call candidate: the current last row, counted once a later attempt appears
+	open        bool // the slot holds a job that has not ended
+	cand        bool
+	candOutcome uint8
+	lastOutcome uint8
+	lastSent    bool
+	lastAmbig   bool
+	end8        uint8 // job_end of the latest row carrying one (endCodes)
+	fallback    bool
+	kept        bool
+	allCost     bool
+	missed      bool
+}
+
+var endCodes = []string{"", ledgerfile.JobSucceeded, ledgerfile.JobFailed, ledgerfile.JobUnknown, ledgerfile.JobCancelled}
+
+func endCode(s string) uint8 {
+	for i, e := range endCodes {
+		if e == s {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// New starts an empty summary.
+func New(opts Options) *Summarizer {
+	if opts.By == "" {
+		opts.By = BySeat
+	}
+	s := &Summarizer{
+		opts:     opts,
+		groupIdx: map[string]int32{},
+		jobIdx:   map[string]int32{},
+		seatIx:   map[string]int32{},
+		wasted:   map[wasteKey]*Wasted{},
+		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
+	}
+	for _, g := range opts.Groups {
+		s.group(g)
+	}
+	return s
+}
+
+func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
+	switch s.opts.By {
+	case ByModel:
+		if r.Model == "" {
+			return NoValue
+		}
+		return r.Model
+	case ByJob:
+		if r.Job == "" {
+			return fmt.Sprintf("%s:%d", file, r.Line)
+		}
+		return r.Job
+	case ByOutcome:
+		if !r.WasSent() {
+			return RefusedGroup
+		}
+		return string(admit.Outcomes[outcomeIndex(r.Outcome)])
+	default:
+		if r.Seat == "" {
+			return NoValue
+		}
+		return r.Seat
+	}
+}
+
+func (s *Summarizer) group(key string) int32 {
+	if s.hasLastGroup && key == s.lastGroup {
+		return s.lastGroupIx // runs of rows on one seat skip the map
+	}
+	i, ok := s.groupIdx[key]
+	if ok {
+		s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
+		return i
+	}
+	i = int32(len(s.groups))
+	s.groups = append(s.groups, &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}})
+	s.groupIdx[key] = i
+	s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
+	return i
+}
+
+// LoggedDecision is the decision a row records: "admit" for a sent row,
+// its refusal otherwise ("refuse" for sent=false without a reason).
+func LoggedDecision(r *ledgerfile.Row) string {
+	if r.WasSent() {
+		return admitted
+	}
+	if r.Decision == "" || r.Decision == admitted {
+		return "refuse"
+	}
+	return r.Decision
+}
+
+const admitted = "admit"
+
+// Add counts one row under the decision it records; file names it for
+// rows without a job id (each of which is a job of its own).
+func (s *Summarizer) Add(r *ledgerfile.Row, file string) { s.AddAs(r, file, LoggedDecision(r)) }
+
+// AddAs counts one row as Add does, but judges it by decision, another
+// policy's decision for it (check's replay): the refused rate and the
+// deadline-miss rule read decision, every other figure what the row
+// records.
+func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
+	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
+		s.before++
+		return
+	}
+	s.rows++
+	if decision != admitted {
+		s.refusedRows++
+	}
+	gi := s.group(s.groupKey(r, file))
+	g := s.groups[gi]
+	s.addRow(g, r)
+	s.addRow(s.all, r)
+
+	if r.Job == "" {
+		single := jobState{firstGroup: -1}
+		if r.HasSpent {
+			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
+		}
+		s.addJobRow(&single, gi, r, decision)
+		s.finishJob(&single)
+		return
+	}
+	ix := s.jobFor(r.Job)
+	js := &s.jobs[ix/jobChunk][ix%jobChunk]
+	s.addJobRow(js, gi, r, decision)
+	if r.JobEnd != "" {
+		s.finishJob(js)
+		*js = jobState{}
+		s.free = append(s.free, ix)
+		if s.curInMap {
+			delete(s.jobIdx, r.Job)
+		}
+		s.hasCur = false
+	}
+}
+
+// jobFor finds the open job's slot, or opens one.
+func (s *Summarizer) jobFor(id string) int32 {
+	if s.hasCur && id == s.curJob {
+		return s.curIx
+	}
+	if s.hasCur && !s.curInMap {
+		s.jobIdx[s.curJob] = s.curIx // jobs interleave: the current one joins the map
+	}
+	ix, ok := s.jobIdx[id]
+	if !ok {
+		if n := len(s.free); n > 0 {
+			ix, s.free = s.free[n-1], s.free[:n-1]
+		} else {
+			if len(s.jobs) == 0 || len(s.jobs[len(s.jobs)-1]) == jobChunk {
+				s.jobs = append(s.jobs, make([]jobState, 0, jobChunk))
+			}
+			c := &s.jobs[len(s.jobs)-1]
+			*c = append(*c, jobState{})
+			ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
+		}
+		s.jobs[ix/jobChunk][ix%jobChunk] = jobState{firstGroup: -1, open: true}
+	}
+	s.curJob, s.curIx, s.hasCur, s.curInMap = id, ix, true, ok
+	return ix
+}
+
+func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
+	g.g.Rows++
+	if r.Holdout {
+		g.g.HeldOut++
+	}
+	// Refusals count every refusal a row records: an unsent row's, and a
+	// sent attempt's the gate cut (a wait_cap row says refuse: queue wait).
+	if reason := r.Reason(); reason != "" {
+		g.refusals[reason]++
+	} else if !r.WasSent() {
+		g.refusals["unsent"]++
+	}
+	if !r.WasSent() {
+		g.g.Refused++
+		return
+	}
+	g.g.Attempts++
+	if !g.merged {
+		g.wait.addDur(r.Wait)
+		g.elapsed.addDur(r.Elapsed)
+		g.tokens.addCount(r.Tokens)
+		if r.HasTTFB {
+			g.ttfb.addDur(r.TTFB)
+		}
+	}
+	oi := outcomeIndex(r.Outcome)
+	g.outcomes[oi]++
+	g.tokensAll = admit.AddTokens(g.tokensAll, r.Tokens)
+	if r.HasCost {
+		g.usdAll = admit.AddUSD(g.usdAll, r.CostUSD)
+		g.costRows++
+	}
+	billed := s.billing(r).Billed()
+	if billed {
+		g.g.Billed++
+	}
+	if oi != okIndex {
+		g.g.FailedAttempts++
+		if billed {
+			g.g.BilledFailures++
+		}
+	}
+}
+
+// billing is the row's billing class, or admit.BillingOf's when it has none.
+func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
+	if r.Billing != "" {
+		return r.Billing
+	}
+	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
+}
+
+// Spend adds a sent row to its job's spend: the gate's inputs for the
+// job's next attempt. Time is each sent attempt's elapsed plus the
+// backoff slept before it, at the log's resolution (milliseconds), so a
+// spend summed while a run writes its rows equals one summed from its
+// log; tokens and USD are summed; every sent row uses an attempt.
+func Spend(s *admit.Spent, r *ledgerfile.Row) {
+	s.Time = admit.AddDuration(s.Time, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
+	s.Tokens = admit.AddTokens(s.Tokens, r.Tokens)
+	s.USD = admit.AddUSD(s.USD, r.CostUSD)
+	s.Attempts++
+}
+
+// logged is a duration as the log keeps it.
+func logged(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// MissesDeadline is the one deadline-miss rule: the policy stops the job
+// for its deadline. Either its decision for the row is `refuse:
+// deadline`, or the row is a sent attempt that timed out at the end of
+// what was left of the deadline: spent (the job's Spend through this
+// attempt, its own delay and elapsed included) reaches the deadline.
+// Spend sums durations rounded to the log's milliseconds, so the reach is
+// judged within that rounding: half a millisecond per duration summed
+// (terms).
+func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, terms int, deadline time.Duration) bool {
+	if decision == deadlineRefusal {
+		return true
+	}
+	if deadline <= 0 || !r.WasSent() || r.Outcome != admit.Timeout {
+		return false
+	}
+	return spent+time.Duration(terms)*time.Millisecond/2 >= deadline
+}
+
+var deadlineRefusal = admit.Refuse(admit.ReasonDeadline).String()
+
+func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decision string) {
+	js.seen++
+	attempt := int32(r.Attempt)
+	if attempt == 0 {
+		attempt = js.seen
+	}
+	if js.firstGroup < 0 {
+		js.firstGroup = gi
+		js.allCost = true
+	} else if gi != js.firstGroup && !slices.Contains(js.groups, gi) {
+		js.groups = append(js.groups, gi)
+	}
+	if r.Fallback {
+		js.fallback = true
+	}
+	if r.JobEnd != "" && attempt >= js.endAttempt {
+		js.end8, js.endAttempt = endCode(r.JobEnd), attempt
+	}
+	sent := r.WasSent()
+	oi := uint8(outcomeIndex(r.Outcome))
+	waste := sent && oi != okIndex
+	if !r.TS.IsZero() {
+		ts := r.TS.UnixNano()
+		if js.seen == 1 {
+			js.start = ts
+		}
+		if sent {
+			ts += int64(logged(r.Elapsed))
+		}
+		js.end = ts
+	}
+
+	// Seed 000: a non-ok attempt before the job's last attempt is wasted.
+	// The last attempt is only known once a later one appears, so the
+	// current last row waits as a candidate.
+	switch {
+	case attempt > js.maxAttempt:
+		if js.cand {
+			s.countWasted(s.seats[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
+		}
+		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
+		js.lastAmbig = sent && oi != okIndex && s.billing(r) == admit.Ambiguous
+		js.cand = waste
+		if waste {
+			js.candSeat, js.candOutcome, js.candGroup, js.candTokens = s.seatIndex(r.Seat), oi, gi, r.Tokens
+			js.candUSD = r.CostUSD
+		}
+	case waste:
+		s.countWasted(r.Seat, oi, gi, r.Tokens, r.CostUSD)
+	}
+
+	before := js.spend.Time
+	if sent {
+		Spend(&js.spend, r)
+		js.terms += 2
+		if s.billing(r).Billed() {
+			js.billed++
+		}
+		if !r.HasCost {
+			js.allCost = false
+		}
+	}
+	if !js.missed && MissesDeadline(decision, r, js.spend.Time, js.terms, s.opts.Deadline) {
+		js.missed = true
+	}
+	if !sent {
+		return
+	}
+	if ProducedContent(r) {
+		s.contentWait.addDur(r.Wait)
+	} else {
+		s.asideWait[oi].addDur(r.Wait)
+	}
+	if oi == okIndex && (!js.kept || attempt > js.keptAttempt) {
+		js.kept, js.keptAttempt, js.keptGroup = true, attempt, gi
+		js.keptTokens, js.keptUSD = r.Tokens, r.CostUSD
+		js.keptSent = int32(js.spend.Attempts)
+		// Elapsed holds the wait: the gate charges wait + gen = elapsed.
+		js.keptTime = admit.AddDuration(before, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
+	}
+	if oi == okIndex {
+		s.okElapsed.addDur(r.Elapsed)
+		s.okWait.addDur(r.Wait)
+		if r.HasSplit && r.Elapsed > r.Wait {
+			s.rateTokens = admit.AddTokens(s.rateTokens, r.CompletionTokens)
+			s.rateSeconds += (r.Elapsed - r.Wait).Seconds()
+			s.rateRows++
+		}
+	}
+}
+
+func (s *Summarizer) seatIndex(seat string) int32 {
+	if i, ok := s.seatIx[seat]; ok {
+		return i
+	}
+	i := int32(len(s.seats))
+	s.seats = append(s.seats, seat)
+	s.seatIx[seat] = i
+	return i
+}
+
+func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, usd float64) {
+	if seat == "" {
+		seat = NoValue
+	}
+	k := wasteKey{seat, oi}
+	w := s.wasted[k]
+	if w == nil {
+		w = &Wasted{Seat: seat, Outcome: string(admit.Outcomes[oi])}
+		s.wasted[k] = w
+		s.wasteKeys = append(s.wasteKeys, k)
+	}
+	w.Calls++
+	w.Tokens += tokens
+	w.USD += Figure(usd)
+	s.groups[gi].g.WastedCalls++
+	s.all.g.WastedCalls++
+}
+
+// jobEnd is the job's end state: job_end when a row carries it, otherwise
+// inferred as the attempt loop would have written it — an ok attempt is
+// success; a last attempt that timed out, hit the wait cap or was billed
+// ambiguous may have completed server-side, so its fate is unknown (seed
+// 004: never collapse unknown into failed); anything else failed.
+func (js *jobState) jobEnd() string {
+	if js.end8 != 0 {
+		return endCodes[js.end8]
+	}
+	o := admit.Outcomes[js.lastOutcome]
+	switch {
+	case js.kept:
+		return ledgerfile.JobSucceeded
+	case js.lastSent && js.lastOutcome == cancelledIndex:
+		return ledgerfile.JobCancelled
+	case js.lastSent && (o == admit.Timeout || o == admit.WaitCap || js.lastAmbig):
+		return ledgerfile.JobUnknown
+	}
+	return ledgerfile.JobFailed
+}
+
+func (s *Summarizer) finishJob(js *jobState) {
+	touch := func(g *groupAcc) {
+		g.jobsTouched++
+		if js.fallback {
+			g.fallbackJobs++
+		}
+	}
+	touch(s.groups[js.firstGroup])
+	for _, gi := range js.groups {
+		touch(s.groups[gi])
+	}
+	touch(s.all)
+
+	end := js.jobEnd()
+	decider := js.lastGroup
+	if end == ledgerfile.JobSucceeded && js.kept {
+		decider = js.keptGroup
+	}
+	for _, g := range []*groupAcc{s.groups[decider], s.all} {
+		switch end {
+		case ledgerfile.JobSucceeded:
+			g.succeeded++
+		case ledgerfile.JobUnknown:
+			g.unkn++
+		case ledgerfile.JobCancelled:
+			g.cancel++
+		default:
+			g.failed++
+		}
+	}
+	if js.kept {
+		for _, g := range []*groupAcc{s.groups[js.keptGroup], s.all} {
+			g.keptTokens += js.keptTokens
+			g.keptUSD += js.keptUSD
+		}
+		s.jobTTS.addDur(js.keptTime)
+	}
+	if end == ledgerfile.JobSucceeded {
+		n := int32(js.spend.Attempts)
+		if js.kept {
+			n = js.keptSent
+		}
+		s.jobAPS.addCount(int64(n))
+	}
+	if js.missed {
+		s.misses++
+	}
+	if js.start != 0 {
+		s.jobE2E.addDur(time.Duration(js.end - js.start))
+	}
+	s.jobs1++
+	a, b := float64(js.spend.Attempts), float64(js.billed)
+	s.sumAttempts, s.sqAttempts = s.sumAttempts+a, s.sqAttempts+a*a
+	s.sumBilled, s.sqBilled = s.sumBilled+b, s.sqBilled+b*b
+	s.sumUSD, s.sqUSD = s.sumUSD+js.spend.USD, s.sqUSD+js.spend.USD*js.spend.USD
+	if js.spend.Attempts == 0 {
+		return // refused before anything went out: no time or tokens to speak of
+	}
+	s.jobTime.addDur(js.spend.Time)
+	s.jobTokens.addCount(js.spend.Tokens)
+	if js.allCost {
+		s.jobUSD.addFloat(js.spend.USD)
+	}
+}
+
+const (
+	msUnit    = 0.001 // durations are counted in milliseconds, read in seconds
+	countUnit = 1
+)
+
+// Summary finishes the jobs still open and computes every figure. Call it
+// once, after the last Add.
+func (s *Summarizer) Summary() *Summary {
+	if s.done {
+		panic("summary: Summary called twice")
+	}
+	s.done = true
+	// Jobs with no job_end row (hand-written logs, a crashed run) end here.
+	for c := range s.jobs {
+		for i := range s.jobs[c] {
+			if s.jobs[c][i].open {
+				s.finishJob(&s.jobs[c][i])
+			}
+		}
+		s.jobs[c] = nil // let the chunk go as soon as it is counted
+	}
+	s.jobs, s.jobIdx, s.free = nil, nil, nil
+	jf := JobFigures{
+		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
+		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(countUnit),
+		AttemptsPerSuccess: s.jobAPS.sorted(countUnit), EndToEnd: s.jobE2E.sorted(msUnit),
+		DeadlineMisses: s.misses, DeadlineMissRate: ratio(float64(s.misses), float64(s.jobs1)),
+	}
+	jf.AttemptsSE = stdErr(s.jobs1, s.sumAttempts, s.sqAttempts)
+	jf.BilledSE = stdErr(s.jobs1, s.sumBilled, s.sqBilled)
+	jf.USDSE = stdErr(s.jobs1, s.sumUSD, s.sqUSD)
+	out := &Summary{By: s.opts.By, Rows: s.rows, Before: s.before, Jobs: jf,
+		RefusedRows: s.refusedRows, RefusedRate: ratio(float64(s.refusedRows), float64(s.rows))}
+	var wait, ttfb, elapsed, tokens []Sorted
+	for _, g := range s.groups {
+		out.Groups = append(out.Groups, g.finish())
+		wait, ttfb = append(wait, g.sWait), append(ttfb, g.sTTFB)
+		elapsed, tokens = append(elapsed, g.sElapsed), append(tokens, g.sTokens)
+	}
+	if !s.opts.KeepOrder {
+		slices.SortFunc(out.Groups[len(s.opts.Groups):], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
+		if len(s.opts.Groups) == 0 {
+			slices.SortFunc(out.Groups, func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
+		}
+	}
+	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
+	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
+	out.All = s.all.finish()
+	all, n := out.All, float64(s.jobs1)
+	jf = out.Jobs
+	jf.AttemptsPerJob, jf.BilledPerJob = ratio(float64(all.Attempts), n), ratio(float64(all.Billed), n)
+	jf.TokensPerJob, jf.WastedPerJob = ratio(float64(all.TokensTotal), n), ratio(float64(all.WastedCalls), n)
+	jf.USDPerJob, jf.USDPerSuccess = Figure(math.NaN()), Figure(math.NaN())
+	if all.RetryTax.CostRows > 0 {
+		jf.USDPerJob, jf.USDPerSuccess = ratio(float64(all.USDTotal), n), ratio(float64(all.USDTotal), float64(all.Succeeded))
+	}
+	jf.TokensPerSuccess = ratio(float64(all.TokensTotal), float64(all.Succeeded))
+	out.Jobs = jf
+	for _, k := range s.wasteKeys {
+		out.Wasted = append(out.Wasted, *s.wasted[k])
+	}
+	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
+		if a.Calls != b.Calls {
+			return int(b.Calls - a.Calls)
+		}
+		if c := strings.Compare(a.Seat, b.Seat); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Outcome, b.Outcome)
+	})
+	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
+		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
+	out.Content.Wait = s.contentWait.sorted(msUnit)
+	for i := range s.asideWait {
+		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
+	}
+	return out
+}
+
+// stdErr is the standard error of a mean over n values from their sum and
+// sum of squares; 0 with fewer than two.
+func stdErr(n int64, sum, sq float64) Figure {
+	if n < 2 {
+		return 0
+	}
+	k := float64(n)
+	m := sum / k
+	v := (sq - k*m*m) / (k - 1)
+	return Figure(math.Sqrt(max(v, 0) / k))
+}
+
+func ratio(num, den float64) Figure {
+	if den == 0 {
+		return Figure(math.NaN())
+	}
+	return Figure(num / den)
+}
+
+func (a *groupAcc) finish() *Group {
+	g := a.g
+	g.Jobs = a.jobsTouched
+	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
+	if !a.merged {
+		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
+	}
+	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
+	g.Outcomes = map[string]int64{}
+	for i, n := range a.outcomes {
+		if n > 0 {
+			g.Outcomes[string(admit.Outcomes[i])] = n
+		}
+	}
+	g.Refusals = a.refusals
+	g.TokensTotal = a.tokensAll
+	g.USDTotal = Figure(math.NaN())
+	if a.costRows > 0 {
+		g.USDTotal = Figure(a.usdAll)
+	}
+	switch {
+	case g.Succeeded > 0:
+		g.AttemptsPerSuccess = Figure(float64(g.Attempts) / float64(g.Succeeded))
+	case g.Attempts > 0:
+		g.AttemptsPerSuccess = Figure(math.Inf(1)) // attempts were made and none answered
+	default:
+		g.AttemptsPerSuccess = Figure(math.NaN())
+	}
+	g.SuccessRate = ratio(float64(g.Succeeded), float64(g.Jobs))
+	g.FailedRate = ratio(float64(g.Failed), float64(g.Jobs))
+	g.AttemptFailureRate = ratio(float64(g.FailedAttempts), float64(g.Attempts))
+	g.RetryRatio = ratio(float64(g.Attempts), float64(g.Jobs))
+	taxTokens := a.tokensAll - a.keptTokens
+	g.RetryTax = Tax{
+		Tokens:      taxTokens,
+		TokensShare: ratio(float64(taxTokens), float64(a.tokensAll)),
+		USD:         Figure(math.NaN()),
+		USDShare:    Figure(math.NaN()),
+		CostRows:    a.costRows,
+	}
+	if a.costRows > 0 {
+		tax := max(a.usdAll-a.keptUSD, 0)
+		g.RetryTax.USD = Figure(tax)
+		g.RetryTax.USDShare = ratio(tax, a.usdAll)
+	}
+	g.BillableFailureRate = ratio(float64(g.BilledFailures), float64(g.FailedAttempts))
+	g.UnknownRate = ratio(float64(g.Unknown), float64(g.Jobs))
+	g.FallbackJobs = a.fallbackJobs
+	g.FallbackRate = ratio(float64(a.fallbackJobs), float64(g.Jobs))
+	return &g
+}
