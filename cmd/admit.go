@@ -23,6 +23,7 @@ type AdmitOptions struct {
 	Job     string
 	Seat    string
 	JSON    bool
+	NoRows  bool // the log holds no row of the job: nothing observed yet
 }
 
 func newAdmitCmd(f *Factory, runF func(*AdmitOptions) error) *cobra.Command {
@@ -108,18 +109,19 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 				return badInput("--%s: the spend comes from --log; give one or the other", name)
 			}
 		}
-		rows, err := ledgerfile.ReadJob(o.LogPath, o.Job)
+		// A missing log is bad input, not an empty one: the gate fails closed.
+		rows, err := ledgerfile.JobTail(o.LogPath, o.Job, ledgerfile.SettlesJob)
 		if err != nil {
 			return badInputErr(err)
 		}
-		o.Spent = ledgerfile.JobSpend(rows)
+		o.NoRows = len(rows) == 0
 		estRows := rows
 		if o.Seat != "" {
-			if estRows, err = ledgerfile.ReadJob(o.LogPath, ""); err != nil {
+			if estRows, err = ledgerfile.SeatTail(o.LogPath, o.Seat, ledgerfile.SettlesEstimate); err != nil {
 				return badInputErr(err)
 			}
 		}
-		o.Next = ledgerfile.Estimate(estRows, o.Seat)
+		o.Spent, o.Next = ledgerfile.JobSpend(rows), ledgerfile.Estimate(estRows, o.Seat)
 	} else {
 		given := false
 		for _, name := range append(spentFlags, nextFlags...) {
@@ -202,6 +204,9 @@ type numbers struct {
 func ptr[T any](v T) *T { return &v }
 
 func runAdmit(o *AdmitOptions) error {
+	if o.NoRows {
+		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, o.LogPath)
+	}
 	d := admit.Decide(o.Budget, o.Spent, o.Next)
 	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
 	spend := b.HasSpendCeiling()

@@ -5,17 +5,24 @@ import "retrygate/admit"
 // JobSpend is what a job's rows have spent: the gate's inputs for its
 // next attempt. Time is the sum of each sent attempt's elapsed and the
 // backoff slept before it; tokens and USD are summed over sent attempts.
+// rows may be a suffix of the job's rows (see ReadJobTail) whose first row
+// carries the spend before it; its own delay is in its spent_s already.
+// Sums saturate at admit's limits.
 func JobSpend(rows []Row) admit.Spent {
 	var s admit.Spent
+	if len(rows) > 0 && rows[0].HasSpent {
+		r := &rows[0]
+		s = admit.Spent{Time: admit.ClampDuration(r.SpentS - r.Delay), Tokens: r.SpentTokens, USD: r.SpentUSD, Attempts: r.Used}
+	}
 	for i := range rows {
 		r := &rows[i]
 		if !r.WasSent() {
 			continue
 		}
-		s.Time += r.Delay + r.Elapsed
-		s.Tokens += r.Tokens
-		s.USD += r.CostUSD
-		s.Attempts++
+		s.Time = admit.AddDuration(s.Time, admit.AddDuration(r.Delay, r.Elapsed))
+		s.Tokens = admit.AddTokens(s.Tokens, r.Tokens)
+		s.USD = admit.AddUSD(s.USD, r.CostUSD)
+		s.Attempts = min(s.Attempts+1, admit.MaxAttempts)
 	}
 	return s
 }
