@@ -125,7 +125,7 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 		rows   []Row // newest first
 		starts []int64
 		seen   = map[attemptKey]int64{} // the kept rows' attempts, and where
-		above  bool // the line above a TornMarker is torn: skip it
+		above  bool                     // the line above a TornMarker is torn: skip it
 	)
 	for {
 		line, start, tooLong, err := bs.prev()
