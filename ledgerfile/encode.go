@@ -23,6 +23,10 @@ const MaxValue = 4096
 // MaxKeys is the most keys one row may carry, known and unknown together.
 const MaxKeys = 64
 
+// maxKeyLen bounds an unknown key the writer writes back; with MaxValue
+// and MaxKeys it keeps every row the writer writes within MaxLine.
+const maxKeyLen = 256
+
 // The times a log holds: ts outside [MinTS, MaxTS] is refused by the
 // reader and clamped by the writer (RFC 3339 has four-digit years).
 var (
@@ -111,7 +115,7 @@ func Normalize(r *Row) {
 	if r.HTTPStatus < 100 || r.HTTPStatus > 999 {
 		r.HTTPStatus = 0
 	}
-	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Note} {
+	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Note, &r.Decision} {
 		*s = cleanValue(*s)
 	}
 	foldSources(r)
@@ -136,6 +140,7 @@ func foldSources(r *Row) {
 		return
 	}
 	if r.TokensFrom != FromMixed {
+		// tokens_from is each part's source unless the part names its own.
 		if r.PromptFrom == "" {
 			r.PromptFrom = r.TokensFrom
 		}
@@ -143,12 +148,16 @@ func foldSources(r *Row) {
 			r.CompletionFrom = r.TokensFrom
 		}
 	}
-	switch {
-	case r.PromptFrom == r.CompletionFrom:
+	// A part with no source shares the other's.
+	if r.PromptFrom == "" {
+		r.PromptFrom = r.CompletionFrom
+	}
+	if r.CompletionFrom == "" {
+		r.CompletionFrom = r.PromptFrom
+	}
+	if r.PromptFrom == r.CompletionFrom {
 		r.TokensFrom, r.PromptFrom, r.CompletionFrom = r.PromptFrom, "", ""
-	case r.PromptFrom == "" || r.CompletionFrom == "":
-		// mixed with one part unnamed: Check refuses it
-	default:
+	} else {
 		r.TokensFrom = FromMixed
 	}
 }
@@ -184,7 +193,7 @@ func cleanValue(s string) string {
 
 // validExtraKey is an unknown key the reader will read back as itself.
 func validExtraKey(k string) bool {
-	if k == "" || len(k) > MaxValue || !utf8.ValidString(k) || knownKey(k) || strings.Contains(k, bom) {
+	if k == "" || len(k) > maxKeyLen || !utf8.ValidString(k) || knownKey(k) || strings.Contains(k, bom) {
 		return false
 	}
 	for i := 0; i < len(k); i++ {

@@ -124,7 +124,7 @@ func (r *Reader) Next(row *Row) error {
 		if err != nil {
 			return err
 		}
-		trimmed := bytes.TrimSpace(line)
+		trimmed := trimLine(line)
 		if string(trimmed) == TornMarker {
 			// The marker names the line directly above it, and only that one.
 			if r.hasPending && r.pending.Line == lineNo-1 {
@@ -228,8 +228,9 @@ func (r *Reader) readLine() (line []byte, no int, torn bool, err error) {
 			return nil, no, false, fmt.Errorf("failed to read log %q: %w", r.name, err)
 		}
 		if !torn {
-			if torn, err = r.lr.SkipRest(); err != nil {
-				return nil, no, false, err
+			var serr error
+			if torn, serr = r.lr.SkipRest(); serr != nil {
+				return nil, no, false, serr
 			}
 		}
 		if torn {
@@ -648,6 +649,12 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 }
 
 func parseSeconds(s string) (time.Duration, error) {
+	if d, ok := decimalSeconds(s); ok {
+		if d > admit.MaxDuration {
+			return 0, fmt.Errorf("more than %.0f seconds %q", admit.MaxDuration.Seconds(), truncate(s))
+		}
+		return d, nil
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("not a number %q", truncate(s))
@@ -659,6 +666,43 @@ func parseSeconds(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("more than %.0f seconds %q", admit.MaxDuration.Seconds(), truncate(s))
 	}
 	return time.Duration(math.Round(f * 1e9)), nil
+}
+
+// decimalSeconds reads plain decimal seconds ("7.200", "18") exactly, to
+// the nanosecond, so what the writer wrote in milliseconds reads back as
+// the same duration (a float would turn 4194304.008 into …008000001).
+// ok is false for any other form, which then goes through ParseFloat.
+func decimalSeconds(s string) (d time.Duration, ok bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 10 {
+		return 0, false
+	}
+	var sec, ns int64
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		sec = sec*10 + int64(c-'0')
+	}
+	scale := int64(1e8)
+	for i := 0; i < len(frac); i++ {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		switch {
+		case scale > 0:
+			ns += int64(c-'0') * scale
+			scale /= 10
+		case scale == 0 && c >= '5':
+			ns++ // round half up at the tenth digit
+			scale = -1
+		default:
+			scale = -1
+		}
+	}
+	return time.Duration(sec)*time.Second + time.Duration(ns), true
 }
 
 func parseCount(s string) (int64, error) {
@@ -714,4 +758,10 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// trimLine drops ASCII blanks around a line (a CR before the newline
+// among them). Unicode spaces are text: an unquoted value may end in one.
+func trimLine(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\v\f")
 }

@@ -145,7 +145,7 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 		if start == 0 {
 			line = bytes.TrimPrefix(line, []byte(bom))
 		}
-		t := bytes.TrimSpace(line)
+		t := trimLine(line)
 		if string(t) == TornMarker {
 			above = true
 			continue

@@ -88,7 +88,9 @@ func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error))
 		return err
 	}
 	for i := range rows {
-		if err := Check(&rows[i]); err != nil {
+		n := rows[i]
+		Normalize(&n)
+		if err := Check(&n); err != nil {
 			return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
 		}
 	}
