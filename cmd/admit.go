@@ -23,6 +23,8 @@ type AdmitOptions struct {
 	Job     string
 	Seat    string
 	JSON    bool
+	NoRows  bool            // the log holds no row of the job: nothing observed yet
+	Rule    *admit.Decision // with --log: the retry rules' refusal of the next attempt
 }
 
 func newAdmitCmd(f *Factory, runF func(*AdmitOptions) error) *cobra.Command {
@@ -108,18 +110,21 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 				return badInput("--%s: the spend comes from --log; give one or the other", name)
 			}
 		}
-		rows, err := ledgerfile.ReadJob(o.LogPath, o.Job)
+		// A missing log is bad input, not an empty one: the gate fails closed.
+		rows, err := ledgerfile.JobTail(o.LogPath, o.Job, ledgerfile.BookRows())
 		if err != nil {
 			return badInputErr(err)
 		}
-		o.Spent = ledgerfile.JobSpend(rows)
-		estRows := rows
-		if o.Seat != "" {
-			if estRows, err = ledgerfile.ReadJob(o.LogPath, ""); err != nil {
-				return badInputErr(err)
-			}
+		o.NoRows = len(rows) == 0
+		pol, _, err := cfg.policy()
+		if err != nil {
+			return err
 		}
-		o.Next = ledgerfile.Estimate(estRows, o.Seat)
+		d, spent, next := ledgerfile.Next(ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}, rows, o.Seat, 0)
+		o.Spent, o.Next = spent, next
+		if !d.Admit && len(d.Failing) == 1 && (d.Reason == admit.ReasonPermanentError || d.Reason == admit.ReasonRetryLimit) {
+			o.Rule = &d // the retry rules refuse before the gate's numbers do
+		}
 	} else {
 		given := false
 		for _, name := range append(spentFlags, nextFlags...) {
@@ -211,6 +216,9 @@ type numbers struct {
 func ptr[T any](v T) *T { return &v }
 
 func runAdmit(o *AdmitOptions) error {
+	if o.NoRows {
+		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, o.LogPath)
+	}
 	d := admit.Decide(o.Budget, o.Spent, o.Next)
 	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
 	spend := b.HasSpendCeiling()

@@ -259,8 +259,8 @@ func TestCrashRehearseSIGKILL(t *testing.T) {
 }
 
 // TestCrashRecordTornTail kills `retrygate record` processes mid-write in
-// a tight loop, with rows as long as one argument allows (128 KiB), to
-// make a torn tail happen for real; then every next append must start on
+// a tight loop, with rows as long as a note may be (ledgerfile.MaxValue),
+// to make a torn tail happen for real; then every next append must start on
 // a fresh line. A single write(2) rarely tears, so finding none is not a
 // failure; the planted tail below proves the reader either way.
 func TestCrashRecordTornTail(t *testing.T) {
@@ -270,7 +270,7 @@ func TestCrashRecordTornTail(t *testing.T) {
 	bin := retrygateBinary(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "rehearsal.log")
-	note := strings.Repeat("n", 128<<10-16) // under MAX_ARG_STRLEN
+	note := strings.Repeat("n", ledgerfile.MaxValue)
 	rec := func(i int) *exec.Cmd {
 		c := exec.Command(bin, "record", "--job", fmt.Sprintf("k%d", i), "--wait", "1", "--elapsed", "2", "--tokens", "10", "--note", note, "--log", log)
 		c.Stdout, c.Stderr = io.Discard, io.Discard

@@ -1,15 +1,17 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
-	"retrygate/rehearse/seat"
 )
 
 // RecordOptions is one hand-observed attempt to append.
@@ -102,10 +104,12 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if strings.TrimSpace(r.Job) == "" {
 		return badInput("--job: required (the logical request this attempt belongs to)")
 	}
-	if strings.ContainsAny(r.Job, "\n\r") {
-		return badInput("--job: must be one line")
+	r.Seat, r.Model, r.Note = get("seat"), get("model"), get("note")
+	for _, v := range []struct{ flag, val string }{{"job", r.Job}, {"seat", r.Seat}, {"model", r.Model}, {"note", r.Note}} {
+		if err := oneLine(v.val); err != nil {
+			return badInput("--%s: %v", v.flag, err)
+		}
 	}
-	r.Seat, r.Model = get("seat"), get("model")
 	for _, need := range []string{"wait", "elapsed"} {
 		if !c.Flags().Changed(need) {
 			return badInput("--%s: required", need)
@@ -146,7 +150,7 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	case !hasTokens:
 		return badInput("--tokens: required (or --prompt-tokens with --completion-tokens)")
 	}
-	r.Tokens, r.TokensFrom = tokens, seat.FromHand
+	r.Tokens, r.TokensFrom = tokens, ledgerfile.FromHand
 	if r.Outcome, err = admit.ParseOutcome(get("outcome")); err != nil {
 		return badInput("--outcome: %v", err)
 	}
@@ -163,16 +167,15 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 		return err
 	}
 	r.Holdout, _ = c.Flags().GetBool("holdout")
-	r.Note = get("note")
-	if strings.ContainsAny(r.Note, "\n\r") {
-		return badInput("--note: must be one line")
-	}
 	if c.Flags().Changed("ts") && strings.TrimSpace(get("ts")) == "" {
 		return badInput("--ts: empty (give an RFC 3339 time, or leave --ts out for now)")
 	}
 	if ts := get("ts"); ts != "" {
 		if r.TS, err = time.Parse(time.RFC3339Nano, ts); err != nil {
 			return badInput("--ts: not an RFC 3339 time %q", ts)
+		}
+		if err := ledgerfile.CheckTS(r.TS); err != nil {
+			return badInput("--ts: %v", err)
 		}
 	} else {
 		r.TS = o.Now()
@@ -181,30 +184,29 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	return nil
 }
 
+// oneLine refuses a value the log cannot keep as given: more than one
+// line, control characters, invalid UTF-8, or longer than a log value.
+func oneLine(v string) error {
+	switch {
+	case strings.ContainsAny(v, "\n\r"):
+		return errors.New("must be one line")
+	case !utf8.ValidString(v):
+		return errors.New("not valid UTF-8")
+	case len(v) > ledgerfile.MaxValue:
+		return fmt.Errorf("longer than %d bytes", ledgerfile.MaxValue)
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return errors.New("holds a control character")
+	}
+	return nil
+}
+
 func runRecord(o *RecordOptions) error {
 	w := ledgerfile.NewWriter(o.LogPath, o.Fsync)
 	defer w.Close()
-	var line string
-	err := w.Locked(func() ([]ledgerfile.Row, error) {
-		earlier, err := ledgerfile.ReadJob(o.LogPath, o.Row.Job)
-		if err != nil {
-			return nil, badInputErr(err)
-		}
-		row := o.Row
-		for _, e := range earlier {
-			row.Attempt = max(row.Attempt, e.Attempt)
-		}
-		row.Attempt = max(row.Attempt, len(earlier)) + 1
-		spent := ledgerfile.JobSpend(earlier)
-		row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
-		d := ledgerfile.Decide(ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry}, earlier, &row)
-		row.Decision = d.String()
-		line = ledgerfile.FormatRow(&row)
-		return []ledgerfile.Row{row}, nil
-	})
+	row, err := ledgerfile.Record(w, o.Row, ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry})
 	if err != nil {
 		return badInputErr(err)
 	}
-	fmt.Fprintln(o.IO.Out, line)
+	fmt.Fprintln(o.IO.Out, ledgerfile.FormatRow(&row))
 	return nil
 }

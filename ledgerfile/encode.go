@@ -2,19 +2,227 @@ package ledgerfile
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logfmt/logfmt"
 
 	"retrygate/admit"
 )
 
-// AppendRow appends r as one logfmt line, newline included, to dst.
-// Keys come in a fixed order so that a reviewer's eye finds them; absent
-// values are left out.
+// MaxValue is the longest string value (bytes, before quoting) the writer
+// writes: a job id, seat, model, note or unknown key's value past it is cut
+// at a rune boundary, so a row always fits in MaxLine.
+const MaxValue = 4096
+
+// MaxKeys is the most keys one row may carry, known and unknown together.
+const MaxKeys = 64
+
+// maxKeyLen bounds an unknown key the writer writes back; with MaxValue
+// and MaxKeys it keeps every row the writer writes within MaxLine.
+const maxKeyLen = 256
+
+// The times a log holds: ts outside [MinTS, MaxTS] is refused by the
+// reader and clamped by the writer (RFC 3339 has four-digit years).
+var (
+	MinTS = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTS = time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
+)
+
+// CheckTS says why t cannot be a row's ts, or nil.
+func CheckTS(t time.Time) error {
+	if t.Before(MinTS) || t.After(MaxTS) {
+		return fmt.Errorf("time %s is outside %s … %s", t.UTC().Format(time.RFC3339Nano), MinTS.Format(time.RFC3339), MaxTS.Format("2006-01-02"))
+	}
+	return nil
+}
+
+// Check reports a value the log has no word for: an outcome, billing class,
+// decision, token source or job end the reader would refuse. The writer
+// refuses such a row (a bug in its caller) rather than write it; every
+// other field is brought into range by Normalize.
+func Check(r *Row) error {
+	if r.Outcome != "" {
+		if _, err := admit.ParseOutcome(string(r.Outcome)); err != nil {
+			return fmt.Errorf("outcome: %w", err)
+		}
+	}
+	switch r.Billing {
+	case "", admit.Billable, admit.Free, admit.Ambiguous:
+	default:
+		return fmt.Errorf("billing: unknown class %q", r.Billing)
+	}
+	if r.Decision != "" {
+		if _, err := admit.ParseDecision(r.Decision); err != nil {
+			return fmt.Errorf("decision: %w", err)
+		}
+	}
+	for _, s := range [...]struct{ key, v string }{{"tokens_from", r.TokensFrom}, {"prompt_tokens_from", r.PromptFrom}, {"completion_tokens_from", r.CompletionFrom}} {
+		if s.v != "" && !knownSource(s.v, s.key == "tokens_from") {
+			return fmt.Errorf("%s: unknown source %q", s.key, s.v)
+		}
+	}
+	if r.TokensFrom == FromMixed && (r.PromptFrom == "" || r.CompletionFrom == "") {
+		return errors.New("tokens_from: mixed needs prompt_tokens_from and completion_tokens_from")
+	}
+	switch r.JobEnd {
+	case "", JobSucceeded, JobFailed, JobUnknown, JobCancelled:
+	default:
+		return fmt.Errorf("job_end: unknown end %q", r.JobEnd)
+	}
+	return nil
+}
+
+func knownSource(s string, mixedOK bool) bool {
+	switch s {
+	case FromUsage, FromTokenizer, FromScript, FromHand, FromEstimate:
+		return true
+	case FromMixed:
+		return mixedOK
+	}
+	return false
+}
+
+// Normalize brings every field of r into what the reader accepts: counts,
+// durations and amounts are clamped to admit's limits (durations rounded
+// to the millisecond the log keeps), ts to [MinTS, MaxTS], strings made
+// valid UTF-8 and cut to MaxValue, the token sources folded (tokens_from
+// is one word when both parts agree, mixed when they differ), unknown keys
+// that could not be read back dropped. Values Check refuses are left alone.
+func Normalize(r *Row) {
+	if !r.TS.IsZero() {
+		r.TS = r.TS.UTC()
+		if r.TS.Before(MinTS) {
+			r.TS = MinTS
+		} else if r.TS.After(MaxTS) {
+			r.TS = MaxTS
+		}
+	}
+	r.Attempt = min(max(r.Attempt, 0), admit.MaxAttempts)
+	r.Used = min(max(r.Used, 0), admit.MaxAttempts)
+	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.RetryAfter, &r.Delay, &r.SpentS} {
+		*d = admit.ClampDuration(*d).Round(time.Millisecond)
+	}
+	for _, n := range [...]*int64{&r.Tokens, &r.PromptTokens, &r.CompletionTokens, &r.SpentTokens} {
+		*n = admit.ClampTokens(*n)
+	}
+	r.CostUSD, r.SpentUSD = admit.ClampUSD(r.CostUSD), admit.ClampUSD(r.SpentUSD)
+	if r.HTTPStatus < 100 || r.HTTPStatus > 999 {
+		r.HTTPStatus = 0
+	}
+	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Note, &r.Decision} {
+		*s = cleanValue(*s)
+	}
+	foldSources(r)
+	if len(r.Extra) > 0 {
+		extra := make([]KV, 0, len(r.Extra))
+		seen := map[string]bool{}
+		for _, e := range r.Extra {
+			if !validExtraKey(e.Key) || seen[e.Key] || len(extra) >= MaxKeys-knownKeyCount {
+				continue
+			}
+			seen[e.Key] = true
+			extra = append(extra, KV{e.Key, cleanValue(e.Value)})
+		}
+		r.Extra = extra
+	}
+}
+
+// foldSources keeps tokens_from a single word when both token counts came
+// from one place, and names each part's source when they did not.
+func foldSources(r *Row) {
+	if r.PromptFrom == "" && r.CompletionFrom == "" {
+		return
+	}
+	if r.TokensFrom != FromMixed {
+		// tokens_from is each part's source unless the part names its own.
+		if r.PromptFrom == "" {
+			r.PromptFrom = r.TokensFrom
+		}
+		if r.CompletionFrom == "" {
+			r.CompletionFrom = r.TokensFrom
+		}
+	}
+	// A part with no source shares the other's.
+	if r.PromptFrom == "" {
+		r.PromptFrom = r.CompletionFrom
+	}
+	if r.CompletionFrom == "" {
+		r.CompletionFrom = r.PromptFrom
+	}
+	if r.PromptFrom == r.CompletionFrom {
+		r.TokensFrom, r.PromptFrom, r.CompletionFrom = r.PromptFrom, "", ""
+	} else {
+		r.TokensFrom = FromMixed
+	}
+}
+
+// cleanValue makes s valid UTF-8 (each bad byte becomes U+FFFD, as the
+// encoder would write it) and cuts it to MaxValue bytes at a rune boundary.
+func cleanValue(s string) string {
+	if !utf8.ValidString(s) {
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			c, n := utf8.DecodeRuneInString(s[i:])
+			if c == utf8.RuneError && n == 1 {
+				b.WriteRune(utf8.RuneError)
+			} else {
+				b.WriteString(s[i : i+n])
+			}
+			i += n
+			if b.Len() > MaxValue {
+				break
+			}
+		}
+		s = b.String()
+	}
+	if len(s) > MaxValue {
+		cut := MaxValue
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// validExtraKey is an unknown key the reader will read back as itself.
+func validExtraKey(k string) bool {
+	if k == "" || len(k) > maxKeyLen || !utf8.ValidString(k) || knownKey(k) || strings.Contains(k, bom) {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c == '=' || c == '"' || c == 0x7f {
+			return false
+		}
+	}
+	return !strings.ContainsRune(k, utf8.RuneError)
+}
+
+// AppendRow appends r as one logfmt line, newline included, to dst. The
+// row is normalized first (see Normalize), and a value Check refuses is
+// left out, so the line is always one the reader accepts. Keys come in a
+// fixed order so that a reviewer's eye finds them; absent values are left
+// out.
 func AppendRow(dst []byte, r *Row) []byte {
+	n := *r
+	Normalize(&n)
+	start := len(dst)
+	for {
+		dst = appendRow(dst[:start], &n)
+		if len(dst)-start <= MaxLine+1 || len(n.Extra) == 0 {
+			return dst
+		}
+		n.Extra = n.Extra[:len(n.Extra)/2] // keep the line readable: drop unknown keys
+	}
+}
+
+func appendRow(dst []byte, r *Row) []byte {
 	buf := bytes.NewBuffer(dst)
 	enc := logfmt.NewEncoder(buf)
 	kv := func(k string, v string) { _ = enc.EncodeKeyval(k, v) }
@@ -47,16 +255,25 @@ func AppendRow(dst []byte, r *Row) []byte {
 		integer("prompt_tokens", r.PromptTokens)
 		integer("completion_tokens", r.CompletionTokens)
 	}
-	if r.TokensFrom != "" {
+	sources := r.TokensFrom != "" && knownSource(r.TokensFrom, true) &&
+		(r.TokensFrom != FromMixed || (knownSource(r.PromptFrom, false) && knownSource(r.CompletionFrom, false)))
+	if sources {
 		kv("tokens_from", r.TokensFrom)
+		if r.TokensFrom == FromMixed {
+			kv("prompt_tokens_from", r.PromptFrom)
+			kv("completion_tokens_from", r.CompletionFrom)
+		}
 	}
 	if r.Outcome != "" {
-		kv("outcome", string(r.Outcome))
+		if _, err := admit.ParseOutcome(string(r.Outcome)); err == nil {
+			kv("outcome", string(r.Outcome))
+		}
 	}
 	if r.HTTPStatus != 0 {
 		integer("http_status", int64(r.HTTPStatus))
 	}
-	if r.Billing != "" {
+	switch r.Billing {
+	case admit.Billable, admit.Free, admit.Ambiguous:
 		kv("billing", string(r.Billing))
 	}
 	if r.HasCost {
@@ -83,7 +300,9 @@ func AppendRow(dst []byte, r *Row) []byte {
 		integer("used", int64(r.Used))
 	}
 	if r.Decision != "" {
-		kv("decision", r.Decision)
+		if _, err := admit.ParseDecision(r.Decision); err == nil {
+			kv("decision", r.Decision)
+		}
 	}
 	if r.Unsent {
 		kv("sent", "false")
@@ -94,7 +313,8 @@ func AppendRow(dst []byte, r *Row) []byte {
 	if r.Fallback {
 		kv("fallback", "true")
 	}
-	if r.JobEnd != "" {
+	switch r.JobEnd {
+	case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
 		kv("job_end", r.JobEnd)
 	}
 	if r.PromptSHA != "" {

@@ -1,7 +1,6 @@
 package ledgerfile
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -19,6 +18,10 @@ import (
 
 // MaxLine is the longest line the reader accepts; a longer one is a bad line.
 const MaxLine = 1 << 20
+
+// bom is a UTF-8 byte order mark: dropped at the start of a file, refused
+// anywhere else in a key (it would hide the key: "\uFEFFts" is not ts).
+const bom = "\uFEFF"
 
 // ErrTorn marks a line a crashed writer left without its newline.
 var ErrTorn = errors.New("torn write (no newline at end of line)")
@@ -41,14 +44,18 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 // Reader reads rows strictly: every malformed line is a *LineError naming
 // its number. Blank and '#' lines are skipped, unknown keys kept. A torn
-// line (the file's last line without a newline, or a line the writer
-// marked torn) is not an error: it is skipped and listed in Torn.
+// line (the file's last line without a newline, or the line directly above
+// a writer's TornMarker) is not an error: it is skipped and listed in Torn.
+//
+// A second row for one (job, attempt) is a bad line. The check is exact
+// (on the job string, not a hash) and keeps one entry per open job (a job
+// is forgotten at its job_end): a bit per attempt number, so its memory
+// grows with open jobs and their attempts, never with the rows of the log.
 type Reader struct {
 	name    string
-	br      *bufio.Reader
-	line    int
+	lr      *LineReader
 	skipBad bool
-	dedup   map[uint64]int32 // (job, attempt) hash → line; see checkDup
+	jobs    map[string]*attemptSet // open jobs; see checkOrder
 	intern  interner
 
 	pending    Row
@@ -57,13 +64,31 @@ type Reader struct {
 
 	torn    []*LineError
 	skipped []*LineError
-	long    []byte
-	eof     bool
+}
+
+// attemptSet is the attempt numbers read for one open job, one bit each,
+// and the line of the job's first row.
+type attemptSet struct {
+	first int32
+	bits  []uint64
+}
+
+// add marks attempt a (1 … admit.MaxAttempts) and reports whether it was new.
+func (s *attemptSet) add(a int) bool {
+	i, bit := (a-1)/64, uint64(1)<<((a-1)%64)
+	if i >= len(s.bits) {
+		s.bits = append(s.bits, make([]uint64, i+1-len(s.bits))...)
+	}
+	if s.bits[i]&bit != 0 {
+		return false
+	}
+	s.bits[i] |= bit
+	return true
 }
 
 // NewReader reads rows from r; name is the file name used in errors.
 func NewReader(r io.Reader, name string) *Reader {
-	return &Reader{name: name, br: bufio.NewReaderSize(r, 64<<10), dedup: map[uint64]int32{}, intern: interner{}}
+	return &Reader{name: name, lr: NewLineReader(r, name, MaxLine), jobs: map[string]*attemptSet{}, intern: interner{}}
 }
 
 // SkipBad makes malformed lines warnings (see Skipped) instead of errors.
@@ -76,49 +101,46 @@ func (r *Reader) Torn() []*LineError { return r.torn }
 func (r *Reader) Skipped() []*LineError { return r.skipped }
 
 // Next reads the next row into row. It returns io.EOF at the end.
+//
+// A row is held back until the line after it is read: only then is it
+// known not to be the torn line a TornMarker names.
 func (r *Reader) Next(row *Row) error {
 	for {
 		line, lineNo, torn, err := r.readLine()
 		if err == io.EOF {
-			if r.hasPending {
-				r.hasPending = false
-				err := r.pendingErr
-				if err == nil {
-					if derr := r.checkDup(&r.pending); derr != nil {
-						err = &LineError{File: r.name, Line: r.pending.Line, Err: derr}
-					}
-				}
-				if err != nil {
-					if e := r.bad(err); e != nil {
-						return e
-					}
-					return io.EOF
-				}
-				*row = r.pending
-				return nil
+			if !r.hasPending {
+				return io.EOF
 			}
-			return io.EOF
+			r.hasPending = false
+			if err := r.finish(&r.pending, r.pendingErr); err != nil {
+				if e := r.bad(err); e != nil {
+					return e
+				}
+				return io.EOF
+			}
+			*row = r.pending
+			return nil
 		}
 		if err != nil {
 			return err
 		}
-		trimmed := bytes.TrimSpace(line)
+		trimmed := trimLine(line)
 		if string(trimmed) == TornMarker {
-			if r.hasPending {
+			// The marker names the line directly above it, and only that one.
+			if r.hasPending && r.pending.Line == lineNo-1 {
 				r.hasPending = false
 				r.torn = append(r.torn, &LineError{File: r.name, Line: r.pending.Line, Err: ErrTorn})
 			}
 			continue
 		}
-		if len(trimmed) == 0 || trimmed[0] == '#' {
-			if torn {
+		if torn {
+			// The file's last bytes with no newline: a crashed writer.
+			if len(trimmed) > 0 {
 				r.torn = append(r.torn, &LineError{File: r.name, Line: lineNo, Err: ErrTorn})
 			}
 			continue
 		}
-		if torn {
-			// The file's last bytes with no newline: a crashed writer.
-			r.torn = append(r.torn, &LineError{File: r.name, Line: lineNo, Err: ErrTorn})
+		if len(trimmed) == 0 || trimmed[0] == '#' {
 			continue
 		}
 		// Emit the previous row now that we know it was not marked torn.
@@ -138,14 +160,8 @@ func (r *Reader) Next(row *Row) error {
 		r.pending.Line = lineNo
 		r.hasPending = true
 		if emit {
-			if outErr == nil {
-				// Only now is the row known not to be torn: count it.
-				if derr := r.checkDup(&out); derr != nil {
-					outErr = &LineError{File: r.name, Line: out.Line, Err: derr}
-				}
-			}
-			if outErr != nil {
-				if e := r.bad(outErr); e != nil {
+			if err := r.finish(&out, outErr); err != nil {
+				if e := r.bad(err); e != nil {
 					return e
 				}
 				continue
@@ -154,6 +170,17 @@ func (r *Reader) Next(row *Row) error {
 			return nil
 		}
 	}
+}
+
+// finish checks a row known not to be torn against the rows before it.
+func (r *Reader) finish(row *Row, parseErr error) error {
+	if parseErr != nil {
+		return parseErr
+	}
+	if err := r.checkOrder(row); err != nil {
+		return &LineError{File: r.name, Line: row.Line, Err: err}
+	}
+	return nil
 }
 
 func (r *Reader) bad(err error) error {
@@ -165,83 +192,53 @@ func (r *Reader) bad(err error) error {
 	return err
 }
 
-// checkDup refuses a second row for the same (job, attempt). It keeps a
-// 64-bit hash per row rather than the strings, so memory stays small on
-// million-row logs; a hash collision (≈1e-8 at 1M rows) would be reported
-// as a duplicate naming both lines, which a reader can check by eye.
-func (r *Reader) checkDup(row *Row) error {
+// checkOrder refuses a second row for one (job, attempt). Comparison is
+// on the exact job string; a job is forgotten at its job_end, so the map
+// holds open jobs only.
+func (r *Reader) checkOrder(row *Row) error {
 	if row.Job == "" || row.Attempt == 0 {
 		return nil
 	}
-	// FNV-1a over job, a zero byte, and the attempt number.
-	k := uint64(14695981039346656037)
-	for i := 0; i < len(row.Job); i++ {
-		k = (k ^ uint64(row.Job[i])) * 1099511628211
+	set := r.jobs[row.Job]
+	if set == nil {
+		set = &attemptSet{first: int32(min(row.Line, math.MaxInt32))}
 	}
-	k = (k ^ 0) * 1099511628211
-	for a := uint64(row.Attempt); a > 0; a >>= 8 {
-		k = (k ^ (a & 0xff)) * 1099511628211
+	if !set.add(row.Attempt) {
+		return fmt.Errorf("duplicate attempt: job %q attempt %d appears twice (the job's rows start on line %d)", truncate(row.Job), row.Attempt, set.first)
 	}
-	if first, ok := r.dedup[k]; ok {
-		return fmt.Errorf("duplicate attempt: job %q attempt %d already on line %d", row.Job, row.Attempt, first)
+	if row.JobEnd != "" {
+		delete(r.jobs, row.Job)
+	} else if r.jobs[row.Job] == nil {
+		r.jobs[row.Job] = set
 	}
-	r.dedup[k] = int32(row.Line)
 	return nil
 }
 
 // readLine returns the next line without its newline; torn is true for a
-// final line that has none.
+// final line that has none. A line past MaxLine is a bad line (a torn one
+// when it is the file's unterminated tail).
 func (r *Reader) readLine() (line []byte, no int, torn bool, err error) {
-	if r.eof {
-		return nil, 0, false, io.EOF
-	}
-	r.long = r.long[:0]
-	tooLong := false
 	for {
-		chunk, err := r.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if len(r.long)+len(chunk) > MaxLine {
-				tooLong = true
-			} else {
-				r.long = append(r.long, chunk...)
-			}
-			continue
+		line, no, torn, err = r.lr.Next()
+		if err == nil || err == io.EOF {
+			return line, no, torn, err
 		}
-		if err != nil && err != io.EOF {
-			return nil, 0, false, fmt.Errorf("failed to read log %q: %w", r.name, err)
+		var le *LineError
+		if !errors.As(err, &le) {
+			return nil, no, false, fmt.Errorf("failed to read log %q: %w", r.name, err)
 		}
-		r.line++
-		if tooLong || len(r.long)+len(chunk) > MaxLine+1 {
-			if err == io.EOF {
-				r.eof = true
-				return []byte(""), r.line, true, nil
+		if !torn {
+			var serr error
+			if torn, serr = r.lr.SkipRest(); serr != nil {
+				return nil, no, false, serr
 			}
-			e := &LineError{File: r.name, Line: r.line, Err: fmt.Errorf("line longer than %d bytes", MaxLine)}
-			if r.skipBad {
-				r.skipped = append(r.skipped, e)
-				r.long = r.long[:0]
-				tooLong = false
-				continue
-			}
-			return nil, 0, false, e
 		}
-		if err == io.EOF {
-			r.eof = true
-			if len(r.long)+len(chunk) == 0 {
-				r.line--
-				return nil, 0, false, io.EOF
-			}
-			if len(r.long) > 0 {
-				r.long = append(r.long, chunk...)
-				chunk = r.long
-			}
-			return chunk, r.line, true, nil
+		if torn {
+			return []byte("x"), no, true, nil // an unterminated over-long tail is torn
 		}
-		if len(r.long) > 0 {
-			r.long = append(r.long, chunk...)
-			chunk = r.long
+		if e := r.bad(err); e != nil {
+			return nil, no, false, e
 		}
-		return chunk[:len(chunk)-1], r.line, false, nil
 	}
 }
 
@@ -262,19 +259,24 @@ func ReadAll(rd io.Reader, name string) ([]Row, *Reader, error) {
 	}
 }
 
+// OpenLog opens a log for reading. It refuses a symbolic link (a log is
+// appended to, and a link would send rows into an unrelated file) and
+// anything but a regular file (a FIFO would hang the read, a device never
+// ends). A missing log is an error wrapping fs.ErrNotExist.
+func OpenLog(path string) (*os.File, error) {
+	return openRegular(path, "log", os.O_RDONLY|noFollow|nonBlock, 0)
+}
+
 // ReadFile reads every row of the log at path. A missing file has no rows.
 func ReadFile(path string) ([]Row, *Reader, error) {
-	f, err := os.Open(path)
+	f, err := OpenLog(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, NewReader(bytes.NewReader(nil), path), nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to open log %q: %w", path, err)
+		return nil, nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, nil, fmt.Errorf("failed to read log %q: is a directory", path)
-	}
 	return ReadAll(f, path)
 }
 
@@ -316,8 +318,15 @@ func parseLine(line []byte, row *Row, in interner) error {
 	if !utf8.Valid(line) {
 		return errors.New("not valid UTF-8")
 	}
+	for i, c := range line {
+		// Control bytes are never written raw (the writer escapes them in
+		// quotes); a NUL is damage, not whitespace.
+		if c < ' ' && c != '\t' {
+			return fmt.Errorf("control character 0x%02x at column %d", c, i+1)
+		}
+	}
 	var (
-		spans [40]span
+		spans [MaxKeys]span
 		n     int
 		seen  uint64
 	)
@@ -347,6 +356,9 @@ func parseLine(line []byte, row *Row, in interner) error {
 		}
 		if len(key) == 0 {
 			return fmt.Errorf("missing key before '=' at column %d", p+1)
+		}
+		if bytes.Contains(key, []byte(bom)) {
+			return fmt.Errorf("byte order mark in key %q at column %d", truncate(string(key)), start+1)
 		}
 		p++ // '='
 		var sp span
@@ -421,6 +433,10 @@ func parseLine(line []byte, row *Row, in interner) error {
 	if row.HasSplit && seen&(bitPrompt|bitCompletion) != bitPrompt|bitCompletion {
 		return errors.New("prompt_tokens and completion_tokens go together")
 	}
+	parts := seen & (bitPromptFrom | bitCompletionFrom)
+	if (row.TokensFrom == FromMixed) != (parts == bitPromptFrom|bitCompletionFrom) || (parts != 0 && row.TokensFrom != FromMixed) {
+		return errors.New("tokens_from=mixed goes with prompt_tokens_from and completion_tokens_from (written only when the two differ)")
+	}
 	return nil
 }
 
@@ -456,7 +472,27 @@ const (
 	bitPromptSHA
 	bitNote
 	bitReserve
+	bitPromptFrom
+	bitCompletionFrom
 )
+
+// knownKeys are the keys this version reads; knownKeyCount bounds the
+// unknown keys a row may carry within MaxKeys.
+var knownKeys = map[string]bool{
+	"ts": true, "job": true, "attempt": true, "seat": true, "model": true,
+	"wait_s": true, "elapsed_s": true, "ttfb_s": true, "tokens": true,
+	"prompt_tokens": true, "completion_tokens": true, "tokens_from": true,
+	"prompt_tokens_from": true, "completion_tokens_from": true,
+	"outcome": true, "http_status": true, "billing": true, "cost_usd": true,
+	"retry_after_s": true, "error_code": true, "delay_s": true,
+	"spent_s": true, "spent_tokens": true, "spent_usd": true, "used": true,
+	"decision": true, "sent": true, "holdout": true, "fallback": true,
+	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true,
+}
+
+var knownKeyCount = len(knownKeys)
+
+func knownKey(k string) bool { return knownKeys[k] }
 
 func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 	var err error
@@ -468,6 +504,9 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 			return 0, fmt.Errorf("not an RFC 3339 time %q", truncate(string(v)))
 		}
 		row.TS = row.TS.UTC()
+		if err := CheckTS(row.TS); err != nil {
+			return 0, err
+		}
 		return bitTS, nil
 	case "job":
 		if val == "" {
@@ -477,8 +516,8 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		return bitJob, nil
 	case "attempt":
 		n, err := parseCount(val)
-		if err != nil || n < 1 || n > math.MaxInt32 {
-			return 0, fmt.Errorf("not a positive attempt number %q", truncate(val))
+		if err != nil || n < 1 || n > admit.MaxAttempts {
+			return 0, fmt.Errorf("not an attempt number in 1…%d %q", admit.MaxAttempts, truncate(val))
 		}
 		row.Attempt = int(n)
 		return bitAttempt, nil
@@ -510,13 +549,21 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		row.HasSplit = true
 		return bitCompletion, err
 	case "tokens_from":
-		switch val {
-		case "usage", "tokenizer", "script", "hand", "estimate":
-		default:
-			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(val))
+		if !knownSource(val, true) {
+			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script, hand or mixed)", truncate(val))
 		}
 		row.TokensFrom = in.str(v)
 		return bitTokensFrom, nil
+	case "prompt_tokens_from", "completion_tokens_from":
+		if !knownSource(val, false) {
+			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(val))
+		}
+		if key[0] == 'p' {
+			row.PromptFrom = in.str(v)
+			return bitPromptFrom, nil
+		}
+		row.CompletionFrom = in.str(v)
+		return bitCompletionFrom, nil
 	case "outcome":
 		o, err := admit.ParseOutcome(val)
 		row.Outcome = o // one of the package's constants, not val
@@ -565,8 +612,8 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		return bitSpentUSD, err
 	case "used":
 		n, err := parseCount(val)
-		if err != nil || n > math.MaxInt32 {
-			return 0, fmt.Errorf("not a count %q", truncate(val))
+		if err != nil || n > admit.MaxAttempts {
+			return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(val))
 		}
 		row.Used = int(n)
 		row.HasSpent = true
@@ -606,6 +653,12 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 }
 
 func parseSeconds(s string) (time.Duration, error) {
+	if d, ok := decimalSeconds(s); ok {
+		if d > admit.MaxDuration {
+			return 0, fmt.Errorf("more than %.0f seconds %q", admit.MaxDuration.Seconds(), truncate(s))
+		}
+		return d, nil
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("not a number %q", truncate(s))
@@ -613,10 +666,47 @@ func parseSeconds(s string) (time.Duration, error) {
 	if f < 0 {
 		return 0, fmt.Errorf("negative seconds %q", truncate(s))
 	}
-	if f > 1e9 {
-		return 0, fmt.Errorf("too many seconds %q", truncate(s))
+	if f > admit.MaxDuration.Seconds() {
+		return 0, fmt.Errorf("more than %.0f seconds %q", admit.MaxDuration.Seconds(), truncate(s))
 	}
 	return time.Duration(math.Round(f * 1e9)), nil
+}
+
+// decimalSeconds reads plain decimal seconds ("7.200", "18") exactly, to
+// the nanosecond, so what the writer wrote in milliseconds reads back as
+// the same duration (a float would turn 4194304.008 into …008000001).
+// ok is false for any other form, which then goes through ParseFloat.
+func decimalSeconds(s string) (d time.Duration, ok bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 10 {
+		return 0, false
+	}
+	var sec, ns int64
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		sec = sec*10 + int64(c-'0')
+	}
+	scale := int64(1e8)
+	for i := 0; i < len(frac); i++ {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		switch {
+		case scale > 0:
+			ns += int64(c-'0') * scale
+			scale /= 10
+		case scale == 0 && c >= '5':
+			ns++ // round half up at the tenth digit
+			scale = -1
+		default:
+			scale = -1
+		}
+	}
+	return time.Duration(sec)*time.Second + time.Duration(ns), true
 }
 
 func parseCount(s string) (int64, error) {
@@ -626,6 +716,9 @@ func parseCount(s string) (int64, error) {
 	}
 	if n < 0 {
 		return 0, fmt.Errorf("negative count %q", truncate(s))
+	}
+	if n > admit.MaxTokens {
+		return 0, fmt.Errorf("count over %d %q", admit.MaxTokens, truncate(s))
 	}
 	return n, nil
 }
@@ -637,6 +730,9 @@ func parseUSD(s string) (float64, error) {
 	}
 	if f < 0 {
 		return 0, fmt.Errorf("negative amount %q", truncate(s))
+	}
+	if f > admit.MaxUSD {
+		return 0, fmt.Errorf("amount over %.0f %q", admit.MaxUSD, truncate(s))
 	}
 	return f, nil
 }
@@ -666,4 +762,10 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// trimLine drops ASCII blanks around a line (a CR before the newline
+// among them). Unicode spaces are text: an unquoted value may end in one.
+func trimLine(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\v\f")
 }

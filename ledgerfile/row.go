@@ -38,7 +38,12 @@ type Row struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	HasSplit         bool // prompt_tokens/completion_tokens present
-	TokensFrom       string
+	// TokensFrom is where the counts came from: usage, tokenizer, script,
+	// hand, or mixed when the two parts came from different places; then
+	// PromptFrom and CompletionFrom say which (written only when they differ).
+	TokensFrom     string
+	PromptFrom     string
+	CompletionFrom string
 
 	Outcome    admit.Outcome
 	HTTPStatus int
@@ -74,6 +79,19 @@ type Row struct {
 
 // KV is one unknown key and its value, kept verbatim.
 type KV struct{ Key, Value string }
+
+// Token sources (tokens_from, prompt_tokens_from, completion_tokens_from).
+const (
+	FromUsage     = "usage"
+	FromTokenizer = "tokenizer"
+	FromScript    = "script"
+	FromHand      = "hand"
+	FromEstimate  = "estimate"
+	// FromMixed is tokens_from on a row whose prompt and completion counts
+	// came from different sources, named by prompt_tokens_from and
+	// completion_tokens_from.
+	FromMixed = "mixed"
+)
 
 // Job end states.
 const (

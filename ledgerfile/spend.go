@@ -83,6 +83,45 @@ func Estimate(rows []Row, seat string) admit.Next {
 	return t.Estimate(seat, 0)
 }
 
+// MaxBookRows is how far back a reader of one job's last rows goes for
+// its books: a job's first row, or this many rows back, whichever comes
+// first. Past it, the track starts from the spend that row carries, and
+// the retry history and estimates from the rows read.
+const MaxBookRows = 4096
+
+// BookRows is ReadJobTail's stop rule for the gate's books (record and
+// admit --log): it stops at the job's first row, or MaxBookRows back at a
+// row that carries the job's spend before it. Each call makes a fresh rule.
+func BookRows() func(*Row) bool {
+	n := 0
+	return func(r *Row) bool {
+		n++
+		first := r.Attempt == 1 || r.HasSpent && r.Used == 0 && r.SpentS == 0 && r.SpentTokens == 0
+		return first || n >= MaxBookRows && r.HasSpent
+	}
+}
+
+// Next is the gate before a job's next attempt on seat (the seat of its
+// last sent attempt when seat is ""), after its rows in file order, with
+// delay the backoff the caller will sleep first (admit --log): the retry
+// rules on the job's last failure, then the gate on its spend and the
+// seat's estimate. It returns the job's spend and the estimate the gate
+// was given.
+func Next(rules Rules, rows []Row, seat string, delay time.Duration) (admit.Decision, admit.Spent, admit.Next) {
+	var g JobGate
+	for i := range rows {
+		g.take(rules, &rows[i])
+	}
+	if seat == "" {
+		seat = g.track.LastSeat()
+	}
+	spent, next := g.track.Spent(), g.track.Estimate(seat, 0)
+	if g.stepSet && !g.step.Retry {
+		return admit.Refuse(g.step.Reason), spent, next
+	}
+	return g.track.Before(rules.Budget, seat, admit.AddDuration(spent.Time, delay), 0), spent, next
+}
+
 // Rules are what a replay judges rows by: the budget and the retry rules.
 type Rules struct {
 	Budget admit.Budget

@@ -1,35 +1,35 @@
 package ledgerfile
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
-
-	"github.com/gofrs/flock"
 )
 
-// Writer appends rows to a log. Each row is one write(2) on an O_APPEND
-// descriptor, made while holding an advisory lock on the log itself, so
-// rows from many processes never interleave. It never truncates, rewrites
-// or reorders what is there; the file is created only at the first row.
+// Writer appends rows to a log. The log is opened once, at the first row;
+// each row is then one write(2) on the O_APPEND descriptor, made while
+// holding an advisory lock on that descriptor, so rows from many
+// processes never interleave: lock, fstat, write, unlock — four system
+// calls a row. It never truncates, rewrites or reorders what is there,
+// follows no symbolic link and appends only to a regular file.
 type Writer struct {
 	path  string
 	fsync bool
 
 	mu   sync.Mutex
 	f    *os.File
-	lock *flock.Flock
+	lock fileLock
+	end  int64 // the file's size after our last write: its last byte is our newline; -1 unknown
 	buf  []byte
 }
 
 // NewWriter prepares to append to path. Nothing is opened until the first
 // row, so a run that fails before its first row leaves no file behind.
 func NewWriter(path string, fsync bool) *Writer {
-	return &Writer{path: path, fsync: fsync}
+	return &Writer{path: path, fsync: fsync, end: -1}
 }
 
 // Path is the log's path.
@@ -39,42 +39,75 @@ func (w *Writer) open() error {
 	if w.f != nil {
 		return nil
 	}
-	if st, err := os.Stat(w.path); err == nil && st.IsDir() {
-		return fmt.Errorf("failed to open log %q: is a directory", w.path)
-	}
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// Read-write so that a locked caller can read the log's tail through
+	// the same descriptor (see LockedTail).
+	f, err := openRegular(w.path, "log", os.O_RDWR|os.O_APPEND|os.O_CREATE|noFollow|nonBlock, 0o644)
 	if err != nil {
-		return fmt.Errorf("failed to open log %q: %w", w.path, unwrapPath(err))
+		return err
 	}
-	w.f = f
-	w.lock = flock.New(w.path, flock.SetFlag(os.O_RDONLY))
+	w.f, w.lock = f, newFileLock(f, w.path)
+	return nil
+}
+
+// lockOpen opens the log if need be and takes its lock; the caller
+// unlocks.
+func (w *Writer) lockOpen() error {
+	if err := w.open(); err != nil {
+		return err
+	}
+	if err := w.lock.lock(); err != nil {
+		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
+	}
 	return nil
 }
 
 // Locked runs fn while holding the log's lock, then appends the rows fn
-// returns. fn may read the log (see ReadJob) knowing no other writer can
-// append in between: this is how `record` numbers attempts without gaps
-// or duplicates under many concurrent writers.
+// returns.
 func (w *Writer) Locked(fn func() ([]Row, error)) error {
+	return w.LockedTail(func(io.ReaderAt, int64) ([]Row, error) { return fn() })
+}
+
+// LockedTail runs fn while holding the log's lock, giving it the log as it
+// stands (read through the writer's own descriptor, size bytes long), then
+// appends the rows fn returns. fn may read the log (see ReadJobTail)
+// knowing no other writer can append in between: this is how `record`
+// numbers attempts without gaps or duplicates under many writers.
+func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.open(); err != nil {
+	if err := w.lockOpen(); err != nil {
 		return err
 	}
-	if err := w.lock.Lock(); err != nil {
-		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
-	}
-	defer w.lock.Unlock()
-	rows, err := fn()
+	defer w.lock.unlock()
+	size, err := w.size()
 	if err != nil {
 		return err
 	}
-	return w.appendLocked(rows)
+	rows, err := fn(w.f, size)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	for i := range rows {
+		n := rows[i]
+		Normalize(&n)
+		if err := Check(&n); err != nil {
+			return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+		}
+	}
+	prefix, err := w.prefix(size)
+	if err != nil {
+		return err
+	}
+	w.buf = append(w.buf[:0], prefix...)
+	for i := range rows {
+		w.buf = AppendRow(w.buf, &rows[i])
+	}
+	return w.write(size)
 }
 
-// Append writes rows, each as one line.
+// Append writes rows, each as one line, in one write.
 func (w *Writer) Append(rows ...Row) error {
-	return w.Locked(func() ([]Row, error) { return rows, nil })
+	return w.LockedTail(func(io.ReaderAt, int64) ([]Row, error) { return rows, nil })
 }
 
 // CommentLocked runs fn while holding the log's lock, then appends the
@@ -85,39 +118,25 @@ func (w *Writer) Append(rows ...Row) error {
 func (w *Writer) CommentLocked(fn func() (string, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.open(); err != nil {
+	if err := w.lockOpen(); err != nil {
 		return err
 	}
-	if err := w.lock.Lock(); err != nil {
-		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
-	}
-	defer w.lock.Unlock()
+	defer w.lock.unlock()
 	text, err := fn()
 	if err != nil || text == "" {
 		return err
 	}
-	st, err := w.f.Stat()
+	size, err := w.size()
 	if err != nil {
-		return fmt.Errorf("failed to stat log %q: %w", w.path, unwrapPath(err))
+		return err
 	}
-	prefix, err := w.prefix(st.Size())
+	prefix, err := w.prefix(size)
 	if err != nil {
 		return err
 	}
 	text = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(text)
 	w.buf = append(append(append(append(w.buf[:0], prefix...), "# "...), text...), '\n')
-	if n, err := w.f.Write(w.buf); err != nil {
-		if n > 0 {
-			_ = w.f.Truncate(st.Size())
-		}
-		return fmt.Errorf("failed to append to log %q: %w", w.path, unwrapPath(err))
-	}
-	if w.fsync {
-		if err := w.f.Sync(); err != nil {
-			return fmt.Errorf("failed to sync log %q: %w", w.path, unwrapPath(err))
-		}
-	}
-	return nil
+	return w.write(size)
 }
 
 // Comment appends one comment line ("# " + text) under the lock.
@@ -125,35 +144,27 @@ func (w *Writer) Comment(text string) error {
 	return w.CommentLocked(func() (string, error) { return text, nil })
 }
 
-func (w *Writer) appendLocked(rows []Row) error {
-	if len(rows) == 0 {
-		return nil
-	}
+func (w *Writer) size() (int64, error) {
 	st, err := w.f.Stat()
 	if err != nil {
-		return fmt.Errorf("failed to stat log %q: %w", w.path, unwrapPath(err))
+		return 0, fmt.Errorf("failed to stat log %q: %w", w.path, unwrapPath(err))
 	}
-	size := st.Size()
-	prefix, err := w.prefix(size)
+	return st.Size(), nil
+}
+
+// write appends w.buf in one write(2). A short write (a full disk) must
+// not leave half a row: the file is put back as it was. We hold the lock,
+// so the bytes past size are ours alone.
+func (w *Writer) write(size int64) error {
+	n, err := w.f.Write(w.buf)
 	if err != nil {
-		return err
-	}
-	for i := range rows {
-		w.buf = append(w.buf[:0], prefix...)
-		prefix = nil
-		w.buf = AppendRow(w.buf, &rows[i])
-		n, err := w.f.Write(w.buf)
-		if err != nil {
-			// A short write (a full disk) must not leave half a row: put the
-			// file back as it was. We hold the lock, so the bytes past size
-			// are ours alone.
-			if n > 0 {
-				_ = w.f.Truncate(size)
-			}
-			return fmt.Errorf("failed to append to log %q: %w", w.path, unwrapPath(err))
+		if n > 0 {
+			_ = w.f.Truncate(size)
 		}
-		size += int64(n)
+		w.end = -1
+		return fmt.Errorf("failed to append to log %q: %w", w.path, unwrapPath(err))
 	}
+	w.end = size + int64(n)
 	if w.fsync {
 		if err := w.f.Sync(); err != nil {
 			return fmt.Errorf("failed to sync log %q: %w", w.path, unwrapPath(err))
@@ -164,17 +175,17 @@ func (w *Writer) appendLocked(rows []Row) error {
 
 // prefix is what must precede the next row: the header for a new file, or
 // a newline and the torn marker when a crashed writer left a partial line.
+// When the file ends where our own last write did, its last byte is our
+// newline and is not read again.
 func (w *Writer) prefix(size int64) ([]byte, error) {
 	if size == 0 {
 		return []byte(Header + "\n"), nil
 	}
-	var last [1]byte
-	r, err := os.Open(w.path)
-	if err != nil {
-		return nil, fmt.Errorf("failed to read log %q: %w", w.path, unwrapPath(err))
+	if size == w.end {
+		return nil, nil
 	}
-	defer r.Close()
-	if _, err := r.ReadAt(last[:], size-1); err != nil && !errors.Is(err, io.EOF) {
+	var last [1]byte
+	if _, err := w.f.ReadAt(last[:], size-1); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("failed to read log %q: %w", w.path, unwrapPath(err))
 	}
 	if last[0] != '\n' {
@@ -191,37 +202,18 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	err := w.f.Close()
-	_ = w.lock.Close()
+	w.lock.close()
 	w.f = nil
 	return err
 }
 
-// ReadJob reads the rows of one job from the log at path (all rows when
-// job is ""). Lines that cannot belong to the job are skipped before they
-// are parsed, so numbering one job's attempt in a long log stays cheap.
-// A torn tail is skipped; any other bad line is an error.
+// ReadJob reads every row of one job from the log at path (all rows when
+// job is ""), forward and strictly. A missing log has no rows. For one
+// job's spend and numbering, ReadJobTail reads only the end of the log.
 func ReadJob(path, job string) ([]Row, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to open log %q: %w", path, unwrapPath(err))
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("failed to read log %q: is a directory", path)
-	}
-	var src io.Reader = f
-	if job != "" {
-		src = &jobFilter{r: NewLineFilter(f), needle: []byte(job)}
-	}
-	rows, _, err := ReadAll(src, path)
-	if err != nil {
-		return nil, err
-	}
-	if job == "" {
-		return rows, nil
+	rows, _, err := ReadFile(path)
+	if err != nil || job == "" {
+		return rows, err
 	}
 	out := rows[:0]
 	for _, r := range rows {
@@ -238,34 +230,4 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// jobFilter blanks every line that does not contain the job id (keeping
-// the newline, so line numbers stay right) before the reader parses it.
-type jobFilter struct {
-	r      *LineFilter
-	needle []byte
-	out    []byte
-}
-
-func (j *jobFilter) Read(p []byte) (int, error) {
-	for len(j.out) == 0 {
-		line, err := j.r.Next()
-		if len(line) > 0 {
-			keep := bytes.Contains(line, j.needle) || bytes.HasPrefix(bytes.TrimSpace(line), []byte("#"))
-			if keep {
-				j.out = line
-			} else if line[len(line)-1] == '\n' {
-				j.out = []byte{'\n'}
-			} else {
-				j.out = line // a torn tail stays torn
-			}
-		}
-		if err != nil && len(j.out) == 0 {
-			return 0, err
-		}
-	}
-	n := copy(p, j.out)
-	j.out = j.out[n:]
-	return n, nil
 }

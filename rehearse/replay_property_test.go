@@ -114,7 +114,7 @@ func TestReplayUnderOwnPolicyFlipsNothing(t *testing.T) {
 		var back []ledgerfile.Row
 		for i := range out {
 			var r ledgerfile.Row
-			if err := ledgerfile.ParseLine(ledgerfile.AppendRow(nil, &out[i]), &r); err != nil {
+			if err := ledgerfile.ParseLine([]byte(ledgerfile.FormatRow(&out[i])), &r); err != nil {
 				t.Fatalf("row %d does not read back: %v", i+1, err)
 			}
 			back = append(back, r)

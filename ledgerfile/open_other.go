@@ -1,0 +1,8 @@
+//go:build !unix
+
+package ledgerfile
+
+const (
+	noFollow = 0
+	nonBlock = 0
+)

@@ -1,0 +1,54 @@
+package ledgerfile
+
+import (
+	"fmt"
+	"io"
+
+	"retrygate/admit"
+)
+
+// NextAttempt is the number of a job's next attempt after its rows in file
+// order (all of them, or a suffix from ReadJobTail whose first row carries
+// `used`): one past the highest attempt seen, a hand-written row without
+// a number counting as one more. It is an error past admit.MaxAttempts.
+func NextAttempt(rows []Row) (int, error) {
+	n := 0
+	if len(rows) > 0 && rows[0].HasSpent {
+		n = rows[0].Used // the attempts before the suffix
+	}
+	for i := range rows {
+		if rows[i].Attempt > 0 {
+			n = max(n, rows[i].Attempt)
+		} else {
+			n++
+		}
+	}
+	if n >= admit.MaxAttempts {
+		return 0, fmt.Errorf("job %q already has %d attempts, the most a log counts", truncate(rows[len(rows)-1].Job), n)
+	}
+	return n + 1, nil
+}
+
+// Record appends one attempt of row.Job to the log under its lock: it
+// reads the end of the job's rows (ReadJobTail), numbers the attempt after
+// them, fills the job's spend before it and the gate's decision on it
+// under budget, and returns the row as written. Concurrent Record calls on
+// one log, from any number of processes, never number two attempts alike.
+func Record(w *Writer, row Row, rules Rules) (Row, error) {
+	err := w.LockedTail(func(log io.ReaderAt, size int64) ([]Row, error) {
+		earlier, err := ReadJobTail(log, size, w.Path(), row.Job, BookRows())
+		if err != nil {
+			return nil, err
+		}
+		if row.Attempt, err = NextAttempt(earlier); err != nil {
+			return nil, err
+		}
+		Normalize(&row) // the gate decides on the numbers the log will hold
+		spent := JobSpend(earlier)
+		row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
+		row.Decision = Decide(rules, earlier, &row).String()
+		Normalize(&row)
+		return []Row{row}, nil
+	})
+	return row, err
+}
