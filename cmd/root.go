@@ -35,6 +35,7 @@ type Factory struct {
 	IO         *IOStreams
 	Now        func() time.Time
 	Getenv     func(string) string
+	Environ    func() []string // to find RETRYGATE_ variables that are no setting; nil skips the check
 	ConfigFile string          // --config
 	Ctx        context.Context // cancelled on Ctrl-C
 }
@@ -43,7 +44,7 @@ type Factory struct {
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	f := &Factory{IO: System(), Now: time.Now, Getenv: os.Getenv, Ctx: ctx}
+	f := &Factory{IO: System(), Now: time.Now, Getenv: os.Getenv, Environ: os.Environ, Ctx: ctx}
 	return Run(f, os.Args[1:])
 }
 
@@ -129,6 +130,10 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		}
 		if st.IsDir() {
 			return badInput("--config %q: is a directory", f.ConfigFile)
+		}
+		if !st.Mode().IsRegular() {
+			// A FIFO would hang the read and /dev/zero would never end.
+			return badInput("--config %q: not a regular file (%s)", f.ConfigFile, fileKind(st.Mode()))
 		}
 		return nil
 	}
