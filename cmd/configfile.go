@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -274,6 +275,9 @@ func lineStarts(data []byte) []int {
 // --- TOML
 
 func (t *configTree) fromTOML(file string, data []byte) error {
+	if err := t.tomlLines(file, data); err != nil {
+		return err
+	}
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		var de *toml.DecodeError
@@ -289,6 +293,74 @@ func (t *configTree) fromTOML(file string, data []byte) error {
 	}
 	t.root = m
 	return nil
+}
+
+// tomlLines notes the line of every key and refuses a key given twice in
+// any case, naming both lines. Syntax errors are left to the decoder.
+func (t *configTree) tomlLines(file string, data []byte) error {
+	starts := lineStarts(data)
+	lineAt := func(off uint32) int { return sort.Search(len(starts), func(i int) bool { return starts[i] > int(off) }) }
+	type seenKey struct {
+		line  int
+		shown string
+	}
+	seen := map[string]seenKey{}
+	keyOf := func(n *unstable.Node, prefix, shown string) (string, string, int) {
+		it := n.Key()
+		line := 0
+		for it.Next() {
+			k := it.Node()
+			prefix, shown = joinKey(prefix, strings.ToLower(string(k.Data))), joinKey(shown, string(k.Data))
+			line = lineAt(k.Raw.Offset)
+		}
+		return prefix, shown, line
+	}
+	note := func(full, shown string, line int) error {
+		if first, dup := seen[full]; dup {
+			return &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, line, shown)}
+		}
+		seen[full] = seenKey{line, shown}
+		t.lines[full] = line
+		return nil
+	}
+	var keyval func(n *unstable.Node, prefix, shown string) error
+	keyval = func(n *unstable.Node, prefix, shown string) error {
+		full, fullShown, line := keyOf(n, prefix, shown)
+		if err := note(full, fullShown, line); err != nil {
+			return err
+		}
+		if v := n.Value(); v.Kind == unstable.InlineTable {
+			for it := v.Children(); it.Next(); {
+				if c := it.Node(); c.Kind == unstable.KeyValue {
+					if err := keyval(c, full, fullShown); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	p := unstable.Parser{}
+	p.Reset(data)
+	prefix, shown := "", ""
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			var line int
+			prefix, shown, line = keyOf(e, "", "")
+			if e.Kind == unstable.Table {
+				if err := note(prefix, shown, line); err != nil {
+					return err
+				}
+			}
+		case unstable.KeyValue:
+			if err := keyval(e, prefix, shown); err != nil {
+				return err
+			}
+		}
+	}
+	return nil // a syntax error is reported by the decoder, with its line
 }
 
 // lowerTOML lowercases keys, refusing two that differ only in case (TOML
