@@ -299,7 +299,9 @@ func (t *configTree) fromTOML(file string, data []byte) error {
 // any case, naming both lines. Syntax errors are left to the decoder.
 func (t *configTree) tomlLines(file string, data []byte) error {
 	starts := lineStarts(data)
-	lineAt := func(off uint32) int { return sort.Search(len(starts), func(i int) bool { return starts[i] > int(off) }) }
+	lineAt := func(off uint32) int {
+		return sort.Search(len(starts), func(i int) bool { return starts[i] > int(off) })
+	}
 	type seenKey struct {
 		line  int
 		shown string
