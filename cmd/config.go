@@ -487,10 +487,25 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 		return p, nil, err
 	}
 	for i, name := range p.Fallback {
-		if _, ok := seats[strings.ToLower(name)]; !ok {
-			return p, nil, badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
+		ln := strings.ToLower(name)
+		if _, ok := seats[ln]; !ok {
+			err := badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
+			if s, ok := closest(ln, seatNames(seats)); ok {
+				return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
+			}
+			return p, nil, withHint(err, seatList(seats))
 		}
-		p.Fallback[i] = strings.ToLower(name)
+		if j := slices.Index(p.Fallback[:i], ln); j >= 0 {
+			return p, nil, withHint(badInput("%s[%d]: seat %q is already fallback[%d]", c.where("fallback"), i, name, j),
+				"a chain names each seat once; a seat is retried under the budget's max_attempts")
+		}
+		p.Fallback[i] = ln
+	}
+	if len(p.Fallback) == 0 && len(seats) == 1 {
+		// A lone seat is its own chain.
+		for name := range seats {
+			p.Fallback = []string{name}
+		}
 	}
 	return p, seats, nil
 }
@@ -544,6 +559,11 @@ func (c *config) seats() (map[string]seat.Config, error) {
 				return nil, err
 			}
 		}
+		if sc.APIKeyEnv != "" && !envVarName.MatchString(sc.APIKeyEnv) || looksLikeKey(sc.APIKeyEnv) {
+			// Never echo it: it may be the key itself.
+			return nil, withHint(badInput("%s: holds something that looks like a key, not a variable name", c.where(key+".api_key_env")),
+				"put the key in an environment variable and name the variable: api_key_env: OPENAI_API_KEY")
+		}
 		switch sc.Kind {
 		case "openai", "anthropic", "ollama":
 			if sc.BaseURL == "" {
@@ -557,11 +577,8 @@ func (c *config) seats() (map[string]seat.Config, error) {
 			if sc.Script == "" {
 				return nil, badInput("%s: a script seat needs script", c.where(key+".kind"))
 			}
-			if !filepath.IsAbs(sc.Script) && c.file != "" && !strings.HasPrefix(sc.Script, "builtin:") {
-				// Scripts are found relative to the config file, as a reader expects.
-				if _, err := os.Stat(sc.Script); err != nil {
-					sc.Script = filepath.Join(filepath.Dir(c.file), sc.Script)
-				}
+			if sc.Script, err = c.scriptPath(key+".script", sc.Script); err != nil {
+				return nil, err
 			}
 		case "":
 			return nil, badInput("%s: missing kind (want openai, anthropic, ollama, exec or script)", c.fileRef(key))
@@ -571,6 +588,68 @@ func (c *config) seats() (map[string]seat.Config, error) {
 		out[name] = sc
 	}
 	return out, nil
+}
+
+// scriptPath resolves a script seat's file: relative to the config file
+// that names it (a config is read from anywhere), and checked now, so that
+// a missing or odd file is an error naming the config's line before any
+// output is written. builtin:NAME names a built-in script.
+func (c *config) scriptPath(key, path string) (string, error) {
+	if strings.HasPrefix(path, "builtin:") {
+		return path, nil
+	}
+	resolved := path
+	if !filepath.IsAbs(path) && c.file != "" {
+		resolved = filepath.Join(filepath.Dir(c.file), path)
+	}
+	if err := checkInputFile(resolved, maxScriptBytes); err != nil {
+		e := badInput("%s: %q: %v", c.where(key), path, err)
+		if resolved != path {
+			return "", withHint(e, fmt.Sprintf("a script's path is relative to the config file: %q is %s", path, resolved))
+		}
+		return "", e
+	}
+	return resolved, nil
+}
+
+// envVarName is what an environment variable's name may be.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// looksLikeKey tells a pasted key from a variable's name: names are words
+// joined by '_' (OPENAI_API_KEY, AZURE_KEY_2); keys are long runs of
+// letters and digits (sk_live_4eC39HqLyjWDarjtT1zdp7dc, AKIAIOSFODNN7EXAMPLE).
+func looksLikeKey(s string) bool {
+	for _, w := range strings.Split(s, "_") {
+		digits, upper, lower := 0, 0, 0
+		for _, r := range w {
+			switch {
+			case r >= '0' && r <= '9':
+				digits++
+			case r >= 'A' && r <= 'Z':
+				upper++
+			case r >= 'a' && r <= 'z':
+				lower++
+			}
+		}
+		switch {
+		case len(w) >= 20:
+			return true
+		case len(w) >= 10 && digits >= 3 && upper+lower > 0:
+			return true
+		case len(w) >= 10 && upper > 0 && lower > 0 && digits > 0:
+			return true
+		}
+	}
+	return false
+}
+
+func seatNames(seats map[string]seat.Config) []string {
+	names := make([]string, 0, len(seats))
+	for n := range seats {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // thresholdEntry is one metric's list of threshold expressions and where it was written.

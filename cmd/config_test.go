@@ -46,7 +46,7 @@ func TestConfigKeyCollisions(t *testing.T) {
 			"p.yaml:3: budget.Deadline: the same key as p.yaml:2: budget.deadline"},
 		{"yaml twice", "p.yaml", "budget:\n  deadline: 45s\n  deadline: 1ms\n",
 			"p.yaml:3: budget.deadline: the same key as p.yaml:2: budget.deadline"},
-		{"yaml seats", "p.yaml", "seats:\n  a: {kind: script, script: builtin:bad-day}\n  A: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m}\nfallback: [a]\n",
+		{"yaml seats", "p.yaml", "seats:\n  a: {kind: script, script: builtin:seed003}\n  A: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m}\nfallback: [a]\n",
 			"p.yaml:3: seats.A: the same key as p.yaml:2: seats.a"},
 		{"yaml sections", "p.yaml", "budget: {deadline: 45s}\nBUDGET: {max_wait: 1s}\n",
 			"p.yaml:2: BUDGET: the same key as p.yaml:1: budget"},
@@ -96,7 +96,7 @@ func TestConfigMustBeASmallRegularFile(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/dev/zero", `--config "/dev/zero": not a regular file (a device)`},
 		{fifo, "not a regular file (a FIFO)"},
-		{big, "larger than 8 MiB (the limit for a config)"},
+		{big, "larger than 8 MiB (the limit)"},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
 			done := make(chan struct{})
@@ -157,7 +157,7 @@ func BenchmarkConfigManySeats(b *testing.B) {
 	var sb strings.Builder
 	sb.WriteString("seats:\n")
 	for i := range 40000 {
-		fmt.Fprintf(&sb, "  s%d: {kind: script, script: builtin:bad-day}\n", i)
+		fmt.Fprintf(&sb, "  s%d: {kind: script, script: builtin:seed003}\n", i)
 	}
 	sb.WriteString("fallback: [s0, s1]\n")
 	path := filepath.Join(dir, "big.yaml")
@@ -176,4 +176,59 @@ func BenchmarkConfigManySeats(b *testing.B) {
 		require.NoError(b, err)
 		require.Len(b, seats, 40000)
 	}
+}
+
+func TestConfigSeatsAreCheckedBeforeAnyOutput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
+	}
+	seed, err := os.ReadFile(filepath.Join(flagRepo, "testdata", "seats", "seed003.yaml"))
+	require.NoError(t, err)
+	write("conf/seats/s.yaml", string(seed))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "conf", "fifo.yaml"), 0o600))
+
+	const key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+	for _, tc := range []struct {
+		name, config, want, hint string
+	}{
+		{"a chain names a seat twice", "seats:\n  a: {kind: script, script: seats/s.yaml}\nfallback: [a, a, a]\n",
+			`p.yaml:3: fallback[1]: seat "a" is already fallback[0]`, "a chain names each seat once"},
+		{"a key in api_key_env", "seats:\n  a: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m, api_key_env: " + key + "}\n",
+			"p.yaml:2: seats.a.api_key_env: holds something that looks like a key, not a variable name", "name the variable"},
+		{"an upper-case key in api_key_env", "seats:\n  a: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m, api_key_env: AKIAIOSFODNN7EXAMPLE}\n",
+			"seats.a.api_key_env: holds something that looks like a key", ""},
+		{"a key with dashes in api_key_env", "seats:\n  a: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m, api_key_env: sk-proj-abc123}\n",
+			"seats.a.api_key_env: holds something that looks like a key", ""},
+		{"a script that is not there", "seats:\n  a: {kind: script, script: seats/bad-day.yaml}\n",
+			`p.yaml:2: seats.a.script: "seats/bad-day.yaml": no such file or directory`,
+			`a script's path is relative to the config file: "seats/bad-day.yaml" is ` + filepath.Join("conf", "seats", "bad-day.yaml")},
+		{"a script that is a FIFO", "seats:\n  a: {kind: script, script: fifo.yaml}\n",
+			`p.yaml:2: seats.a.script: "fifo.yaml": not a regular file (a FIFO)`, ""},
+		{"a fallback seat typo", "seats:\n  fast: {kind: script, script: seats/s.yaml}\nfallback: [fsat]\n",
+			`p.yaml:3: fallback[0]: no seat named "fsat" under seats`, "did you mean fast?"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write("conf/p.yaml", tc.config)
+			code, out, errOut := cfgRun(t, dir, nil, "rehearse", "--config", "conf/p.yaml", "--jobs", "1", "--log", "out.log")
+			assert.Equal(t, ExitBad, code)
+			assert.Empty(t, out)
+			assert.Contains(t, errOut, tc.want)
+			assert.Contains(t, errOut, tc.hint)
+			assert.NotContains(t, errOut, key)
+			assert.NotContains(t, errOut, "AKIAIOSFODNN7EXAMPLE")
+			assert.NotContains(t, errOut, "abc123")
+			assert.NoFileExists(t, filepath.Join(dir, "out.log"), "no output before the whole config is checked")
+		})
+	}
+
+	t.Run("a lone seat is its own chain; its script is found beside the config", func(t *testing.T) {
+		write("conf/p.yaml", "seats:\n  only: {kind: script, script: seats/s.yaml}\n")
+		code, _, errOut := cfgRun(t, dir, nil, "rehearse", "--config", "conf/p.yaml", "--jobs", "1", "--log", "out.log")
+		assert.Contains(t, []int{ExitOK, ExitRefuse}, code, errOut)
+		data, err := os.ReadFile(filepath.Join(dir, "out.log"))
+		require.NoError(t, err)
+		assert.Contains(t, string(data), "seat=only")
+	})
 }

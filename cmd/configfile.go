@@ -15,11 +15,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxConfigBytes bounds a config file. The largest real policy is a few
-// KiB; 8 MiB holds tens of thousands of seats and is read in well under
-// a second, so a runaway file is refused rather than read.
-const maxConfigBytes = 8 << 20
-
 // maxConfigValues bounds the values a config expands to (YAML aliases can
 // multiply a small file).
 const maxConfigValues = 1 << 21
