@@ -82,6 +82,10 @@ func Run(f *Factory, args []string) (code int) {
 		return ee.Code
 	}
 	// Cobra's own errors: unknown command or flag, wrong argument count.
+	if uc := unknownCommand(root, err); uc != nil && errors.As(uc, &ee) {
+		fmt.Fprintf(f.IO.ErrOut, "retrygate: %v\nretrygate: hint: %s\n", ee.Err, ee.Hint)
+		return ee.Code
+	}
 	fmt.Fprintf(f.IO.ErrOut, "retrygate: %v\n", err)
 	if strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") {
 		fmt.Fprintf(f.IO.ErrOut, "retrygate: hint: see 'retrygate --help'\n")
@@ -110,9 +114,8 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 	}
 	root.SetVersionTemplate("retrygate {{.Version}}\n")
 	root.PersistentFlags().StringVar(&f.ConfigFile, "config", "", "config `file` (default ./retrygate.yaml when present)")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return badInput("%v", err)
-	})
+	root.SetFlagErrorFunc(flagError)
+	root.DisableSuggestions = true // unknownCommand suggests, as flags and config keys do
 	// An explicit --config is checked here, once, for every command: an
 	// empty one ("$CFG" unset) or a typo must not fall back to
 	// ./retrygate.yaml or the defaults, and commands that read no config
@@ -147,6 +150,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 			withExitStatus(c)
 		}
 	}
+	decorateFlags(root, f)
 	return root
 }
 

@@ -4,11 +4,11 @@ import "strings"
 
 // closest is the one "did you mean" of the command line: the candidate
 // nearest name (case ignored), when it is near enough to be a typo of it:
-// within a third of the name's length in edits (at least 1, at most 3), or
-// name is a prefix of it.
+// within a third of the name's length in edits, rounded up (at least 1,
+// at most 3), or name is a prefix of it.
 func closest(name string, candidates []string) (string, bool) {
 	ln := strings.ToLower(name)
-	limit := min(max(len([]rune(ln))/3, 1), 3)
+	limit := min(max((len([]rune(ln))+2)/3, 1), 3)
 	best, bestD := "", limit+1
 	for _, c := range candidates {
 		lc := strings.ToLower(c)

@@ -74,7 +74,9 @@ func update(ctx context.Context, path string, fn func(*State) error) (done bool,
 		if len(s.Jobs) == 0 {
 			return true, nil
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); errors.Is(err, os.ErrExist) {
+			return false, nil // made and removed again while we looked: start over
+		} else if err != nil {
 			return false, fmt.Errorf("failed to create state dir %q: %w", filepath.Dir(path), err)
 		}
 	} else {
