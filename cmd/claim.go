@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +18,8 @@ import (
 // ClaimOptions reserves one attempt of a job for a shell retry loop.
 type ClaimOptions struct {
 	IO      *IOStreams
-	Now     func() time.Time
+	Ctx     context.Context
+	Clock   claims.Clock // the wall clock, the boot-time clock and the boot id
 	Job     string
 	State   string
 	Budget  admit.Budget
@@ -26,23 +29,35 @@ type ClaimOptions struct {
 }
 
 func newClaimCmd(f *Factory, runF func(*ClaimOptions) error) *cobra.Command {
-	opts := &ClaimOptions{IO: f.IO, Now: f.Now}
+	opts := &ClaimOptions{IO: f.IO, Ctx: f.Ctx, Clock: claims.SystemClock}
 	c := &cobra.Command{
 		Use:   "claim --job ID",
 		Short: "Reserve one attempt of a job and print the milliseconds it may use",
 		Long: `Reserve one attempt of a job and print, alone on stdout, the milliseconds
 that attempt may use: what is left of the job's deadline, capped by
---hard-timeout. The first claim for a job starts its deadline (seed 000:
-a deadline made once, inherited by every attempt); a retry never gets a
+--hard-timeout. The first claim for a job starts its deadline (a
+deadline made once, inherited by every attempt); a retry never gets a
 fresh timeout, only what survived the attempts before it.
 
 When the attempt cap or the deadline is spent, claim prints
 "refuse: attempt cap" or "refuse: deadline" on stderr and exits 1.
 
-State lives in a small JSON file (--state), locked so that two claimers
-of the same job never both receive the last attempt. claim --done forgets
-a finished job; jobs whose deadline ended a day ago are forgotten on
-their own.` + exitStatus("an attempt was reserved (or --done)", "refuse: the attempt cap or the deadline is spent"),
+The decision is the gate's (the same checks, order and words as admit),
+over the two numbers claim keeps: attempts and deadline.
+
+Time is measured on the machine's boot-time clock, which setting the
+wall clock back or forward does not move: a clock set back gives a job no
+time back, and a clock set forward forgets nothing. After a reboot, or
+when the state file is shared by machines, the time since a job's last
+claim is measured on the wall clock instead, and a wall clock that went
+back counts as no time passed.
+
+State lives in one file (--state), locked itself, so that two claimers
+never both receive the last attempt, and checked after locking and after
+writing, so that a cleanup that deletes it (or its directory) while
+claimers wait cannot make two of them grant from one state: a deleted
+state forgets its jobs, as claim --done forgets one. Jobs whose deadline
+ended a day ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --done)", "refuse: the attempt cap or the deadline is spent"),
 		Example: `  # a retry loop where every attempt inherits what is left of one 45 s deadline
   id=summarize-$RANDOM
   while s=$(retrygate claim --job "$id" --deadline 45s --max-attempts 3 --hard-timeout 20s --seconds); do
@@ -99,8 +114,15 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 
 func runClaim(o *ClaimOptions) error {
 	var g claims.Grant
-	err := claims.Update(o.State, func(s *claims.State) error {
-		now := o.Now()
+	ctx := o.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	err := claims.Update(ctx, o.State, func(s *claims.State) error {
+		now, err := o.Clock()
+		if err != nil {
+			return err
+		}
 		claims.Tidy(s, now)
 		if o.Done {
 			delete(s.Jobs, o.Job)
@@ -109,6 +131,9 @@ func runClaim(o *ClaimOptions) error {
 		g = claims.Claim(s, o.Job, o.Budget, o.Hard, now)
 		return nil
 	})
+	if errors.Is(err, context.Canceled) {
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while waiting for the claim state %q: no attempt was reserved", o.State)}
+	}
 	if err != nil {
 		return badInputErr(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
-	"go.yaml.in/yaml/v3"
 
 	"retrygate/admit"
 	"retrygate/rehearse"
@@ -26,10 +24,9 @@ const DefaultConfigFile = "retrygate.yaml"
 // > config file > defaults, and remembers where each value came from so an
 // error can name the flag, the variable, or the file and line.
 type config struct {
-	v        *viper.Viper
-	file     string         // the config file read, "" when none
-	lines    map[string]int // dotted key → line, YAML files only
-	fileKeys map[string]bool
+	file     string      // the config file read, "" when none
+	tree     *configTree // its contents, keys lowercased
+	defaults map[string]any
 	cmd      *cobra.Command
 	flags    map[string]string // dotted key → flag name
 	getenv   func(string) string
@@ -46,35 +43,41 @@ var knownKeys = []*regexp.Regexp{
 	regexp.MustCompile(`^(fallback|log)$`),
 }
 
+// keyNames spells out knownKeys for suggestions ('*' stands for a name).
+var keyNames = []string{
+	"budget.deadline", "budget.token_ceiling", "budget.max_attempts", "budget.max_wait", "budget.max_spend_usd",
+	"retry.base_delay", "retry.max_delay", "retry.slow_5xx_after", "retry.honor_retry_after", "retry.timeouts_retried",
+	"timeouts.soft", "timeouts.hard",
+	"breaker.window", "breaker.failure_rate", "breaker.min_requests", "breaker.cooldown", "breaker.half_open_probes",
+	"seats.*.kind", "seats.*.base_url", "seats.*.model", "seats.*.api_key_env", "seats.*.command", "seats.*.script",
+	"seats.*.encoding", "seats.*.price_in", "seats.*.price_out", "seats.*.max_tokens_param",
+	"fallback", "log", "thresholds.*",
+}
+
 var literalKey = regexp.MustCompile(`^seats\.[^.]+\.(api_key|apikey|key|token|authorization|secret|password)$`)
 
 // loadConfig reads the config file (--config, or ./retrygate.yaml when it
-// exists) and binds the given flags (dotted key → flag name).
+// exists) and binds the given flags (dotted key → flag name). The whole
+// file is checked here, before any command writes anything.
 func loadConfig(f *Factory, cmd *cobra.Command, flags map[string]string) (*config, error) {
-	c := &config{v: viper.New(), cmd: cmd, flags: flags, getenv: f.Getenv, lines: map[string]int{}, fileKeys: map[string]bool{}}
-	setDefaults(c.v)
+	c := &config{cmd: cmd, flags: flags, getenv: f.Getenv, tree: &configTree{root: map[string]any{}, lines: map[string]int{}}, defaults: defaults()}
+	if c.getenv == nil {
+		c.getenv = func(string) string { return "" }
+	}
+	if f.Environ != nil {
+		if err := checkEnviron(f.Environ()); err != nil {
+			return nil, err
+		}
+	}
 	path := f.ConfigFile
 	explicit := path != ""
 	if !explicit {
 		path = DefaultConfigFile
 	}
-	if st, err := os.Stat(path); err == nil {
-		if st.IsDir() {
-			return nil, badInput("config %q: is a directory", path)
-		}
+	if _, err := os.Stat(path); err == nil || explicit {
 		if err := c.readFile(path); err != nil {
 			return nil, err
 		}
-	} else if explicit {
-		return nil, badInput("config %q: %v", path, unwrapPathErr(err))
-	}
-	for key, name := range flags {
-		if fl := cmd.Flags().Lookup(name); fl != nil {
-			_ = c.v.BindPFlag(key, fl)
-		}
-	}
-	for _, key := range envKeys {
-		_ = c.v.BindEnv(key, envName(key))
 	}
 	return c, nil
 }
@@ -88,33 +91,28 @@ func unwrapPathErr(err error) error {
 }
 
 func (c *config) readFile(path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return badInput("config %q: %v", path, unwrapPathErr(err))
-	}
 	ext := strings.TrimPrefix(filepath.Ext(path), ".")
 	switch ext {
 	case "yaml", "yml", "":
 		ext = "yaml"
-		var root yaml.Node
-		if err := yaml.Unmarshal(data, &root); err != nil {
-			return badInput("config %q: %v", path, err)
-		}
-		collectLines(&root, "", c.lines)
 	case "json", "toml":
 	default:
 		return badInput("config %q: unknown format %q (want .yaml, .json or .toml)", path, ext)
 	}
-	fv := viper.New()
-	fv.SetConfigType(ext)
-	if err := fv.ReadConfig(strings.NewReader(string(data))); err != nil {
+	data, err := readInputFile("config", path, maxConfigBytes)
+	if err != nil {
+		return err
+	}
+	tree, err := parseConfig(path, ext, data)
+	if err != nil {
+		var kc *keyCollision
+		if errors.As(err, &kc) {
+			return badInput("%v", err)
+		}
 		return badInput("config %q: %v", path, err)
 	}
-	c.file = path
-	keys := fv.AllKeys()
-	slices.Sort(keys)
-	for _, k := range keys {
-		c.fileKeys[k] = true
+	c.file, c.tree = path, tree
+	for _, k := range tree.leaves() {
 		if literalKey.MatchString(k) {
 			return withHint(badInput("%s: a literal API key in a config file is refused", c.fileRef(k)),
 				"name the environment variable that holds it instead: api_key_env: OPENAI_API_KEY")
@@ -127,40 +125,36 @@ func (c *config) readFile(path string) error {
 			}
 		}
 		if !known {
-			return badInput("%s: unknown key", c.fileRef(k))
+			err := badInput("%s: unknown key", c.fileRef(k))
+			if s, ok := suggestKey(k); ok {
+				return withHint(err, fmt.Sprintf("did you mean %s?", s))
+			}
+			return err
 		}
-	}
-	if err := c.v.MergeConfigMap(fv.AllSettings()); err != nil {
-		return badInput("config %q: %v", path, err)
 	}
 	return nil
 }
 
-// collectLines maps each dotted key (lowercased, as viper keys are) to its line.
-func collectLines(n *yaml.Node, prefix string, out map[string]int) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			collectLines(c, prefix, out)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := strings.ToLower(n.Content[i].Value)
-			if prefix != "" {
-				k = prefix + "." + k
+// suggestKey finds the known key nearest a mistyped one, keeping the
+// user's seat or metric name in place of '*'.
+func suggestKey(k string) (string, bool) {
+	parts := strings.Split(k, ".")
+	cands := make([]string, 0, len(keyNames))
+	for _, n := range keyNames {
+		np := strings.Split(n, ".")
+		if len(np) == len(parts) {
+			for i, p := range np {
+				if p == "*" {
+					np[i] = parts[i]
+				}
 			}
-			out[k] = n.Content[i].Line
-			collectLines(n.Content[i+1], k, out)
+			cands = append(cands, strings.Join(np, "."))
 		}
 	}
+	return closest(k, cands)
 }
 
-func (c *config) fileRef(key string) string {
-	if line := c.lines[key]; line > 0 {
-		return fmt.Sprintf("%s:%d: %s", c.file, line, key)
-	}
-	return fmt.Sprintf("%s: %s", c.file, key)
-}
+func (c *config) fileRef(key string) string { return ref(c.file, c.tree.lines[key], key) }
 
 func envName(key string) string {
 	return "RETRYGATE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
@@ -175,40 +169,119 @@ var envKeys = []string{
 	"log",
 }
 
-func setDefaults(v *viper.Viper) {
+// settingWords are the first words of a RETRYGATE_ variable that make it a
+// setting (a config section, or words a user would guess). Other
+// RETRYGATE_ variables (RETRYGATE_FORCE_TTY, test knobs) are not settings.
+var settingWords = []string{"BUDGET", "RETRY", "TIMEOUTS", "TIMEOUT", "BREAKER", "SEATS", "SEAT",
+	"FALLBACK", "THRESHOLDS", "LOG", "CONFIG", "POLICY"}
+
+// checkEnviron refuses a RETRYGATE_ variable that looks like a setting but
+// is none: a typo there would otherwise be ignored without a word.
+func checkEnviron(environ []string) error {
+	known := make([]string, len(envKeys))
+	for i, k := range envKeys {
+		known[i] = envName(k)
+	}
+	var bad []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(strings.ToUpper(name), "RETRYGATE_")
+		if !ok || slices.Contains(known, name) {
+			continue
+		}
+		first, _, _ := strings.Cut(rest, "_")
+		_, near := closest(name, known)
+		tail := false
+		for _, k := range envKeys {
+			_, key, _ := strings.Cut(k, ".")
+			if key != "" && strings.EqualFold(rest, key) {
+				tail = true
+			}
+		}
+		if slices.Contains(settingWords, first) || near || tail {
+			bad = append(bad, name)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	name := bad[0]
+	err := badInput("environment variable %s: not a setting", name)
+	if strings.EqualFold(name, "RETRYGATE_CONFIG") {
+		return withHint(err, "name the config file with --config FILE")
+	}
+	if s, ok := closest(name, known); ok {
+		return withHint(err, fmt.Sprintf("did you mean %s?", s))
+	}
+	for _, k := range envKeys {
+		if _, key, _ := strings.Cut(k, "."); key != "" && strings.HasSuffix(strings.ToLower(name), "_"+key) {
+			return withHint(err, fmt.Sprintf("did you mean %s?", envName(k)))
+		}
+	}
+	return withHint(err, "settings are "+strings.Join(known, ", "))
+}
+
+func defaults() map[string]any {
 	p := rehearse.DefaultPolicy()
-	v.SetDefault("budget.deadline", p.Budget.Deadline.String())
-	v.SetDefault("budget.token_ceiling", p.Budget.TokenCeiling)
-	v.SetDefault("budget.max_attempts", p.Budget.MaxAttempts)
-	v.SetDefault("budget.max_wait", p.Budget.MaxWait.String())
-	v.SetDefault("budget.max_spend_usd", 0)
-	v.SetDefault("retry.base_delay", p.Retry.BaseDelay.String())
-	v.SetDefault("retry.max_delay", p.Retry.MaxDelay.String())
-	v.SetDefault("retry.slow_5xx_after", p.Retry.SlowServerAfter.String())
-	v.SetDefault("retry.honor_retry_after", p.Retry.HonorRetryAfter)
-	v.SetDefault("retry.timeouts_retried", p.Retry.TimeoutsRetried)
-	v.SetDefault("timeouts.soft", p.Timeouts.Soft.String())
-	v.SetDefault("timeouts.hard", p.Timeouts.Hard.String())
-	v.SetDefault("breaker.window", p.Breaker.Window.String())
-	v.SetDefault("breaker.failure_rate", p.Breaker.FailureRate)
-	v.SetDefault("breaker.min_requests", p.Breaker.MinRequests)
-	v.SetDefault("breaker.cooldown", p.Breaker.Cooldown.String())
-	v.SetDefault("breaker.half_open_probes", p.Breaker.HalfOpenProbes)
-	v.SetDefault("log", "rehearsal.log")
+	return map[string]any{
+		"budget.deadline":          p.Budget.Deadline.String(),
+		"budget.token_ceiling":     p.Budget.TokenCeiling,
+		"budget.max_attempts":      p.Budget.MaxAttempts,
+		"budget.max_wait":          p.Budget.MaxWait.String(),
+		"budget.max_spend_usd":     0,
+		"retry.base_delay":         p.Retry.BaseDelay.String(),
+		"retry.max_delay":          p.Retry.MaxDelay.String(),
+		"retry.slow_5xx_after":     p.Retry.SlowServerAfter.String(),
+		"retry.honor_retry_after":  p.Retry.HonorRetryAfter,
+		"retry.timeouts_retried":   p.Retry.TimeoutsRetried,
+		"timeouts.soft":            p.Timeouts.Soft.String(),
+		"timeouts.hard":            p.Timeouts.Hard.String(),
+		"breaker.window":           p.Breaker.Window.String(),
+		"breaker.failure_rate":     p.Breaker.FailureRate,
+		"breaker.min_requests":     p.Breaker.MinRequests,
+		"breaker.cooldown":         p.Breaker.Cooldown.String(),
+		"breaker.half_open_probes": p.Breaker.HalfOpenProbes,
+		"log":                      "rehearsal.log",
+	}
+}
+
+// changedFlag is key's flag when the user gave it.
+func (c *config) changedFlag(key string) (string, string, bool) {
+	if name := c.flags[key]; name != "" && c.cmd != nil {
+		if fl := c.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			return name, fl.Value.String(), true
+		}
+	}
+	return "", "", false
+}
+
+// get resolves key: flag > environment > file > default.
+func (c *config) get(key string) any {
+	if _, v, ok := c.changedFlag(key); ok {
+		return v
+	}
+	if slices.Contains(envKeys, key) {
+		if v := c.getenv(envName(key)); v != "" {
+			return v
+		}
+	}
+	if v := c.tree.get(key); v != nil {
+		return v
+	}
+	return c.defaults[key]
 }
 
 // where names the source of key's value for an error message: the flag,
 // the environment variable, the file and line, or the default.
 func (c *config) where(key string) string {
-	if name := c.flags[key]; name != "" && c.cmd != nil {
-		if fl := c.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return "--" + name
-		}
+	if name, _, ok := c.changedFlag(key); ok {
+		return "--" + name
 	}
 	if slices.Contains(envKeys, key) && c.getenv(envName(key)) != "" {
 		return envName(key)
 	}
-	if c.fileKeys[key] {
+	if c.tree.get(key) != nil {
 		return c.fileRef(key)
 	}
 	return key + " (default)"
@@ -220,7 +293,7 @@ func (c *config) isSet(key string) bool {
 }
 
 func (c *config) raw(key string) (string, error) {
-	v := c.v.Get(key)
+	v := c.get(key)
 	s, ok := valueString(v)
 	if !ok {
 		return "", badInput("%s: expected a single value, got %T", c.where(key), v)
@@ -286,7 +359,7 @@ func (c *config) str(key string) (string, error) {
 
 // list reads a list of strings (a YAML list, or one comma-separated string).
 func (c *config) list(key string) ([]string, error) {
-	switch v := c.v.Get(key).(type) {
+	switch v := c.get(key).(type) {
 	case nil:
 		return nil, nil
 	case string:
@@ -414,23 +487,38 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 		return p, nil, err
 	}
 	for i, name := range p.Fallback {
-		if _, ok := seats[strings.ToLower(name)]; !ok {
-			return p, nil, badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
+		ln := strings.ToLower(name)
+		if _, ok := seats[ln]; !ok {
+			err := badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
+			if s, ok := closest(ln, seatNames(seats)); ok {
+				return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
+			}
+			return p, nil, withHint(err, seatList(seats))
 		}
-		p.Fallback[i] = strings.ToLower(name)
+		if j := slices.Index(p.Fallback[:i], ln); j >= 0 {
+			return p, nil, withHint(badInput("%s[%d]: seat %q is already fallback[%d]", c.where("fallback"), i, name, j),
+				"a chain names each seat once; a seat is retried under the budget's max_attempts")
+		}
+		p.Fallback[i] = ln
+	}
+	if len(p.Fallback) == 0 && len(seats) == 1 {
+		// A lone seat is its own chain.
+		for name := range seats {
+			p.Fallback = []string{name}
+		}
 	}
 	return p, seats, nil
 }
 
 // seats resolves the seats map. A seat's kind decides which keys it needs.
 func (c *config) seats() (map[string]seat.Config, error) {
-	raw, _ := c.v.Get("seats").(map[string]any)
+	raw, _ := c.tree.get("seats").(map[string]any)
 	out := map[string]seat.Config{}
 	for name := range raw {
 		key := "seats." + name
 		sc := seat.Config{Name: name}
 		get := func(k string) (string, error) {
-			if c.v.Get(key+"."+k) == nil {
+			if c.tree.get(key+"."+k) == nil {
 				return "", nil
 			}
 			return c.str(key + "." + k)
@@ -458,18 +546,23 @@ func (c *config) seats() (map[string]seat.Config, error) {
 			return nil, err
 		}
 		for k, dst := range map[string]*float64{"price_in": &sc.PriceIn, "price_out": &sc.PriceOut} {
-			if c.v.Get(key+"."+k) != nil {
+			if c.tree.get(key+"."+k) != nil {
 				if *dst, err = c.amount(key + "." + k); err != nil {
 					return nil, err
 				}
 			}
 		}
-		if cmdv := c.v.Get(key + ".command"); cmdv != nil {
+		if cmdv := c.tree.get(key + ".command"); cmdv != nil {
 			if s, ok := cmdv.(string); ok {
 				sc.Command = strings.Fields(s)
 			} else if sc.Command, err = c.list(key + ".command"); err != nil {
 				return nil, err
 			}
+		}
+		if sc.APIKeyEnv != "" && !envVarName.MatchString(sc.APIKeyEnv) || looksLikeKey(sc.APIKeyEnv) {
+			// Never echo it: it may be the key itself.
+			return nil, withHint(badInput("%s: holds something that looks like a key, not a variable name", c.where(key+".api_key_env")),
+				"put the key in an environment variable and name the variable: api_key_env: OPENAI_API_KEY")
 		}
 		switch sc.Kind {
 		case "openai", "anthropic", "ollama":
@@ -484,11 +577,8 @@ func (c *config) seats() (map[string]seat.Config, error) {
 			if sc.Script == "" {
 				return nil, badInput("%s: a script seat needs script", c.where(key+".kind"))
 			}
-			if !filepath.IsAbs(sc.Script) && c.file != "" && !strings.HasPrefix(sc.Script, "builtin:") {
-				// Scripts are found relative to the config file, as a reader expects.
-				if _, err := os.Stat(sc.Script); err != nil {
-					sc.Script = filepath.Join(filepath.Dir(c.file), sc.Script)
-				}
+			if sc.Script, err = c.scriptPath(key+".script", sc.Script); err != nil {
+				return nil, err
 			}
 		case "":
 			return nil, badInput("%s: missing kind (want openai, anthropic, ollama, exec or script)", c.fileRef(key))
@@ -500,6 +590,68 @@ func (c *config) seats() (map[string]seat.Config, error) {
 	return out, nil
 }
 
+// scriptPath resolves a script seat's file: relative to the config file
+// that names it (a config is read from anywhere), and checked now, so that
+// a missing or odd file is an error naming the config's line before any
+// output is written. builtin:NAME names a built-in script.
+func (c *config) scriptPath(key, path string) (string, error) {
+	if strings.HasPrefix(path, "builtin:") {
+		return path, nil
+	}
+	resolved := path
+	if !filepath.IsAbs(path) && c.file != "" {
+		resolved = filepath.Join(filepath.Dir(c.file), path)
+	}
+	if err := checkInputFile(resolved, maxScriptBytes); err != nil {
+		e := badInput("%s: %q: %v", c.where(key), path, err)
+		if resolved != path {
+			return "", withHint(e, fmt.Sprintf("a script's path is relative to the config file: %q is %s", path, resolved))
+		}
+		return "", e
+	}
+	return resolved, nil
+}
+
+// envVarName is what an environment variable's name may be.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// looksLikeKey tells a pasted key from a variable's name: names are words
+// joined by '_' (OPENAI_API_KEY, AZURE_KEY_2); keys are long runs of
+// letters and digits (sk_live_4eC39HqLyjWDarjtT1zdp7dc, AKIAIOSFODNN7EXAMPLE).
+func looksLikeKey(s string) bool {
+	for _, w := range strings.Split(s, "_") {
+		digits, upper, lower := 0, 0, 0
+		for _, r := range w {
+			switch {
+			case r >= '0' && r <= '9':
+				digits++
+			case r >= 'A' && r <= 'Z':
+				upper++
+			case r >= 'a' && r <= 'z':
+				lower++
+			}
+		}
+		switch {
+		case len(w) >= 20:
+			return true
+		case len(w) >= 10 && digits >= 3 && upper+lower > 0:
+			return true
+		case len(w) >= 10 && upper > 0 && lower > 0 && digits > 0:
+			return true
+		}
+	}
+	return false
+}
+
+func seatNames(seats map[string]seat.Config) []string {
+	names := make([]string, 0, len(seats))
+	for n := range seats {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // thresholdEntry is one metric's list of threshold expressions and where it was written.
 type thresholdEntry struct {
 	Metric string
@@ -509,7 +661,7 @@ type thresholdEntry struct {
 
 // thresholds reads the thresholds section in file order.
 func (c *config) thresholds() ([]thresholdEntry, error) {
-	raw, _ := c.v.Get("thresholds").(map[string]any)
+	raw, _ := c.tree.get("thresholds").(map[string]any)
 	var out []thresholdEntry
 	for metric := range raw {
 		key := "thresholds." + metric
@@ -520,7 +672,7 @@ func (c *config) thresholds() ([]thresholdEntry, error) {
 		out = append(out, thresholdEntry{Metric: metric, Exprs: exprs, Where: c.where(key)})
 	}
 	slices.SortFunc(out, func(a, b thresholdEntry) int {
-		la, lb := c.lines["thresholds."+a.Metric], c.lines["thresholds."+b.Metric]
+		la, lb := c.tree.lines["thresholds."+a.Metric], c.tree.lines["thresholds."+b.Metric]
 		if la != lb {
 			return la - lb
 		}

@@ -197,7 +197,7 @@ func TestRehearseBadInput(t *testing.T) {
 	}{
 		{"negative jobs", "-", []string{"--jobs", "-1"}, "retrygate: --jobs: must be at least 1, got -1"},
 		{"zero concurrency", "-", []string{"--concurrency", "0"}, "retrygate: --concurrency: must be at least 1, got 0"},
-		{"jobs not a number", "-", []string{"--jobs", "many"}, `invalid argument "many" for "--jobs"`},
+		{"jobs not a number", "-", []string{"--jobs", "many"}, `--jobs: not a whole number "many"`},
 		{"both prompts", "-", []string{"--prompt", "a", "--prompt-file", "p.txt"}, "--prompt and --prompt-file: give one or the other"},
 		{"missing prompt file", "-", []string{"--prompt-file", "nope.txt"}, `--prompt-file "nope.txt": no such file or directory`},
 		{"empty prompt", "-", []string{"--prompt", " "}, "--prompt: empty prompt"},

@@ -35,6 +35,7 @@ type Factory struct {
 	IO         *IOStreams
 	Now        func() time.Time
 	Getenv     func(string) string
+	Environ    func() []string // to find RETRYGATE_ variables that are no setting; nil skips the check
 	ConfigFile string          // --config
 	Ctx        context.Context // cancelled on Ctrl-C
 }
@@ -43,7 +44,7 @@ type Factory struct {
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	f := &Factory{IO: System(), Now: time.Now, Getenv: os.Getenv, Ctx: ctx}
+	f := &Factory{IO: System(), Now: time.Now, Getenv: os.Getenv, Environ: os.Environ, Ctx: ctx}
 	return Run(f, os.Args[1:])
 }
 
@@ -81,6 +82,10 @@ func Run(f *Factory, args []string) (code int) {
 		return ee.Code
 	}
 	// Cobra's own errors: unknown command or flag, wrong argument count.
+	if uc := unknownCommand(root, err); uc != nil && errors.As(uc, &ee) {
+		fmt.Fprintf(f.IO.ErrOut, "retrygate: %v\nretrygate: hint: %s\n", ee.Err, ee.Hint)
+		return ee.Code
+	}
 	fmt.Fprintf(f.IO.ErrOut, "retrygate: %v\n", err)
 	if strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "flag") {
 		fmt.Fprintf(f.IO.ErrOut, "retrygate: hint: see 'retrygate --help'\n")
@@ -109,9 +114,8 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 	}
 	root.SetVersionTemplate("retrygate {{.Version}}\n")
 	root.PersistentFlags().StringVar(&f.ConfigFile, "config", "", "config `file` (default ./retrygate.yaml when present)")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return badInput("%v", err)
-	})
+	root.SetFlagErrorFunc(flagError)
+	root.DisableSuggestions = true // unknownCommand suggests, as flags and config keys do
 	// An explicit --config is checked here, once, for every command: an
 	// empty one ("$CFG" unset) or a typo must not fall back to
 	// ./retrygate.yaml or the defaults, and commands that read no config
@@ -130,6 +134,10 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		if st.IsDir() {
 			return badInput("--config %q: is a directory", f.ConfigFile)
 		}
+		if !st.Mode().IsRegular() {
+			// A FIFO would hang the read and /dev/zero would never end.
+			return badInput("--config %q: not a regular file (%s)", f.ConfigFile, fileKind(st.Mode()))
+		}
 		return nil
 	}
 	addCommands(root, f)
@@ -142,6 +150,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 			withExitStatus(c)
 		}
 	}
+	decorateFlags(root, f)
 	return root
 }
 

@@ -175,7 +175,7 @@ func TestSimulateBadInputNamesIt(t *testing.T) {
 	badKey := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(badKey, []byte("budget:\n  deadline: 45s\n  max_attemps: 3\n"), 0o644))
 	noChain := filepath.Join(dir, "nochain.yaml")
-	require.NoError(t, os.WriteFile(noChain, []byte("seats:\n  a: {kind: script, script: x.yaml}\n  b: {kind: script, script: y.yaml}\n"), 0o644))
+	require.NoError(t, os.WriteFile(noChain, []byte("seats:\n  a: {kind: script, script: builtin:seed003}\n  b: {kind: script, script: builtin:seed003}\n"), 0o644))
 	tests := []struct {
 		args []string
 		want string

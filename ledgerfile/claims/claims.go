@@ -1,32 +1,62 @@
-// Package claims keeps seed 000's claim state on disk: for each job, when
-// its deadline started and how many attempts it has reserved, so that a
-// shell or CI retry loop can ask "how long may this attempt take?".
+// Package claims keeps the claim state of jobs on disk: for each job, how
+// much of its deadline is gone and how many attempts it has reserved, so
+// that a shell or CI retry loop can ask "how long may this attempt take?".
+//
+// Time is measured on the boot-time clock (see Reading), so setting the
+// wall clock back or forward neither gives a job time back nor forgets it.
+// The gate itself is admit.Decide; this package only keeps its inputs.
 package claims
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"retrygate/admit"
 )
 
-// Job is one job's claim state.
+// Reading is one look at the clocks a claim is measured on. Boot is the
+// machine's boot-time clock (Linux CLOCK_BOOTTIME: monotonic, counts
+// suspend, and no wall-clock change moves it); BootID names the boot it
+// belongs to ("" when the system has none, then only Wall is used).
+type Reading struct {
+	Wall   time.Time
+	Boot   time.Duration
+	BootID string
+}
+
+// Clock reads the clocks. SystemClock is the real one; tests pass their own.
+type Clock func() (Reading, error)
+
+// Job is one job's claim state. Spent is how much of the deadline was gone
+// when the job was last seen; the time since then is measured on the boot
+// clock when the boot is the same, and on the wall clock otherwise.
 type Job struct {
-	Started     time.Time     `json:"started"`
+	Started     time.Time     `json:"started"` // wall clock, for people reading the file
 	Deadline    time.Duration `json:"deadline_ns"`
 	MaxAttempts int           `json:"max_attempts"`
 	Attempts    int           `json:"attempts"`
+	Spent       time.Duration `json:"spent_ns"`
+	SeenWall    time.Time     `json:"seen"`
+	SeenBoot    time.Duration `json:"seen_boot_ns"`
+	BootID      string        `json:"boot_id"`
 }
 
-// Ends is when the job's deadline runs out.
-func (j Job) Ends() time.Time { return j.Started.Add(j.Deadline) }
+// Since is the time from the job's last claim to now.
+//
+// On the boot that made that claim, it is the boot clock's difference,
+// which no wall-clock jump moves. After a reboot, or when the state file
+// is shared by machines (a different boot id), the boot clocks cannot be
+// compared, so the wall clock measures it; a wall clock that reads earlier
+// than the last claim counts as no time passed, never as time given back.
+// A job never gets more of its deadline back than it had at its last claim.
+func (j Job) Since(now Reading) time.Duration {
+	if j.BootID != "" && j.BootID == now.BootID {
+		return admit.ClampDuration(now.Boot - j.SeenBoot)
+	}
+	return admit.ClampDuration(now.Wall.Sub(j.SeenWall))
+}
+
+// Used is how much of the job's deadline is gone at now.
+func (j Job) Used(now Reading) time.Duration { return admit.AddDuration(j.Spent, j.Since(now)) }
 
 // State is the whole file.
 type State struct {
@@ -43,120 +73,58 @@ type Grant struct {
 
 // forgetAfter is how long a job whose deadline has passed is kept, so a
 // late claim still refuses with "deadline" rather than starting afresh.
+// It is measured like the deadline, so a wall clock set forward forgets
+// nothing.
 const forgetAfter = 24 * time.Hour
 
-// Claim reserves one attempt of job. The first claim starts the job's
-// deadline; every claim is refused once the attempt cap or the deadline
-// is spent. The returned timeout is what is left of the deadline, capped
-// by hard when hard > 0.
-func Claim(s *State, job string, b admit.Budget, hard time.Duration, now time.Time) Grant {
+// minGrant is the least an attempt can be given: claim prints whole
+// milliseconds, and a grant of 0 ms is no grant.
+const minGrant = time.Millisecond
+
+// Claim reserves one attempt of job through the gate (admit.Decide). The
+// first claim starts the job's deadline and fixes its attempt cap; every
+// claim is refused once the attempt cap or the deadline is spent. The
+// returned timeout is what is left of the deadline, capped by hard when
+// hard > 0.
+func Claim(s *State, job string, b admit.Budget, hard time.Duration, now Reading) Grant {
 	j, ok := s.Jobs[job]
 	if !ok {
-		j = Job{Started: now, Deadline: b.Deadline, MaxAttempts: b.MaxAttempts}
+		j = Job{Started: now.Wall, Deadline: b.Deadline, MaxAttempts: b.MaxAttempts}
+		j.see(now)
 	}
-	left := j.Ends().Sub(now)
-	switch {
-	case j.Attempts >= j.MaxAttempts:
-		return Grant{Decision: admit.Refuse(admit.ReasonAttemptCap), Job: j}
-	case left <= 0:
-		return Grant{Decision: admit.Refuse(admit.ReasonDeadline), Job: j}
+	// Claim keeps only the deadline and the attempt cap; the gate's other
+	// numbers are left wide open so that they never decide.
+	gb := admit.Budget{
+		Deadline:     j.Deadline,
+		TokenCeiling: admit.MaxTokens,
+		MaxAttempts:  j.MaxAttempts,
+		MaxWait:      admit.MaxDuration,
 	}
+	used := j.Used(now)
+	d := admit.Decide(gb, admit.Spent{Time: used, Attempts: j.Attempts}, admit.Next{Wait: minGrant})
+	if !d.Admit {
+		return Grant{Decision: d, Job: j}
+	}
+	j.Spent = used
+	j.see(now)
 	j.Attempts++
 	s.Jobs[job] = j
-	t := left
+	t := j.Deadline - used
 	if hard > 0 && hard < t {
 		t = hard
 	}
-	return Grant{Decision: admit.Decision{Admit: true}, Timeout: t, Job: j}
+	return Grant{Decision: d, Timeout: t, Job: j}
 }
 
-// Tidy forgets jobs whose deadline ended long ago.
-func Tidy(s *State, now time.Time) {
+func (j *Job) see(now Reading) {
+	j.SeenWall, j.SeenBoot, j.BootID = now.Wall, now.Boot, now.BootID
+}
+
+// Tidy forgets jobs whose deadline ended more than a day ago.
+func Tidy(s *State, now Reading) {
 	for id, j := range s.Jobs {
-		if now.Sub(j.Ends()) > forgetAfter {
+		if j.Used(now)-j.Deadline > forgetAfter {
 			delete(s.Jobs, id)
 		}
 	}
-}
-
-// Update locks the state file, reads it, lets fn change it, and writes it
-// back atomically (temp file, fsync, rename, fsync dir). A missing file is
-// an empty state; the file is created only when fn leaves something to keep.
-func Update(path string, fn func(*State) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("failed to create state dir %q: %w", dir, err)
-	}
-	lk := flock.New(path + ".lock")
-	if err := lk.Lock(); err != nil {
-		return fmt.Errorf("failed to lock state %q: %w", path, err)
-	}
-	defer lk.Unlock()
-	s, err := read(path)
-	if err != nil {
-		return err
-	}
-	before, _ := json.Marshal(s)
-	if err := fn(s); err != nil {
-		return err
-	}
-	after, _ := json.Marshal(s)
-	if string(before) == string(after) {
-		return nil
-	}
-	return write(path, s)
-}
-
-func read(path string) (*State, error) {
-	s := &State{Version: 1, Jobs: map[string]Job{}}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to read state %q: %w", path, err)
-	}
-	if err := json.Unmarshal(data, s); err != nil {
-		return nil, fmt.Errorf("failed to read state %q: %v (delete it to start afresh)", path, err)
-	}
-	if s.Jobs == nil {
-		s.Jobs = map[string]Job{}
-	}
-	return s, nil
-}
-
-func write(path string, s *State) error {
-	ids := make([]string, 0, len(s.Jobs))
-	for id := range s.Jobs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".claims-*.tmp")
-	if err != nil {
-		return fmt.Errorf("failed to write state %q: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("failed to write state %q: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("failed to write state %q: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("failed to write state %q: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("failed to write state %q: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
