@@ -9,6 +9,7 @@
 #   RETRYGATE_TEST_PG=postgres://postgres@127.0.0.1:PORT/postgres
 #   RETRYGATE_TEST_PGDATA=DIR       (tests that restart the server use it)
 #   RETRYGATE_TEST_PGUSER=USER      (the system user that owns DIR)
+#   RETRYGATE_TEST_PGBIN, RETRYGATE_TEST_PGOPTS (pg_ctl's dir, its -o options)
 # runs the command, and stops the server and removes the cluster at the end,
 # whatever the command's exit status (which is this script's).
 set -euo pipefail
@@ -53,8 +54,9 @@ trap stop EXIT
 "${as_user[@]}" "$INITDB" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 ||
   { cat "$dir/initdb.log" >&2; exit 1; }
 
-# A free port: ask the kernel, then start; retry if another process took it
-# in between.
+opts() { echo "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200"; }
+
+# A free port: probe one, then start; try another if it was taken.
 started=
 for _ in 1 2 3 4 5; do
   port=$(( (RANDOM % 20000) + 30000 ))
@@ -62,7 +64,7 @@ for _ in 1 2 3 4 5; do
   # fsync off: the cluster is thrown away; a server restart (not a machine
   # crash) keeps every committed row, which is what the tests check.
   if "${as_user[@]}" "$PG_CTL" -D "$dir/data" -w -t 30 -l "$dir/server.log" \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" start >/dev/null; then
+      -o "$(opts)" start >/dev/null; then
     started=1
     break
   fi
@@ -78,6 +80,7 @@ export RETRYGATE_TEST_PG="postgres://postgres@127.0.0.1:$port/postgres?sslmode=d
 export RETRYGATE_TEST_PGDATA="$dir/data"
 export RETRYGATE_TEST_PGUSER="$pguser"
 export RETRYGATE_TEST_PGBIN="$BIN_DIR"
+export RETRYGATE_TEST_PGOPTS="$(opts)"
 echo "== postgres: $RETRYGATE_TEST_PG ($("$BIN_DIR/postgres" --version))" >&2
 
 if [ $# -eq 0 ]; then
