@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"iter"
 	"strings"
 
 	"retrygate/ledgerfile"
@@ -128,3 +130,19 @@ func CommentLine(text string) string {
 }
 
 var newlines = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+// Entries is ReadEntries as an iterator, for a consumer that pulls (COPY).
+func Entries(r io.Reader, name string) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		stopped := errors.New("stopped")
+		err := ReadEntries(r, name, func(e Entry) error {
+			if !yield(e, nil) {
+				return stopped
+			}
+			return nil
+		})
+		if err != nil && err != stopped {
+			yield(Entry{}, err)
+		}
+	}
+}

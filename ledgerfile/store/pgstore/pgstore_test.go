@@ -30,7 +30,7 @@ func open(t testing.TB, opts Options) (*Store, string) {
 	return s, u
 }
 
-func exec(t testing.TB, u, sql string, args ...any) {
+func sqlExec(t testing.TB, u, sql string, args ...any) {
 	t.Helper()
 	c, err := pgx.Connect(context.Background(), u)
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestSchemaInitMigrateAndNewer(t *testing.T) {
 	from, err := initTo(ctx, u, 1)
 	require.NoError(t, err)
 	assert.Equal(t, 0, from)
-	exec(t, u, `INSERT INTO retrygate_rows (job, attempt, wait_ms, elapsed_ms, tokens) VALUES ('j', 1, 1, 2, 3)`)
+	sqlExec(t, u, `INSERT INTO retrygate_rows (job, attempt, wait_ms, elapsed_ms, tokens) VALUES ('j', 1, 1, 2, 3)`)
 	_, err = Open(ctx, u, Options{})
 	require.ErrorIs(t, err, ErrNoSchema, "an older schema is refused until db init migrates it")
 	from, err = Init(ctx, u)
@@ -72,7 +72,7 @@ func TestSchemaInitMigrateAndNewer(t *testing.T) {
 	assert.Equal(t, SchemaVersion, from)
 
 	// A newer binary's schema is refused, by Open and by Init.
-	exec(t, u, `UPDATE retrygate_schema SET version = $1`, SchemaVersion+1)
+	sqlExec(t, u, `UPDATE retrygate_schema SET version = $1`, SchemaVersion+1)
 	_, err = Open(ctx, u, Options{})
 	require.ErrorIs(t, err, ErrNewerSchema)
 	assert.Contains(t, err.Error(), "upgrade retrygate")

@@ -7,6 +7,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -78,26 +80,92 @@ func DB(t testing.TB) string {
 	return u.String()
 }
 
-// Restart stops and starts the test server (fast shutdown), for tests of
-// a server that goes away mid-run. It skips when the server is not one
-// .ci/postgres.sh started.
-func Restart(t testing.TB, down time.Duration) {
+// Own is a server of a test's own, for tests that stop it: the shared
+// test server stays up for every other test.
+type Own struct {
+	URL  string
+	t    testing.TB
+	dir  string
+	port int
+	bin  string
+	user string
+}
+
+// NewServer starts a throwaway server of the test's own with the binaries
+// .ci/postgres.sh found, stopped and removed at the test's end.
+func NewServer(t testing.TB) *Own {
 	t.Helper()
-	data, bin := os.Getenv("RETRYGATE_TEST_PGDATA"), os.Getenv("RETRYGATE_TEST_PGBIN")
-	if data == "" || bin == "" {
-		t.Skipf("the test server was not started by .ci/postgres.sh: cannot restart it (%s)", howTo)
+	Server(t)
+	bin := os.Getenv("RETRYGATE_TEST_PGBIN")
+	if bin == "" {
+		t.Skipf("the test server was not started by .ci/postgres.sh: no binaries to start another (%s)", howTo)
 	}
-	run := func(args ...string) {
-		ctl := append([]string{filepath.Join(bin, "pg_ctl"), "-D", data, "-w", "-t", "60"}, args...)
-		if user := os.Getenv("RETRYGATE_TEST_PGUSER"); os.Geteuid() == 0 && user != "" {
-			ctl = append([]string{"runuser", "-u", user, "--"}, ctl...)
+	dir, err := os.MkdirTemp("", "retrygate-pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &Own{t: t, dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		o.user = os.Getenv("RETRYGATE_TEST_PGUSER")
+		if o.user == "" {
+			o.user = "postgres"
 		}
-		out, err := exec.Command(ctl[0], ctl[1:]...).CombinedOutput()
+		if out, err := exec.Command("chown", o.user, dir).CombinedOutput(); err != nil {
+			t.Fatalf("chown %s: %v\n%s", dir, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = o.run("pg_ctl", "-D", o.data(), "-m", "immediate", "-w", "stop")
+		_ = os.RemoveAll(dir)
+	})
+	if err := o.run("initdb", "-D", o.data(), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatalf("pg_ctl %v: %v\n%s", args, err, out)
+			t.Fatal(err)
+		}
+		o.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if err = o.start(); err == nil {
+			break
+		} else if try == 4 {
+			t.Fatal(err)
 		}
 	}
-	run("-m", "fast", "stop")
+	o.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", o.port)
+	return o
+}
+
+func (o *Own) data() string { return filepath.Join(o.dir, "data") }
+
+func (o *Own) start() error {
+	return o.run("pg_ctl", "-D", o.data(), "-w", "-t", "60", "-l", filepath.Join(o.dir, "server.log"),
+		"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off", o.port, o.dir), "start")
+}
+
+func (o *Own) run(name string, args ...string) error {
+	argv := append([]string{filepath.Join(o.bin, name)}, args...)
+	if o.user != "" {
+		argv = append([]string{"runuser", "-u", o.user, "--"}, argv...)
+	}
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return nil
+}
+
+// Restart stops the server (fast shutdown: clients are cut off), keeps
+// it down for down, and starts it again on the same port.
+func (o *Own) Restart(down time.Duration) {
+	o.t.Helper()
+	if err := o.run("pg_ctl", "-D", o.data(), "-m", "fast", "-w", "stop"); err != nil {
+		o.t.Fatal(err)
+	}
 	time.Sleep(down)
-	run("-l", filepath.Join(filepath.Dir(data), "server.log"), "-o", os.Getenv("RETRYGATE_TEST_PGOPTS"), "start")
+	if err := o.start(); err != nil {
+		o.t.Fatal(err)
+	}
 }
