@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -103,7 +104,7 @@ func Init(ctx context.Context, rawURL string) (from int, err error) {
 }
 
 func initTo(ctx context.Context, rawURL string, to int) (from int, err error) {
-	s, err := connect(rawURL, Options{})
+	s, err := connect(rawURL, Options{RetryFor: 5 * time.Second})
 	if err != nil {
 		return 0, err
 	}
@@ -144,10 +145,16 @@ func (s *Store) newer(v int) error {
 		msg: fmt.Sprintf("schema version %d is newer than this retrygate reads (%d): upgrade retrygate", v, SchemaVersion)}
 }
 
+const firstContact = 2 * time.Second
+
 // checkSchema refuses a database without the schema, or with one this
 // binary does not know.
 func (s *Store) checkSchema(ctx context.Context) error {
 	var v int
+	// At the start nothing is in flight: a server that is down now is
+	// reported within seconds, not after the mid-run retry budget.
+	ctx, cancel := context.WithTimeout(ctx, firstContact)
+	defer cancel()
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SELECT version FROM retrygate_schema`).Scan(&v)
 	})
