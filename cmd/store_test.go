@@ -74,7 +74,7 @@ func TestDBPasswordNeverPrinted(t *testing.T) {
 		env  map[string]string
 		code int
 	}{
-		{[]string{"log", "export", u}, nil, 2},             // no schema yet
+		{[]string{"log", "export", u}, nil, 2}, // no schema yet
 		{[]string{"db", "init", u}, nil, 0},
 		{[]string{"db", "init"}, map[string]string{"RETRYGATE_LOG": u}, 0},
 		{[]string{"log", "import", "r.log", u}, nil, 0},
