@@ -108,14 +108,14 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 				return badInput("--%s: the spend comes from --log; give one or the other", name)
 			}
 		}
-		rows, err := ledgerfile.ReadJob(o.LogPath, o.Job)
+		rows, err := readJob(f.Ctx, o.LogPath, o.Job)
 		if err != nil {
 			return badInputErr(err)
 		}
 		o.Spent = ledgerfile.JobSpend(rows)
 		estRows := rows
 		if o.Seat != "" {
-			if estRows, err = ledgerfile.ReadJob(o.LogPath, ""); err != nil {
+			if estRows, err = readJob(f.Ctx, o.LogPath, ""); err != nil {
 				return badInputErr(err)
 			}
 		}

@@ -98,6 +98,9 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 }
 
 func runClaim(o *ClaimOptions) error {
+	if isDBLog(o.State) {
+		return runClaimStore(o)
+	}
 	var g claims.Grant
 	err := claims.Update(o.State, func(s *claims.State) error {
 		now := o.Now()

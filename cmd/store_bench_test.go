@@ -74,4 +74,3 @@ func BenchmarkReportMillionRows(b *testing.B) {
 		})
 	}
 }
-

@@ -46,9 +46,25 @@ func TestScriptPostgres(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exits": cmdExits,
+			"exits":   cmdExits,
+			"cmpname": cmdCmpName,
 		},
 	})
+}
+
+// cmdCmpName compares a file with another after naming the log alike:
+// `cmpname stdout want $PGNAME rehearsal.log` replaces the database's
+// name by the file's in stdout before comparing.
+func cmdCmpName(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 {
+		ts.Fatalf("usage: cmpname got want NAME REPLACEMENT")
+	}
+	got := ts.ReadFile(args[0])
+	want := ts.ReadFile(args[1])
+	got = strings.ReplaceAll(got, args[2], args[3])
+	if got != want {
+		ts.Fatalf("%s and %s differ (with %s named %s):\n%s\n----\n%s", args[0], args[1], args[2], args[3], got, want)
+	}
 }
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {

@@ -16,15 +16,15 @@ import (
 // lockJob creates the job with the claim's budget if it is new, or locks
 // it as it is: one statement, so the first claim's deadline and budget are
 // the ones every later claim inherits. It also returns the claim's time
-// (the server's clock unless one is given) and the earliest expiry of a
-// reservation still held.
+// (the server's clock, read once per statement, unless one is given) and
+// the earliest expiry of a reservation still held.
 const lockJob = `INSERT INTO retrygate_jobs AS j
 	(job, started, deadline_ns, max_attempts, token_ceiling, max_wait_ns, max_spend_usd)
-	VALUES ($1, COALESCE($2::timestamptz, clock_timestamp()), $3, $4, $5, $6, $7)
+	VALUES ($1, COALESCE($2::timestamptz, statement_timestamp()), $3, $4, $5, $6, $7)
 	ON CONFLICT (job) DO UPDATE SET job = j.job
 	RETURNING started, deadline_ns, max_attempts, token_ceiling, max_wait_ns, max_spend_usd,
 		attempts, tokens, spent_usd, reserved_tokens, reserved_usd,
-		COALESCE($2::timestamptz, clock_timestamp()),
+		COALESCE($2::timestamptz, statement_timestamp()),
 		(SELECT min(expires) FROM retrygate_reservations r WHERE r.job = $1 AND r.state = 'held')`
 
 // expire counts every held reservation whose time has passed as spent:
