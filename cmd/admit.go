@@ -111,7 +111,7 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			}
 		}
 		// A missing log is bad input, not an empty one: the gate fails closed.
-		rows, err := ledgerfile.JobTail(o.LogPath, o.Job, ledgerfile.BookRows())
+		rows, err := readJob(f.Ctx, o.LogPath, o.Job)
 		if err != nil {
 			return badInputErr(err)
 		}

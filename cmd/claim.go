@@ -113,6 +113,9 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 }
 
 func runClaim(o *ClaimOptions) error {
+	if isDBLog(o.State) {
+		return runClaimStore(o)
+	}
 	var g claims.Grant
 	ctx := o.Ctx
 	if ctx == nil {

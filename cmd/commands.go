@@ -17,5 +17,6 @@ func addCommands(root *cobra.Command, f *Factory) {
 		newTuneCmd(f, nil),
 		newSimulateCmd(f, nil),
 		newCostCmd(f, nil),
+		newDBCmd(f), newLogCmd(f),
 	)
 }

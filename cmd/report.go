@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func (l *logSet) display(name string) string {
 	if name == "-" {
 		return "stdin"
 	}
-	return name
+	return logDisplay(name)
 }
 
 func (l *logSet) open(name string) (io.ReadCloser, error) {
@@ -188,6 +189,9 @@ func (l *logSet) open(name string) (io.ReadCloser, error) {
 			return os.Open(l.spool)
 		}
 		return io.NopCloser(l.io.In), nil
+	}
+	if isDBLog(name) {
+		return openLogReader(context.Background(), name)
 	}
 	fh, err := os.Open(name)
 	if err != nil {

@@ -1,0 +1,129 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/store/pgstore"
+)
+
+// LogExportOptions prints a log in the file format.
+type LogExportOptions struct {
+	IO  *IOStreams
+	URL string
+}
+
+// LogImportOptions loads a log file into a database.
+type LogImportOptions struct {
+	IO   *IOStreams
+	File string
+	URL  string
+}
+
+func newLogCmd(f *Factory) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "log",
+		Short: "Move a log between a file and PostgreSQL",
+		Long: `A log kept in PostgreSQL holds the same rows as a file, with the same
+reader contract. export prints it in the file format, byte for byte what
+the file writer writes, so reviewers still read rehearsal.log; import
+loads a file.` + exitStatus("done", "not used"),
+		Args: cobra.NoArgs,
+	}
+	c.AddCommand(newLogExportCmd(f, nil), newLogImportCmd(f, nil))
+	return c
+}
+
+func newLogExportCmd(f *Factory, runF func(*LogExportOptions) error) *cobra.Command {
+	opts := &LogExportOptions{IO: f.IO}
+	return &cobra.Command{
+		Use:   "export [URL]",
+		Short: "Print a PostgreSQL log in the file format",
+		Long: `Print every row and comment of a log kept in PostgreSQL on stdout, in
+the rehearsal.log format: the same bytes the file writer would have
+written. Rows stream from the server, so memory stays bounded however
+long the log. The URL is the argument, else the config's log.` + exitStatus("done", "not used"),
+		Example: `  retrygate log export postgres://retrygate@db.internal/retrygate > rehearsal.log`,
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			u, err := dbURL(f, c, args, "URL")
+			if err != nil {
+				return err
+			}
+			opts.URL = u
+			if runF != nil {
+				return runF(opts)
+			}
+			return runLogExport(opts, f)
+		},
+	}
+}
+
+func runLogExport(o *LogExportOptions, f *Factory) error {
+	l, err := openLog(f.Ctx, o.IO.ErrOut, o.URL, false)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := store.Export(f.Ctx, l, o.IO.Out); err != nil {
+		return badInputErr(fmt.Errorf("failed to export log %s: %w", logDisplay(o.URL), err))
+	}
+	return nil
+}
+
+func newLogImportCmd(f *Factory, runF func(*LogImportOptions) error) *cobra.Command {
+	opts := &LogImportOptions{IO: f.IO}
+	return &cobra.Command{
+		Use:   "import FILE [URL]",
+		Short: "Load a log file into PostgreSQL",
+		Long: `Load every row and comment of a log file into a log kept in PostgreSQL,
+in one transaction: all of it or none. The file is read strictly (a bad
+line is named by its number). A (job, attempt) that is already in the
+database, or twice in the file, is refused. The URL is the second
+argument, else the config's log.` + exitStatus("done", "not used"),
+		Example: `  retrygate log import rehearsal.log postgres://retrygate@db.internal/retrygate`,
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.File = args[0]
+			u, err := dbURL(f, c, args[1:], "URL")
+			if err != nil {
+				return err
+			}
+			opts.URL = u
+			if runF != nil {
+				return runF(opts)
+			}
+			return runLogImport(opts, f)
+		},
+	}
+}
+
+func runLogImport(o *LogImportOptions, f *Factory) error {
+	fh, err := os.Open(o.File)
+	if err != nil {
+		return badInput("failed to open log %q: %v", o.File, unwrapPathErr(err))
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && st.IsDir() {
+		return badInput("failed to read log %q: is a directory", o.File)
+	}
+	s, err := pgstore.Open(f.Ctx, o.URL, pgstore.Options{})
+	if err != nil {
+		return withHint(badInputErr(fmt.Errorf("failed to open log %s: %w", logDisplay(o.URL), err)), dbHint)
+	}
+	defer s.Close()
+	n, err := s.Import(f.Ctx, store.Entries(fh, o.File))
+	if err != nil {
+		var pe *pgstore.Error
+		if errors.As(err, &pe) && !errors.Is(err, store.ErrDuplicate) {
+			return withHint(badInputErr(fmt.Errorf("failed to import %q: %w", o.File, err)), dbHint)
+		}
+		return badInputErr(fmt.Errorf("failed to import %q into %s: %w (nothing was imported)", o.File, logDisplay(o.URL), err))
+	}
+	fmt.Fprintf(o.IO.ErrOut, "retrygate: imported %d rows from %s into %s\n", n, o.File, logDisplay(o.URL))
+	return nil
+}

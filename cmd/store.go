@@ -1,0 +1,173 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"retrygate/ledgerfile/claims"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/store/pgstore"
+)
+
+// This file is the one place a log or claim store is opened from what a
+// user gave (--log, the log: key, RETRYGATE_LOG, claim --state): a file
+// path, or a postgres:// URL for many machines sharing one log and one
+// budget. Every command goes through it.
+
+// isDBLog reports whether name is a database URL rather than a path.
+func isDBLog(name string) bool { return pgstore.IsURL(name) }
+
+// logDisplay is how output and errors name a log: a path as given, a URL
+// without its password.
+func logDisplay(name string) string {
+	if isDBLog(name) {
+		return pgstore.Redact(name)
+	}
+	return name
+}
+
+const dbHint = "check that the server is up and the URL right; a new database needs: retrygate db init URL"
+
+// openLog opens the log a command appends to or reads. A file is not
+// created before its first row; a database must have been set up with
+// `retrygate db init`. Rows that were sent but could not be written are
+// printed on errOut, so that no attempt is lost silently.
+func openLog(ctx context.Context, errOut io.Writer, name string, fsync bool) (store.Log, error) {
+	if !isDBLog(name) {
+		return &reportingLog{Log: store.OpenFile(name, fsync), errOut: errOut}, nil
+	}
+	s, err := pgstore.Open(ctx, name, pgstore.Options{})
+	if err != nil {
+		return nil, withHint(badInputErr(fmt.Errorf("failed to open log %s: %w", logDisplay(name), err)), dbHint)
+	}
+	return &reportingLog{Log: s, errOut: errOut}, nil
+}
+
+// openClaims opens the claim state: a JSON file, or a database.
+func openClaims(ctx context.Context, name string, clock claims.Clock) (store.Claims, error) {
+	if !isDBLog(name) {
+		return &store.FileClaims{Path: name, Clock: clock}, nil
+	}
+	s, err := pgstore.Open(ctx, name, pgstore.Options{})
+	if err != nil {
+		return nil, withHint(badInputErr(fmt.Errorf("failed to open claim state %s: %w", logDisplay(name), err)), dbHint)
+	}
+	return s, nil
+}
+
+// openLogReader is a log's bytes in the file format, for the commands
+// that read a log as a stream (report, check, tune, simulate): a file as
+// it is, or a database's rows exported as they stream from the server,
+// through one reader contract and bounded memory.
+func openLogReader(ctx context.Context, name string) (io.ReadCloser, error) {
+	if !isDBLog(name) {
+		fh, err := os.Open(name)
+		if err != nil {
+			return nil, badInput("failed to open log %q: %v", name, unwrapPathErr(err))
+		}
+		if st, err := fh.Stat(); err == nil && st.IsDir() {
+			fh.Close()
+			return nil, badInput("failed to read log %q: is a directory", name)
+		}
+		return fh, nil
+	}
+	l, err := openLog(ctx, io.Discard, name, false)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		err := store.Export(ctx, l, pw)
+		l.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
+
+// readJob is the rows of one job the gate keeps books from (ledgerfile.BookRows)
+// in a log named by a path or a URL.
+func readJob(ctx context.Context, name, job string) ([]ledgerfile.Row, error) {
+	if !isDBLog(name) {
+		return ledgerfile.JobTail(name, job, ledgerfile.BookRows())
+	}
+	l, err := openLog(ctx, io.Discard, name, false)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return l.ReadJob(ctx, job)
+}
+
+// reportingLog prints, on a failed write, every sent row that it could
+// not write: the attempt happened (and may have been billed) even though
+// the log does not have it.
+type reportingLog struct {
+	store.Log
+	errOut io.Writer
+}
+
+func (l *reportingLog) Append(ctx context.Context, rows ...ledgerfile.Row) error {
+	err := l.Log.Append(ctx, rows...)
+	if err != nil {
+		l.unwritten(rows, err)
+	}
+	return err
+}
+
+func (l *reportingLog) AppendJob(ctx context.Context, job string, fn func([]ledgerfile.Row) ([]ledgerfile.Row, error)) error {
+	var rows []ledgerfile.Row
+	var fnErr error
+	err := l.Log.AppendJob(ctx, job, func(earlier []ledgerfile.Row) ([]ledgerfile.Row, error) {
+		rows, fnErr = fn(earlier)
+		return rows, fnErr
+	})
+	if err != nil && fnErr == nil {
+		l.unwritten(rows, err)
+	}
+	return err
+}
+
+func (l *reportingLog) unwritten(rows []ledgerfile.Row, err error) {
+	if l.errOut == nil {
+		return
+	}
+	for i := range rows {
+		if rows[i].WasSent() {
+			fmt.Fprintf(l.errOut, "retrygate: warning: a sent attempt's row was not written to %s (%v); the row:\n%s\n",
+				logDisplay(l.Log.Name()), err, ledgerfile.FormatRow(&rows[i]))
+		}
+	}
+}
+
+// runClaimStore is `claim` against a claim store named by a URL: the
+// same answers as the JSON file's, from PostgreSQL, where many machines
+// share each job's deadline and attempts.
+func runClaimStore(o *ClaimOptions) error {
+	ctx := context.Background()
+	cs, err := openClaims(ctx, o.State, o.Clock)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	if o.Done {
+		return badInputErr(cs.Done(ctx, o.Job))
+	}
+	g, err := cs.Claim(ctx, store.Request{Job: o.Job, Budget: o.Budget, Hard: o.Hard})
+	if err != nil {
+		return withHint(badInputErr(err), dbHint)
+	}
+	if !g.Decision.Admit {
+		fmt.Fprintln(o.IO.ErrOut, g.Decision.String())
+		return refused
+	}
+	ms := g.Timeout.Milliseconds()
+	if o.Seconds {
+		fmt.Fprintf(o.IO.Out, "%d.%03d\n", ms/1000, ms%1000)
+	} else {
+		fmt.Fprintln(o.IO.Out, ms)
+	}
+	return nil
+}

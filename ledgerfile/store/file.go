@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/claims"
+)
+
+// File is a log in one file: ledgerfile's writer (append-only, locked)
+// and reader, unchanged.
+type File struct {
+	w *ledgerfile.Writer
+}
+
+// OpenFile prepares the log at path; nothing is created before the first
+// write.
+func OpenFile(path string, fsync bool) *File {
+	return &File{w: ledgerfile.NewWriter(path, fsync)}
+}
+
+// Writer is the file's writer, for callers that need the file itself.
+func (f *File) Writer() *ledgerfile.Writer { return f.w }
+
+func (f *File) Name() string { return f.w.Path() }
+
+func (f *File) Append(_ context.Context, rows ...ledgerfile.Row) error {
+	return f.w.Append(rows...)
+}
+
+func (f *File) AppendJob(_ context.Context, job string, fn func([]ledgerfile.Row) ([]ledgerfile.Row, error)) error {
+	return f.w.Locked(func() ([]ledgerfile.Row, error) {
+		earlier, err := ledgerfile.ReadJob(f.w.Path(), job)
+		if err != nil {
+			return nil, err
+		}
+		return fn(earlier)
+	})
+}
+
+func (f *File) CommentLocked(ctx context.Context, fn func([]string) (string, error)) error {
+	return f.w.CommentLocked(func() (string, error) {
+		var comments []string
+		err := f.Scan(ctx, func(e Entry) error {
+			if e.Row == nil {
+				comments = append(comments, e.Comment)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+		return fn(comments)
+	})
+}
+
+func (f *File) ReadJob(_ context.Context, job string) ([]ledgerfile.Row, error) {
+	return ledgerfile.ReadJob(f.w.Path(), job)
+}
+
+// Scan reads the file strictly; a missing file has no entries.
+func (f *File) Scan(ctx context.Context, fn func(Entry) error) error {
+	fh, err := os.Open(f.w.Path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to open log %q: %w", f.w.Path(), unwrapPath(err))
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && st.IsDir() {
+		return fmt.Errorf("failed to read log %q: is a directory", f.w.Path())
+	}
+	return ReadEntries(fh, f.w.Path(), func(e Entry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(e)
+	})
+}
+
+func (f *File) Close() error { return f.w.Close() }
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// FileClaims is the claim state in one JSON file under a lock
+// (ledgerfile/claims, unchanged). It keeps each job's deadline and
+// attempts; tokens and spend are kept by PostgreSQL's claims only.
+type FileClaims struct {
+	Path  string
+	Clock claims.Clock // nil: claims.SystemClock
+}
+
+func (c *FileClaims) Name() string { return c.Path }
+
+func (c *FileClaims) read() (claims.Reading, error) {
+	if c.Clock != nil {
+		return c.Clock()
+	}
+	return claims.SystemClock()
+}
+
+func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
+	var g claims.Grant
+	err := claims.Update(ctx, c.Path, func(s *claims.State) error {
+		now, err := c.read()
+		if err != nil {
+			return err
+		}
+		claims.Tidy(s, now)
+		g = claims.Claim(s, req.Job, req.Budget, req.Hard, now)
+		return nil
+	})
+	if err != nil {
+		return Grant{}, err
+	}
+	out := Grant{Decision: g.Decision, Timeout: g.Timeout, Job: Job{
+		Started: g.Job.Started, Deadline: g.Job.Deadline, MaxAttempts: g.Job.MaxAttempts, Attempts: g.Job.Attempts,
+	}}
+	if g.Decision.Admit {
+		out.Attempt = g.Job.Attempts
+	}
+	return out, nil
+}
+
+func (c *FileClaims) Done(ctx context.Context, job string) error {
+	return claims.Update(ctx, c.Path, func(s *claims.State) error {
+		now, err := c.read()
+		if err != nil {
+			return err
+		}
+		claims.Tidy(s, now)
+		delete(s.Jobs, job)
+		return nil
+	})
+}
+
+func (c *FileClaims) Close() error { return nil }

@@ -1,0 +1,102 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+)
+
+var copyColumns = func() []string {
+	cols := strings.Split(rowColumns, ",")
+	for i := range cols {
+		cols[i] = strings.TrimSpace(cols[i])
+	}
+	return cols
+}()
+
+// Import loads entries (a file's rows and comments, in order) with COPY,
+// in one transaction: all of them or none. A (job, attempt) already in
+// the table is refused as ErrDuplicate. It is not retried: entries are
+// read once. It returns how many rows it loaded.
+func (s *Store) Import(ctx context.Context, entries iter.Seq2[store.Entry, error]) (rows int64, err error) {
+	next, stop := iter.Pull2(entries)
+	defer stop()
+	src := &copySource{next: next}
+	err = s.once(ctx, func(tx pgx.Tx) error {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"retrygate_rows"}, copyColumns, src)
+		if src.err != nil {
+			return src.err // the file's error, not the server's
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
+			return fmt.Errorf("%w already in %s: %s", store.ErrDuplicate, s.name, pe.Detail)
+		}
+		return err
+	})
+	if src.err != nil {
+		return 0, src.err
+	}
+	if err != nil {
+		return 0, s.wrap(err)
+	}
+	return src.rows, nil
+}
+
+type copySource struct {
+	next func() (store.Entry, error, bool)
+	vals []any
+	err  error
+	rows int64
+}
+
+func (c *copySource) Next() bool {
+	e, err, ok := c.next()
+	if !ok {
+		return false
+	}
+	if err != nil {
+		c.err = err
+		return false
+	}
+	if e.Row == nil {
+		c.vals = commentArgs(e.Comment)
+		return true
+	}
+	if err := storable(e.Row); err != nil {
+		c.err = err
+		return false
+	}
+	if c.vals, err = rowArgs(e.Row); err != nil {
+		c.err = err
+		return false
+	}
+	c.rows++
+	return true
+}
+
+func (c *copySource) Values() ([]any, error) { return c.vals, nil }
+func (c *copySource) Err() error             { return c.err }
+
+// storable refuses what PostgreSQL's text cannot hold: a NUL character.
+func storable(r *ledgerfile.Row) error {
+	for _, f := range []struct{ key, v string }{{"job", r.Job}, {"seat", r.Seat}, {"model", r.Model},
+		{"error_code", r.ErrorCode}, {"prompt_sha", r.PromptSHA}, {"note", r.Note}} {
+		if strings.IndexByte(f.v, 0) >= 0 {
+			return &ledgerfile.LineError{Line: r.Line, Err: fmt.Errorf("%s: a NUL character, which PostgreSQL cannot store", f.key)}
+		}
+	}
+	for _, kv := range r.Extra {
+		if strings.IndexByte(kv.Key+kv.Value, 0) >= 0 {
+			return &ledgerfile.LineError{Line: r.Line, Err: fmt.Errorf("%s: a NUL character, which PostgreSQL cannot store", kv.Key)}
+		}
+	}
+	return nil
+}

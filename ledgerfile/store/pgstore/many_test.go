@@ -1,0 +1,303 @@
+package pgstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
+)
+
+// A claimer process: the test binary run again with RETRYGATE_CLAIMER set.
+func TestMain(m *testing.M) {
+	switch os.Getenv("RETRYGATE_CLAIMER") {
+	case "cap":
+		os.Exit(claimerCap())
+	case "churn":
+		os.Exit(claimerChurn())
+	}
+	os.Exit(m.Run())
+}
+
+const (
+	claimProcs      = 8
+	claimGoroutines = 8
+	claimCap        = 5
+)
+
+func capBudget() admit.Budget {
+	return admit.Budget{Deadline: time.Hour, TokenCeiling: 1 << 40, MaxAttempts: claimCap, MaxWait: time.Minute}
+}
+
+// claimerCap: 8 goroutines each claim every job once, in the same order
+// as every other process; prints "job granted" per job.
+func claimerCap() int {
+	ctx := context.Background()
+	s, err := Open(ctx, os.Getenv("RETRYGATE_CLAIMER_URL"), Options{MaxConns: claimGoroutines})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer s.Close()
+	jobs, _ := strconv.Atoi(os.Getenv("RETRYGATE_CLAIMER_JOBS"))
+	granted := make([]atomic.Int64, jobs)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for g := 0; g < claimGoroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < jobs; j++ {
+				gr, err := s.Claim(ctx, store.Request{Job: fmt.Sprintf("job-%d", j), Budget: capBudget()})
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				if gr.Decision.Admit {
+					granted[j].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	for j := range granted {
+		fmt.Printf("job-%d %d\n", j, granted[j].Load())
+	}
+	return 0
+}
+
+func startClaimers(t *testing.T, mode, u string, n int, env ...string) []*exec.Cmd {
+	t.Helper()
+	var cmds []*exec.Cmd
+	for i := 0; i < n; i++ {
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), append([]string{"RETRYGATE_CLAIMER=" + mode, "RETRYGATE_CLAIMER_URL=" + u}, env...)...)
+		c.Stderr = os.Stderr
+		cmds = append(cmds, c)
+	}
+	return cmds
+}
+
+// Many machines: 8 processes × 8 goroutines claim each of 100 jobs with a
+// cap of 5 attempts. Every job grants exactly 5.
+func TestManyMachinesClaimExactlyTheCap(t *testing.T) {
+	s, u := open(t, Options{})
+	const jobs = 100
+	cmds := startClaimers(t, "cap", u, claimProcs, "RETRYGATE_CLAIMER_JOBS="+strconv.Itoa(jobs))
+	outs := make([]*bufio.Scanner, len(cmds))
+	for i, c := range cmds {
+		out, err := c.StdoutPipe()
+		require.NoError(t, err)
+		outs[i] = bufio.NewScanner(out)
+		require.NoError(t, c.Start())
+	}
+	granted := map[string]int{}
+	for i, c := range cmds {
+		for outs[i].Scan() {
+			f := strings.Fields(outs[i].Text())
+			n, _ := strconv.Atoi(f[1])
+			granted[f[0]] += n
+		}
+		require.NoError(t, c.Wait())
+	}
+	require.Len(t, granted, jobs)
+	for j := 0; j < jobs; j++ {
+		id := fmt.Sprintf("job-%d", j)
+		assert.Equal(t, claimCap, granted[id], id)
+		st, err := s.Job(context.Background(), id)
+		require.NoError(t, err)
+		assert.Equal(t, claimCap, st.Attempts, id)
+	}
+}
+
+// churnBudget reserves 100 tokens and $1 per claim; 10 attempts.
+func churnBudget() admit.Budget {
+	return admit.Budget{Deadline: time.Hour, TokenCeiling: 1 << 40, MaxAttempts: 10, MaxWait: time.Minute, MaxSpendUSD: 1e6}
+}
+
+// claimerChurn claims and settles attempts of a few jobs as fast as it
+// can until it is killed: half the claims are settled by their row, the
+// rest are left to expire.
+func claimerChurn() int {
+	ctx := context.Background()
+	s, err := Open(ctx, os.Getenv("RETRYGATE_CLAIMER_URL"), Options{MaxConns: 4})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				job := fmt.Sprintf("job-%d", rand.IntN(5))
+				gr, err := s.Claim(ctx, store.Request{Job: job, Budget: churnBudget(), Hard: time.Second,
+					Next: admit.Next{Tokens: 100, USD: 1}})
+				if err != nil || !gr.Decision.Admit {
+					continue
+				}
+				if i%2 == 0 {
+					_ = s.Append(ctx, ledgerfile.Row{Job: job, Attempt: gr.Attempt, Tokens: 7, CostUSD: 0.25, HasCost: true, Outcome: admit.OK})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return 0
+}
+
+// Claimers are kill -9'd mid-run, mid-transaction. No reservation is
+// leaked and none counted twice: every job's totals are exactly the sum
+// of its reservations, and once the dead claimers' reservations expire,
+// every claimed attempt is counted once, as settled or as spent.
+func TestKilledClaimersLeakNothing(t *testing.T) {
+	s, u := open(t, Options{})
+	ctx := context.Background()
+	for round := 0; round < 3; round++ {
+		cmds := startClaimers(t, "churn", u, 4)
+		for _, c := range cmds {
+			require.NoError(t, c.Start())
+		}
+		time.Sleep(time.Duration(150+rand.IntN(200)) * time.Millisecond)
+		for _, c := range cmds {
+			_ = c.Process.Signal(syscall.SIGKILL)
+			_ = c.Wait()
+		}
+		checkTotals(t, u)
+	}
+	// Past every hard timeout, each claim expires: nothing stays reserved.
+	later := time.Now().Add(time.Hour)
+	for j := 0; j < 5; j++ {
+		_, err := s.Claim(ctx, store.Request{Job: fmt.Sprintf("job-%d", j), Budget: churnBudget(), Now: later})
+		require.NoError(t, err)
+	}
+	checkTotals(t, u)
+	c, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	var held, reserved, claimed, attempts int64
+	require.NoError(t, c.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM retrygate_reservations WHERE state = 'held' AND claimed < $1),
+		(SELECT COALESCE(sum(reserved_tokens), 0) FROM retrygate_jobs),
+		(SELECT count(*) FROM retrygate_reservations),
+		(SELECT COALESCE(sum(attempts), 0) FROM retrygate_jobs)`, later).Scan(&held, &reserved, &claimed, &attempts))
+	assert.Zero(t, held)
+	assert.Equal(t, claimed, attempts, "every claimed attempt has one reservation")
+	assert.Greater(t, claimed, int64(10), "the claimers made progress before they were killed")
+}
+
+// checkTotals: each job's counters equal the sum of its reservations.
+func checkTotals(t *testing.T, u string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT j.job, j.attempts, j.tokens, j.reserved_tokens, j.spent_usd, j.reserved_usd,
+		count(r.attempt), COALESCE(max(r.attempt), 0),
+		COALESCE(sum(r.tokens) FILTER (WHERE r.state <> 'held'), 0),
+		COALESCE(sum(r.tokens) FILTER (WHERE r.state = 'held'), 0),
+		COALESCE(sum(r.usd) FILTER (WHERE r.state <> 'held'), 0),
+		COALESCE(sum(r.usd) FILTER (WHERE r.state = 'held'), 0)
+		FROM retrygate_jobs j LEFT JOIN retrygate_reservations r USING (job) GROUP BY j.job`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var job string
+		var attempts, count, maxAttempt int
+		var tokens, reserved, sumSpent, sumHeld int64
+		var usd, resUSD, sumUSD, heldUSD float64
+		require.NoError(t, rows.Scan(&job, &attempts, &tokens, &reserved, &usd, &resUSD, &count, &maxAttempt, &sumSpent, &sumHeld, &sumUSD, &heldUSD))
+		assert.Equal(t, attempts, count, "%s: attempts", job)
+		assert.Equal(t, attempts, maxAttempt, "%s: attempts numbered without gaps", job)
+		assert.Equal(t, sumSpent, tokens, "%s: spent tokens", job)
+		assert.Equal(t, sumHeld, reserved, "%s: reserved tokens", job)
+		assert.InDelta(t, sumUSD, usd, 1e-6, "%s: spent usd", job)
+		assert.InDelta(t, heldUSD, resUSD, 1e-6, "%s: reserved usd", job)
+	}
+	require.NoError(t, rows.Err())
+}
+
+// The server restarts mid-run: every row whose Append returned nil is in
+// the table afterwards, and the writers carry on once it is back.
+func TestServerRestartKeepsAcknowledgedRows(t *testing.T) {
+	srv := pgtest.NewServer(t)
+	ctx := context.Background()
+	_, err := Init(ctx, srv.URL)
+	require.NoError(t, err)
+	s, err := Open(ctx, srv.URL, Options{RetryFor: 30 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var failures atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				job := fmt.Sprintf("w%d-%d", w, i)
+				if err := s.Append(ctx, ledgerfile.Row{Job: job, Attempt: 1, Tokens: int64(i)}); err != nil {
+					failures.Add(1) // outcome unknown: the commit was cut off
+					continue
+				}
+				mu.Lock()
+				acked[job] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	srv.Restart(300 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	rows, err := s.ReadJob(ctx, "")
+	require.NoError(t, err)
+	have := map[string]bool{}
+	for _, r := range rows {
+		have[r.Job] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	missing := 0
+	for job := range acked {
+		if !have[job] {
+			missing++
+		}
+	}
+	assert.Zero(t, missing, "acknowledged rows lost")
+	assert.Greater(t, len(acked), 20)
+	t.Logf("%d rows acknowledged, %d appends failed with the outcome unknown", len(acked), failures.Load())
+}

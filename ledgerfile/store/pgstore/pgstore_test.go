@@ -1,0 +1,247 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
+)
+
+// open makes a fresh database with the schema and opens it.
+func open(t testing.TB, opts Options) (*Store, string) {
+	t.Helper()
+	u := pgtest.DB(t)
+	_, err := Init(context.Background(), u)
+	require.NoError(t, err)
+	s, err := Open(context.Background(), u, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, u
+}
+
+func sqlExec(t testing.TB, u, sql string, args ...any) {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), u)
+	require.NoError(t, err)
+	defer c.Close(context.Background())
+	_, err = c.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func TestSchemaInitMigrateAndNewer(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.DB(t)
+
+	_, err := Open(ctx, u, Options{})
+	require.ErrorIs(t, err, ErrNoSchema)
+	assert.Contains(t, err.Error(), "retrygate db init")
+
+	// A database at version 1 (the log only) keeps its rows when a later
+	// binary migrates it.
+	from, err := initTo(ctx, u, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 0, from)
+	sqlExec(t, u, `INSERT INTO retrygate_rows (job, attempt, wait_ms, elapsed_ms, tokens) VALUES ('j', 1, 1, 2, 3)`)
+	_, err = Open(ctx, u, Options{})
+	require.ErrorIs(t, err, ErrNoSchema, "an older schema is refused until db init migrates it")
+	from, err = Init(ctx, u)
+	require.NoError(t, err)
+	assert.Equal(t, 1, from)
+	s, err := Open(ctx, u, Options{})
+	require.NoError(t, err)
+	rows, err := s.ReadJob(ctx, "j")
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, int64(3), rows[0].Tokens)
+	s.Close()
+
+	// Init again is a no-op.
+	from, err = Init(ctx, u)
+	require.NoError(t, err)
+	assert.Equal(t, SchemaVersion, from)
+
+	// A newer binary's schema is refused, by Open and by Init.
+	sqlExec(t, u, `UPDATE retrygate_schema SET version = $1`, SchemaVersion+1)
+	_, err = Open(ctx, u, Options{})
+	require.ErrorIs(t, err, ErrNewerSchema)
+	assert.Contains(t, err.Error(), "upgrade retrygate")
+	_, err = Init(ctx, u)
+	require.ErrorIs(t, err, ErrNewerSchema)
+}
+
+func sampleRows() []ledgerfile.Row {
+	ts := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
+	return []ledgerfile.Row{
+		{TS: ts, Job: "a", Attempt: 1, Seat: "scratch", Model: "m", Wait: 1200 * time.Millisecond, Elapsed: 3 * time.Second,
+			TTFB: 100 * time.Millisecond, HasTTFB: true, Tokens: 30, PromptTokens: 10, CompletionTokens: 20, HasSplit: true,
+			TokensFrom: "usage", Outcome: admit.ServerError, HTTPStatus: 503, Billing: admit.Free, CostUSD: 0.0003, HasCost: true,
+			Delay: 0, HasSpent: true, Decision: "admit", Extra: []ledgerfile.KV{{Key: "zeta", Value: "1"}, {Key: "alpha", Value: "two words"}}},
+		{TS: ts.Add(time.Second), Job: "a", Attempt: 2, Seat: "scratch", Wait: 0, Elapsed: 0, Tokens: 0, Decision: "refuse: attempt cap",
+			Unsent: true, JobEnd: ledgerfile.JobFailed, Note: "quoted \"note\"", HasSpent: true, SpentS: 3 * time.Second, SpentTokens: 30, Used: 1, SpentUSD: 0.0003},
+		{Wait: 18 * time.Second, Elapsed: 9 * time.Second, Tokens: 2400, Decision: "refuse: queue wait"},
+	}
+}
+
+func TestAppendScanExportMatchesTheFileWriter(t *testing.T) {
+	ctx := context.Background()
+	s, _ := open(t, Options{})
+	rows := sampleRows()
+	require.NoError(t, s.CommentLocked(ctx, func(c []string) (string, error) {
+		assert.Empty(t, c)
+		return "run r1\nsecond line", nil
+	}))
+	require.NoError(t, s.Append(ctx, rows...))
+
+	path := t.TempDir() + "/rehearsal.log"
+	f := store.OpenFile(path, false)
+	require.NoError(t, f.Writer().Comment("run r1\nsecond line"))
+	require.NoError(t, f.Append(ctx, rows...))
+	require.NoError(t, f.Close())
+
+	var fromFile, fromPG bytes.Buffer
+	require.NoError(t, store.Export(ctx, store.OpenFile(path, false), &fromFile))
+	require.NoError(t, store.Export(ctx, s, &fromPG))
+	assert.Equal(t, fromFile.String(), fromPG.String())
+
+	got, err := s.ReadJob(ctx, "a")
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, rows[0].TS, got[0].TS, "nanoseconds survive")
+	assert.Equal(t, rows[0].Extra, got[0].Extra, "unknown keys survive, in order")
+
+	err = s.Append(ctx, rows[0])
+	require.ErrorIs(t, err, store.ErrDuplicate)
+	assert.Contains(t, err.Error(), "(a, 1)")
+}
+
+func TestClaimCapTokensSpendAndSettle(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s, _ := open(t, Options{Now: func() time.Time { return clock }})
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 1000, MaxAttempts: 3, MaxWait: 5 * time.Second, MaxSpendUSD: 0.10}
+	req := store.Request{Job: "j", Budget: b, Hard: 20 * time.Second, Next: admit.Next{Tokens: 400, USD: 0.04}}
+
+	g, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, g.Decision.Admit)
+	assert.Equal(t, 1, g.Attempt)
+	assert.Equal(t, 20*time.Second, g.Timeout)
+
+	clock = clock.Add(10 * time.Second)
+	g, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, g.Decision.Admit)
+	assert.Equal(t, 2, g.Attempt)
+
+	// Two reservations hold 800 tokens and $0.08: a third would pass the
+	// attempt cap but not the token ceiling.
+	g, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, "refuse: token ceiling", g.Decision.String())
+	assert.Equal(t, []admit.Reason{admit.ReasonTokenCeiling, admit.ReasonSpendCeiling}, g.Decision.Failing)
+
+	// The first attempt's row settles it at what it really used.
+	require.NoError(t, s.Append(ctx, ledgerfile.Row{Job: "j", Attempt: 1, Tokens: 100, CostUSD: 0.01, HasCost: true, Decision: "admit", Outcome: admit.OK}))
+	j, err := s.Job(ctx, "j")
+	require.NoError(t, err)
+	assert.Equal(t, int64(100), j.Tokens)
+	assert.Equal(t, int64(400), j.ReservedTokens)
+	assert.InDelta(t, 0.01, j.USD, 1e-12)
+	assert.InDelta(t, 0.04, j.ReservedUSD, 1e-12)
+
+	clock = clock.Add(19 * time.Second)
+	g, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, g.Decision.Admit, g.Decision.String())
+	assert.Equal(t, 3, g.Attempt)
+	assert.Equal(t, 16*time.Second, g.Timeout, "what is left of the deadline made by the first claim")
+
+	g, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, "refuse: attempt cap", g.Decision.String())
+
+	// A later claim with another budget inherits the first one's.
+	req2 := req
+	req2.Budget.MaxAttempts = 10
+	g, err = s.Claim(ctx, req2)
+	require.NoError(t, err)
+	assert.Equal(t, "refuse: attempt cap", g.Decision.String())
+
+	require.NoError(t, s.Done(ctx, "j"))
+	_, err = s.Job(ctx, "j")
+	require.ErrorIs(t, err, ErrNoJob)
+}
+
+func TestExpiredReservationCountsAsSpent(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s, _ := open(t, Options{Now: func() time.Time { return clock }})
+	b := admit.Budget{Deadline: time.Hour, TokenCeiling: 1000, MaxAttempts: 5, MaxWait: 5 * time.Second, MaxSpendUSD: 1}
+	req := store.Request{Job: "j", Budget: b, Hard: 20 * time.Second, Next: admit.Next{Tokens: 300, USD: 0.3}}
+	g, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, g.Decision.Admit)
+
+	// The claimer dies; past its hard timeout the reservation is spent.
+	clock = clock.Add(21 * time.Second)
+	req.Next = admit.Next{}
+	g, err = s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, g.Decision.Admit)
+	assert.Equal(t, int64(300), g.Job.Tokens)
+	assert.Equal(t, int64(0), g.Job.ReservedTokens)
+	assert.InDelta(t, 0.3, g.Job.USD, 1e-12)
+
+	// A row arriving late corrects the figure once; a second copy is refused.
+	late := ledgerfile.Row{Job: "j", Attempt: 1, Tokens: 50, CostUSD: 0.05, HasCost: true, Outcome: admit.OK}
+	require.NoError(t, s.Append(ctx, late))
+	require.ErrorIs(t, s.Append(ctx, late), store.ErrDuplicate)
+	j, err := s.Job(ctx, "j")
+	require.NoError(t, err)
+	assert.Equal(t, int64(50), j.Tokens)
+	assert.InDelta(t, 0.05, j.USD, 1e-12)
+}
+
+func TestPasswordNeverShown(t *testing.T) {
+	ctx := context.Background()
+	u := strings.Replace(pgtest.Server(t), "postgres@", "postgres:s3cr3t-pw@", 1)
+	u = strings.Replace(u, "/postgres?", "/no_such_db_here?", 1)
+	_, err := Open(ctx, u, Options{RetryFor: time.Second})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cr3t-pw")
+	assert.Contains(t, err.Error(), "127.0.0.1:")
+	assert.Contains(t, err.Error(), "/no_such_db_here")
+	assert.NotContains(t, Redact(u), "s3cr3t-pw")
+
+	_, err = Open(ctx, "postgres://u:s3cr3t-pw@127.0.0.1:notaport/db", Options{})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cr3t-pw")
+}
+
+func TestServerGoneIsAClearErrorNotAHang(t *testing.T) {
+	ctx := context.Background()
+	// A port nobody listens on: refused at once, retried until RetryFor.
+	start := time.Now()
+	s, err := connect("postgres://u:pw@127.0.0.1:1/db", Options{RetryFor: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+	err = s.Append(ctx, ledgerfile.Row{Job: "x", Attempt: 1})
+	require.Error(t, err)
+	var pe *Error
+	require.True(t, errors.As(err, &pe))
+	assert.Equal(t, "127.0.0.1:1/db", pe.Server)
+	assert.Contains(t, err.Error(), "postgres 127.0.0.1:1/db: server unreachable")
+	assert.NotContains(t, err.Error(), "pw@")
+	assert.Less(t, time.Since(start), 10*time.Second)
+}

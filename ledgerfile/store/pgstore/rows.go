@@ -1,0 +1,382 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+)
+
+const rowColumns = `comment, ts, ts_nanos, job, attempt, seat, model, wait_ms, elapsed_ms, ttfb_ms,
+	tokens, prompt_tokens, completion_tokens, tokens_from, outcome, http_status, billing, cost_usd,
+	retry_after_ms, error_code, delay_ms, spent_ms, spent_tokens, spent_usd, used, decision, sent,
+	holdout, fallback, job_end, prompt_sha, note, extra`
+
+const insertRow = `INSERT INTO retrygate_rows (` + rowColumns + `) VALUES
+	($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+	 $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
+
+// ms is a duration as the file writes it: whole milliseconds.
+func ms(d time.Duration) int64 { return d.Round(time.Millisecond).Milliseconds() }
+
+func str(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// rowArgs are insertRow's arguments for one row. Absent values are NULL,
+// so a reader of the table sees what the file would not have written.
+func rowArgs(r *ledgerfile.Row) ([]any, error) {
+	a := make([]any, 33)
+	// a[0] comment: NULL
+	if !r.TS.IsZero() {
+		ts := r.TS.UTC()
+		a[1] = ts.Truncate(time.Microsecond)
+		a[2] = int16(ts.Nanosecond() % 1000)
+	}
+	a[3] = str(r.Job)
+	if r.Attempt > 0 {
+		a[4] = int32(r.Attempt)
+	}
+	a[5], a[6] = str(r.Seat), str(r.Model)
+	a[7], a[8] = ms(r.Wait), ms(r.Elapsed)
+	if r.HasTTFB {
+		a[9] = ms(r.TTFB)
+	}
+	a[10] = r.Tokens
+	if r.HasSplit {
+		a[11], a[12] = r.PromptTokens, r.CompletionTokens
+	}
+	a[13], a[14] = str(r.TokensFrom), str(string(r.Outcome))
+	if r.HTTPStatus != 0 {
+		a[15] = int32(r.HTTPStatus)
+	}
+	a[16] = str(string(r.Billing))
+	if r.HasCost {
+		a[17] = r.CostUSD
+	}
+	if r.HasRetryAfter {
+		a[18] = ms(r.RetryAfter)
+	}
+	a[19] = str(r.ErrorCode)
+	if r.Delay > 0 {
+		a[20] = ms(r.Delay)
+	}
+	if r.HasSpent {
+		a[21], a[22], a[23], a[24] = ms(r.SpentS), r.SpentTokens, r.SpentUSD, int32(r.Used)
+	}
+	a[25] = str(r.Decision)
+	a[26], a[27], a[28] = !r.Unsent, r.Holdout, r.Fallback
+	a[29], a[30], a[31] = str(r.JobEnd), str(r.PromptSHA), str(r.Note)
+	if len(r.Extra) > 0 {
+		pairs := make([][2]string, len(r.Extra))
+		for i, kv := range r.Extra {
+			pairs[i] = [2]string{kv.Key, kv.Value}
+		}
+		b, err := json.Marshal(pairs)
+		if err != nil {
+			return nil, err
+		}
+		a[32] = string(b)
+	}
+	return a, nil
+}
+
+func commentArgs(line string) []any {
+	a := make([]any, 33)
+	a[0] = line
+	return a
+}
+
+// scanned holds one row of retrygate_rows without allocating per row.
+type scanned struct {
+	seq                                                     int64
+	comment, job, seat, model, tokensFrom, outcome, billing pgtype.Text
+	errorCode, decision, jobEnd, promptSHA, note            pgtype.Text
+	ts                                                      pgtype.Timestamptz
+	tsNanos                                                 pgtype.Int2
+	attempt, httpStatus, used                               pgtype.Int4
+	waitMS, elapsedMS, ttfbMS, tokens, prompt, completion   pgtype.Int8
+	retryAfterMS, delayMS, spentMS, spentTokens             pgtype.Int8
+	cost, spentUSD                                          pgtype.Float8
+	sent, holdout, fallback                                 pgtype.Bool
+	extra                                                   []byte
+}
+
+func (s *scanned) dest() []any {
+	return []any{&s.seq, &s.comment, &s.ts, &s.tsNanos, &s.job, &s.attempt, &s.seat, &s.model,
+		&s.waitMS, &s.elapsedMS, &s.ttfbMS, &s.tokens, &s.prompt, &s.completion, &s.tokensFrom,
+		&s.outcome, &s.httpStatus, &s.billing, &s.cost, &s.retryAfterMS, &s.errorCode, &s.delayMS,
+		&s.spentMS, &s.spentTokens, &s.spentUSD, &s.used, &s.decision, &s.sent, &s.holdout,
+		&s.fallback, &s.jobEnd, &s.promptSHA, &s.note, &s.extra}
+}
+
+func msDur(v pgtype.Int8) time.Duration { return time.Duration(v.Int64) * time.Millisecond }
+
+// row fills r from s; r.Line is the row's place in the table (seq).
+func (s *scanned) row(r *ledgerfile.Row, in map[string]string) error {
+	intern := func(t pgtype.Text) string {
+		if !t.Valid {
+			return ""
+		}
+		if v, ok := in[t.String]; ok {
+			return v
+		}
+		if len(in) < 4096 {
+			in[t.String] = t.String
+		}
+		return t.String
+	}
+	*r = ledgerfile.Row{Line: int(s.seq)}
+	if s.ts.Valid {
+		r.TS = s.ts.Time.UTC().Add(time.Duration(s.tsNanos.Int16))
+	}
+	r.Job = s.job.String
+	r.Attempt = int(s.attempt.Int32)
+	r.Seat, r.Model = intern(s.seat), intern(s.model)
+	r.Wait, r.Elapsed = msDur(s.waitMS), msDur(s.elapsedMS)
+	r.TTFB, r.HasTTFB = msDur(s.ttfbMS), s.ttfbMS.Valid
+	r.Tokens = s.tokens.Int64
+	r.PromptTokens, r.CompletionTokens, r.HasSplit = s.prompt.Int64, s.completion.Int64, s.prompt.Valid
+	r.TokensFrom = intern(s.tokensFrom)
+	r.Outcome = admit.Outcome(intern(s.outcome))
+	r.HTTPStatus = int(s.httpStatus.Int32)
+	r.Billing = admit.Billing(intern(s.billing))
+	r.CostUSD, r.HasCost = s.cost.Float64, s.cost.Valid
+	r.RetryAfter, r.HasRetryAfter = msDur(s.retryAfterMS), s.retryAfterMS.Valid
+	r.ErrorCode = intern(s.errorCode)
+	r.Delay = msDur(s.delayMS)
+	if s.spentMS.Valid {
+		r.HasSpent = true
+		r.SpentS, r.SpentTokens, r.SpentUSD, r.Used = msDur(s.spentMS), s.spentTokens.Int64, s.spentUSD.Float64, int(s.used.Int32)
+	}
+	r.Decision = intern(s.decision)
+	r.Unsent = s.sent.Valid && !s.sent.Bool
+	r.Holdout, r.Fallback = s.holdout.Bool, s.fallback.Bool
+	r.JobEnd = intern(s.jobEnd)
+	r.PromptSHA, r.Note = s.promptSHA.String, s.note.String
+	if len(s.extra) > 0 {
+		var pairs [][2]string
+		if err := json.Unmarshal(s.extra, &pairs); err != nil {
+			return fmt.Errorf("row %d: extra: %w", s.seq, err)
+		}
+		r.Extra = make([]ledgerfile.KV, len(pairs))
+		for i, p := range pairs {
+			r.Extra[i] = ledgerfile.KV{Key: p[0], Value: p[1]}
+		}
+	}
+	return nil
+}
+
+// Append writes rows in one transaction, and settles the claim
+// reservation of each row's attempt from the row (see Claim).
+func (s *Store) Append(ctx context.Context, rows ...ledgerfile.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error { return s.insert(ctx, tx, rows) })
+}
+
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, rows []ledgerfile.Row) error {
+	b := &pgx.Batch{}
+	for i := range rows {
+		args, err := rowArgs(&rows[i])
+		if err != nil {
+			return err
+		}
+		b.Queue(insertRow, args...)
+	}
+	for i := range rows {
+		if r := &rows[i]; r.Job != "" && r.Attempt > 0 {
+			queueSettle(b, r)
+		}
+	}
+	err := tx.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
+		return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
+	}
+	return err
+}
+
+// AppendJob holds a lock on the job (every AppendJob of one job waits
+// for the one before), reads its rows, and appends fn's rows in the same
+// transaction.
+func (s *Store) AppendJob(ctx context.Context, job string, fn func([]ledgerfile.Row) ([]ledgerfile.Row, error)) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7262788367))`, job); err != nil {
+			return err
+		}
+		earlier, err := readRows(ctx, tx, `WHERE job = $1`, job)
+		if err != nil {
+			return err
+		}
+		rows, err := fn(earlier)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		return s.insert(ctx, tx, rows)
+	})
+}
+
+// CommentLocked appends one comment line, fn having seen every comment
+// before it under a log-wide lock.
+func (s *Store) CommentLocked(ctx context.Context, fn func([]string) (string, error)) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7262788368)`); err != nil {
+			return err
+		}
+		rs, err := tx.Query(ctx, `SELECT comment FROM retrygate_rows WHERE comment IS NOT NULL ORDER BY seq`)
+		if err != nil {
+			return err
+		}
+		comments, err := pgx.CollectRows(rs, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		text, err := fn(comments)
+		if err != nil || text == "" {
+			return err
+		}
+		_, err = tx.Exec(ctx, insertRow, commentArgs(store.CommentLine(text))...)
+		return err
+	})
+}
+
+// AppendEntries writes rows and comment lines (kept as they are, "# …")
+// in order, in one transaction: what `log import` loads. Claims are not
+// settled: imported rows are history.
+func (s *Store) AppendEntries(ctx context.Context, entries []store.Entry) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, e := range entries {
+			if e.Row == nil {
+				b.Queue(insertRow, commentArgs(e.Comment)...)
+				continue
+			}
+			args, err := rowArgs(e.Row)
+			if err != nil {
+				return err
+			}
+			b.Queue(insertRow, args...)
+		}
+		err := tx.SendBatch(ctx, b).Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
+			return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
+		}
+		return err
+	})
+}
+
+// ReadJob returns one job's rows, or every row when job is "".
+func (s *Store) ReadJob(ctx context.Context, job string) ([]ledgerfile.Row, error) {
+	var rows []ledgerfile.Row
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job == "" {
+			rows, err = readRows(ctx, tx, `WHERE comment IS NULL`)
+		} else {
+			rows, err = readRows(ctx, tx, `WHERE job = $1`, job)
+		}
+		return err
+	})
+	return rows, err
+}
+
+func readRows(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]ledgerfile.Row, error) {
+	rs, err := tx.Query(ctx, `SELECT seq, `+rowColumns+` FROM retrygate_rows `+where+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []ledgerfile.Row
+	var sc scanned
+	in := map[string]string{}
+	for rs.Next() {
+		if err := rs.Scan(sc.dest()...); err != nil {
+			return nil, err
+		}
+		var r ledgerfile.Row
+		if err := sc.row(&r, in); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// scanBatch is how many lines one FETCH brings: memory stays bounded
+// whatever the log's size.
+const scanBatch = 2000
+
+// Scan streams every line in order through a server-side cursor.
+func (s *Store) Scan(ctx context.Context, fn func(store.Entry) error) error {
+	// A failure inside fn is the caller's, not the server's: not retried.
+	var fnErr error
+	started := false
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if started {
+			// Entries were handed out: a retry would hand them out twice.
+			return errors.New("connection lost in the middle of reading the log")
+		}
+		if _, err := tx.Exec(ctx, `DECLARE retrygate_scan NO SCROLL CURSOR FOR SELECT seq, `+rowColumns+` FROM retrygate_rows ORDER BY seq`); err != nil {
+			return err
+		}
+		var sc scanned
+		var row ledgerfile.Row
+		in := map[string]string{}
+		for {
+			rs, err := tx.Query(ctx, fmt.Sprintf(`FETCH FORWARD %d FROM retrygate_scan`, scanBatch))
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rs.Next() {
+				n++
+				if err := rs.Scan(sc.dest()...); err != nil {
+					rs.Close()
+					return err
+				}
+				started = true
+				var e store.Entry
+				if sc.comment.Valid {
+					e.Comment = sc.comment.String
+				} else {
+					if err := sc.row(&row, in); err != nil {
+						rs.Close()
+						return err
+					}
+					e.Row = &row
+				}
+				if err := fn(e); err != nil {
+					fnErr = err
+					rs.Close()
+					return err
+				}
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return err
+			}
+			if n < scanBatch {
+				return nil
+			}
+		}
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
+}
