@@ -62,7 +62,9 @@ func (l *Loop) RunReal(ctx context.Context, o RealOptions) (Result, error) {
 	defer l.mu.Unlock()
 	started := min(int(next.Load()), o.Jobs)
 	res := Result{Started: started, Ends: l.ends, Elapsed: o.Clock.Now().Sub(first)}
-	res.Interrupted = ctx.Err() != nil && res.Ends.Total() < o.Jobs
+	// Ctrl-C interrupts a run even when every job ended: the jobs it
+	// stopped ended cancelled.
+	res.Interrupted = ctx.Err() != nil && (res.Ends.Total() < o.Jobs || res.Ends.Cancelled > 0)
 	return res, nil
 }
 

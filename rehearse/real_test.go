@@ -2,6 +2,7 @@ package rehearse
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -165,41 +166,46 @@ func TestRehearseLiveRetryAfterBackoffAndFallback(t *testing.T) {
 
 func TestRehearseLiveCtrlC(t *testing.T) {
 	// A seat that never answers; Ctrl-C cancels the attempt, the row says
-	// cancelled, and the server sees the client leave.
-	live := serveSeat(t, seat.Plan{Hang: true})
-	p := livePolicy()
-	p.Budget.MaxWait = 10 * time.Second
-	p.Timeouts.Hard = 10 * time.Second
-	var out syncRows
-	l, err := New(Config{Policy: p, Seats: []SeatSpec{live.seat(t, "hang")}, Rand: seeded(1), Sink: out.sink, Run: 4, Jobs: 3, Prompt: "x"})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan Result, 1)
-	go func() {
-		res, err := l.RunReal(ctx, RealOptions{Jobs: 3})
-		assert.NoError(t, err)
-		done <- res
-	}()
-	live.await(t, 3*time.Second, func(rs []seatserver.Record) bool {
-		return len(rs) == 1 && rs[0].State == seatserver.StateInFlight
-	})
-	cancel()
-	var res Result
-	select {
-	case res = <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the run did not stop within 5s of Ctrl-C")
+	// cancelled, and the server sees the client leave. The run is
+	// interrupted even when the cancelled job was its only one.
+	for _, jobs := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d jobs", jobs), func(t *testing.T) {
+			live := serveSeat(t, seat.Plan{Hang: true})
+			p := livePolicy()
+			p.Budget.MaxWait = 10 * time.Second
+			p.Timeouts.Hard = 10 * time.Second
+			var out syncRows
+			l, err := New(Config{Policy: p, Seats: []SeatSpec{live.seat(t, "hang")}, Rand: seeded(1), Sink: out.sink, Run: 4, Jobs: jobs, Prompt: "x"})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan Result, 1)
+			go func() {
+				res, err := l.RunReal(ctx, RealOptions{Jobs: jobs})
+				assert.NoError(t, err)
+				done <- res
+			}()
+			live.await(t, 3*time.Second, func(rs []seatserver.Record) bool {
+				return len(rs) == 1 && rs[0].State == seatserver.StateInFlight
+			})
+			cancel()
+			var res Result
+			select {
+			case res = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the run did not stop within 5s of Ctrl-C")
+			}
+			assert.True(t, res.Interrupted)
+			assert.Equal(t, Ends{Cancelled: 1}, res.Ends)
+			require.Len(t, out.r, 1)
+			assert.Equal(t, admit.Cancelled, out.r[0].Outcome)
+			assert.Equal(t, ledgerfile.JobCancelled, out.r[0].JobEnd)
+			assert.Less(t, out.r[0].Elapsed, 5*time.Second)
+			rs := live.await(t, 3*time.Second, func(rs []seatserver.Record) bool {
+				return len(rs) == 1 && rs[0].State == seatserver.StateCancelled
+			})
+			assert.True(t, rs[0].Cancelled)
+			assert.Equal(t, "r4-1", rs[0].IdempotencyKey)
+		})
 	}
-	assert.True(t, res.Interrupted)
-	assert.Equal(t, Ends{Cancelled: 1}, res.Ends)
-	require.Len(t, out.r, 1)
-	assert.Equal(t, admit.Cancelled, out.r[0].Outcome)
-	assert.Equal(t, ledgerfile.JobCancelled, out.r[0].JobEnd)
-	assert.Less(t, out.r[0].Elapsed, 5*time.Second)
-	rs := live.await(t, 3*time.Second, func(rs []seatserver.Record) bool {
-		return len(rs) == 1 && rs[0].State == seatserver.StateCancelled
-	})
-	assert.True(t, rs[0].Cancelled)
-	assert.Equal(t, "r4-1", rs[0].IdempotencyKey)
 }
