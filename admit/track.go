@@ -38,10 +38,7 @@ func (t *Track) Restore(s Spent) {
 // time, its tokens and cost to its spend; the retry history and the
 // seat's estimate learn from it.
 func (t *Track) Sent(a *Attempt) {
-	t.spent.Time = AddDuration(t.spent.Time, AddDuration(a.Delay, a.Elapsed))
-	t.spent.Tokens = AddTokens(t.spent.Tokens, a.Tokens)
-	t.spent.USD = AddUSD(t.spent.USD, a.USD)
-	t.spent.Attempts = min(t.spent.Attempts+1, MaxAttempts)
+	t.spent.Add(a)
 	t.last = a.Outcome
 	t.lastAmb = a.Outcome == ServerError && a.Billing == Ambiguous
 	switch {
@@ -52,6 +49,16 @@ func (t *Track) Sent(a *Attempt) {
 	}
 	t.estimator(a.Seat).Observe(a)
 	t.lastSeat = a.Seat
+}
+
+// Add is the one spend accumulator: a sent attempt's backoff and elapsed
+// add to the job's time, its tokens and cost to its spend, and it uses an
+// attempt. Sums saturate (limits.go).
+func (s *Spent) Add(a *Attempt) {
+	s.Time = AddDuration(s.Time, AddDuration(a.Delay, a.Elapsed))
+	s.Tokens = AddTokens(s.Tokens, a.Tokens)
+	s.USD = AddUSD(s.USD, a.USD)
+	s.Attempts = min(s.Attempts+1, MaxAttempts)
 }
 
 func (t *Track) estimator(seat string) *Estimator {
