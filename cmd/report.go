@@ -49,7 +49,7 @@ per group (--by seat, model, job or outcome):
   attempts per successful job, retry ratio (attempts ÷ jobs);
   retry tax: tokens and USD of attempts that did not produce the kept
   answer, and their share of all;
-  wasted calls (seed 000): non-ok attempts before their job's last attempt;
+  wasted calls: non-ok attempts before their job's last attempt;
   billable-failure rate: failed attempts billed (ambiguous counts as
   billed) ÷ failed attempts; unknown outcomes; fallback activation rate.
 

@@ -202,7 +202,7 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 		return err
 	}
 
-	title("Wasted calls: non-ok attempts before their job's last attempt (seed 000)")
+	title("Wasted calls: non-ok attempts before their job's last attempt")
 	if len(sum.Wasted) == 0 {
 		fmt.Fprintln(s.Out, "none")
 	} else {

@@ -75,22 +75,25 @@ second), which is what lets breakers, cooldowns and retry storms show.
 
 Figures: success, failed and unknown rates (unknown: the last attempt
 timed out or was billed ambiguous); the deadline-miss rate (jobs that
-ended without an answer because the deadline ran out: refused for it, or
-cut at its end); end-to-end p50/p95/p99 over every job, from its start
-to its last byte or its refusal; attempts and billed attempts per job
+the policy stops for its deadline: refused for it, or a timeout cut at
+the end of what was left of it); end-to-end p50/p95/p99 over every
+job, from its start to its last byte or its refusal; attempts and billed attempts per job
 (ambiguous attempts counted as billed); tokens and cost per job and per
 success (cost needs seat prices, price_in and price_out per million
 tokens); the retry tax, as report and check define it (the share of
 tokens, and of USD, spent in attempts that did not produce the kept
-answer); wasted calls (failed attempts that were not a job's last, seed
-000's query); the time breakers were open.
+answer); wasted calls (failed attempts that were not a job's last);
+the time breakers were open. Every figure comes from the same summary
+report and check compute over a log: simulate a policy, rehearse it,
+and check the log, and the deadline-miss, unknown and refused rates
+and attempts per success agree.
 
 --layers name=attempts,... lists the retry layers around the call,
 innermost first (e.g. sdk=2,app=3,queue=3): the worst case is the
 product of their attempts, the expected number of provider calls uses
 the simulated per-attempt failure rate, and more than one layer that
 retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before every job ran; the figures cover the jobs that did"),
-		Example: `  # seed 002's latency shape against the policy in retrygate.yaml
+		Example: `  # a long-tailed provider (p50 2.1s, p99 14s, 0.3% hangs) against retrygate.yaml
   retrygate simulate --model "lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100"
 
   # what does a third attempt cost? same model, same seed, side by side
