@@ -14,19 +14,12 @@ import (
 	"retrygate/ledgerfile"
 )
 
-// writeBenchLog writes n rows shaped like a rehearsal: three seats, jobs
-// of one to three attempts, a mix of outcomes, costs and timestamps.
-func writeBenchLog(tb testing.TB, path string, n int) {
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	_, _ = w.WriteString(ledgerfile.Header + "\n")
+// benchRows makes n rows shaped like a rehearsal: three seats, jobs of
+// one to three attempts, a mix of outcomes, costs and timestamps.
+func benchRows(n int, fn func(*ledgerfile.Row)) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	seats := []string{"scratch", "cheap", "local"}
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-	var buf []byte
 	job := 0
 	for i := 0; i < n; {
 		job++
@@ -38,8 +31,8 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			if !last {
 				out = []admit.Outcome{admit.Timeout, admit.RateLimited, admit.ServerError, admit.Reset}[rng.IntN(4)]
 			}
-			wait := time.Duration(rng.ExpFloat64() * float64(1500*time.Millisecond))
-			el := wait + time.Duration(rng.ExpFloat64()*float64(4*time.Second))
+			wait := time.Duration(rng.ExpFloat64() * float64(1500*time.Millisecond)).Round(time.Millisecond)
+			el := wait + time.Duration(rng.ExpFloat64()*float64(4*time.Second)).Round(time.Millisecond)
 			prompt, comp := int64(500+rng.IntN(1500)), int64(rng.IntN(800))
 			r := ledgerfile.Row{
 				TS: ts, Job: fmt.Sprintf("job-%07d", job), Attempt: a, Seat: seats[min(a-1, 2)], Model: "gpt-4o-mini",
@@ -53,8 +46,7 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			if last {
 				r.JobEnd = ledgerfile.JobSucceeded
 			}
-			buf = ledgerfile.AppendRow(buf[:0], &r)
-			_, _ = w.Write(buf)
+			fn(&r)
 			spent.Time += el
 			spent.Tokens += r.Tokens
 			spent.Attempts++
@@ -62,12 +54,47 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			i++
 		}
 	}
+}
+
+// writeBenchLog writes benchRows(n) as a log.
+func writeBenchLog(tb testing.TB, path string, n int) {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	_, _ = w.WriteString(ledgerfile.Header + "\n")
+	var buf []byte
+	benchRows(n, func(r *ledgerfile.Row) {
+		buf = ledgerfile.AppendRow(buf[:0], r)
+		_, _ = w.Write(buf)
+	})
 	if err := w.Flush(); err != nil {
 		tb.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// BenchmarkSummarize1M is the summary's own share of report: a million
+// rows already parsed (200,000 rows fed five times), added and summed up.
+func BenchmarkSummarize1M(b *testing.B) {
+	var rows []ledgerfile.Row
+	benchRows(200_000, func(r *ledgerfile.Row) { rows = append(rows, *r) })
+	measure(b, func() any {
+		sum := New(Options{By: BySeat, SlowAfter: 10 * time.Second, Deadline: 45 * time.Second})
+		for range 5 {
+			for i := range rows {
+				sum.Add(&rows[i], "bench.log")
+			}
+		}
+		s := sum.Summary()
+		if s.Rows != 1_000_000 {
+			b.Fatalf("rows %d", s.Rows)
+		}
+		return s
+	})
 }
 
 // BenchmarkReport1M generates a 1,000,000-row log once, then measures
@@ -144,4 +171,15 @@ func measure(b *testing.B, run func() any) {
 	if cpuOK {
 		b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	}
+}
+
+// TestWriteBenchLog writes the million-row log the benchmarks read to
+// $RETRYGATE_BENCH_LOG, for timing the whole `retrygate report` and
+// `check` processes against it (bench/compare.sh); skipped otherwise.
+func TestWriteBenchLog(t *testing.T) {
+	path := os.Getenv("RETRYGATE_BENCH_LOG")
+	if path == "" {
+		t.Skip("set RETRYGATE_BENCH_LOG=FILE to write the 1,000,000-row log")
+	}
+	writeBenchLog(t, path, 1_000_000)
 }

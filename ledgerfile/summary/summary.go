@@ -451,12 +451,19 @@ func (s *Summarizer) group(key string) int32 {
 	if s.hasLastGroup && key == s.lastGroup {
 		return s.lastGroupIx // runs of rows on one seat skip the map
 	}
-	i, ok := s.groupIdx[key]
-	if ok {
+	if len(s.groups) <= 8 {
+		// A few seats: comparing keys beats hashing one.
+		for i, g := range s.groups {
+			if g.g.Key == key {
+				s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, int32(i), true
+				return int32(i)
+			}
+		}
+	} else if i, ok := s.groupIdx[key]; ok {
 		s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
 		return i
 	}
-	i = int32(len(s.groups))
+	i := int32(len(s.groups))
 	s.groups = append(s.groups, &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}})
 	s.groupIdx[key] = i
 	s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
@@ -727,7 +734,13 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 }
 
 func (s *Summarizer) seatIndex(seat string) int32 {
-	if i, ok := s.seatIx[seat]; ok {
+	if len(s.seats) <= 8 {
+		for i, x := range s.seats {
+			if x == seat {
+				return int32(i)
+			}
+		}
+	} else if i, ok := s.seatIx[seat]; ok {
 		return i
 	}
 	i := int32(len(s.seats))

@@ -321,9 +321,10 @@ func TestFigureJSON(t *testing.T) {
 	}
 }
 
-// Counted values are exact: the same sorted list, the same nearest-rank
-// percentiles, whether a value is a whole millisecond, a big one past
-// the dense range, or a duration in nanoseconds.
+// Counted values are exact at the log's resolution: the same sorted
+// list, the same nearest-rank percentiles, whether a value is small, one
+// past the dense range, or a duration in nanoseconds (rounded as the log
+// rounds it).
 func TestValuesExact(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 3000).Draw(t, "n")
@@ -337,11 +338,7 @@ func TestValuesExact(t *testing.T) {
 		for range n {
 			d := gen.Draw(t, "d")
 			vals.addDur(d)
-			if d%time.Millisecond == 0 {
-				want = append(want, float64(d/time.Millisecond)*msUnit)
-			} else {
-				want = append(want, d.Seconds())
-			}
+			want = append(want, float64(d.Round(time.Millisecond)/time.Millisecond)*msUnit) // the log's resolution
 		}
 		slices.Sort(want)
 		got := vals.sorted(msUnit)
@@ -356,6 +353,19 @@ func TestValuesExact(t *testing.T) {
 		}
 		if m := merge(got, got); m.Len() != 2*got.Len() || (n > 0 && m.Percentile(50) != got.Percentile(50)) {
 			t.Fatalf("merging a distribution with itself changes its median")
+		}
+
+		// Amounts (USD) are counted by their exact value.
+		var usd values
+		amounts := make([]float64, 0, n)
+		for range n {
+			x := float64(rapid.IntRange(0, 50).Draw(t, "cents")) / 100
+			usd.addFloat(x)
+			amounts = append(amounts, x)
+		}
+		slices.Sort(amounts)
+		if !slices.Equal(amounts, usd.sorted(countUnit).Values()) {
+			t.Fatalf("counted amounts differ from the sorted list")
 		}
 	})
 }
