@@ -1,6 +1,10 @@
 package ledgerfile
 
-import "retrygate/admit"
+import (
+	"time"
+
+	"retrygate/admit"
+)
 
 // JobSpend is what a job's rows have spent: the gate's inputs for its
 // next attempt. Time is the sum of each sent attempt's elapsed and the
@@ -8,16 +12,25 @@ import "retrygate/admit"
 func JobSpend(rows []Row) admit.Spent {
 	var s admit.Spent
 	for i := range rows {
-		r := &rows[i]
-		if !r.WasSent() {
-			continue
+		if rows[i].WasSent() {
+			AddSpent(&s, &rows[i])
 		}
-		s.Time += r.Delay + r.Elapsed
-		s.Tokens += r.Tokens
-		s.USD += r.CostUSD
-		s.Attempts++
 	}
 	return s
+}
+
+// AddSpent adds one sent row to a job's spend: the one spend sum, that
+// JobSpend, the summary and the replay all use. Time is the row's elapsed
+// plus the backoff slept before it, at the log's resolution
+// (milliseconds), so a spend summed while a run writes its rows equals
+// one summed from its log; tokens and USD are summed (saturating); the
+// row uses an attempt.
+func AddSpent(s *admit.Spent, r *Row) {
+	d := r.Delay.Round(time.Millisecond) + r.Elapsed.Round(time.Millisecond)
+	s.Time = admit.AddDuration(s.Time, d)
+	s.Tokens = admit.AddTokens(s.Tokens, r.Tokens)
+	s.USD = admit.AddUSD(s.USD, r.CostUSD)
+	s.Attempts++
 }
 
 // Estimate is seed 003's conservative guess at the next attempt from rows

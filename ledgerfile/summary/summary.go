@@ -166,7 +166,7 @@ type Wasted struct {
 // simulate.
 type JobFigures struct {
 	Jobs int64 `json:"jobs"`
-	// Time is each job's spent time (Spend) once it ended; Time, Tokens
+	// Time is each job's spent time (ledgerfile.AddSpent) once it ended; Time, Tokens
 	// and USD leave out jobs that sent nothing.
 	Time Sorted `json:"-"`
 	// TimeToSuccess is, for each job with a kept answer, the spent time
@@ -357,7 +357,7 @@ const jobChunk = 4096
 type jobState struct {
 	groups []int32 // groups touched besides the first
 
-	spend      admit.Spent // Spend over its sent rows so far
+	spend      admit.Spent // ledgerfile.AddSpent over its sent rows so far
 	terms      int         // durations summed into spend.Time
 	keptTokens int64
 	keptUSD    float64
@@ -607,29 +607,18 @@ func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
 	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
 }
 
-// Spend adds a sent row to its job's spend: the gate's inputs for the
-// job's next attempt. Time is each sent attempt's elapsed plus the
-// backoff slept before it, at the log's resolution (milliseconds), so a
-// spend summed while a run writes its rows equals one summed from its
-// log; tokens and USD are summed; every sent row uses an attempt.
-func Spend(s *admit.Spent, r *ledgerfile.Row) {
-	s.Time = admit.AddDuration(s.Time, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
-	s.Tokens = admit.AddTokens(s.Tokens, r.Tokens)
-	s.USD = admit.AddUSD(s.USD, r.CostUSD)
-	s.Attempts++
-}
-
 // logged is a duration as the log keeps it.
 func logged(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // MissesDeadline is the one deadline-miss rule: the policy stops the job
 // for its deadline. Either its decision for the row is `refuse:
-// deadline`, or the row is a sent attempt that timed out at the end of
-// what was left of the deadline: spent (the job's Spend through this
-// attempt, its own delay and elapsed included) reaches the deadline.
-// Spend sums durations rounded to the log's milliseconds, so the reach is
-// judged within that rounding: half a millisecond per duration summed
-// (terms).
+// deadline` (logged, or replayed by check), or the row is a sent attempt
+// that timed out at the end of what was left of the deadline: spent, the
+// job's spend through this attempt (ledgerfile.AddSpent; its own delay
+// and elapsed included), reaches the deadline. AddSpent rounds each
+// duration to the log's milliseconds, so the reach is judged within that
+// rounding: half a millisecond per duration summed (terms). Note text is
+// never read.
 func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, terms int, deadline time.Duration) bool {
 	if decision == deadlineRefusal {
 		return true
@@ -695,7 +684,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 
 	before := js.spend.Time
 	if sent {
-		Spend(&js.spend, r)
+		ledgerfile.AddSpent(&js.spend, r)
 		js.terms += 2
 		if s.billing(r).Billed() {
 			js.billed++
