@@ -395,3 +395,39 @@ job=d attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
 	assert.Equal(t, int64(1), group(t, s, "t").Succeeded, "a's answer came from t")
 	assert.InDeltaSlice(t, []float64{1, 1, 2, 2}, s.Jobs.AttemptsPerSuccess.Values(), 0)
 }
+
+// The one deadline-miss rule: a refusal for the deadline (logged, or
+// replayed), or a timeout cut at the end of what was left of the
+// deadline. Note text is never read.
+func TestDeadlineMissRule(t *testing.T) {
+	s := summarizeText(t, `
+job=a attempt=1 wait_s=1 elapsed_s=20 tokens=10 outcome=timeout
+job=a attempt=2 wait_s=1 elapsed_s=20 tokens=10 outcome=timeout delay_s=5 job_end=unknown
+job=b attempt=1 wait_s=1 elapsed_s=20 tokens=10 outcome=timeout job_end=unknown
+job=c attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+job=c attempt=2 wait_s=1 elapsed_s=2 tokens=10 decision="refuse: deadline" sent=false job_end=failed
+job=d attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=server_error note="also: deadline" job_end=failed
+job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
+`, Options{Deadline: 45 * time.Second})
+	// a: 20 + 5 + 20 = 45 reaches 45s; b: 20 < 45; c refused for it; d's
+	// note says "deadline" but nothing stopped it for the deadline.
+	assert.Equal(t, int64(2), s.Jobs.DeadlineMisses)
+	assert.InDelta(t, 0.4, float64(s.Jobs.DeadlineMissRate), 1e-12)
+
+	// Under a replay, the replayed decision is the one judged.
+	sum := New(Options{Deadline: 45 * time.Second})
+	var r ledgerfile.Row
+	require.NoError(t, ledgerfile.ParseLine([]byte(`job=f attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded`), &r))
+	sum.AddAs(&r, "x", "refuse: deadline")
+	got := sum.Summary()
+	assert.Equal(t, int64(1), got.Jobs.DeadlineMisses)
+	assert.Equal(t, int64(1), got.RefusedRows)
+
+	// A cut that lands a rounding's hair short of the deadline is a cut at
+	// its end: the log keeps milliseconds.
+	var cut ledgerfile.Row
+	cut.Job, cut.Attempt, cut.Outcome, cut.Elapsed, cut.JobEnd = "g", 1, admit.Timeout, 45*time.Second-400*time.Microsecond, "unknown"
+	sum = New(Options{Deadline: 45*time.Second + 500*time.Microsecond})
+	sum.Add(&cut, "x")
+	assert.Equal(t, int64(1), sum.Summary().Jobs.DeadlineMisses)
+}
