@@ -503,21 +503,22 @@ func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
 	}
 	gi := s.group(s.groupKey(r, file))
 	g := s.groups[gi]
-	s.addRow(g, r)
-	s.addRow(s.all, r)
+	f := s.factsOf(r)
+	s.addRow(g, r, f)
+	s.addRow(s.all, r, f)
 
 	if r.Job == "" {
 		single := jobState{firstGroup: -1}
 		if r.HasSpent {
 			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
 		}
-		s.addJobRow(&single, gi, r, decision)
+		s.addJobRow(&single, gi, r, f, decision)
 		s.finishJob(&single)
 		return
 	}
 	ix := s.jobFor(r.Job)
 	js := &s.jobs[ix/jobChunk][ix%jobChunk]
-	s.addJobRow(js, gi, r, decision)
+	s.addJobRow(js, gi, r, f, decision)
 	if r.JobEnd != "" {
 		s.finishJob(js)
 		*js = jobState{}
@@ -555,7 +556,22 @@ func (s *Summarizer) jobFor(id string) int32 {
 	return ix
 }
 
-func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
+// rowFacts are what several figures ask of a row, worked out once.
+type rowFacts struct {
+	sent    bool
+	oi      uint8
+	billing admit.Billing
+}
+
+func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
+	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
+	if f.sent {
+		f.billing = s.billing(r)
+	}
+	return f
+}
+
+func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 	g.g.Rows++
 	if r.Holdout {
 		g.g.HeldOut++
@@ -564,10 +580,10 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 	// sent attempt's the gate cut (a wait_cap row says refuse: queue wait).
 	if reason := r.Reason(); reason != "" {
 		g.refusals[reason]++
-	} else if !r.WasSent() {
+	} else if !f.sent {
 		g.refusals["unsent"]++
 	}
-	if !r.WasSent() {
+	if !f.sent {
 		g.g.Refused++
 		return
 	}
@@ -580,14 +596,14 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 			g.ttfb.addDur(r.TTFB)
 		}
 	}
-	oi := outcomeIndex(r.Outcome)
+	oi := f.oi
 	g.outcomes[oi]++
 	g.tokensAll = admit.AddTokens(g.tokensAll, r.Tokens)
 	if r.HasCost {
 		g.usdAll = admit.AddUSD(g.usdAll, r.CostUSD)
 		g.costRows++
 	}
-	billed := s.billing(r).Billed()
+	billed := f.billing.Billed()
 	if billed {
 		g.g.Billed++
 	}
@@ -631,7 +647,7 @@ func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, ter
 
 var deadlineRefusal = admit.Refuse(admit.ReasonDeadline).String()
 
-func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decision string) {
+func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowFacts, decision string) {
 	js.seen++
 	attempt := int32(r.Attempt)
 	if attempt == 0 {
@@ -649,8 +665,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 	if r.JobEnd != "" && attempt >= js.endAttempt {
 		js.end8, js.endAttempt = endCode(r.JobEnd), attempt
 	}
-	sent := r.WasSent()
-	oi := uint8(outcomeIndex(r.Outcome))
+	sent, oi := f.sent, f.oi
 	waste := sent && oi != okIndex
 	if !r.TS.IsZero() {
 		ts := r.TS.UnixNano()
@@ -672,7 +687,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 			s.countWasted(s.seats[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
 		}
 		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
-		js.lastAmbig = sent && oi != okIndex && s.billing(r) == admit.Ambiguous
+		js.lastAmbig = sent && oi != okIndex && f.billing == admit.Ambiguous
 		js.cand = waste
 		if waste {
 			js.candSeat, js.candOutcome, js.candGroup, js.candTokens = s.seatIndex(r.Seat), oi, gi, r.Tokens
@@ -686,7 +701,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 	if sent {
 		ledgerfile.AddSpent(&js.spend, r)
 		js.terms += 2
-		if s.billing(r).Billed() {
+		if f.billing.Billed() {
 			js.billed++
 		}
 		if !r.HasCost {

@@ -89,6 +89,13 @@ func (v *values) sorted(unit float64) Sorted {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	distinct := len(keys) + len(others)
+	for _, c := range v.dense {
+		if c != 0 {
+			distinct++
+		}
+	}
+	s.vals, s.cum = make([]float64, 0, distinct), make([]int64, 0, distinct)
 	di, ki, oi := 0, 0, 0
 	// Merge the three ascending sources, summing equal values.
 	for {
