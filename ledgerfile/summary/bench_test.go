@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -182,4 +183,38 @@ func TestWriteBenchLog(t *testing.T) {
 		t.Skip("set RETRYGATE_BENCH_LOG=FILE to write the 1,000,000-row log")
 	}
 	writeBenchLog(t, path, 1_000_000)
+}
+
+// BenchmarkExactValues1M weighs the ways to keep a million durations for
+// exact percentiles: copy and sort them (slices.Sort), or count them at
+// the log's millisecond resolution, as values does.
+func BenchmarkExactValues1M(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ds := make([]time.Duration, 1_000_000)
+	for i := range ds {
+		ds[i] = time.Duration(rng.ExpFloat64() * float64(4*time.Second)).Round(time.Millisecond)
+	}
+	b.Run("sort", func(b *testing.B) {
+		for range b.N {
+			v := make([]float64, 0, len(ds))
+			for _, d := range ds {
+				v = append(v, d.Seconds())
+			}
+			slices.Sort(v)
+			if admit.Percentile(v, 50) <= 0 {
+				b.Fatal("no median")
+			}
+		}
+	})
+	b.Run("count", func(b *testing.B) {
+		for range b.N {
+			var v values
+			for _, d := range ds {
+				v.addDur(d)
+			}
+			if v.sorted(msUnit).Percentile(50) <= 0 {
+				b.Fatal("no median")
+			}
+		}
+	})
 }
