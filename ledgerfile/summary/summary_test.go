@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -430,4 +431,70 @@ job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
 	sum = New(Options{Deadline: 45*time.Second + 500*time.Microsecond})
 	sum.Add(&cut, "x")
 	assert.Equal(t, int64(1), sum.Summary().Jobs.DeadlineMisses)
+}
+
+// A summary made while rows are written equals the summary of the log
+// they were written to: durations are counted at the log's milliseconds,
+// so every figure a run reports is the figure check reads back.
+func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		deadline := time.Duration(rapid.IntRange(1, 60).Draw(t, "deadline_s")) * time.Second
+		opts := Options{Deadline: deadline, SlowAfter: 10 * time.Second}
+		live := New(opts)
+		var log []byte
+		ts := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		outcomes := []admit.Outcome{admit.OK, admit.Timeout, admit.ServerError, admit.RateLimited, admit.Reset, admit.WaitCap}
+		for j := range rapid.IntRange(1, 30).Draw(t, "jobs") {
+			n := rapid.IntRange(1, 4).Draw(t, "attempts")
+			for a := 1; a <= n; a++ {
+				dur := func(label string) time.Duration {
+					return time.Duration(rapid.Int64Range(0, int64(30*time.Second)).Draw(t, label))
+				}
+				wait := dur("wait")
+				r := ledgerfile.Row{TS: ts, Job: "j" + strconv.Itoa(j), Attempt: a, Seat: "s" + strconv.Itoa(a%2),
+					Wait: wait, Elapsed: wait + dur("gen"), Delay: dur("delay") / 10, Tokens: int64(rapid.IntRange(0, 3000).Draw(t, "tokens")),
+					Outcome: rapid.SampledFrom(outcomes).Draw(t, "outcome"), Decision: "admit"}
+				if rapid.IntRange(0, 9).Draw(t, "refused") == 0 {
+					r.Outcome, r.Unsent, r.Decision = "", true, rapid.SampledFrom([]string{"refuse: deadline", "refuse: queue wait"}).Draw(t, "why")
+				}
+				if a == n || r.Outcome == admit.OK {
+					r.JobEnd = ledgerfile.JobFailed
+					if r.Outcome == admit.OK {
+						r.JobEnd = ledgerfile.JobSucceeded
+					}
+					a = n
+				}
+				live.Add(&r, "t.log")
+				log = ledgerfile.AppendRow(log, &r)
+				ts = ts.Add(time.Duration(rapid.IntRange(1, 5000).Draw(t, "gap_ms")) * time.Millisecond)
+			}
+		}
+		rows, _, err := ledgerfile.ReadAll(strings.NewReader(string(log)), "t.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := New(opts)
+		for i := range rows {
+			read.Add(&rows[i], "t.log")
+		}
+		a, b := live.Summary(), read.Summary()
+		for _, m := range []string{"deadline_miss_rate", "unknown_rate", "refused_rate", "attempts_per_success", "wait_s", "elapsed_s", "tokens"} {
+			oa, na := a.Observed(m)
+			ob, nb := b.Observed(m)
+			for _, expr := range []string{"rate >= 0", "value >= 0", "p(95) >= 0", "p(50) >= 0", "avg >= 0"} {
+				th, err := admit.ParseThreshold(m, expr)
+				if err != nil {
+					continue
+				}
+				va, _ := th.Eval(oa)
+				vb, _ := th.Eval(ob)
+				if na != nb || !(va == vb || math.IsNaN(va) && math.IsNaN(vb)) {
+					t.Fatalf("%s %s: %g over %d live, %g over %d from the log", m, expr, va, na, vb, nb)
+				}
+			}
+		}
+		if x, y := a.Jobs.EndToEnd.Percentile(99), b.Jobs.EndToEnd.Percentile(99); x != y {
+			t.Fatalf("end to end p99: %g live, %g from the log", x, y)
+		}
+	})
 }
