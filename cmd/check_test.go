@@ -191,7 +191,7 @@ func TestLogFiguresEqualTheRunsOwn(t *testing.T) {
 	for i := range rows {
 		sum.Add(&rows[i], logPath)
 	}
-	s := sum.Summary()
+	s := sum.Close()
 	got := map[string]float64{}
 	for _, m := range []string{"deadline_miss_rate", "unknown_rate", "refused_rate", "attempts_per_success"} {
 		th, err := admit.ParseThreshold(m, "value >= 0")

@@ -171,7 +171,7 @@ func runReport(opts *ReportOptions) error {
 	if err != nil {
 		return err
 	}
-	s := sum.Summary()
+	s := sum.Close()
 	recs := summary.Recommend(s, opts.MaxTokens)
 	var warnings []string
 	for _, r := range recs {

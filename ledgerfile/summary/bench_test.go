@@ -90,7 +90,7 @@ func BenchmarkSummarize1M(b *testing.B) {
 				sum.Add(&rows[i], "bench.log")
 			}
 		}
-		s := sum.Summary()
+		s := sum.Close()
 		if s.Rows != 1_000_000 {
 			b.Fatalf("rows %d", s.Rows)
 		}
@@ -134,7 +134,7 @@ func BenchmarkReport1M(b *testing.B) {
 			if _, _, err := Scan(f, path, false, func(r *ledgerfile.Row) { sum.Add(r, path) }); err != nil {
 				b.Fatal(err)
 			}
-			s := sum.Summary()
+			s := sum.Close()
 			if recs := Recommend(s, 1000); s.Rows != 1_000_000 || len(recs) != 3 {
 				b.Fatalf("rows %d, recs %d", s.Rows, len(recs))
 			}

@@ -256,7 +256,7 @@ type OKFigures struct {
 	RateRows    int64
 }
 
-// Summarizer aggregates rows as they stream past (Add, then Summary once):
+// Summarizer aggregates rows as they stream past (Add, then Close once):
 // it keeps exact counts of the values percentiles need and a few numbers
 // per open job, freed at the job's job_end row.
 type Summarizer struct {
@@ -862,11 +862,12 @@ const (
 	countUnit = 1
 )
 
-// Summary finishes the jobs still open and computes every figure. Call it
-// once, after the last Add.
-func (s *Summarizer) Summary() *Summary {
+// Close finishes the jobs still open and computes every figure, once,
+// after the last Add: every view (tables, JSON, thresholds, tune, the
+// simulator's figures) reads the one result.
+func (s *Summarizer) Close() *Summary {
 	if s.done {
-		panic("summary: Summary called twice")
+		panic("summary: Close called twice")
 	}
 	s.done = true
 	// Jobs with no job_end row (hand-written logs, a crashed run) end here.

@@ -25,7 +25,7 @@ func summarize(t *testing.T, path string, opts Options) *Summary {
 	s := New(opts)
 	_, _, err = Scan(f, path, false, func(r *ledgerfile.Row) { s.Add(r, path) })
 	require.NoError(t, err)
-	return s.Summary()
+	return s.Close()
 }
 
 func summarizeText(t *testing.T, text string, opts Options) *Summary {
@@ -33,7 +33,7 @@ func summarizeText(t *testing.T, text string, opts Options) *Summary {
 	s := New(opts)
 	_, _, err := Scan(strings.NewReader(text), "t.log", false, func(r *ledgerfile.Row) { s.Add(r, "t.log") })
 	require.NoError(t, err)
-	return s.Summary()
+	return s.Close()
 }
 
 func group(t *testing.T, s *Summary, key string) *Group {
@@ -259,7 +259,7 @@ func TestSuggest(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	tuned, err := Suggest(sum.Summary(), DefaultMargin)
+	tuned, err := Suggest(sum.Close(), DefaultMargin)
 	require.NoError(t, err)
 	// The wait cap rests on the attempts that produced content (a1 1.0,
 	// b2 0.5, c2 1.5: p95 1.5 × 1.25 → 1.9s), not on d1's slow 500, whose
@@ -420,7 +420,7 @@ job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
 	var r ledgerfile.Row
 	require.NoError(t, ledgerfile.ParseLine([]byte(`job=f attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded`), &r))
 	sum.AddAs(&r, "x", "refuse: deadline")
-	got := sum.Summary()
+	got := sum.Close()
 	assert.Equal(t, int64(1), got.Jobs.DeadlineMisses)
 	assert.Equal(t, int64(1), got.RefusedRows)
 
@@ -430,7 +430,7 @@ job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
 	cut.Job, cut.Attempt, cut.Outcome, cut.Elapsed, cut.JobEnd = "g", 1, admit.Timeout, 45*time.Second-400*time.Microsecond, "unknown"
 	sum = New(Options{Deadline: 45*time.Second + 500*time.Microsecond})
 	sum.Add(&cut, "x")
-	assert.Equal(t, int64(1), sum.Summary().Jobs.DeadlineMisses)
+	assert.Equal(t, int64(1), sum.Close().Jobs.DeadlineMisses)
 }
 
 // A summary made while rows are written equals the summary of the log
@@ -477,7 +477,7 @@ func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
 		for i := range rows {
 			read.Add(&rows[i], "t.log")
 		}
-		a, b := live.Summary(), read.Summary()
+		a, b := live.Close(), read.Close()
 		for _, m := range []string{"deadline_miss_rate", "unknown_rate", "refused_rate", "attempts_per_success", "wait_s", "elapsed_s", "tokens"} {
 			oa, na := a.Observed(m)
 			ob, nb := b.Observed(m)

@@ -221,7 +221,7 @@ func TestSimulateSummaryOverALog(t *testing.T) {
 	for i := range rows {
 		sum.Add(&rows[i], "sim.log")
 	}
-	fromLog := View(sum.Summary(), true, time.Duration(s.DurationS*float64(time.Second)), nil)
+	fromLog := View(sum.Close(), true, time.Duration(s.DurationS*float64(time.Second)), nil)
 	// The summary counts durations at the log's milliseconds; costs are as written.
 	assert.Equal(t, s.Jobs, fromLog.Jobs)
 	assert.Equal(t, s.Succeeded, fromLog.Succeeded)
