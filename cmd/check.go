@@ -62,7 +62,10 @@ and the row's own numbers are the next attempt. Rows whose decision flips
 
 Rows marked holdout=true are judged apart: they take no part in the
 thresholds, and any held-out attempt the budget refuses fails the check
-(seed 003: believe the refusal). Percentiles are nearest rank.` +
+(believe the refusal). Jobs the policy stops for its deadline (a
+replayed refuse: deadline, or a timeout cut at the end of what was left
+of the deadline) are deadline_miss_rate's misses, as simulate and
+rehearse count them. Percentiles are nearest rank.` +
 			exitStatus("every threshold passed and every held-out attempt is admitted",
 				"a threshold failed, or the budget refuses a held-out attempt"),
 		Example: `  retrygate check --policy retrygate.yaml rehearsal.log
@@ -144,7 +147,7 @@ func runCheck(opts *CheckOptions) error {
 	}
 	res := chk.Close()
 	if res.HeldOut.Rows == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on (seed 003)\n")
+		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on\n")
 	}
 	if opts.JSON {
 		err = printCheckJSON(opts, logs, res, torn, skipped)

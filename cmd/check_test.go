@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 const policies = "../testdata/policies/"
@@ -167,4 +169,41 @@ func TestCheckFormatObserved(t *testing.T) {
 	assert.Equal(t, "2.333", formatObserved(th("attempts_per_success", "< 1.5"), 7.0/3))
 	assert.Equal(t, "∞", formatObserved(th("attempts_per_success", "< 1.5"), math.Inf(1)))
 	assert.True(t, strings.HasPrefix(formatObserved(th("tokens", "avg < 5"), 871.25), "871.250"))
+}
+
+// A run's own end-of-run figures and the summary of its log come from
+// the same code: the deadline-miss, unknown and refused rates and
+// attempts per success agree on the bad-provider-day script. (check
+// judges the log under its replayed decisions; where the replay agrees
+// with the run, as it must, check's figures are these.)
+func TestLogFiguresEqualTheRunsOwn(t *testing.T) {
+	const policy = "../testdata/policies/bad-day-gate.yaml"
+	logPath := filepath.Join(t.TempDir(), "rehearsal.log")
+	code, out, errOut := costRun(t, "rehearse", "--config", policy, "--jobs", "40", "--seed", "7", "--log", logPath, "--json")
+	require.Equal(t, ExitOK, code, errOut)
+	var run rehearseJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &run))
+	require.Positive(t, run.Jobs.DeadlineMisses, "the bad day misses deadlines")
+
+	rows, _, err := ledgerfile.ReadFile(logPath)
+	require.NoError(t, err)
+	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: 10 * time.Second, Deadline: 45 * time.Second})
+	for i := range rows {
+		sum.Add(&rows[i], logPath)
+	}
+	s := sum.Close()
+	got := map[string]float64{}
+	for _, m := range []string{"deadline_miss_rate", "unknown_rate", "refused_rate", "attempts_per_success"} {
+		th, err := admit.ParseThreshold(m, "value >= 0")
+		if err != nil {
+			th, err = admit.ParseThreshold(m, "rate >= 0")
+		}
+		require.NoError(t, err)
+		o, _ := s.Observed(m)
+		got[m], _ = th.Eval(o)
+	}
+	assert.InDelta(t, float64(run.Jobs.DeadlineMissRate), got["deadline_miss_rate"], 1e-12)
+	assert.InDelta(t, float64(run.Jobs.UnknownRate), got["unknown_rate"], 1e-12)
+	assert.InDelta(t, float64(run.Jobs.RefusedRate), got["refused_rate"], 1e-12)
+	assert.InDelta(t, float64(run.Jobs.AttemptsPerSuccess), got["attempts_per_success"], 1e-12)
 }

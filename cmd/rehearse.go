@@ -389,7 +389,7 @@ func runRehearse(o *RehearseOptions) error {
 	if writeErr != nil {
 		return writeErr
 	}
-	if err := o.printSummary(sum.Summary(), out, run, seed, clock, res); err != nil {
+	if err := o.printSummary(sum.Close(), out, run, seed, clock, res); err != nil {
 		return err
 	}
 	if res.Interrupted {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"retrygate/admit"
-	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
 	"retrygate/rehearse/model"
 	"retrygate/rehearse/seat"
@@ -77,22 +75,25 @@ second), which is what lets breakers, cooldowns and retry storms show.
 
 Figures: success, failed and unknown rates (unknown: the last attempt
 timed out or was billed ambiguous); the deadline-miss rate (jobs that
-ended without an answer because the deadline ran out: refused for it, or
-cut at its end); end-to-end p50/p95/p99 over every job, from its start
-to its last byte or its refusal; attempts and billed attempts per job
+the policy stops for its deadline: refused for it, or a timeout cut at
+the end of what was left of it); end-to-end p50/p95/p99 over every
+job, from its start to its last byte or its refusal; attempts and billed attempts per job
 (ambiguous attempts counted as billed); tokens and cost per job and per
 success (cost needs seat prices, price_in and price_out per million
 tokens); the retry tax, as report and check define it (the share of
 tokens, and of USD, spent in attempts that did not produce the kept
-answer); wasted calls (failed attempts that were not a job's last, seed
-000's query); the time breakers were open.
+answer); wasted calls (failed attempts that were not a job's last);
+the time breakers were open. Every figure comes from the same summary
+report and check compute over a log: simulate a policy, rehearse it,
+and check the log, and the deadline-miss, unknown and refused rates
+and attempts per success agree.
 
 --layers name=attempts,... lists the retry layers around the call,
 innermost first (e.g. sdk=2,app=3,queue=3): the worst case is the
 product of their attempts, the expected number of provider calls uses
 the simulated per-attempt failure rate, and more than one layer that
 retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before every job ran; the figures cover the jobs that did"),
-		Example: `  # seed 002's latency shape against the policy in retrygate.yaml
+		Example: `  # a long-tailed provider (p50 2.1s, p99 14s, 0.3% hangs) against retrygate.yaml
   retrygate simulate --model "lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100"
 
   # what does a third attempt cost? same model, same seed, side by side
@@ -254,23 +255,6 @@ func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error)
 	return sp, nil
 }
 
-// simJSON is the --json shape.
-type simJSON struct {
-	Model      string                    `json:"model"`
-	Seed       uint64                    `json:"seed"`
-	Jobs       int                       `json:"jobs"`
-	Rate       float64                   `json:"rate,omitempty"`
-	Policies   []policyJSON              `json:"policies"`
-	Difference map[string]summary.Figure `json:"difference,omitempty"`
-	Layers     *layersJSON               `json:"layers,omitempty"`
-}
-
-type policyJSON struct {
-	Name string `json:"name"`
-	File string `json:"file,omitempty"`
-	*model.Summary
-}
-
 func runSimulate(o *SimulateOptions) error {
 	var bar *progressbar.ProgressBar
 	if o.Progress {
@@ -326,66 +310,14 @@ func runSimulate(o *SimulateOptions) error {
 	if o.Model != nil {
 		modelName = o.Model.String()
 	}
-	metrics := simMetrics()
+	var err error
 	if o.JSON {
-		out := simJSON{Model: modelName, Seed: o.Seed, Jobs: o.Jobs, Rate: o.Rate, Layers: lj}
-		for i, s := range sums {
-			out.Policies = append(out.Policies, policyJSON{Name: o.Policies[i].Label, File: o.Policies[i].File, Summary: s})
-		}
-		if len(sums) == 2 {
-			out.Difference = map[string]summary.Figure{}
-			for _, m := range metrics {
-				out.Difference[m.key] = summary.Figure(m.get(sums[1]) - m.get(sums[0]))
-			}
-		}
-		if err := printJSON(o.IO.Out, out); err != nil {
-			return err
-		}
-		return interrupted(sums)
+		err = printSimulateJSON(o, sums, lj, modelName)
+	} else {
+		err = printSimulate(o, sums, lj, modelName)
 	}
-
-	header := []string{"metric"}
-	for i := range sums {
-		header = append(header, o.Policies[i].Label)
-	}
-	if len(sums) == 2 {
-		header = append(header, "difference")
-	}
-	rows := make([][]string, 0, len(metrics))
-	for _, m := range metrics {
-		if m.priced && !anyPriced(sums) {
-			continue
-		}
-		row := []string{m.name}
-		for _, s := range sums {
-			row = append(row, m.format(m.get(s), false))
-		}
-		if len(sums) == 2 {
-			a, b := m.get(sums[0]), m.get(sums[1])
-			d := m.format(b-a, true)
-			if m.kind != 'r' && a != 0 && b != a && finite(a) && finite(b) {
-				d += " (" + fmtIncrease(b/a-1) + ")"
-			}
-			row = append(row, d)
-		}
-		rows = append(rows, row)
-	}
-	rate := "one after another"
-	if o.Rate > 0 {
-		rate = strconv.FormatFloat(o.Rate, 'g', -1, 64) + " jobs/s"
-	}
-	fmt.Fprintf(o.IO.ErrOut, "simulated %d jobs per policy, %s, seed %d, model %s\n", o.Jobs, rate, o.Seed, modelName)
-	if !anyPriced(sums) {
-		fmt.Fprintln(o.IO.ErrOut, "retrygate: hint: no seat has prices (price_in, price_out): costs are left out")
-	}
-	if err := printTable(o.IO, header, rows); err != nil {
+	if err != nil {
 		return err
-	}
-	if lj != nil {
-		fmt.Fprintln(o.IO.Out)
-		if err := printLayers(o.IO, lj); err != nil {
-			return err
-		}
 	}
 	return interrupted(sums)
 }
@@ -400,165 +332,3 @@ func interrupted(sums []*model.Summary) error {
 	}
 	return nil
 }
-
-func anyPriced(sums []*model.Summary) bool {
-	for _, s := range sums {
-		if s.Priced {
-			return true
-		}
-	}
-	return false
-}
-
-// simMetric is one row of the table and one key of --json's difference.
-type simMetric struct {
-	key, name string
-	kind      byte // r rate, s seconds, c count per job, u USD, t tokens, n whole number
-	priced    bool // only shown when a seat has prices
-	get       func(*model.Summary) float64
-}
-
-func simMetrics() []simMetric {
-	return []simMetric{
-		{"success_rate", "success rate", 'r', false, func(s *model.Summary) float64 { return float64(s.SuccessRate) }},
-		{"failed_rate", "failed rate", 'r', false, func(s *model.Summary) float64 { return float64(s.FailedRate) }},
-		{"unknown_rate", "unknown rate", 'r', false, func(s *model.Summary) float64 { return float64(s.UnknownRate) }},
-		{"deadline_miss_rate", "deadline-miss rate", 'r', false, func(s *model.Summary) float64 { return float64(s.DeadlineMissRate) }},
-		{"end_to_end_p50_s", "end to end p50", 's', false, func(s *model.Summary) float64 { return float64(s.E2EP50) }},
-		{"end_to_end_p95_s", "end to end p95", 's', false, func(s *model.Summary) float64 { return float64(s.E2EP95) }},
-		{"end_to_end_p99_s", "end to end p99", 's', false, func(s *model.Summary) float64 { return float64(s.E2EP99) }},
-		{"attempts_per_job", "attempts per job", 'c', false, func(s *model.Summary) float64 { return float64(s.AttemptsPerJob) }},
-		{"billed_attempts_per_job", "billed attempts per job", 'c', false, func(s *model.Summary) float64 { return float64(s.BilledPerJob) }},
-		{"attempts_per_success", "attempts per success", 'c', false, func(s *model.Summary) float64 { return float64(s.AttemptsPerSuccess) }},
-		{"attempt_failure_rate", "attempt failure rate", 'r', false, func(s *model.Summary) float64 { return float64(s.AttemptFailureRate) }},
-		{"tokens_per_job", "tokens per job", 't', false, func(s *model.Summary) float64 { return float64(s.TokensPerJob) }},
-		{"tokens_per_success", "tokens per success", 't', false, func(s *model.Summary) float64 { return float64(s.TokensPerSuccess) }},
-		{"cost_per_job_usd", "cost per job", 'u', true, func(s *model.Summary) float64 { return float64(s.CostPerJob) }},
-		{"cost_per_success_usd", "cost per success", 'u', true, func(s *model.Summary) float64 { return float64(s.CostPerSuccess) }},
-		{"retry_tax", "retry tax (tokens)", 'r', false, func(s *model.Summary) float64 { return float64(s.RetryTax) }},
-		{"retry_tax_usd_share", "retry tax (USD)", 'r', true, func(s *model.Summary) float64 { return float64(s.RetryTaxUSDShare) }},
-		{"wasted_calls_per_job", "wasted calls per job", 'c', false, func(s *model.Summary) float64 { return float64(s.WastedPerJob) }},
-		{"breaker_open_s", "breaker open", 's', false, func(s *model.Summary) float64 { return float64(s.BreakerOpenS) }},
-		{"virtual_duration_s", "virtual time", 's', false, func(s *model.Summary) float64 { return float64(s.DurationS) }},
-	}
-}
-
-func (m simMetric) format(v float64, diff bool) string {
-	switch {
-	case math.IsNaN(v):
-		return "-"
-	case math.IsInf(v, 0):
-		return "∞"
-	}
-	s := m.formatRaw(v, diff)
-	if strings.Trim(s, "+-0.$%sp ") == "" {
-		// Rounded to nothing: no sign, so a change too small to show
-		// never reads as a loss.
-		return m.formatRaw(0, diff)
-	}
-	return s
-}
-
-func (m simMetric) formatRaw(v float64, diff bool) string {
-	sign := ""
-	if diff && v >= 0 {
-		sign = "+"
-	}
-	switch m.kind {
-	case 'r':
-		if diff {
-			return sign + strconv.FormatFloat(v*100, 'f', 2, 64) + " pp"
-		}
-		return strconv.FormatFloat(v*100, 'f', 2, 64) + "%"
-	case 's':
-		return sign + strconv.FormatFloat(v, 'f', 3, 64) + "s"
-	case 'c':
-		return sign + strconv.FormatFloat(v, 'f', 4, 64)
-	case 'u':
-		return sign + fmtUSDSig(v, 4)
-	case 't':
-		return sign + strconv.FormatFloat(v, 'f', 1, 64)
-	}
-	return sign + strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// parseLayers reads --layers: name=attempts pairs, comma-separated,
-// innermost first. Attempts count the first try (1 = no retries).
-func parseLayers(s string) ([]admit.Layer, error) {
-	var out []admit.Layer
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		name, val, ok := strings.Cut(part, "=")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" {
-			return nil, badInput("--layers: %q: want name=attempts (e.g. sdk=2,app=3,queue=3)", part)
-		}
-		n, err := parseCount(val)
-		if err != nil || n < 1 || n > 1000 {
-			return nil, badInput("--layers: %q: attempts must be a whole number from 1 to 1000 (1 means the layer does not retry)", part)
-		}
-		for _, l := range out {
-			if l.Name == name {
-				return nil, badInput("--layers: layer %q given twice", name)
-			}
-		}
-		out = append(out, admit.Layer{Name: name, Attempts: int(n)})
-	}
-	return out, nil
-}
-
-// layerRate is a per-attempt failure rate to evaluate the layers at.
-type layerRate struct {
-	Label string  `json:"policy"`
-	F     float64 `json:"attempt_failure_rate"`
-	Calls float64 `json:"expected_calls"`
-}
-
-type layersJSON struct {
-	Layers    []layerJSON `json:"layers"`
-	WorstCase int64       `json:"worst_case_calls"`
-	Expected  []layerRate `json:"expected,omitempty"`
-	Owners    []string    `json:"retry_owners"`
-}
-
-type layerJSON struct {
-	Name     string `json:"name"`
-	Attempts int    `json:"attempts"`
-}
-
-func layersFigures(ls []admit.Layer, rates []layerRate) *layersJSON {
-	out := &layersJSON{WorstCase: admit.LayersWorstCase(ls), Owners: admit.RetryOwners(ls)}
-	if out.Owners == nil {
-		out.Owners = []string{}
-	}
-	for _, l := range ls {
-		out.Layers = append(out.Layers, layerJSON{Name: l.Name, Attempts: l.Attempts})
-	}
-	for _, r := range rates {
-		r.Calls = admit.LayersExpectedCalls(ls, r.F)
-		out.Expected = append(out.Expected, r)
-	}
-	return out
-}
-
-// warnLayers is seed 004's rule: exactly one layer owns the retries.
-func warnLayers(io *IOStreams, ls []admit.Layer) {
-	if owners := admit.RetryOwners(ls); len(owners) > 1 {
-		fmt.Fprintf(io.ErrOut, "retrygate: warning: %d layers retry (%s): one user action can make %d provider calls; give one layer the retry budget and set the others to 1 attempt\n",
-			len(owners), strings.Join(owners, ", "), admit.LayersWorstCase(ls))
-	}
-}
-
-func printLayers(io *IOStreams, lj *layersJSON) error {
-	product := make([]string, len(lj.Layers))
-	for i, l := range lj.Layers {
-		product[i] = fmt.Sprintf("%s=%d", l.Name, l.Attempts)
-	}
-	rows := [][]string{{"worst case", strings.Join(product, " × "), strconv.FormatInt(lj.WorstCase, 10)}}
-	for _, r := range lj.Expected {
-		rows = append(rows, []string{"expected", fmt.Sprintf("f=%s (%s)", strings.TrimSuffix(strconv.FormatFloat(r.F*100, 'f', 2, 64), ".00")+"%", r.Label), fmtAttempts(r.Calls)})
-	}
-	return printTable(io, []string{"provider calls per user action", "layers (innermost first)", "calls"}, rows)
-}
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

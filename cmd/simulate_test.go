@@ -295,7 +295,7 @@ func TestSimulateScriptSeatEqualsRehearse(t *testing.T) {
 	for i := range logged {
 		sum.Add(&logged[i], logPath)
 	}
-	fromLog := model.View(sum.Summary(), false, time.Duration(got.Policies[0].DurationS*float64(time.Second)), nil)
+	fromLog := model.View(sum.Close(), false, time.Duration(got.Policies[0].DurationS*float64(time.Second)), nil)
 	// The summary counts durations at the log's milliseconds: the figures
 	// simulate prints are the figures of rehearse's log, end to end
 	// included. Compared as JSON, breakers aside (a log does not say).

@@ -106,7 +106,7 @@ func runTune(opts *TuneOptions) error {
 	if err != nil {
 		return err
 	}
-	s := sum.Summary()
+	s := sum.Close()
 	tuned, err := summary.Suggest(s, opts.Margin)
 	if err != nil {
 		return badInput("cannot tune from %s: %v", strings.Join(displayNames(logs), ", "), err)

@@ -179,9 +179,6 @@ func openRegular(path, what string, flag int, perm fs.FileMode) (*os.File, error
 		if errors.Is(err, syscall.ELOOP) && flag&noFollow != 0 {
 			return nil, fmt.Errorf("failed to open %s %q: is a symbolic link (give the path of the file itself)", what, path)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("failed to open %s %q: %w", what, path, fs.ErrNotExist)
-		}
 		return nil, fmt.Errorf("failed to open %s %q: %w", what, path, err)
 	}
 	st, err := f.Stat()

@@ -65,6 +65,14 @@ func JobTrack(rows []Row) admit.Track {
 	return g.track
 }
 
+// AddSpent adds one sent row to a job's spend: admit.Spent.Add, the one
+// spend accumulator, fed the attempt the row records (AttemptOf), as the
+// loop, the replay and the summary feed it.
+func AddSpent(s *admit.Spent, r *Row) {
+	a := AttemptOf(r)
+	s.Add(&a)
+}
+
 // JobSpend is what a job's rows have spent: the gate's inputs for its
 // next attempt (see JobTrack).
 func JobSpend(rows []Row) admit.Spent {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,19 +15,12 @@ import (
 	"retrygate/ledgerfile"
 )
 
-// writeBenchLog writes n rows shaped like a rehearsal: three seats, jobs
-// of one to three attempts, a mix of outcomes, costs and timestamps.
-func writeBenchLog(tb testing.TB, path string, n int) {
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	_, _ = w.WriteString(ledgerfile.Header + "\n")
+// benchRows makes n rows shaped like a rehearsal: three seats, jobs of
+// one to three attempts, a mix of outcomes, costs and timestamps.
+func benchRows(n int, fn func(*ledgerfile.Row)) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	seats := []string{"scratch", "cheap", "local"}
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-	var buf []byte
 	job := 0
 	for i := 0; i < n; {
 		job++
@@ -38,8 +32,8 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			if !last {
 				out = []admit.Outcome{admit.Timeout, admit.RateLimited, admit.ServerError, admit.Reset}[rng.IntN(4)]
 			}
-			wait := time.Duration(rng.ExpFloat64() * float64(1500*time.Millisecond))
-			el := wait + time.Duration(rng.ExpFloat64()*float64(4*time.Second))
+			wait := time.Duration(rng.ExpFloat64() * float64(1500*time.Millisecond)).Round(time.Millisecond)
+			el := wait + time.Duration(rng.ExpFloat64()*float64(4*time.Second)).Round(time.Millisecond)
 			prompt, comp := int64(500+rng.IntN(1500)), int64(rng.IntN(800))
 			r := ledgerfile.Row{
 				TS: ts, Job: fmt.Sprintf("job-%07d", job), Attempt: a, Seat: seats[min(a-1, 2)], Model: "gpt-4o-mini",
@@ -53,8 +47,7 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			if last {
 				r.JobEnd = ledgerfile.JobSucceeded
 			}
-			buf = ledgerfile.AppendRow(buf[:0], &r)
-			_, _ = w.Write(buf)
+			fn(&r)
 			spent.Time += el
 			spent.Tokens += r.Tokens
 			spent.Attempts++
@@ -62,12 +55,47 @@ func writeBenchLog(tb testing.TB, path string, n int) {
 			i++
 		}
 	}
+}
+
+// writeBenchLog writes benchRows(n) as a log.
+func writeBenchLog(tb testing.TB, path string, n int) {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	_, _ = w.WriteString(ledgerfile.Header + "\n")
+	var buf []byte
+	benchRows(n, func(r *ledgerfile.Row) {
+		buf = ledgerfile.AppendRow(buf[:0], r)
+		_, _ = w.Write(buf)
+	})
 	if err := w.Flush(); err != nil {
 		tb.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// BenchmarkSummarize1M is the summary's own share of report: a million
+// rows already parsed (200,000 rows fed five times), added and summed up.
+func BenchmarkSummarize1M(b *testing.B) {
+	var rows []ledgerfile.Row
+	benchRows(200_000, func(r *ledgerfile.Row) { rows = append(rows, *r) })
+	measure(b, func() any {
+		sum := New(Options{By: BySeat, SlowAfter: 10 * time.Second, Deadline: 45 * time.Second})
+		for range 5 {
+			for i := range rows {
+				sum.Add(&rows[i], "bench.log")
+			}
+		}
+		s := sum.Close()
+		if s.Rows != 1_000_000 {
+			b.Fatalf("rows %d", s.Rows)
+		}
+		return s
+	})
 }
 
 // BenchmarkReport1M generates a 1,000,000-row log once, then measures
@@ -106,7 +134,7 @@ func BenchmarkReport1M(b *testing.B) {
 			if _, _, err := Scan(f, path, false, func(r *ledgerfile.Row) { sum.Add(r, path) }); err != nil {
 				b.Fatal(err)
 			}
-			s := sum.Summary()
+			s := sum.Close()
 			if recs := Recommend(s, 1000); s.Rows != 1_000_000 || len(recs) != 3 {
 				b.Fatalf("rows %d, recs %d", s.Rows, len(recs))
 			}
@@ -144,4 +172,49 @@ func measure(b *testing.B, run func() any) {
 	if cpuOK {
 		b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	}
+}
+
+// TestWriteBenchLog writes the million-row log the benchmarks read to
+// $RETRYGATE_BENCH_LOG, for timing the whole `retrygate report` and
+// `check` processes against it (bench/compare.sh); skipped otherwise.
+func TestWriteBenchLog(t *testing.T) {
+	path := os.Getenv("RETRYGATE_BENCH_LOG")
+	if path == "" {
+		t.Skip("set RETRYGATE_BENCH_LOG=FILE to write the 1,000,000-row log")
+	}
+	writeBenchLog(t, path, 1_000_000)
+}
+
+// BenchmarkExactValues1M weighs the ways to keep a million durations for
+// exact percentiles: copy and sort them (slices.Sort), or count them at
+// the log's millisecond resolution, as values does.
+func BenchmarkExactValues1M(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ds := make([]time.Duration, 1_000_000)
+	for i := range ds {
+		ds[i] = time.Duration(rng.ExpFloat64() * float64(4*time.Second)).Round(time.Millisecond)
+	}
+	b.Run("sort", func(b *testing.B) {
+		for range b.N {
+			v := make([]float64, 0, len(ds))
+			for _, d := range ds {
+				v = append(v, d.Seconds())
+			}
+			slices.Sort(v)
+			if admit.Percentile(v, 50) <= 0 {
+				b.Fatal("no median")
+			}
+		}
+	})
+	b.Run("count", func(b *testing.B) {
+		for range b.N {
+			var v values
+			for _, d := range ds {
+				v.addDur(d)
+			}
+			if v.sorted(msUnit).Percentile(50) <= 0 {
+				b.Fatal("no median")
+			}
+		}
+	})
 }

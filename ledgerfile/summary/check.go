@@ -136,7 +136,7 @@ func (c *Check) Add(r *ledgerfile.Row, file string) {
 // Close judges the thresholds. The check passes when every threshold
 // passes and the budget admits every held-out row.
 func (c *Check) Close() *CheckResult {
-	s := c.sum.Summary()
+	s := c.sum.Close()
 	c.res.Summary, c.res.Judged = s, s.Rows
 	c.res.Thresholds = Evaluate(c.opts.Thresholds, s)
 	for _, t := range c.res.Thresholds {

@@ -10,23 +10,48 @@ import (
 	"retrygate/ledgerfile"
 )
 
-// Scan reads every row of one log and hands each to fn, in order. With
-// skipBad, malformed lines are collected in Skipped instead of stopping
-// the scan; torn lines are never fatal and come back in Torn.
+// Scan reads every row of one log and hands each to fn, in order, on
+// the caller's goroutine. With skipBad, malformed lines are collected in
+// Skipped instead of stopping the scan; torn lines are never fatal and
+// come back in Torn. Every row before an error reaches fn first.
+//
+// Parsing and fn run side by side: a goroutine reads batches of rows
+// while fn counts the previous ones (the reader copies or interns every
+// string it stores, so a row outlives the line it came from). Three
+// batches circulate, so memory stays bounded whatever the log's size.
 func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
 	rd := ledgerfile.NewReader(r, name)
 	rd.SkipBad(skipBad)
-	var row ledgerfile.Row
-	for {
-		err := rd.Next(&row)
-		if err == io.EOF {
-			return rd.Torn(), rd.Skipped(), nil
-		}
-		if err != nil {
-			return rd.Torn(), rd.Skipped(), err
-		}
-		fn(&row)
+	const batch, batches = 512, 3
+	full := make(chan []ledgerfile.Row, batches)
+	free := make(chan []ledgerfile.Row, batches)
+	for range batches {
+		free <- make([]ledgerfile.Row, batch)
 	}
+	var readErr error
+	go func() {
+		defer close(full)
+		for {
+			b := <-free
+			for i := range b {
+				if e := rd.Next(&b[i]); e != nil {
+					if e != io.EOF {
+						readErr = e
+					}
+					full <- b[:i]
+					return
+				}
+			}
+			full <- b
+		}
+	}()
+	for b := range full {
+		for i := range b {
+			fn(&b[i])
+		}
+		free <- b[:cap(b)]
+	}
+	return rd.Torn(), rd.Skipped(), readErr
 }
 
 // NewestTS is the latest ts of any complete row in r: what a relative

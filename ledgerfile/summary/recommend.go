@@ -27,10 +27,10 @@ func Recommend(s *Summary, maxTokens int64) []Recommendation {
 	n := ok.Elapsed.Len()
 	var out []Recommendation
 	soft := Recommendation{Key: "timeouts.soft", Seconds: Figure(ok.Elapsed.Percentile(75)), Rows: n,
-		Basis: "p75 of elapsed_s over ok attempts (seed 002)"}
+		Basis: "p75 of elapsed_s over ok attempts (the soft timeout near p75)"}
 	p99 := ok.Elapsed.Percentile(99)
 	hard := Recommendation{Key: "timeouts.hard", Seconds: Figure(2 * p99), Low: Figure(1.5 * p99), High: Figure(2 * p99), Rows: n,
-		Basis: fmt.Sprintf("1.5×–2× p99 of elapsed_s over ok attempts (p99 %s; seed 002)", secs(p99))}
+		Basis: fmt.Sprintf("1.5×–2× p99 of elapsed_s over ok attempts (p99 %s)", secs(p99))}
 	out = append(out, soft, hard)
 	if maxTokens > 0 {
 		r := Recommendation{Key: "timeouts.hard (max_tokens)", Rows: ok.RateRows}
@@ -41,7 +41,7 @@ func Recommend(s *Summary, maxTokens int64) []Recommendation {
 		} else {
 			rate := float64(ok.RateTokens) / ok.RateSeconds
 			r.Seconds = Figure(ttft + float64(maxTokens)/rate)
-			r.Basis = fmt.Sprintf("ttft %s (p95 wait_s of ok attempts) + %d tokens ÷ %.1f tokens/s (Σ completion_tokens ÷ Σ(elapsed_s − wait_s) of ok attempts; seed 001)",
+			r.Basis = fmt.Sprintf("ttft %s (p95 wait_s of ok attempts) + %d tokens ÷ %.1f tokens/s (Σ completion_tokens ÷ Σ(elapsed_s − wait_s) of ok attempts: the time-to-answer formula)",
 				secs(ttft), maxTokens, rate)
 		}
 		out = append(out, r)

@@ -166,7 +166,7 @@ type Wasted struct {
 // simulate.
 type JobFigures struct {
 	Jobs int64 `json:"jobs"`
-	// Time is each job's spent time (Spend) once it ended; Time, Tokens
+	// Time is each job's spent time (ledgerfile.AddSpent) once it ended; Time, Tokens
 	// and USD leave out jobs that sent nothing.
 	Time Sorted `json:"-"`
 	// TimeToSuccess is, for each job with a kept answer, the spent time
@@ -256,7 +256,7 @@ type OKFigures struct {
 	RateRows    int64
 }
 
-// Summarizer aggregates rows as they stream past (Add, then Summary once):
+// Summarizer aggregates rows as they stream past (Add, then Close once):
 // it keeps exact counts of the values percentiles need and a few numbers
 // per open job, freed at the job's job_end row.
 type Summarizer struct {
@@ -357,7 +357,7 @@ const jobChunk = 4096
 type jobState struct {
 	groups []int32 // groups touched besides the first
 
-	spend      admit.Spent // Spend over its sent rows so far
+	spend      admit.Spent // ledgerfile.AddSpent over its sent rows so far
 	terms      int         // durations summed into spend.Time
 	keptTokens int64
 	keptUSD    float64
@@ -451,12 +451,19 @@ func (s *Summarizer) group(key string) int32 {
 	if s.hasLastGroup && key == s.lastGroup {
 		return s.lastGroupIx // runs of rows on one seat skip the map
 	}
-	i, ok := s.groupIdx[key]
-	if ok {
+	if len(s.groups) <= 8 {
+		// A few seats: comparing keys beats hashing one.
+		for i, g := range s.groups {
+			if g.g.Key == key {
+				s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, int32(i), true
+				return int32(i)
+			}
+		}
+	} else if i, ok := s.groupIdx[key]; ok {
 		s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
 		return i
 	}
-	i = int32(len(s.groups))
+	i := int32(len(s.groups))
 	s.groups = append(s.groups, &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}})
 	s.groupIdx[key] = i
 	s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
@@ -496,21 +503,22 @@ func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
 	}
 	gi := s.group(s.groupKey(r, file))
 	g := s.groups[gi]
-	s.addRow(g, r)
-	s.addRow(s.all, r)
+	f := s.factsOf(r)
+	s.addRow(g, r, f)
+	s.addRow(s.all, r, f)
 
 	if r.Job == "" {
 		single := jobState{firstGroup: -1}
 		if r.HasSpent {
 			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
 		}
-		s.addJobRow(&single, gi, r, decision)
+		s.addJobRow(&single, gi, r, f, decision)
 		s.finishJob(&single)
 		return
 	}
 	ix := s.jobFor(r.Job)
 	js := &s.jobs[ix/jobChunk][ix%jobChunk]
-	s.addJobRow(js, gi, r, decision)
+	s.addJobRow(js, gi, r, f, decision)
 	if r.JobEnd != "" {
 		s.finishJob(js)
 		*js = jobState{}
@@ -548,7 +556,22 @@ func (s *Summarizer) jobFor(id string) int32 {
 	return ix
 }
 
-func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
+// rowFacts are what several figures ask of a row, worked out once.
+type rowFacts struct {
+	sent    bool
+	oi      uint8
+	billing admit.Billing
+}
+
+func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
+	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
+	if f.sent {
+		f.billing = s.billing(r)
+	}
+	return f
+}
+
+func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 	g.g.Rows++
 	if r.Holdout {
 		g.g.HeldOut++
@@ -557,10 +580,10 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 	// sent attempt's the gate cut (a wait_cap row says refuse: queue wait).
 	if reason := r.Reason(); reason != "" {
 		g.refusals[reason]++
-	} else if !r.WasSent() {
+	} else if !f.sent {
 		g.refusals["unsent"]++
 	}
-	if !r.WasSent() {
+	if !f.sent {
 		g.g.Refused++
 		return
 	}
@@ -573,14 +596,14 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row) {
 			g.ttfb.addDur(r.TTFB)
 		}
 	}
-	oi := outcomeIndex(r.Outcome)
+	oi := f.oi
 	g.outcomes[oi]++
 	g.tokensAll = admit.AddTokens(g.tokensAll, r.Tokens)
 	if r.HasCost {
 		g.usdAll = admit.AddUSD(g.usdAll, r.CostUSD)
 		g.costRows++
 	}
-	billed := s.billing(r).Billed()
+	billed := f.billing.Billed()
 	if billed {
 		g.g.Billed++
 	}
@@ -600,29 +623,18 @@ func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
 	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
 }
 
-// Spend adds a sent row to its job's spend: the gate's inputs for the
-// job's next attempt. Time is each sent attempt's elapsed plus the
-// backoff slept before it, at the log's resolution (milliseconds), so a
-// spend summed while a run writes its rows equals one summed from its
-// log; tokens and USD are summed; every sent row uses an attempt.
-func Spend(s *admit.Spent, r *ledgerfile.Row) {
-	s.Time = admit.AddDuration(s.Time, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
-	s.Tokens = admit.AddTokens(s.Tokens, r.Tokens)
-	s.USD = admit.AddUSD(s.USD, r.CostUSD)
-	s.Attempts++
-}
-
 // logged is a duration as the log keeps it.
 func logged(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // MissesDeadline is the one deadline-miss rule: the policy stops the job
 // for its deadline. Either its decision for the row is `refuse:
-// deadline`, or the row is a sent attempt that timed out at the end of
-// what was left of the deadline: spent (the job's Spend through this
-// attempt, its own delay and elapsed included) reaches the deadline.
-// Spend sums durations rounded to the log's milliseconds, so the reach is
-// judged within that rounding: half a millisecond per duration summed
-// (terms).
+// deadline` (logged, or replayed by check), or the row is a sent attempt
+// that timed out at the end of what was left of the deadline: spent, the
+// job's spend through this attempt (ledgerfile.AddSpent; its own delay
+// and elapsed included), reaches the deadline. AddSpent rounds each
+// duration to the log's milliseconds, so the reach is judged within that
+// rounding: half a millisecond per duration summed (terms). Note text is
+// never read.
 func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, terms int, deadline time.Duration) bool {
 	if decision == deadlineRefusal {
 		return true
@@ -635,7 +647,7 @@ func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, ter
 
 var deadlineRefusal = admit.Refuse(admit.ReasonDeadline).String()
 
-func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decision string) {
+func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowFacts, decision string) {
 	js.seen++
 	attempt := int32(r.Attempt)
 	if attempt == 0 {
@@ -653,8 +665,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 	if r.JobEnd != "" && attempt >= js.endAttempt {
 		js.end8, js.endAttempt = endCode(r.JobEnd), attempt
 	}
-	sent := r.WasSent()
-	oi := uint8(outcomeIndex(r.Outcome))
+	sent, oi := f.sent, f.oi
 	waste := sent && oi != okIndex
 	if !r.TS.IsZero() {
 		ts := r.TS.UnixNano()
@@ -676,7 +687,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 			s.countWasted(s.seats[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
 		}
 		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
-		js.lastAmbig = sent && oi != okIndex && s.billing(r) == admit.Ambiguous
+		js.lastAmbig = sent && oi != okIndex && f.billing == admit.Ambiguous
 		js.cand = waste
 		if waste {
 			js.candSeat, js.candOutcome, js.candGroup, js.candTokens = s.seatIndex(r.Seat), oi, gi, r.Tokens
@@ -688,9 +699,9 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 
 	before := js.spend.Time
 	if sent {
-		Spend(&js.spend, r)
+		ledgerfile.AddSpent(&js.spend, r)
 		js.terms += 2
-		if s.billing(r).Billed() {
+		if f.billing.Billed() {
 			js.billed++
 		}
 		if !r.HasCost {
@@ -727,7 +738,13 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, decisi
 }
 
 func (s *Summarizer) seatIndex(seat string) int32 {
-	if i, ok := s.seatIx[seat]; ok {
+	if len(s.seats) <= 8 {
+		for i, x := range s.seats {
+			if x == seat {
+				return int32(i)
+			}
+		}
+	} else if i, ok := s.seatIx[seat]; ok {
 		return i
 	}
 	i := int32(len(s.seats))
@@ -845,11 +862,12 @@ const (
 	countUnit = 1
 )
 
-// Summary finishes the jobs still open and computes every figure. Call it
-// once, after the last Add.
-func (s *Summarizer) Summary() *Summary {
+// Close finishes the jobs still open and computes every figure, once,
+// after the last Add: every view (tables, JSON, thresholds, tune, the
+// simulator's figures) reads the one result.
+func (s *Summarizer) Close() *Summary {
 	if s.done {
-		panic("summary: Summary called twice")
+		panic("summary: Close called twice")
 	}
 	s.done = true
 	// Jobs with no job_end row (hand-written logs, a crashed run) end here.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func summarize(t *testing.T, path string, opts Options) *Summary {
 	s := New(opts)
 	_, _, err = Scan(f, path, false, func(r *ledgerfile.Row) { s.Add(r, path) })
 	require.NoError(t, err)
-	return s.Summary()
+	return s.Close()
 }
 
 func summarizeText(t *testing.T, text string, opts Options) *Summary {
@@ -32,7 +33,7 @@ func summarizeText(t *testing.T, text string, opts Options) *Summary {
 	s := New(opts)
 	_, _, err := Scan(strings.NewReader(text), "t.log", false, func(r *ledgerfile.Row) { s.Add(r, "t.log") })
 	require.NoError(t, err)
-	return s.Summary()
+	return s.Close()
 }
 
 func group(t *testing.T, s *Summary, key string) *Group {
@@ -258,7 +259,7 @@ func TestSuggest(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	tuned, err := Suggest(sum.Summary(), DefaultMargin)
+	tuned, err := Suggest(sum.Close(), DefaultMargin)
 	require.NoError(t, err)
 	// The wait cap rests on the attempts that produced content (a1 1.0,
 	// b2 0.5, c2 1.5: p95 1.5 × 1.25 → 1.9s), not on d1's slow 500, whose
@@ -321,9 +322,10 @@ func TestFigureJSON(t *testing.T) {
 	}
 }
 
-// Counted values are exact: the same sorted list, the same nearest-rank
-// percentiles, whether a value is a whole millisecond, a big one past
-// the dense range, or a duration in nanoseconds.
+// Counted values are exact at the log's resolution: the same sorted
+// list, the same nearest-rank percentiles, whether a value is small, one
+// past the dense range, or a duration in nanoseconds (rounded as the log
+// rounds it).
 func TestValuesExact(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 3000).Draw(t, "n")
@@ -337,11 +339,7 @@ func TestValuesExact(t *testing.T) {
 		for range n {
 			d := gen.Draw(t, "d")
 			vals.addDur(d)
-			if d%time.Millisecond == 0 {
-				want = append(want, float64(d/time.Millisecond)*msUnit)
-			} else {
-				want = append(want, d.Seconds())
-			}
+			want = append(want, float64(d.Round(time.Millisecond)/time.Millisecond)*msUnit) // the log's resolution
 		}
 		slices.Sort(want)
 		got := vals.sorted(msUnit)
@@ -356,6 +354,19 @@ func TestValuesExact(t *testing.T) {
 		}
 		if m := merge(got, got); m.Len() != 2*got.Len() || (n > 0 && m.Percentile(50) != got.Percentile(50)) {
 			t.Fatalf("merging a distribution with itself changes its median")
+		}
+
+		// Amounts (USD) are counted by their exact value.
+		var usd values
+		amounts := make([]float64, 0, n)
+		for range n {
+			x := float64(rapid.IntRange(0, 50).Draw(t, "cents")) / 100
+			usd.addFloat(x)
+			amounts = append(amounts, x)
+		}
+		slices.Sort(amounts)
+		if !slices.Equal(amounts, usd.sorted(countUnit).Values()) {
+			t.Fatalf("counted amounts differ from the sorted list")
 		}
 	})
 }
@@ -384,4 +395,106 @@ job=d attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
 	assert.Equal(t, int64(1), group(t, s, "t").Jobs)
 	assert.Equal(t, int64(1), group(t, s, "t").Succeeded, "a's answer came from t")
 	assert.InDeltaSlice(t, []float64{1, 1, 2, 2}, s.Jobs.AttemptsPerSuccess.Values(), 0)
+}
+
+// The one deadline-miss rule: a refusal for the deadline (logged, or
+// replayed), or a timeout cut at the end of what was left of the
+// deadline. Note text is never read.
+func TestDeadlineMissRule(t *testing.T) {
+	s := summarizeText(t, `
+job=a attempt=1 wait_s=1 elapsed_s=20 tokens=10 outcome=timeout
+job=a attempt=2 wait_s=1 elapsed_s=20 tokens=10 outcome=timeout delay_s=5 job_end=unknown
+job=b attempt=1 wait_s=1 elapsed_s=20 tokens=10 outcome=timeout job_end=unknown
+job=c attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+job=c attempt=2 wait_s=1 elapsed_s=2 tokens=10 decision="refuse: deadline" sent=false job_end=failed
+job=d attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=server_error note="also: deadline" job_end=failed
+job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
+`, Options{Deadline: 45 * time.Second})
+	// a: 20 + 5 + 20 = 45 reaches 45s; b: 20 < 45; c refused for it; d's
+	// note says "deadline" but nothing stopped it for the deadline.
+	assert.Equal(t, int64(2), s.Jobs.DeadlineMisses)
+	assert.InDelta(t, 0.4, float64(s.Jobs.DeadlineMissRate), 1e-12)
+
+	// Under a replay, the replayed decision is the one judged.
+	sum := New(Options{Deadline: 45 * time.Second})
+	var r ledgerfile.Row
+	require.NoError(t, ledgerfile.ParseLine([]byte(`job=f attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded`), &r))
+	sum.AddAs(&r, "x", "refuse: deadline")
+	got := sum.Close()
+	assert.Equal(t, int64(1), got.Jobs.DeadlineMisses)
+	assert.Equal(t, int64(1), got.RefusedRows)
+
+	// A cut that lands a rounding's hair short of the deadline is a cut at
+	// its end: the log keeps milliseconds.
+	var cut ledgerfile.Row
+	cut.Job, cut.Attempt, cut.Outcome, cut.Elapsed, cut.JobEnd = "g", 1, admit.Timeout, 45*time.Second-400*time.Microsecond, "unknown"
+	sum = New(Options{Deadline: 45*time.Second + 500*time.Microsecond})
+	sum.Add(&cut, "x")
+	assert.Equal(t, int64(1), sum.Close().Jobs.DeadlineMisses)
+}
+
+// A summary made while rows are written equals the summary of the log
+// they were written to: durations are counted at the log's milliseconds,
+// so every figure a run reports is the figure check reads back.
+func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		deadline := time.Duration(rapid.IntRange(1, 60).Draw(t, "deadline_s")) * time.Second
+		opts := Options{Deadline: deadline, SlowAfter: 10 * time.Second}
+		live := New(opts)
+		var log []byte
+		ts := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		outcomes := []admit.Outcome{admit.OK, admit.Timeout, admit.ServerError, admit.RateLimited, admit.Reset, admit.WaitCap}
+		for j := range rapid.IntRange(1, 30).Draw(t, "jobs") {
+			n := rapid.IntRange(1, 4).Draw(t, "attempts")
+			for a := 1; a <= n; a++ {
+				dur := func(label string) time.Duration {
+					return time.Duration(rapid.Int64Range(0, int64(30*time.Second)).Draw(t, label))
+				}
+				wait := dur("wait")
+				r := ledgerfile.Row{TS: ts, Job: "j" + strconv.Itoa(j), Attempt: a, Seat: "s" + strconv.Itoa(a%2),
+					Wait: wait, Elapsed: wait + dur("gen"), Delay: dur("delay") / 10, Tokens: int64(rapid.IntRange(0, 3000).Draw(t, "tokens")),
+					Outcome: rapid.SampledFrom(outcomes).Draw(t, "outcome"), Decision: "admit"}
+				if rapid.IntRange(0, 9).Draw(t, "refused") == 0 {
+					r.Outcome, r.Unsent, r.Decision = "", true, rapid.SampledFrom([]string{"refuse: deadline", "refuse: queue wait"}).Draw(t, "why")
+				}
+				if a == n || r.Outcome == admit.OK {
+					r.JobEnd = ledgerfile.JobFailed
+					if r.Outcome == admit.OK {
+						r.JobEnd = ledgerfile.JobSucceeded
+					}
+					a = n
+				}
+				live.Add(&r, "t.log")
+				log = ledgerfile.AppendRow(log, &r)
+				ts = ts.Add(time.Duration(rapid.IntRange(1, 5000).Draw(t, "gap_ms")) * time.Millisecond)
+			}
+		}
+		rows, _, err := ledgerfile.ReadAll(strings.NewReader(string(log)), "t.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := New(opts)
+		for i := range rows {
+			read.Add(&rows[i], "t.log")
+		}
+		a, b := live.Close(), read.Close()
+		for _, m := range []string{"deadline_miss_rate", "unknown_rate", "refused_rate", "attempts_per_success", "wait_s", "elapsed_s", "tokens"} {
+			oa, na := a.Observed(m)
+			ob, nb := b.Observed(m)
+			for _, expr := range []string{"rate >= 0", "value >= 0", "p(95) >= 0", "p(50) >= 0", "avg >= 0"} {
+				th, err := admit.ParseThreshold(m, expr)
+				if err != nil {
+					continue
+				}
+				va, _ := th.Eval(oa)
+				vb, _ := th.Eval(ob)
+				if na != nb || !(va == vb || math.IsNaN(va) && math.IsNaN(vb)) {
+					t.Fatalf("%s %s: %g over %d live, %g over %d from the log", m, expr, va, na, vb, nb)
+				}
+			}
+		}
+		if x, y := a.Jobs.EndToEnd.Percentile(99), b.Jobs.EndToEnd.Percentile(99); x != y {
+			t.Fatalf("end to end p99: %g live, %g from the log", x, y)
+		}
+	})
 }

@@ -14,18 +14,20 @@ import (
 // costs an increment per value and memory per distinct value, and the
 // sorted order comes for free (no sort of a million floats: a plain sort
 // took 136 ms per million, a radix sort 67 ms, counting needs neither).
-// A value that is not a whole unit (a hand-written 1.2345, a simulated
-// duration in nanoseconds) is kept as it is, beside the counts.
+// Durations are counted at the log's resolution (milliseconds), so a
+// summary made while a run writes its rows equals one made from its log.
+// A value with no unit (USD) is counted by its exact float64.
 type values struct {
-	dense  []uint32         // dense[k]: how many values are k units
-	sparse map[int64]uint32 // whole units past the dense range
-	other  []float64        // values that are not a whole number of units
+	dense  []uint32           // dense[k]: how many values are k units
+	sparse map[int64]uint32   // whole units past the dense range
+	other  map[float64]uint32 // values that are not a whole number of units
 	n      int64
 }
 
-// denseUnits bounds the counted range that lives in an array: 131 s in
-// milliseconds, or 131,072 tokens (512 KiB of counts at most).
-const denseUnits = 1 << 17
+// denseUnits bounds the counted range that lives in an array: 32.8 s in
+// milliseconds, or 32,768 tokens (128 KiB of counts at most, small
+// enough to stay in cache); past it, a map holds the rarer values.
+const denseUnits = 1 << 15
 
 func (v *values) addUnits(k int64) {
 	v.n++
@@ -44,14 +46,15 @@ func (v *values) addUnits(k int64) {
 	v.sparse[k]++
 }
 
-// addDur counts a duration, in seconds.
+// addDur counts a duration as the log keeps it (milliseconds), read in
+// seconds.
 func (v *values) addDur(d time.Duration) {
-	if d >= 0 && d%time.Millisecond == 0 {
-		v.addUnits(int64(d / time.Millisecond))
+	ms := int64(logged(d) / time.Millisecond)
+	if ms >= 0 {
+		v.addUnits(ms)
 		return
 	}
-	v.n++
-	v.other = append(v.other, d.Seconds())
+	v.addFloat(float64(ms) * msUnit)
 }
 
 // addCount counts a whole number (tokens, attempts).
@@ -60,26 +63,39 @@ func (v *values) addCount(k int64) {
 		v.addUnits(k)
 		return
 	}
-	v.n++
-	v.other = append(v.other, float64(k))
+	v.addFloat(float64(k))
 }
 
-// addFloat keeps a value that has no unit (USD).
+// addFloat counts a value that has no unit (USD).
 func (v *values) addFloat(x float64) {
 	v.n++
-	v.other = append(v.other, x)
+	if v.other == nil {
+		v.other = map[float64]uint32{}
+	}
+	v.other[x]++
 }
 
 // sorted finishes the values: unit is what one counted unit is worth
 // (0.001 for seconds kept as milliseconds, 1 for counts).
 func (v *values) sorted(unit float64) Sorted {
 	var s Sorted
-	slices.Sort(v.other)
+	others := make([]float64, 0, len(v.other))
+	for x := range v.other {
+		others = append(others, x)
+	}
+	slices.Sort(others)
 	var keys []int64
 	for k := range v.sparse {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	distinct := len(keys) + len(others)
+	for _, c := range v.dense {
+		if c != 0 {
+			distinct++
+		}
+	}
+	s.vals, s.cum = make([]float64, 0, distinct), make([]int64, 0, distinct)
 	di, ki, oi := 0, 0, 0
 	// Merge the three ascending sources, summing equal values.
 	for {
@@ -95,8 +111,8 @@ func (v *values) sorted(unit float64) Sorted {
 				best, from = x, 1
 			}
 		}
-		if oi < len(v.other) {
-			if x := v.other[oi]; from < 0 || x < best {
+		if oi < len(others) {
+			if x := others[oi]; from < 0 || x < best {
 				best, from = x, 2
 			}
 		}
@@ -112,7 +128,7 @@ func (v *values) sorted(unit float64) Sorted {
 			c = int64(v.sparse[keys[ki]])
 			ki++
 		default:
-			c = 1
+			c = int64(v.other[others[oi]])
 			oi++
 		}
 		s.push(best, c)

@@ -95,7 +95,7 @@ func Run(s Sim) (*Summary, error) {
 	for i := range s.Seats {
 		open[i] = l.Breaker(i).OpenTime(end)
 	}
-	out := View(sum.Summary(), priced(s.Seats), res.Elapsed, open)
+	out := View(sum.Close(), priced(s.Seats), res.Elapsed, open)
 	out.Interrupted = res.Interrupted
 	out.Rate = s.Rate
 	return out, nil

@@ -203,9 +203,9 @@ func TestSimulateScriptSeatIsTheLoop(t *testing.T) {
 	assert.Equal(t, 5, s.WastedCalls, "every failed attempt was followed by another row")
 }
 
-// The aggregator over rows read back from a log gives the same figures
+// The summary over rows read back from a log gives the same figures
 // as over the rows as the loop wrote them.
-func TestSimulateAggregatorOverALog(t *testing.T) {
+func TestSimulateSummaryOverALog(t *testing.T) {
 	m := mustParse(t, "lognormal p50=2s p99=20s 429=2% 5xx=3% reset=1% tokens=1500 prompt=1000")
 	p := rehearse.DefaultPolicy()
 	chain := []seat.Config{{Name: "scratch", PriceIn: 0.15, PriceOut: 0.6}}
@@ -221,7 +221,7 @@ func TestSimulateAggregatorOverALog(t *testing.T) {
 	for i := range rows {
 		sum.Add(&rows[i], "sim.log")
 	}
-	fromLog := View(sum.Summary(), true, time.Duration(s.DurationS*float64(time.Second)), nil)
+	fromLog := View(sum.Close(), true, time.Duration(s.DurationS*float64(time.Second)), nil)
 	// The summary counts durations at the log's milliseconds; costs are as written.
 	assert.Equal(t, s.Jobs, fromLog.Jobs)
 	assert.Equal(t, s.Succeeded, fromLog.Succeeded)
