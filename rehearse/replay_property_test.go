@@ -1,6 +1,7 @@
 package rehearse
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -127,5 +128,35 @@ func TestReplayUnderOwnPolicyFlipsNothing(t *testing.T) {
 					i+1, back[i].Job, back[i].Attempt, res.Logged, res.Now, rows(out).log())
 			}
 		}
+
+		// check --policy over the log computes the figures the run's own
+		// end-of-run summary gave.
+		run := summary.New(summary.Options{By: summary.BySeat, SlowAfter: pol.Retry.SlowServerAfter, Deadline: pol.Budget.Deadline})
+		for i := range out {
+			run.Add(&out[i], "run.log")
+		}
+		own := run.Close()
+		th, err := admit.ParseThreshold("refused_rate", "rate <= 100%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		chk, err := summary.NewCheck(summary.CheckOptions{Budget: pol.Budget, Retry: pol.Retry,
+			SlowAfter: pol.Retry.SlowServerAfter, Thresholds: []summary.Threshold{{Threshold: th}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range back {
+			chk.Add(&back[i], "run.log")
+		}
+		got := chk.Close().Summary
+		same := func(name string, a, b summary.Figure) {
+			if !(a == b || math.IsNaN(float64(a)) && math.IsNaN(float64(b))) {
+				t.Fatalf("%s: the run said %v, check over its log says %v\n%s", name, a, b, rows(out).log())
+			}
+		}
+		same("deadline_miss_rate", own.Jobs.DeadlineMissRate, got.Jobs.DeadlineMissRate)
+		same("unknown_rate", own.All.UnknownRate, got.All.UnknownRate)
+		same("refused_rate", own.RefusedRate, got.RefusedRate)
+		same("attempts_per_success", own.All.AttemptsPerSuccess, got.All.AttemptsPerSuccess)
 	})
 }

@@ -68,13 +68,7 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 	}
 	d, before := g.Judge(p.rules, r)
 	next := admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
-	logged := r.Decision
-	if logged == "" {
-		logged = "admit"
-		if !r.WasSent() {
-			logged = "refuse" // sent=false without a reason
-		}
-	}
+	logged := LoggedDecision(r)
 	out := Replayed{
 		File: file, Line: r.Line, Job: r.Job, Attempt: r.Attempt, Seat: r.Seat, HeldOut: r.Holdout,
 		Logged: logged, Now: d.String(), Spent: before, Next: next, Gate: d,

@@ -470,16 +470,18 @@ func (s *Summarizer) group(key string) int32 {
 	return i
 }
 
-// LoggedDecision is the decision a row records: "admit" for a sent row,
-// its refusal otherwise ("refuse" for sent=false without a reason).
+// LoggedDecision is the decision a row records: its decision key; without
+// one, "admit" for a sent row and "refuse" for one refused before sending.
+// A sent row cut by the wait cap records "refuse: queue wait": the policy
+// refused it, live.
 func LoggedDecision(r *ledgerfile.Row) string {
-	if r.WasSent() {
+	switch {
+	case r.Decision != "" && (r.Decision != admitted || r.WasSent()):
+		return r.Decision
+	case r.WasSent():
 		return admitted
 	}
-	if r.Decision == "" || r.Decision == admitted {
-		return "refuse"
-	}
-	return r.Decision
+	return "refuse"
 }
 
 const admitted = "admit"
