@@ -7,12 +7,15 @@
 # in a temp dir (as the postgres user when run as root: postgres refuses
 # root), starts it on a free 127.0.0.1 port with trust auth, exports
 #   RETRYGATE_TEST_PG=postgres://postgres@127.0.0.1:PORT/postgres
-#   RETRYGATE_TEST_PGDATA=DIR       (tests that restart the server use it)
-#   RETRYGATE_TEST_PGUSER=USER      (the system user that owns DIR)
-#   RETRYGATE_TEST_PGBIN, RETRYGATE_TEST_PGOPTS (pg_ctl's dir, its -o options)
+#   RETRYGATE_TEST_PGBIN=DIR        (initdb and pg_ctl, for tests that start
+#   RETRYGATE_TEST_PGUSER=USER       a server of their own to restart it)
 # runs the command, and stops the server and removes the cluster at the end,
 # whatever the command's exit status (which is this script's).
 set -euo pipefail
+if [ $# -eq 0 ]; then
+  echo "usage: .ci/postgres.sh COMMAND [ARG...]" >&2
+  exit 2
+fi
 
 find_bin() {
   local name=$1 d
@@ -77,16 +80,10 @@ fi
 "$PG_ISREADY" -q -h 127.0.0.1 -p "$port"
 
 export RETRYGATE_TEST_PG="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-export RETRYGATE_TEST_PGDATA="$dir/data"
 export RETRYGATE_TEST_PGUSER="$pguser"
 export RETRYGATE_TEST_PGBIN="$BIN_DIR"
-export RETRYGATE_TEST_PGOPTS="$(opts)"
 echo "== postgres: $RETRYGATE_TEST_PG ($("$BIN_DIR/postgres" --version))" >&2
 
-if [ $# -eq 0 ]; then
-  echo "usage: .ci/postgres.sh COMMAND [ARG...]" >&2
-  exit 2
-fi
 set +e
 "$@"
 rc=$?

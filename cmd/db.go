@@ -57,17 +57,20 @@ PGPASSWORD works too.` + exitStatus("the schema is ready", "not used"),
 }
 
 func (o *DBInitOptions) fill(f *Factory, c *cobra.Command, args []string) error {
-	u, err := dbURL(f, c, args, "URL")
+	if len(args) > 0 && !isDBLog(args[0]) {
+		return badInput("URL %q: not a postgres:// URL", args[0])
+	}
+	u, err := logArg(f, c, args)
 	o.URL = u
 	return err
 }
 
-// dbURL is the database a db or log command works on: its argument, else
-// the config's log when that is a URL.
-func dbURL(f *Factory, c *cobra.Command, args []string, what string) (string, error) {
+// logArg is the log a db or log command works on: its argument, else the
+// config's log (RETRYGATE_LOG, the log: key; default rehearsal.log).
+func logArg(f *Factory, c *cobra.Command, args []string) (string, error) {
 	if len(args) > 0 {
-		if !isDBLog(args[0]) {
-			return "", badInput("%s %q: not a postgres:// URL", what, args[0])
+		if strings.TrimSpace(args[0]) == "" {
+			return "", badInput("log: empty name")
 		}
 		return args[0], nil
 	}
@@ -76,17 +79,17 @@ func dbURL(f *Factory, c *cobra.Command, args []string, what string) (string, er
 		return "", err
 	}
 	name, err := cfg.str("log")
-	if err != nil {
-		return "", err
+	if err == nil && strings.TrimSpace(name) == "" {
+		err = badInput("log: empty name")
 	}
-	if !isDBLog(name) {
-		return "", withHint(badInput("%s: required (the config's log %q is not a postgres:// URL)", what, logDisplay(strings.TrimSpace(name))),
-			"give it, or set RETRYGATE_LOG=postgres://…")
-	}
-	return name, nil
+	return name, err
 }
 
 func runDBInit(o *DBInitOptions, f *Factory) error {
+	if !isDBLog(o.URL) {
+		fmt.Fprintf(o.IO.ErrOut, "retrygate: the log %s is a file: nothing to set up (give a postgres:// URL)\n", o.URL)
+		return nil
+	}
 	from, err := pgstore.Init(f.Ctx, o.URL)
 	if err != nil {
 		return withHint(badInputErr(err), dbHint)

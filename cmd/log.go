@@ -41,16 +41,17 @@ loads a file.` + exitStatus("done", "not used"),
 func newLogExportCmd(f *Factory, runF func(*LogExportOptions) error) *cobra.Command {
 	opts := &LogExportOptions{IO: f.IO}
 	return &cobra.Command{
-		Use:   "export [URL]",
+		Use:   "export [LOG]",
 		Short: "Print a PostgreSQL log in the file format",
 		Long: `Print every row and comment of a log kept in PostgreSQL on stdout, in
 the rehearsal.log format: the same bytes the file writer would have
 written. Rows stream from the server, so memory stays bounded however
-long the log. The URL is the argument, else the config's log.` + exitStatus("done", "not used"),
+long the log. LOG is a postgres:// URL (or a file, printed as the writer
+writes it), else the config's log.` + exitStatus("done", "not used"),
 		Example: `  retrygate log export postgres://retrygate@db.internal/retrygate > rehearsal.log`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			u, err := dbURL(f, c, args, "URL")
+			u, err := logArg(f, c, args)
 			if err != nil {
 				return err
 			}
@@ -78,18 +79,19 @@ func runLogExport(o *LogExportOptions, f *Factory) error {
 func newLogImportCmd(f *Factory, runF func(*LogImportOptions) error) *cobra.Command {
 	opts := &LogImportOptions{IO: f.IO}
 	return &cobra.Command{
-		Use:   "import FILE [URL]",
+		Use:   "import FILE [LOG]",
 		Short: "Load a log file into PostgreSQL",
 		Long: `Load every row and comment of a log file into a log kept in PostgreSQL,
-in one transaction: all of it or none. The file is read strictly (a bad
-line is named by its number). A (job, attempt) that is already in the
-database, or twice in the file, is refused. The URL is the second
-argument, else the config's log.` + exitStatus("done", "not used"),
+in one transaction with COPY: all of it or none. The file is read
+strictly (a bad line is named by its number). A (job, attempt) that is
+already in the log, or twice in the file, is refused. LOG is a
+postgres:// URL, else the config's log; it may be a file too (the rows
+are appended under its lock, all or none; comments are not copied).` + exitStatus("done", "not used"),
 		Example: `  retrygate log import rehearsal.log postgres://retrygate@db.internal/retrygate`,
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.File = args[0]
-			u, err := dbURL(f, c, args[1:], "URL")
+			u, err := logArg(f, c, args[1:])
 			if err != nil {
 				return err
 			}
@@ -111,12 +113,18 @@ func runLogImport(o *LogImportOptions, f *Factory) error {
 	if st, err := fh.Stat(); err == nil && st.IsDir() {
 		return badInput("failed to read log %q: is a directory", o.File)
 	}
-	s, err := pgstore.Open(f.Ctx, o.URL, pgstore.Options{})
+	l, err := openLog(f.Ctx, nil, o.URL, false)
 	if err != nil {
-		return withHint(badInputErr(fmt.Errorf("failed to open log %s: %w", logDisplay(o.URL), err)), dbHint)
+		return err
 	}
-	defer s.Close()
-	n, err := s.Import(f.Ctx, store.Entries(fh, o.File))
+	defer l.Close()
+	var n int64
+	switch dst := l.(*reportingLog).Log.(type) {
+	case *pgstore.Store:
+		n, err = dst.Import(f.Ctx, store.Entries(fh, o.File))
+	case *store.File:
+		n, err = dst.Import(f.Ctx, store.Entries(fh, o.File))
+	}
 	if err != nil {
 		var pe *pgstore.Error
 		if errors.As(err, &pe) && !errors.Is(err, store.ErrDuplicate) {

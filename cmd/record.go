@@ -98,6 +98,9 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if strings.TrimSpace(o.LogPath) == "" {
 		return badInput("--log: empty path")
 	}
+	if err := notYetDBLog("record", o.LogPath); err != nil {
+		return err
+	}
 	r := &o.Row
 	get := func(name string) string { return c.Flags().Lookup(name).Value.String() }
 	r.Job = get("job")

@@ -187,6 +187,9 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	if strings.TrimSpace(o.LogPath) == "" {
 		return badInput("--log: empty path")
 	}
+	if err := notYetDBLog("rehearse", o.LogPath); err != nil {
+		return err
+	}
 	p, seats, err := cfg.policy()
 	if err != nil {
 		return err

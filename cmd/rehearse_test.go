@@ -173,7 +173,7 @@ func TestRehearseJSON(t *testing.T) {
 	assert.True(t, got.Demo)
 	// The figures check computes over the log: 1 of 3 rows refused, the
 	// one job unknown, no answer.
-	assert.Equal(t, jobsJSON{Total: 1, Unknown: 1, UnknownRate: 1, RefusedRate: summary.Figure(1.0 / 3),
+	assert.Equal(t, jobsJSON{Total: 1, Unknown: 1, UnknownRate: 1, RefusedRate: summary.Figure(2.0 / 3), // the wait-capped attempt and the one the cap refused
 		AttemptsPerSuccess: 0}, got.Jobs)
 	require.Len(t, got.Seats, 1)
 	assert.Equal(t, int64(2), got.Seats[0].Attempts)

@@ -160,7 +160,7 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		if strings.TrimSpace(spec) == "" {
 			return badInput("--model: empty (want e.g. \"lognormal p50=2.1s p99=14s\", log:FILE or script:FILE)")
 		}
-		if o.Model, err = model.Parse(spec); err != nil {
+		if o.Model, err = parseModel(f.Ctx, spec); err != nil {
 			return withHint(badInput("--model: %v", err), "see 'retrygate simulate --help' for the model grammar")
 		}
 	}

@@ -6,10 +6,12 @@ import (
 	"io"
 	"os"
 	"retrygate/ledgerfile/claims"
+	"strings"
 
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore"
+	"retrygate/rehearse/model"
 )
 
 // This file is the one place a log or claim store is opened from what a
@@ -170,4 +172,39 @@ func runClaimStore(o *ClaimOptions) error {
 		fmt.Fprintln(o.IO.Out, ms)
 	}
 	return nil
+}
+
+// parseModel is model.Parse, with `log:postgres://…[:SEAT]` read from the
+// database: the bootstrap model over the same rows a file would hold.
+func parseModel(ctx context.Context, spec string) (model.Model, error) {
+	u, ok := strings.CutPrefix(strings.TrimSpace(spec), "log:")
+	if !ok || !isDBLog(u) {
+		return model.Parse(spec)
+	}
+	seatName := ""
+	// A seat follows the URL after a colon past the database's path
+	// (postgres://h:5432/db:scratch); the port's colon comes before it.
+	if rest := u[strings.Index(u, "://")+3:]; strings.Contains(rest, "/") {
+		path := rest[strings.Index(rest, "/"):]
+		if i := strings.LastIndexByte(path, ':'); i >= 0 {
+			seatName = path[i+1:]
+			u = u[:len(u)-len(path)+i]
+		}
+	}
+	rows, err := readJob(ctx, u, "")
+	if err != nil {
+		return nil, err
+	}
+	return model.FromRows(rows, logDisplay(u), seatName)
+}
+
+// notYetDBLog refuses a postgres:// log in a command that writes only
+// files so far, naming the database without its password (a path error
+// would print the URL whole).
+func notYetDBLog(command, name string) error {
+	if !isDBLog(name) {
+		return nil
+	}
+	return withHint(badInput("--log %s: %s writes only to a file so far", logDisplay(name), command),
+		"write to a file, then: retrygate log import FILE URL")
 }

@@ -134,3 +134,11 @@ func TestUnwrittenRowIsReported(t *testing.T) {
 	assert.Contains(t, errOut.String(), "a sent attempt's row was not written")
 	assert.Contains(t, errOut.String(), ledgerfile.FormatRow(&row))
 }
+
+// The db and log commands' valid command lines for flags_test.go, kept
+// here beside their tests. Their only flag is --config.
+func init() {
+	flagBase["db init"] = []string{}                                   // a file log: nothing to set up
+	flagBase["log export"] = []string{}                                // the config's log, a file
+	flagBase["log import"] = []string{"rehearsal.log", "imported.log"} // into a file log
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
+	"slices"
 
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/claims"
@@ -83,6 +85,58 @@ func (f *File) Scan(ctx context.Context, fn func(Entry) error) error {
 }
 
 func (f *File) Close() error { return f.w.Close() }
+
+// Import appends entries' rows to the file under its lock, all or none:
+// a (job, attempt) the file already holds, or that entries hold twice, is
+// refused as ErrDuplicate before anything is written. Comments are not
+// copied (the file writer appends comments apart from rows). The rows are
+// held in memory until they are written.
+func (f *File) Import(ctx context.Context, entries iter.Seq2[Entry, error]) (n int64, err error) {
+	err = f.w.Locked(func() ([]ledgerfile.Row, error) {
+		have, err := ledgerfile.ReadJob(f.w.Path(), "")
+		if err != nil {
+			return nil, err
+		}
+		type key struct {
+			job     string
+			attempt int
+		}
+		seen := map[key]bool{}
+		for _, r := range have {
+			if r.Job != "" && r.Attempt > 0 {
+				seen[key{r.Job, r.Attempt}] = true
+			}
+		}
+		var rows []ledgerfile.Row
+		for e, err := range entries {
+			if err != nil {
+				return nil, err
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if e.Row == nil {
+				continue
+			}
+			r := *e.Row
+			r.Extra = slices.Clone(r.Extra)
+			if k := (key{r.Job, r.Attempt}); r.Job != "" && r.Attempt > 0 {
+				if seen[k] {
+					return nil, fmt.Errorf("%w already in %s: (%s, %d)", ErrDuplicate, f.w.Path(), r.Job, r.Attempt)
+				}
+				seen[k] = true
+			}
+			r.Line = 0
+			rows = append(rows, r)
+		}
+		n = int64(len(rows))
+		return rows, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
 
 func unwrapPath(err error) error {
 	var pe *os.PathError

@@ -37,7 +37,8 @@ type Log interface {
 	// ReadJob returns the rows of one job, or every row when job is "".
 	ReadJob(ctx context.Context, job string) ([]ledgerfile.Row, error)
 	// Scan hands every entry to fn in log order, streaming: memory does not
-	// grow with the log. fn's Row is reused after fn returns.
+	// grow with the log. The entry, its Row and the Row's strings are valid
+	// only until fn returns: copy what you keep.
 	Scan(ctx context.Context, fn func(Entry) error) error
 	Close() error
 }

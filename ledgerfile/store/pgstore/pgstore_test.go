@@ -245,3 +245,17 @@ func TestServerGoneIsAClearErrorNotAHang(t *testing.T) {
 	assert.NotContains(t, err.Error(), "pw@")
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
+
+// Retries stop at the caller's deadline, well before RetryFor.
+func TestRetriesStopAtTheCallersDeadline(t *testing.T) {
+	s, err := connect("postgres://u@127.0.0.1:1/db", Options{RetryFor: time.Minute})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Claim(ctx, store.Request{Job: "j", Budget: admit.Budget{Deadline: time.Second, TokenCeiling: 1, MaxAttempts: 1, MaxWait: time.Second}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "postgres 127.0.0.1:1/db: ")
+	assert.Less(t, time.Since(start), 5*time.Second, "bounded by the context, not by RetryFor")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,11 +100,13 @@ func commentArgs(line string) []any {
 	return a
 }
 
-// scanned holds one row of retrygate_rows without allocating per row.
+// scanned holds one row of retrygate_rows without allocating per row:
+// text columns are the driver's own bytes (DriverBytes, nil for NULL),
+// valid until the next row.
 type scanned struct {
 	seq                                                     int64
-	comment, job, seat, model, tokensFrom, outcome, billing pgtype.Text
-	errorCode, decision, jobEnd, promptSHA, note            pgtype.Text
+	comment, job, seat, model, tokensFrom, outcome, billing pgtype.DriverBytes
+	errorCode, decision, jobEnd, promptSHA, note, extra     pgtype.DriverBytes
 	ts                                                      pgtype.Timestamptz
 	tsNanos                                                 pgtype.Int2
 	attempt, httpStatus, used                               pgtype.Int4
@@ -111,61 +114,85 @@ type scanned struct {
 	retryAfterMS, delayMS, spentMS, spentTokens             pgtype.Int8
 	cost, spentUSD                                          pgtype.Float8
 	sent, holdout, fallback                                 pgtype.Bool
-	extra                                                   []byte
+	dst                                                     []any
 }
 
 func (s *scanned) dest() []any {
-	return []any{&s.seq, &s.comment, &s.ts, &s.tsNanos, &s.job, &s.attempt, &s.seat, &s.model,
-		&s.waitMS, &s.elapsedMS, &s.ttfbMS, &s.tokens, &s.prompt, &s.completion, &s.tokensFrom,
-		&s.outcome, &s.httpStatus, &s.billing, &s.cost, &s.retryAfterMS, &s.errorCode, &s.delayMS,
-		&s.spentMS, &s.spentTokens, &s.spentUSD, &s.used, &s.decision, &s.sent, &s.holdout,
-		&s.fallback, &s.jobEnd, &s.promptSHA, &s.note, &s.extra}
+	if s.dst == nil {
+		s.dst = []any{&s.seq, &s.comment, &s.ts, &s.tsNanos, &s.job, &s.attempt, &s.seat, &s.model,
+			&s.waitMS, &s.elapsedMS, &s.ttfbMS, &s.tokens, &s.prompt, &s.completion, &s.tokensFrom,
+			&s.outcome, &s.httpStatus, &s.billing, &s.cost, &s.retryAfterMS, &s.errorCode, &s.delayMS,
+			&s.spentMS, &s.spentTokens, &s.spentUSD, &s.used, &s.decision, &s.sent, &s.holdout,
+			&s.fallback, &s.jobEnd, &s.promptSHA, &s.note, &s.extra}
+	}
+	return s.dst
 }
 
 func msDur(v pgtype.Int8) time.Duration { return time.Duration(v.Int64) * time.Millisecond }
 
-// row fills r from s; r.Line is the row's place in the table (seq).
-func (s *scanned) row(r *ledgerfile.Row, in map[string]string) error {
-	intern := func(t pgtype.Text) string {
-		if !t.Valid {
-			return ""
-		}
-		if v, ok := in[t.String]; ok {
-			return v
-		}
-		if len(in) < 4096 {
-			in[t.String] = t.String
-		}
-		return t.String
+// strings turns a row's text into strings: the few values that repeat
+// from row to row (seat, model, outcome, decision…) interned, the rest
+// either copied (the row outlives the scan) or viewed in place (the row is
+// handed to a callback and not kept: Export encodes it at once).
+type rowStrings struct {
+	in   map[string]string
+	keep bool
+}
+
+func (st *rowStrings) intern(b []byte) string {
+	if b == nil {
+		return ""
 	}
+	if v, ok := st.in[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	if len(st.in) < 4096 {
+		st.in[v] = v
+	}
+	return v
+}
+
+func (st *rowStrings) str(b []byte) string {
+	switch {
+	case len(b) == 0:
+		return ""
+	case st.keep:
+		return string(b)
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// row fills r from s; r.Line is the row's place in the table (seq).
+func (s *scanned) row(r *ledgerfile.Row, st *rowStrings) error {
 	*r = ledgerfile.Row{Line: int(s.seq)}
 	if s.ts.Valid {
 		r.TS = s.ts.Time.UTC().Add(time.Duration(s.tsNanos.Int16))
 	}
-	r.Job = s.job.String
+	r.Job = st.str(s.job)
 	r.Attempt = int(s.attempt.Int32)
-	r.Seat, r.Model = intern(s.seat), intern(s.model)
+	r.Seat, r.Model = st.intern(s.seat), st.intern(s.model)
 	r.Wait, r.Elapsed = msDur(s.waitMS), msDur(s.elapsedMS)
 	r.TTFB, r.HasTTFB = msDur(s.ttfbMS), s.ttfbMS.Valid
 	r.Tokens = s.tokens.Int64
 	r.PromptTokens, r.CompletionTokens, r.HasSplit = s.prompt.Int64, s.completion.Int64, s.prompt.Valid
-	r.TokensFrom = intern(s.tokensFrom)
-	r.Outcome = admit.Outcome(intern(s.outcome))
+	r.TokensFrom = st.intern(s.tokensFrom)
+	r.Outcome = admit.Outcome(st.intern(s.outcome))
 	r.HTTPStatus = int(s.httpStatus.Int32)
-	r.Billing = admit.Billing(intern(s.billing))
+	r.Billing = admit.Billing(st.intern(s.billing))
 	r.CostUSD, r.HasCost = s.cost.Float64, s.cost.Valid
 	r.RetryAfter, r.HasRetryAfter = msDur(s.retryAfterMS), s.retryAfterMS.Valid
-	r.ErrorCode = intern(s.errorCode)
+	r.ErrorCode = st.intern(s.errorCode)
 	r.Delay = msDur(s.delayMS)
 	if s.spentMS.Valid {
 		r.HasSpent = true
 		r.SpentS, r.SpentTokens, r.SpentUSD, r.Used = msDur(s.spentMS), s.spentTokens.Int64, s.spentUSD.Float64, int(s.used.Int32)
 	}
-	r.Decision = intern(s.decision)
+	r.Decision = st.intern(s.decision)
 	r.Unsent = s.sent.Valid && !s.sent.Bool
 	r.Holdout, r.Fallback = s.holdout.Bool, s.fallback.Bool
-	r.JobEnd = intern(s.jobEnd)
-	r.PromptSHA, r.Note = s.promptSHA.String, s.note.String
+	r.JobEnd = st.intern(s.jobEnd)
+	r.PromptSHA, r.Note = st.str(s.promptSHA), st.str(s.note)
 	if len(s.extra) > 0 {
 		var pairs [][2]string
 		if err := json.Unmarshal(s.extra, &pairs); err != nil {
@@ -303,13 +330,13 @@ func readRows(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]ledg
 	defer rs.Close()
 	var out []ledgerfile.Row
 	var sc scanned
-	in := map[string]string{}
+	st := &rowStrings{in: map[string]string{}, keep: true}
 	for rs.Next() {
 		if err := rs.Scan(sc.dest()...); err != nil {
 			return nil, err
 		}
 		var r ledgerfile.Row
-		if err := sc.row(&r, in); err != nil {
+		if err := sc.row(&r, st); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -336,7 +363,7 @@ func (s *Store) Scan(ctx context.Context, fn func(store.Entry) error) error {
 		}
 		var sc scanned
 		var row ledgerfile.Row
-		in := map[string]string{}
+		st := &rowStrings{in: map[string]string{}}
 		for {
 			rs, err := tx.Query(ctx, fmt.Sprintf(`FETCH FORWARD %d FROM retrygate_scan`, scanBatch))
 			if err != nil {
@@ -351,10 +378,10 @@ func (s *Store) Scan(ctx context.Context, fn func(store.Entry) error) error {
 				}
 				started = true
 				var e store.Entry
-				if sc.comment.Valid {
-					e.Comment = sc.comment.String
+				if sc.comment != nil {
+					e.Comment = string(sc.comment)
 				} else {
-					if err := sc.row(&row, in); err != nil {
+					if err := sc.row(&row, st); err != nil {
 						rs.Close()
 						return err
 					}
