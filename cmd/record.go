@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -97,9 +98,6 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	}
 	if strings.TrimSpace(o.LogPath) == "" {
 		return badInput("--log: empty path")
-	}
-	if err := notYetDBLog("record", o.LogPath); err != nil {
-		return err
 	}
 	r := &o.Row
 	get := func(name string) string { return c.Flags().Lookup(name).Value.String() }
@@ -204,11 +202,31 @@ func oneLine(v string) error {
 }
 
 func runRecord(o *RecordOptions) error {
-	w := ledgerfile.NewWriter(o.LogPath, o.Fsync)
-	defer w.Close()
-	row, err := ledgerfile.Record(w, o.Row, ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry})
-	if err != nil {
-		return badInputErr(err)
+	rules := ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry}
+	var row ledgerfile.Row
+	if isDBLog(o.LogPath) {
+		// Many machines: the database numbers the attempt under its lock.
+		ctx := context.Background()
+		l, err := openLog(ctx, o.IO.ErrOut, o.LogPath, o.Fsync)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		err = l.AppendJob(ctx, o.Row.Job, func(earlier []ledgerfile.Row) ([]ledgerfile.Row, error) {
+			var err error
+			row, err = ledgerfile.NextRow(earlier, o.Row, rules)
+			return []ledgerfile.Row{row}, err
+		})
+		if err != nil {
+			return withHint(badInputErr(err), dbHint)
+		}
+	} else {
+		w := ledgerfile.NewWriter(o.LogPath, o.Fsync)
+		defer w.Close()
+		var err error
+		if row, err = ledgerfile.Record(w, o.Row, rules); err != nil {
+			return badInputErr(err)
+		}
 	}
 	fmt.Fprintln(o.IO.Out, ledgerfile.FormatRow(&row))
 	return nil

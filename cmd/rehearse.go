@@ -187,9 +187,6 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	if strings.TrimSpace(o.LogPath) == "" {
 		return badInput("--log: empty path")
 	}
-	if err := notYetDBLog("rehearse", o.LogPath); err != nil {
-		return err
-	}
 	p, seats, err := cfg.policy()
 	if err != nil {
 		return err
@@ -324,20 +321,23 @@ func runRehearse(o *RehearseOptions) error {
 		names[i] = s.Config.Name
 	}
 
-	w := ledgerfile.NewWriter(o.LogPath, false)
+	w, err := openRunLog(o.Ctx, o.IO.ErrOut, o.LogPath)
+	if err != nil {
+		return err
+	}
 	defer w.Close()
 	desc := fmt.Sprintf("seed=%d jobs=%d concurrency=%d seats=%s clock=%s", seed, o.Jobs, o.Concurrency, strings.Join(names, ","), clock)
 	if o.Holdout {
 		desc += " holdout=true"
 	}
-	run, err := rehearse.ReserveRun(w, desc)
+	run, err := w.reserve(desc)
 	if err != nil {
 		return badInputErr(err)
 	}
-	if err := w.Comment(rehearse.PolicyLine(run, o.Policy, o.chainConfigs(specs), o.Thresholds)); err != nil {
+	if err := w.comment(rehearse.PolicyLine(run, o.Policy, o.chainConfigs(specs), o.Thresholds)); err != nil {
 		return badInputErr(err)
 	}
-	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, o.LogPath)
+	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, logDisplay(o.LogPath))
 
 	ctx, stop := context.WithCancel(o.Ctx)
 	defer stop()
@@ -364,7 +364,7 @@ func runRehearse(o *RehearseOptions) error {
 		if writeErr != nil {
 			return
 		}
-		if err := w.Append(*r); err != nil {
+		if err := w.append(r); err != nil {
 			writeErr = err
 			stop() // no log, no rehearsal: stop sending
 			return
@@ -396,7 +396,7 @@ func runRehearse(o *RehearseOptions) error {
 		return err
 	}
 	if res.Interrupted {
-		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, o.LogPath)}
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
 	}
 	return nil
 }

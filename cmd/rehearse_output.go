@@ -76,7 +76,7 @@ func (o *RehearseOptions) printSummary(s *summary.Summary, out *attemptPrinter, 
 	seats, ends := seatsOf(s), jobsOf(s)
 	if o.JSON {
 		return printJSON(o.IO.Out, rehearseJSON{
-			Run: "r" + strconv.Itoa(run), Seed: seed, Clock: clock, Log: o.LogPath, Demo: o.Demo,
+			Run: "r" + strconv.Itoa(run), Seed: seed, Clock: clock, Log: logDisplay(o.LogPath), Demo: o.Demo,
 			Interrupted: res.Interrupted, Jobs: ends, Seats: seats,
 		})
 	}

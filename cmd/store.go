@@ -197,14 +197,3 @@ func parseModel(ctx context.Context, spec string) (model.Model, error) {
 	}
 	return model.FromRows(rows, logDisplay(u), seatName)
 }
-
-// notYetDBLog refuses a postgres:// log in a command that writes only
-// files so far, naming the database without its password (a path error
-// would print the URL whole).
-func notYetDBLog(command, name string) error {
-	if !isDBLog(name) {
-		return nil
-	}
-	return withHint(badInput("--log %s: %s writes only to a file so far", logDisplay(name), command),
-		"write to a file, then: retrygate log import FILE URL")
-}

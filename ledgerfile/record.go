@@ -30,25 +30,36 @@ func NextAttempt(rows []Row) (int, error) {
 }
 
 // Record appends one attempt of row.Job to the log under its lock: it
-// reads the end of the job's rows (ReadJobTail), numbers the attempt after
-// them, fills the job's spend before it and the gate's decision on it
-// under budget, and returns the row as written. Concurrent Record calls on
-// one log, from any number of processes, never number two attempts alike.
+// reads the end of the job's rows (ReadJobTail) and appends NextRow of
+// them. Concurrent Record calls on one log, from any number of processes,
+// never number two attempts alike.
 func Record(w *Writer, row Row, rules Rules) (Row, error) {
 	err := w.LockedTail(func(log io.ReaderAt, size int64) ([]Row, error) {
 		earlier, err := ReadJobTail(log, size, w.Path(), row.Job, BookRows())
 		if err != nil {
 			return nil, err
 		}
-		if row.Attempt, err = NextAttempt(earlier); err != nil {
+		if row, err = NextRow(earlier, row, rules); err != nil {
 			return nil, err
 		}
-		Normalize(&row) // the gate decides on the numbers the log will hold
-		spent := JobSpend(earlier)
-		row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
-		row.Decision = Decide(rules, earlier, &row).String()
-		Normalize(&row)
 		return []Row{row}, nil
 	})
 	return row, err
+}
+
+// NextRow is a hand-recorded attempt as it is appended after the job's
+// earlier rows (all of them, or BookRows' suffix), in any store: numbered
+// after them, with the job's spend before it and the gate's decision on
+// it, at the numbers the log will hold.
+func NextRow(earlier []Row, row Row, rules Rules) (Row, error) {
+	var err error
+	if row.Attempt, err = NextAttempt(earlier); err != nil {
+		return row, err
+	}
+	Normalize(&row) // the gate decides on the numbers the log will hold
+	spent := JobSpend(earlier)
+	row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
+	row.Decision = Decide(rules, earlier, &row).String()
+	Normalize(&row)
+	return row, nil
 }

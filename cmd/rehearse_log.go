@@ -1,0 +1,72 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/rehearse"
+)
+
+// runLog is where a rehearsal writes: the file (the embedded default), or
+// a PostgreSQL log that many machines share.
+type runLog interface {
+	// reserve numbers the run one past the highest in the log and writes
+	// its `# run` line, under the log's lock.
+	reserve(describe string) (int, error)
+	comment(text string) error
+	append(r *ledgerfile.Row) error
+	Close() error
+}
+
+func openRunLog(ctx context.Context, errOut io.Writer, name string) (runLog, error) {
+	if !isDBLog(name) {
+		return fileRunLog{ledgerfile.NewWriter(name, false)}, nil
+	}
+	l, err := openLog(ctx, errOut, name, false)
+	if err != nil {
+		return nil, err
+	}
+	return &dbRunLog{ctx: ctx, l: l}, nil
+}
+
+type fileRunLog struct{ *ledgerfile.Writer }
+
+func (f fileRunLog) reserve(describe string) (int, error) {
+	return rehearse.ReserveRun(f.Writer, describe)
+}
+func (f fileRunLog) comment(text string) error      { return f.Comment(text) }
+func (f fileRunLog) append(r *ledgerfile.Row) error { return f.Append(*r) }
+
+type dbRunLog struct {
+	ctx context.Context
+	l   store.Log
+}
+
+func (d *dbRunLog) reserve(describe string) (int, error) {
+	run := 0
+	err := d.l.CommentLocked(d.ctx, func(comments []string) (string, error) {
+		for _, c := range comments {
+			if rest, ok := strings.CutPrefix(strings.TrimPrefix(c, "# "), "run r"); ok {
+				num, _, _ := strings.Cut(rest, " ")
+				if n, err := strconv.Atoi(num); err == nil {
+					run = max(run, n)
+				}
+			}
+		}
+		run++
+		return strings.TrimSpace(fmt.Sprintf("run r%d %s", run, describe)), nil
+	})
+	return run, err
+}
+
+func (d *dbRunLog) comment(text string) error {
+	return d.l.CommentLocked(d.ctx, func([]string) (string, error) { return text, nil })
+}
+
+func (d *dbRunLog) append(r *ledgerfile.Row) error { return d.l.Append(d.ctx, *r) }
+func (d *dbRunLog) Close() error                   { return d.l.Close() }
