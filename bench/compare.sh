@@ -241,7 +241,7 @@ seats:
 fallback: [s]
 EOF
 biglog=$tmp/rehearsal.log
-run gen-log "$rg" --config "$tmp/gen.yaml" rehearse --jobs $((rows / 100 * 99)) --log "$biglog"
+run gen-log "$rg" --config "$tmp/gen.yaml" rehearse --jobs $((rows / 100 * 99)) --log "$biglog" --json
 got=$(grep -c '^ts=' "$biglog" || true)
 [[ $got == "$rows" ]] || die "the generated log has $got rows, not $rows"
 log_mb=$(calc '%.0f' "$(stat -c %s "$biglog") / 1000000")
