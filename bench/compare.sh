@@ -117,7 +117,7 @@ vegeta=$cache/vegeta-$vegeta_version/bin/vegeta
 if [[ ! -x $vegeta ]]; then
 	say "installing vegeta $vegeta_version with go install (into $cache)"
 	mkdir -p "$cache"
-	run vegeta-install env GOBIN="$(dirname "$vegeta")" GOFLAGS=-mod=mod \
+	run vegeta-install env GOBIN="$(dirname "$vegeta")" \
 		go install "github.com/tsenart/vegeta/v12@$vegeta_version"
 fi
 
