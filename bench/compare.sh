@@ -1,0 +1,508 @@
+#!/usr/bin/env bash
+# bench/compare.sh: measure retrygate beside its peer tools, in one run,
+# on this machine, and print issue 11's table as markdown.
+#
+#   bench/compare.sh [--quick] [--tests] [--out FILE] [--keep DIR]
+#
+# See docs/speed.md for what each figure means. Everything it starts
+# listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: bench/compare.sh [--quick] [--tests] [--out FILE] [--keep DIR]
+
+Builds retrygate and a hello-world Go binary, installs the peers when
+missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
+curl, jq and GNU time with apt-get), generates a rehearsal.log and the
+matching vegeta results, runs every figure of issue 11 side by side and
+prints the table as markdown on stdout.
+
+  --quick     shrink the sizes (100,000-row log, 2,000 attempts, fewer runs)
+  --tests     also time the whole test suite (go test -count=1 ./...; long)
+  --out FILE  also write the table to FILE
+  --keep DIR  keep the generated log, results and raw measurements in DIR
+  -h, --help  this text
+
+Exit status: 0 when every step ran, non-zero when one failed (its output
+is shown on stderr).
+EOF
+}
+
+quick=0 tests=0 out="" keep=""
+while (($#)); do
+	case $1 in
+	--quick) quick=1 ;;
+	--tests) tests=1 ;;
+	--out) [[ $# -ge 2 ]] || { echo "compare.sh: --out needs a file" >&2; exit 2; }; out=$2; shift ;;
+	--out=*) out=${1#--out=} ;;
+	--keep) [[ $# -ge 2 ]] || { echo "compare.sh: --keep needs a directory" >&2; exit 2; }; keep=$2; shift ;;
+	--keep=*) keep=${1#--keep=} ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "compare.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+# Paths given relative to the caller's directory stay so after the cd below.
+[[ -z $out || $out == /* ]] || out=$PWD/$out
+[[ -z $keep || $keep == /* ]] || keep=$PWD/$keep
+
+# Sizes. The full run matches issue 11: a 1,000,000-row log, 10,000
+# rehearsed attempts at concurrency 64, 1,000,000 simulated jobs.
+if ((quick)); then
+	rows=100000 attempts=2000 vegeta_s=2 sim_jobs=100000 hf_runs=15 rss_runs=3 big_runs=1 time_calls=10
+else
+	rows=1000000 attempts=10000 vegeta_s=5 sim_jobs=1000000 hf_runs=40 rss_runs=5 big_runs=3 time_calls=30
+fi
+conc=64
+vegeta_version=v12.13.0
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/retrygate-bench.XXXXXX")
+pids=()
+
+cleanup() {
+	local rc=$? p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	if [[ -n $keep ]]; then
+		mkdir -p "$keep" && cp -r "$tmp"/. "$keep"/ && echo "compare.sh: kept the data in $keep" >&2
+	fi
+	rm -rf "$tmp"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { echo "compare.sh: $*" >&2; exit 1; }
+
+# run LABEL CMD...: run a step, its output kept in $tmp/logs; on failure
+# show it and stop.
+mkdir -p "$tmp/logs" "$tmp/m" "$tmp/work"
+run() {
+	local label=$1; shift
+	if ! "$@" >"$tmp/logs/$label.out" 2>"$tmp/logs/$label.err"; then
+		echo "compare.sh: step '$label' failed: $*" >&2
+		tail -n 20 "$tmp/logs/$label.err" "$tmp/logs/$label.out" >&2
+		exit 1
+	fi
+}
+
+# ---------------------------------------------------------------- peers
+
+command -v go >/dev/null || die "Go is needed to build retrygate (see go.mod for the version): https://go.dev/dl/"
+
+as_root=()
+if ((EUID != 0)); then
+	command -v sudo >/dev/null && as_root=(sudo)
+fi
+need=()
+command -v hyperfine >/dev/null || need+=(hyperfine)
+command -v curl >/dev/null || need+=(curl)
+command -v jq >/dev/null || need+=(jq)
+[[ -x /usr/bin/time ]] || need+=(time)
+command -v taskset >/dev/null || need+=(util-linux)
+if ((${#need[@]})); then
+	command -v apt-get >/dev/null || die "missing ${need[*]}, and no apt-get to install them with"
+	say "installing ${need[*]} with apt-get"
+	run apt-update "${as_root[@]}" apt-get update
+	run apt-install env DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y "${need[@]}"
+fi
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/retrygate-bench
+vegeta=$cache/vegeta-$vegeta_version/bin/vegeta
+if [[ ! -x $vegeta ]]; then
+	say "installing vegeta $vegeta_version with go install (into $cache)"
+	mkdir -p "$cache"
+	run vegeta-install env GOBIN="$(dirname "$vegeta")" \
+		go install "github.com/tsenart/vegeta/v12@$vegeta_version"
+fi
+
+# ---------------------------------------------------------------- builds
+
+say "building retrygate and a hello-world Go binary"
+rg=$tmp/retrygate
+(cd "$repo" && run build-retrygate go build -o "$rg" .)
+mkdir -p "$tmp/hello"
+cat >"$tmp/hello/main.go" <<'EOF'
+package main
+
+import "fmt"
+
+func main() { fmt.Println("hello, world") }
+EOF
+printf 'module hello\n\ngo 1.21\n' >"$tmp/hello/go.mod"
+hello=$tmp/hello-world
+(cd "$tmp/hello" && run build-hello go build -o "$hello" .)
+
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+	commit="$commit (with uncommitted changes)"
+fi
+
+# Every retrygate command runs in an empty directory: no retrygate.yaml
+# from the caller's directory changes what is measured.
+cd "$tmp/work"
+
+# ---------------------------------------------------------------- helpers
+
+# num EXPR: awk arithmetic, printed as given by the format in $2.
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+# ratio A B: "A÷B×", or — when B is 0.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "—"; else printf "%.1f×", a / b }'; }
+# median of the numbers on stdin; pct P: nearest-rank percentile.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else print v[int((NR + 1) / 2)] }'; }
+pct() { sort -g | awk -v p="$1" '{ v[NR] = $1 } END { if (NR == 0) { print 0; exit } r = int(p / 100 * NR + 0.999999); if (r < 1) r = 1; print v[r] }'; }
+
+# hf NAME RUNS [hyperfine options] -- COMMAND: time COMMAND (no shell)
+# with hyperfine; sets hf_wall (median s) and hf_cpu (mean user+sys s).
+hf() {
+	local name=$1 runs=$2; shift 2
+	local opts=()
+	while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+	shift
+	run "hf-$name" hyperfine -N --style none --warmup 3 --runs "$runs" "${opts[@]}" \
+		--export-json "$tmp/m/$name.json" "$1"
+	hf_wall=$(jq '.results[0].median' "$tmp/m/$name.json")
+	hf_cpu=$(jq '.results[0].user + .results[0].system' "$tmp/m/$name.json")
+}
+
+# rss NAME RUNS CMD...: median max RSS in KiB over RUNS runs (GNU time).
+# Exit status 0 or 1 (refuse) count as ran; 2 and up fail the step.
+rss() {
+	local name=$1 runs=$2 i rc; shift 2
+	: >"$tmp/m/$name.rss"
+	for ((i = 0; i < runs; i++)); do
+		rc=0
+		/usr/bin/time -f '%M' -o "$tmp/m/$name.time" "$@" >/dev/null 2>"$tmp/logs/rss-$name.err" || rc=$?
+		if ((rc > 1)); then
+			echo "compare.sh: step 'rss-$name' failed ($rc): $*" >&2
+			tail -n 20 "$tmp/logs/rss-$name.err" >&2
+			exit 1
+		fi
+		tail -n 1 "$tmp/m/$name.time" >>"$tmp/m/$name.rss"
+	done
+	rss_kib=$(median <"$tmp/m/$name.rss")
+}
+commas() { awk -v n="$1" 'BEGIN { s = sprintf("%d", n); while (s ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]([,]|$)/, ",&", s); print s }'; }
+mib() { calc '%.0f' "$1 / 1024"; }
+ms() { calc '%.1f' "$1 * 1000"; }
+
+# serve NAME SCRIPT: start `retrygate seat serve` on 127.0.0.1 with SCRIPT;
+# sets url and srv_pid.
+serve() {
+	local name=$1 script=$2 i
+	"$rg" seat serve --script "$script" --addr 127.0.0.1:0 >"$tmp/logs/serve-$name.out" 2>"$tmp/logs/serve-$name.err" &
+	srv_pid=$!
+	pids+=("$srv_pid")
+	url=
+	for ((i = 0; i < 100; i++)); do
+		url=$(head -n 1 "$tmp/logs/serve-$name.out" 2>/dev/null || true)
+		[[ $url == http://127.0.0.1:* ]] && return 0
+		kill -0 "$srv_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$tmp/logs/serve-$name.err" >&2
+	die "seat serve ($name) did not print its URL within 10 s"
+}
+stop() { # PID: stop a server this script started, and forget it
+	local p keep_pids=()
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	for p in "${pids[@]}"; do [[ $p == "$1" ]] || keep_pids+=("$p"); done
+	pids=("${keep_pids[@]}")
+}
+
+rows_out=()
+row() { rows_out+=("| $1 | $2 | $3 | $4 |"); }
+
+# ---------------------------------------------------------------- data
+
+# The rehearsal log: retrygate itself writes it, rehearsing a script seat
+# on the virtual clock. The script is 100 steps with varied timings and
+# tokens, one of them a 503 that the next step retries: 99 jobs make 100
+# rows, so rows × 99/100 jobs make exactly `rows` rows.
+say "generating a $rows-row rehearsal.log with retrygate rehearse (virtual clock)"
+awk 'BEGIN {
+	print "name: bench\nmodel: bench-mini\nthen: loop\nsteps:"
+	for (i = 0; i < 100; i++) {
+		if (i == 50) { print "  - {status: 503, elapsed: 0.2s}"; continue }
+		t = 0.1 + (i * 37 % 50) / 100; w = t + (i * 53 % 80) / 100; e = w + 0.5 + (i * 71 % 300) / 100
+		printf "  - {ttfb: %.2fs, wait: %.2fs, elapsed: %.2fs, prompt_tokens: %d, completion_tokens: %d}\n", t, w, e, 1000 + i * 97 % 1000, 100 + i * 59 % 600
+	}
+}' >"$tmp/bench-seat.yaml"
+cat >"$tmp/gen.yaml" <<EOF
+seats:
+  s: {kind: script, script: $tmp/bench-seat.yaml}
+fallback: [s]
+EOF
+biglog=$tmp/rehearsal.log
+run gen-log "$rg" --config "$tmp/gen.yaml" rehearse --jobs $((rows / 100 * 99)) --log "$biglog" --json
+got=$(grep -c '^ts=' "$biglog" || true)
+[[ $got == "$rows" ]] || die "the generated log has $got rows, not $rows"
+log_mb=$(calc '%.0f' "$(stat -c %s "$biglog") / 1000000")
+first_job=$(grep -m 1 '^ts=' "$biglog" | grep -o ' job=[^ ]*' | cut -d= -f2)
+last_job=$(tail -n 1 "$biglog" | grep -o ' job=[^ ]*' | cut -d= -f2)
+
+# vegeta's side: the same number of results, synthesised (not attacked:
+# a million real requests would take minutes) as vegeta's JSON results
+# with latencies spread like the log's, then encoded to vegeta's own gob
+# format with `vegeta encode`.
+say "synthesising $rows vegeta results (awk + vegeta encode)"
+awk -v n="$rows" 'BEGIN {
+	for (k = 0; k < n; k++) {
+		i = k % 100
+		code = (i == 50) ? 503 : 200
+		lat = int((0.6 + (i * 53 % 80) / 100 + (i * 71 % 300) / 100) * 1e9)
+		# one result a millisecond from 2026-11-30T00:00:00Z (awk without strftime)
+		ms = k % 1000; sec = int(k / 1000)
+		ts = sprintf("2026-11-30T%02d:%02d:%02d", int(sec / 3600) % 24, int(sec / 60) % 60, sec % 60)
+		ns = ms * 1000000
+		printf "{\"attack\":\"\",\"seq\":%d,\"code\":%d,\"timestamp\":\"%s.%09dZ\",\"latency\":%d,\"bytes_out\":144,\"bytes_in\":1050,\"error\":\"%s\",\"body\":null,\"method\":\"POST\",\"url\":\"http://127.0.0.1:6556/v1/chat/completions\",\"headers\":null}\n", k, code, ts, ns, lat, (code == 200 ? "" : "503 Service Unavailable")
+	}
+}' >"$tmp/results.json"
+run vegeta-encode "$vegeta" encode --to gob --output "$tmp/results.gob" "$tmp/results.json"
+rm -f "$tmp/results.json"
+
+# ---------------------------------------------------------------- start-up
+
+say "start-up: admit, record, claim, --version vs hello-world (hyperfine, $hf_runs runs)"
+hf hello "$hf_runs" -- "$hello"
+h_wall=$hf_wall h_cpu=$hf_cpu
+rss hello "$rss_runs" "$hello"
+h_rss=$rss_kib
+hello_txt="hello-world Go binary: $(ms "$h_wall") ms wall, $(ms "$h_cpu") ms CPU, $(mib "$h_rss") MiB"
+
+startup() { # LABEL NAME CMD (a hyperfine command line) [hyperfine options]
+	local label=$1 name=$2 cmd=$3; shift 3
+	hf "$name" "$hf_runs" "$@" -- "$cmd"
+	# shellcheck disable=SC2086 # the command line is split like hyperfine -N splits it
+	rss "$name" "$rss_runs" $cmd
+	row "$label start to answer" \
+		"$(ms "$hf_wall") ms wall, $(ms "$hf_cpu") ms CPU, $(mib "$rss_kib") MiB" \
+		"$hello_txt" \
+		"$(ratio "$hf_wall" "$h_wall") wall, $(ratio "$hf_cpu" "$h_cpu") CPU, $(ratio "$rss_kib" "$h_rss") RSS"
+}
+startup '`admit …` (flags)' admit "$rg admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 1.2 --next-elapsed 7.2 --next-tokens 2100"
+startup '`record` (empty log)' record "$rg record --log $tmp/work/record.log --job j1 --seat s --wait 0.5 --elapsed 1.2 --tokens 1500" \
+	--prepare "rm -f $tmp/work/record.log"
+rm -f "$tmp/work/record.log"
+startup '`claim`' claim "$rg claim --job j1 --state $tmp/work/claims.json" --prepare "rm -f $tmp/work/claims.json"
+startup '`--version`' version "$rg --version"
+
+# ---------------------------------------------------------------- time vs curl
+
+# A seat with a 10 ms plan (headers at 2 ms, first content at 5 ms, last
+# byte at 10 ms): what each client measures beyond 10 ms is its own error.
+say "time --seat vs curl, $time_calls calls each, against seat serve"
+cat >"$tmp/timed-seat.yaml" <<'EOF'
+name: timed
+model: gpt-4o-mini
+then: loop
+steps:
+  - {ttfb: 2ms, wait: 5ms, elapsed: 10ms, prompt_tokens: 20, completion_tokens: 10}
+EOF
+serve timed "$tmp/timed-seat.yaml"
+cat >"$tmp/served.yaml" <<EOF
+seats:
+  served: {kind: openai, base_url: $url, model: gpt-4o-mini}
+fallback: [served]
+EOF
+body='{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"user","content":"Say hi."}]}'
+printf '%s\n' "$body" >"$tmp/body.json"
+: >"$tmp/m/time.el"; : >"$tmp/m/time.ttfb"; : >"$tmp/m/curl.el"; : >"$tmp/m/curl.ttfb"
+for ((i = 0; i < time_calls; i++)); do
+	run time-call timeout 30 "$rg" --config "$tmp/served.yaml" time --seat served --hard-timeout 10s --json
+	jq -e '.outcome == "ok"' "$tmp/logs/time-call.out" >/dev/null || die "time --seat served did not return ok: $(cat "$tmp/logs/time-call.out")"
+	jq '.elapsed_s' "$tmp/logs/time-call.out" >>"$tmp/m/time.el"
+	jq '.ttfb_s' "$tmp/logs/time-call.out" >>"$tmp/m/time.ttfb"
+	run curl-call timeout 30 curl -sS --max-time 10 -o /dev/null -w '%{time_total} %{time_starttransfer}\n' \
+		-H 'Content-Type: application/json' --data-binary "@$tmp/body.json" "$url/chat/completions"
+	read -r el tt <"$tmp/logs/curl-call.out"
+	echo "$el" >>"$tmp/m/curl.el"
+	echo "$tt" >>"$tmp/m/curl.ttfb"
+done
+# The whole process, start-up included, with hyperfine.
+hf time-proc "$time_calls" -- "$rg --config $tmp/served.yaml time --seat served --hard-timeout 10s --json"
+t_wall=$hf_wall t_cpu=$hf_cpu
+hf curl-proc "$time_calls" -- "curl -sS --max-time 10 -o /dev/null -H 'Content-Type: application/json' --data-binary @$tmp/body.json $url/chat/completions"
+c_wall=$hf_wall c_cpu=$hf_cpu
+stop "$srv_pid"
+t_el=$(median <"$tmp/m/time.el") t_tt=$(median <"$tmp/m/time.ttfb")
+c_el=$(median <"$tmp/m/curl.el") c_tt=$(median <"$tmp/m/curl.ttfb")
+row "\`time --seat S\`, a gpt-4o-mini seat on \`seat serve\` planning headers at 2 ms, last byte at 10 ms (p50 of $time_calls)" \
+	"elapsed_s $(ms "$t_el") ms, ttfb_s $(ms "$t_tt") ms (ms resolution); whole process $(ms "$t_wall") ms wall, $(ms "$t_cpu") ms CPU" \
+	"curl: time_total $(ms "$c_el") ms, time_starttransfer $(ms "$c_tt") ms; whole process $(ms "$c_wall") ms wall, $(ms "$c_cpu") ms CPU" \
+	"elapsed $(calc '%+.1f' "($t_el - $c_el) * 1000") ms; process $(ratio "$t_wall" "$c_wall") wall, $(ratio "$t_cpu" "$c_cpu") CPU"
+
+# ---------------------------------------------------------------- report, check
+
+say "report and check on the $(commas "$rows")-row log vs vegeta report on $(commas "$rows") results ($big_runs runs each)"
+hf report "$big_runs" -- "$rg report $biglog"
+r_wall=$hf_wall r_cpu=$hf_cpu
+rss report 1 "$rg" report "$biglog"
+r_rss=$rss_kib
+hf vreport "$big_runs" -- "$vegeta report $tmp/results.gob"
+v_wall=$hf_wall v_cpu=$hf_cpu
+rss vreport 1 "$vegeta" report "$tmp/results.gob"
+v_rss=$rss_kib
+vrep_txt="\`vegeta report\` on $(commas "$rows") results: $(calc '%.2f' "$v_wall") s, $(calc '%.2f' "$v_cpu") CPU-s, $(mib "$v_rss") MiB"
+row "\`report\` on a $(commas "$rows")-row, $log_mb MB log" \
+	"$(calc '%.2f' "$r_wall") s, $(calc '%.2f' "$r_cpu") CPU-s, $(mib "$r_rss") MiB" "$vrep_txt" \
+	"$(ratio "$r_wall" "$v_wall") wall, $(ratio "$r_rss" "$v_rss") memory"
+
+cat >"$tmp/policy.yaml" <<'EOF'
+budget: {deadline: 45s, token_ceiling: 8000, max_attempts: 2, max_wait: 5s}
+thresholds:
+  wait_s: ["p(95) < 5s"]
+  attempts_per_success: ["< 1.5"]
+  unknown_rate: ["count == 0"]
+EOF
+hf check "$big_runs" -- "$rg check --policy $tmp/policy.yaml $biglog"
+k_wall=$hf_wall k_cpu=$hf_cpu
+rss check 1 "$rg" check --policy "$tmp/policy.yaml" "$biglog"
+row "\`check\` on the same log" \
+	"$(calc '%.2f' "$k_wall") s, $(calc '%.2f' "$k_cpu") CPU-s, $(mib "$rss_kib") MiB" "$vrep_txt" \
+	"$(ratio "$k_wall" "$v_wall") wall, $(ratio "$rss_kib" "$v_rss") memory"
+
+# ---------------------------------------------------------------- record, admit --log on the big log
+
+say "admit --log and record on the $(commas "$rows")-row log (last job $last_job, first job $first_job)"
+bigjob() { # LABEL NAME CMD-FOR-JOB(with JOB)
+	local label=$1 name=$2 cmd=$3 j txt=""
+	for j in "$last_job" "$first_job"; do
+		local c=${cmd//JOB/$j}
+		hf "$name-$j" 10 -i -- "$c"
+		# shellcheck disable=SC2086
+		rss "$name-$j" 1 $c
+		if [[ $j == "$last_job" ]]; then
+			txt="last job: $(ms "$hf_wall") ms, $(mib "$rss_kib") MiB"
+		else
+			txt="$txt; first job: $(ms "$hf_wall") ms, $(mib "$rss_kib") MiB"
+		fi
+	done
+	row "$label on the $(commas "$rows")-row log" "$txt" "—" "goal: < 50 ms near the end, < 0.5 s any job, ≤ 50 MB"
+}
+# admit first: record below adds rows to both jobs.
+bigjob '`admit --log`' admitlog "$rg admit --log $biglog --job JOB"
+bigjob '`record`' recordlog "$rg record --log $biglog --job JOB --seat s --wait 0.5 --elapsed 1.2 --tokens 1500"
+
+# ---------------------------------------------------------------- rehearse vs vegeta attack
+
+say "rehearse $attempts attempts at concurrency $conc vs vegeta attack (${vegeta_s}s, keep-alive and not)"
+cat >"$tmp/instant-seat.yaml" <<'EOF'
+name: instant
+model: gpt-4o-mini
+then: loop
+steps:
+  - {ttfb: 0s, wait: 0s, elapsed: 0s, prompt_tokens: 20, completion_tokens: 10}
+EOF
+
+attack() { # NAME KEEPALIVE: sets va_rate va_cpu1k va_p50 va_p95
+	local name=$1 ka=$2
+	serve "$name" "$tmp/instant-seat.yaml"
+	printf 'POST %s/chat/completions\nContent-Type: application/json\n@%s\n' "$url" "$tmp/body.json" >"$tmp/targets-$name.txt"
+	run "$name" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/$name.time" \
+		timeout $((vegeta_s + 60)) "$vegeta" attack -targets "$tmp/targets-$name.txt" -rate 0 \
+		-workers "$conc" -max-workers "$conc" -duration "${vegeta_s}s" -keepalive="$ka" \
+		-output "$tmp/$name.bin"
+	stop "$srv_pid"
+	run "$name-report" "$vegeta" report -type json "$tmp/$name.bin"
+	local n wall cpu
+	n=$(jq '.requests' "$tmp/logs/$name-report.out")
+	jq -e '.success == 1' "$tmp/logs/$name-report.out" >/dev/null || say "warning: vegeta ($name) saw errors: $(jq -c '.errors' "$tmp/logs/$name-report.out")"
+	read -r wall u s _ <"$tmp/m/$name.time"
+	cpu=$(calc '%.6f' "$u + $s")
+	va_rate=$(calc '%.0f' "$n / $wall")
+	va_cpu1k=$(calc '%.3f' "$cpu / $n * 1000")
+	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
+	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
+}
+attack vegeta-ka true
+ka_rate=$va_rate ka_cpu1k=$va_cpu1k ka_p50=$va_p50 ka_p95=$va_p95
+attack vegeta-cold false
+co_rate=$va_rate co_cpu1k=$va_cpu1k co_p50=$va_p50 co_p95=$va_p95
+
+serve rehearse "$tmp/instant-seat.yaml"
+cat >"$tmp/served.yaml" <<EOF
+seats:
+  served: {kind: openai, base_url: $url, model: gpt-4o-mini}
+fallback: [served]
+EOF
+run rehearse /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/rehearse.time" \
+	timeout 300 "$rg" --config "$tmp/served.yaml" rehearse --seat served --jobs "$attempts" \
+	--concurrency "$conc" --log "$tmp/rehearse.log" --json
+stop "$srv_pid"
+read -r wall u s _ <"$tmp/m/rehearse.time"
+n=$(grep -c '^ts=' "$tmp/rehearse.log" || true)
+ok=$(grep -c ' outcome=ok ' "$tmp/rehearse.log" || true)
+[[ $ok == "$n" ]] || say "warning: rehearse: $((n - ok)) of $n attempts were not ok"
+re_rate=$(calc '%.0f' "$n / $wall")
+re_cpu1k=$(calc '%.3f' "($u + $s) / $n * 1000")
+grep -o ' elapsed_s=[0-9.]*' "$tmp/rehearse.log" | cut -d= -f2 >"$tmp/m/rehearse.el"
+re_p50=$(pct 50 <"$tmp/m/rehearse.el") re_p95=$(pct 95 <"$tmp/m/rehearse.el")
+
+row "\`rehearse\`, $(commas "$n") attempts, concurrency $conc, instant \`seat serve\`" \
+	"$(commas "$re_rate") attempts/s, $re_cpu1k CPU-s per 1,000" \
+	"vegeta, keep-alive: $(commas "$ka_rate")/s, $ka_cpu1k CPU-s per 1,000; without: $(commas "$co_rate")/s, $co_cpu1k CPU-s per 1,000" \
+	"$(ratio "$re_rate" "$ka_rate") / $(ratio "$re_rate" "$co_rate") rate; $(ratio "$re_cpu1k" "$ka_cpu1k") / $(ratio "$re_cpu1k" "$co_cpu1k") CPU (vs keep-alive / without)"
+row "elapsed p50 / p95 the client adds at c=$conc (the seat plans 0 ms)" \
+	"$(ms "$re_p50") / $(ms "$re_p95") ms" \
+	"vegeta, keep-alive: $(ms "$ka_p50") / $(ms "$ka_p95") ms; without: $(ms "$co_p50") / $(ms "$co_p95") ms" \
+	"p50 $(calc '%+.1f' "($re_p50 - $ka_p50) * 1000") / $(calc '%+.1f' "($re_p50 - $co_p50) * 1000") ms"
+
+# ---------------------------------------------------------------- simulate
+
+say "simulate $sim_jobs jobs on one core, one after another and with --rate 20"
+model='lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100'
+for how in sequential rate; do
+	extra=()
+	[[ $how == rate ]] && extra=(--rate 20)
+	run "simulate-$how" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/simulate-$how.time" \
+		taskset -c 0 timeout 300 "$rg" simulate --jobs "$sim_jobs" "${extra[@]}" --model "$model"
+	read -r wall u s m <"$tmp/m/simulate-$how.time"
+	if [[ $how == rate ]]; then label="Poisson arrivals, --rate 20"; else label="jobs one after another"; fi
+	row "\`simulate\` $(commas "$sim_jobs") jobs, one core (\`taskset -c 0\`), $label" \
+		"$(calc '%.2f' "$u + $s") CPU-s ($(calc '%.2f' "$wall") s wall), $(mib "$m") MiB" "—" \
+		"goal: 1 CPU-s for 1,000,000 jobs"
+done
+row "the \`simulate\` model" "\`$model\`" "—" "—"
+
+# ---------------------------------------------------------------- tests
+
+rc=0
+if ((tests)); then
+	say "the test suite: go test -count=1 ./... (long)"
+	t0=$(date +%s)
+	if (cd "$repo" && timeout 3600 go test -count=1 ./... >"$tmp/logs/tests.out" 2>&1); then
+		verdict=passed
+	else
+		verdict=FAILED rc=1
+		tail -n 30 "$tmp/logs/tests.out" >&2
+	fi
+	t1=$(date +%s)
+	row "the test suite (\`go test -count=1 ./...\`)" "$((t1 - t0)) s wall, $verdict" "—" "goal: under 3 minutes"
+fi
+
+# ---------------------------------------------------------------- table
+
+model_name=$(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
+{
+	echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (${model_name:-unknown CPU}), commit $commit, with bench/compare.sh$( ((quick)) && echo ' --quick')."
+	echo "Load average before the run: $load0 (other work on the machine widens wall times; CPU times are steadier)."
+	echo "Peers: vegeta $vegeta_version, $(hyperfine --version), $(curl --version | head -n 1 | cut -d' ' -f1-2), $(go version | cut -d' ' -f3)."
+	echo
+	echo "| figure | retrygate | peer, same run | ratio |"
+	echo "|---|---|---|---|"
+	printf '%s\n' "${rows_out[@]}"
+} >"$tmp/table.md"
+cat "$tmp/table.md"
+if [[ -n $out ]]; then
+	cp "$tmp/table.md" "$out"
+fi
+say "done"
+exit "$rc"
