@@ -103,6 +103,11 @@ func (c *config) readFile(path string) error {
 	if err != nil {
 		return err
 	}
+	return c.load(path, ext, data)
+}
+
+// load parses a config file's bytes and checks every key in it.
+func (c *config) load(path, ext string, data []byte) error {
 	tree, err := parseConfig(path, ext, data)
 	if err != nil {
 		var kc *keyCollision

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,4 +256,32 @@ func TestUpdateWaitIsInterruptible(t *testing.T) {
 	go func() { errc <- Update(ctx, path, func(*State) error { return nil }) }()
 	cancel()
 	assert.ErrorIs(t, <-errc, context.Canceled)
+}
+
+// FuzzDecode: any state file's bytes decode to a state or an error, and a
+// line the writer wrote always reads back as the state it holds.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"version":1,"jobs":{"j":{"attempts":1}}}`))
+	f.Add(encodeLine([]byte(`{"version":2,"jobs":{"j":{"attempts":2,"deadline_ns":1000}}}`)))
+	f.Add([]byte("0000000 {}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, end, err := decode(data)
+		if err != nil {
+			return
+		}
+		js, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What writeState leaves: the good lines, then the new one.
+		next := append(append([]byte(nil), data[:end]...), encodeLine(js)...)
+		again, end, err := decode(next)
+		if err != nil || end != int64(len(next)) {
+			t.Fatalf("a written line does not read back: %v (end %d)", err, end)
+		}
+		js2, _ := json.Marshal(again)
+		if string(js) != string(js2) {
+			t.Fatalf("round trip changed the state:\n%s\n%s", js, js2)
+		}
+	})
 }
