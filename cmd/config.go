@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -75,7 +76,7 @@ func loadConfig(f *Factory, cmd *cobra.Command, flags map[string]string) (*confi
 		path = DefaultConfigFile
 	}
 	if _, err := os.Stat(path); err == nil || explicit {
-		if err := c.readFile(path); err != nil {
+		if err := c.readFile(f.Ctx, path); err != nil {
 			return nil, err
 		}
 	}
@@ -90,7 +91,7 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-func (c *config) readFile(path string) error {
+func (c *config) readFile(ctx context.Context, path string) error {
 	ext := strings.TrimPrefix(filepath.Ext(path), ".")
 	switch ext {
 	case "yaml", "yml", "":
@@ -103,7 +104,18 @@ func (c *config) readFile(path string) error {
 	if err != nil {
 		return err
 	}
-	return c.load(path, ext, data)
+	if ctx == nil {
+		return c.load(path, ext, data)
+	}
+	// Parsing a big config takes a moment; Ctrl-C ends the wait at once.
+	done := make(chan error, 1)
+	go func() { done <- c.load(path, ext, data) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while reading config %q", path)}
+	}
 }
 
 // load parses a config file's bytes and checks every key in it.

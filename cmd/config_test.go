@@ -96,7 +96,7 @@ func TestConfigMustBeASmallRegularFile(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/dev/zero", `--config "/dev/zero": not a regular file (a device)`},
 		{fifo, "not a regular file (a FIFO)"},
-		{big, "larger than 8 MiB (the limit)"},
+		{big, "larger than 4 MiB (the limit)"},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
 			done := make(chan struct{})
@@ -231,4 +231,23 @@ func TestConfigSeatsAreCheckedBeforeAnyOutput(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, string(data), "seat=only")
 	})
+}
+
+// Ctrl-C while a big config is parsed ends the command at once.
+func TestConfigReadingIsInterruptible(t *testing.T) {
+	dir := t.TempDir()
+	var sb strings.Builder
+	sb.WriteString("seats:\n")
+	for i := 0; sb.Len() < maxConfigBytes-100; i++ {
+		fmt.Fprintf(&sb, "  s%d: {kind: script, script: builtin:seed003}\n", i)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(sb.String()), 0o600))
+	t.Chdir(dir)
+	ios, _, _, errOut := TestStreams()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the user pressed Ctrl-C
+	f := &Factory{IO: ios, Now: time.Now, Getenv: func(string) string { return "" }, Ctx: ctx}
+	code := Run(f, []string{"simulate", "--config", "big.yaml", "--jobs", "1"})
+	assert.Equal(t, ExitRefuse, code)
+	assert.Contains(t, errOut.String(), `interrupted while reading config "big.yaml"`)
 }
