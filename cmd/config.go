@@ -134,14 +134,15 @@ func (c *config) load(path, ext string, data []byte) error {
 			return withHint(badInput("%s: a literal API key in a config file is refused", c.fileRef(k)),
 				"name the environment variable that holds it instead: api_key_env: OPENAI_API_KEY")
 		}
-		known := false
-		for _, re := range knownKeys {
-			if re.MatchString(k) {
-				known = true
-				break
+		if tree.get(k) == nil {
+			if slices.Contains(sections, k) || strings.HasPrefix(k, "seats.") && strings.Count(k, ".") == 1 {
+				continue // an empty section
+			}
+			if known(k) {
+				return badInput("%s: no value", c.fileRef(k))
 			}
 		}
-		if !known {
+		if !known(k) {
 			err := badInput("%s: unknown key", c.fileRef(k))
 			if s, ok := suggestKey(k); ok {
 				return withHint(err, fmt.Sprintf("did you mean %s?", s))
@@ -150,6 +151,18 @@ func (c *config) load(path, ext string, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// sections are the config's top-level mappings.
+var sections = []string{"budget", "retry", "timeouts", "breaker", "seats", "thresholds"}
+
+func known(k string) bool {
+	for _, re := range knownKeys {
+		if re.MatchString(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // suggestKey finds the known key nearest a mistyped one, keeping the

@@ -259,3 +259,21 @@ func TestScriptFlagRefusesAFIFO(t *testing.T) {
 	assert.Equal(t, ExitBad, code)
 	assert.Contains(t, errOut, `"s.yaml": not a regular file (a FIFO)`)
 }
+
+func TestConfigEmptyValuesAndLiteralKeys(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ text, want string }{
+		{"budget:\n  deadline:\n", "retrygate.yaml:2: budget.deadline: no value"},
+		{"seats:\n  a: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m, API_Key: sk-live-abcdef123456}\n",
+			"retrygate.yaml:2: seats.a.api_key: a literal API key in a config file is refused"},
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(tc.text), 0o600))
+		code, _, errOut := cfgRun(t, dir, nil, admitArgs...)
+		assert.Equal(t, ExitBad, code)
+		assert.Contains(t, errOut, tc.want)
+		assert.NotContains(t, errOut, "abcdef123456")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte("budget:\nthresholds:\nseats:\n"), 0o600))
+	code, _, errOut := cfgRun(t, dir, nil, admitArgs...)
+	assert.Equal(t, ExitOK, code, "empty sections are fine: %s", errOut)
+}
