@@ -226,8 +226,28 @@ func TestUpdateStartsOverWhenTheFileVanishes(t *testing.T) {
 		return nil
 	}))
 	assert.GreaterOrEqual(t, runs, 2, "the first run's write went to an unlinked file")
-	assert.Equal(t, 1, g.Job.Attempts, "the deleted state is forgotten; the grant is recorded in the new one")
-	assert.Equal(t, 1, claimOnce(t, path, c, b).Job.Attempts-1)
+	assert.Equal(t, 2, g.Job.Attempts, "the claimer held the removed file: it carried the job over, and its grant is in the new file")
+	assert.Equal(t, 3, claimOnce(t, path, c, b).Job.Attempts)
+}
+
+func TestMergeCountsEachGrantOnce(t *testing.T) {
+	c := newClock()
+	a := emptyState()
+	b := budget(time.Minute, 9)
+	Claim(a, "j", b, 0, c.read())
+	c.pass(time.Second)
+	Claim(a, "j", b, 0, c.read())
+	copyA := clone(a)
+	Claim(copyA, "j", b, 0, c.read()) // one more grant, in a copy only
+	fresh := emptyState()
+	Claim(fresh, "j", budget(30*time.Second, 9), 0, c.read()) // a claim against a fresh file
+
+	m := Merge(Merge(Merge(nil, a), copyA), a) // a arrives twice
+	assert.Equal(t, 3, m.Jobs["j"].Attempts)
+	m = Merge(m, fresh)
+	assert.Equal(t, 4, m.Jobs["j"].Attempts)
+	assert.Equal(t, 30*time.Second, m.Jobs["j"].Deadline, "the stricter deadline")
+	assert.Equal(t, a.Jobs["j"].Started, m.Jobs["j"].Started, "the timing of the copy that started first")
 }
 
 func TestUpdateDoesNotCreateAnEmptyState(t *testing.T) {
