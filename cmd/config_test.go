@@ -252,14 +252,6 @@ func TestConfigReadingIsInterruptible(t *testing.T) {
 	assert.Contains(t, errOut.String(), `interrupted while reading config "big.yaml"`)
 }
 
-func TestScriptFlagRefusesAFIFO(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "s.yaml"), 0o600))
-	code, _, errOut := cfgRun(t, dir, nil, "seat", "serve", "--script", "s.yaml")
-	assert.Equal(t, ExitBad, code)
-	assert.Contains(t, errOut, `"s.yaml": not a regular file (a FIFO)`)
-}
-
 func TestConfigEmptyValuesAndLiteralKeys(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ text, want string }{
