@@ -53,11 +53,13 @@ claim is measured on the wall clock instead, and a wall clock that went
 back counts as no time passed.
 
 State lives in one file (--state), locked itself, so that two claimers
-never both receive the last attempt, and checked after locking and after
-writing, so that a cleanup that deletes it (or its directory) while
-claimers wait cannot make two of them grant from one state: a deleted
-state forgets its jobs, as claim --done forgets one. Jobs whose deadline
-ended a day ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --done)", "refuse: the attempt cap or the deadline is spent"),
+never both receive the last attempt. A cleanup that deletes it (or its
+directory) mid-run cannot make two claimers grant from one state: each
+checks, after locking and after writing, that the file it holds is still
+the one at the path, and a claimer that held the deleted file carries its
+jobs into the new one. A state deleted while no claimer holds it forgets
+its jobs, as claim --done forgets one. Jobs whose deadline ended a day
+ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --done)", "refuse: the attempt cap or the deadline is spent"),
 		Example: `  # a retry loop where every attempt inherits what is left of one 45 s deadline
   id=summarize-$RANDOM
   while s=$(retrygate claim --job "$id" --deadline 45s --max-attempts 3 --hard-timeout 20s --seconds); do

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -75,7 +76,7 @@ func loadConfig(f *Factory, cmd *cobra.Command, flags map[string]string) (*confi
 		path = DefaultConfigFile
 	}
 	if _, err := os.Stat(path); err == nil || explicit {
-		if err := c.readFile(path); err != nil {
+		if err := c.readFile(f.Ctx, path); err != nil {
 			return nil, err
 		}
 	}
@@ -90,7 +91,7 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-func (c *config) readFile(path string) error {
+func (c *config) readFile(ctx context.Context, path string) error {
 	ext := strings.TrimPrefix(filepath.Ext(path), ".")
 	switch ext {
 	case "yaml", "yml", "":
@@ -103,6 +104,22 @@ func (c *config) readFile(path string) error {
 	if err != nil {
 		return err
 	}
+	if ctx == nil {
+		return c.load(path, ext, data)
+	}
+	// Parsing a big config takes a moment; Ctrl-C ends the wait at once.
+	done := make(chan error, 1)
+	go func() { done <- c.load(path, ext, data) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while reading config %q", path)}
+	}
+}
+
+// load parses a config file's bytes and checks every key in it.
+func (c *config) load(path, ext string, data []byte) error {
 	tree, err := parseConfig(path, ext, data)
 	if err != nil {
 		var kc *keyCollision
@@ -117,14 +134,15 @@ func (c *config) readFile(path string) error {
 			return withHint(badInput("%s: a literal API key in a config file is refused", c.fileRef(k)),
 				"name the environment variable that holds it instead: api_key_env: OPENAI_API_KEY")
 		}
-		known := false
-		for _, re := range knownKeys {
-			if re.MatchString(k) {
-				known = true
-				break
+		if tree.get(k) == nil {
+			if slices.Contains(sections, k) || strings.HasPrefix(k, "seats.") && strings.Count(k, ".") == 1 {
+				continue // an empty section
+			}
+			if known(k) {
+				return badInput("%s: no value", c.fileRef(k))
 			}
 		}
-		if !known {
+		if !known(k) {
 			err := badInput("%s: unknown key", c.fileRef(k))
 			if s, ok := suggestKey(k); ok {
 				return withHint(err, fmt.Sprintf("did you mean %s?", s))
@@ -133,6 +151,18 @@ func (c *config) readFile(path string) error {
 		}
 	}
 	return nil
+}
+
+// sections are the config's top-level mappings.
+var sections = []string{"budget", "retry", "timeouts", "breaker", "seats", "thresholds"}
+
+func known(k string) bool {
+	for _, re := range knownKeys {
+		if re.MatchString(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // suggestKey finds the known key nearest a mistyped one, keeping the

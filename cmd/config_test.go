@@ -96,7 +96,7 @@ func TestConfigMustBeASmallRegularFile(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/dev/zero", `--config "/dev/zero": not a regular file (a device)`},
 		{fifo, "not a regular file (a FIFO)"},
-		{big, "larger than 8 MiB (the limit)"},
+		{big, "larger than 4 MiB (the limit)"},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
 			done := make(chan struct{})
@@ -231,4 +231,41 @@ func TestConfigSeatsAreCheckedBeforeAnyOutput(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, string(data), "seat=only")
 	})
+}
+
+// Ctrl-C while a big config is parsed ends the command at once.
+func TestConfigReadingIsInterruptible(t *testing.T) {
+	dir := t.TempDir()
+	var sb strings.Builder
+	sb.WriteString("seats:\n")
+	for i := 0; sb.Len() < maxConfigBytes-100; i++ {
+		fmt.Fprintf(&sb, "  s%d: {kind: script, script: builtin:seed003}\n", i)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(sb.String()), 0o600))
+	t.Chdir(dir)
+	ios, _, _, errOut := TestStreams()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the user pressed Ctrl-C
+	f := &Factory{IO: ios, Now: time.Now, Getenv: func(string) string { return "" }, Ctx: ctx}
+	code := Run(f, []string{"simulate", "--config", "big.yaml", "--jobs", "1"})
+	assert.Equal(t, ExitRefuse, code)
+	assert.Contains(t, errOut.String(), `interrupted while reading config "big.yaml"`)
+}
+
+func TestConfigEmptyValuesAndLiteralKeys(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ text, want string }{
+		{"budget:\n  deadline:\n", "retrygate.yaml:2: budget.deadline: no value"},
+		{"seats:\n  a: {kind: openai, base_url: http://127.0.0.1:1/v1, model: m, API_Key: sk-live-abcdef123456}\n",
+			"retrygate.yaml:2: seats.a.api_key: a literal API key in a config file is refused"},
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(tc.text), 0o600))
+		code, _, errOut := cfgRun(t, dir, nil, admitArgs...)
+		assert.Equal(t, ExitBad, code)
+		assert.Contains(t, errOut, tc.want)
+		assert.NotContains(t, errOut, "abcdef123456")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte("budget:\nthresholds:\nseats:\n"), 0o600))
+	code, _, errOut := cfgRun(t, dir, nil, admitArgs...)
+	assert.Equal(t, ExitOK, code, "empty sections are fine: %s", errOut)
 }

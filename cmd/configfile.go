@@ -19,6 +19,9 @@ import (
 // multiply a small file).
 const maxConfigValues = 1 << 21
 
+// maxConfigDepth bounds nesting; a real config nests three levels.
+const maxConfigDepth = 32
+
 // configTree is a config file parsed into nested maps with lowercased keys
 // (keys are case-insensitive, as environment variables are), and the line
 // of every dotted key where the format gives lines.
@@ -92,7 +95,7 @@ func (t *configTree) fromYAML(file string, data []byte) error {
 		return nil
 	}
 	budget := maxConfigValues
-	v, err := t.yamlValue(file, n, "", "", &budget)
+	v, err := t.yamlValue(file, n, "", "", &budget, 0)
 	if err != nil {
 		return err
 	}
@@ -104,13 +107,17 @@ func (t *configTree) fromYAML(file string, data []byte) error {
 	return nil
 }
 
-func (t *configTree) yamlValue(file string, n *yaml.Node, key, shown string, budget *int) (any, error) {
+func (t *configTree) yamlValue(file string, n *yaml.Node, key, shown string, budget *int, depth int) (any, error) {
 	if *budget--; *budget < 0 {
 		return nil, fmt.Errorf("more than %d values (aliases expanding?)", maxConfigValues)
 	}
+	if depth > maxConfigDepth {
+		return nil, fmt.Errorf("line %d: nested deeper than %d levels (an alias inside itself?)", n.Line, maxConfigDepth)
+	}
+	depth++
 	switch n.Kind {
 	case yaml.AliasNode:
-		return t.yamlValue(file, n.Alias, key, shown, budget)
+		return t.yamlValue(file, n.Alias, key, shown, budget, depth)
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
 		seen := make(map[string]int, len(n.Content)/2)
@@ -127,7 +134,7 @@ func (t *configTree) yamlValue(file string, n *yaml.Node, key, shown string, bud
 			}
 			seen[lk], names[lk] = kn.Line, fullShown
 			t.lines[full] = kn.Line
-			v, err := t.yamlValue(file, vn, full, fullShown, budget)
+			v, err := t.yamlValue(file, vn, full, fullShown, budget, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -137,7 +144,7 @@ func (t *configTree) yamlValue(file string, n *yaml.Node, key, shown string, bud
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, err := t.yamlValue(file, c, key, shown, budget)
+			v, err := t.yamlValue(file, c, key, shown, budget, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -162,11 +169,16 @@ func (t *configTree) fromJSON(file string, data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	budget := maxConfigValues
+	depth := 0
 	var value func(key, shown string) (any, error)
 	value = func(key, shown string) (any, error) {
 		if budget--; budget < 0 {
 			return nil, fmt.Errorf("more than %d values", maxConfigValues)
 		}
+		if depth++; depth > maxConfigDepth {
+			return nil, fmt.Errorf("line %d: nested deeper than %d levels", lineAt(dec.InputOffset()), maxConfigDepth)
+		}
+		defer func() { depth-- }()
 		tok, err := dec.Token()
 		if err != nil {
 			return nil, jsonErr(err, lineAt(dec.InputOffset()))

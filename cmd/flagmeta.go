@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"retrygate/admit"
 )
 
 // flagMeta is what help and completion show for a flag's value: one word
@@ -68,15 +70,24 @@ var flagVocabulary = map[string]flagMeta{
 	"job": {placeholder: phID}, "prompt": {placeholder: phText}, "note": {placeholder: phText},
 	"ts": {placeholder: phTime}, "since": {placeholder: phTime}, "addr": {placeholder: phAddr},
 	"layers": {placeholder: phLayers},
-
-	"by":      {values: []string{"seat", "model", "job", "outcome"}},
-	"hist":    {values: []string{"wait", "elapsed", "tokens"}},
-	"format":  {values: []string{"openai", "anthropic", "ollama"}},
-	"outcome": {values: []string{"ok", "conn_error", "rate_limited", "client_error", "server_error", "timeout", "wait_cap", "reset", "cancelled"}},
 }
 
+// flagOverrides are per command: a fixed set of values belongs to one
+// command's flag (a new --format elsewhere needs its own entry).
 var flagOverrides = map[string]flagMeta{
-	"simulate --model": {placeholder: phSpec},
+	"simulate --model":    {placeholder: phSpec},
+	"report --by":         {values: []string{"seat", "model", "job", "outcome"}},
+	"report --hist":       {values: []string{"wait", "elapsed", "tokens"}},
+	"seat serve --format": {values: []string{"openai", "anthropic", "ollama"}},
+	"record --outcome":    {values: outcomeNames()},
+}
+
+func outcomeNames() []string {
+	out := make([]string, len(admit.Outcomes))
+	for i, o := range admit.Outcomes {
+		out[i] = string(o)
+	}
+	return out
 }
 
 func metaFor(c *cobra.Command, name string) (flagMeta, bool) {

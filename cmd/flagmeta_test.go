@@ -44,6 +44,7 @@ func TestTyposGetDidYouMean(t *testing.T) {
 		{[]string{"check", "--polcy", "p.yaml"}, "retrygate: unknown flag: --polcy\nretrygate: hint: did you mean --policy?\n"},
 		{[]string{"report", "--jsn"}, "retrygate: unknown flag: --jsn\nretrygate: hint: did you mean --json?\n"},
 		{[]string{"rehersal"}, "retrygate: unknown command \"rehersal\"\nretrygate: hint: did you mean rehearse?\n"},
+		{[]string{"seat", "serv"}, "retrygate: unknown command \"serv\" for 'retrygate seat'\nretrygate: hint: did you mean retrygate seat serve?\n"},
 		{[]string{"rehearse", "--jobs", "abc"}, "retrygate: --jobs: not a whole number \"abc\"\n"},
 		{[]string{"tune", "--margin", "wide"}, "retrygate: --margin: not a number \"wide\"\n"},
 		{[]string{"report", "--colour"}, "retrygate: unknown flag: --colour\nretrygate: hint: see 'retrygate report --help'\n"},

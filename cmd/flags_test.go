@@ -301,7 +301,9 @@ func flagCommands(t *testing.T) []flagCommand {
 		// Cobra's own help and completion commands (and the per-shell
 		// completion subcommands) take only cobra's flags.
 		builtin := c.Name() == "help" || c.Name() == "completion" || (c.Parent() != nil && c.Parent().Name() == "completion")
-		if c == root || !c.Runnable() || builtin {
+		// A group (seat) only refuses unknown subcommands; its subcommands
+		// carry the flags.
+		if c == root || !c.Runnable() || c.HasSubCommands() || builtin {
 			return
 		}
 		fc := flagCommand{path: strings.TrimPrefix(c.CommandPath(), root.Name()+" ")}

@@ -7,12 +7,11 @@ import (
 )
 
 // Bounds on the small files retrygate reads whole. The largest real
-// policy or script is a few KiB; these hold tens of thousands of seats or
-// steps, are read in well under a second, and keep a runaway file (or
-// /dev/zero) from exhausting memory.
+// policy or script is a few KiB; 4 MiB holds some 80,000 seats (read in
+// about two seconds) and keeps a runaway file from exhausting memory.
 const (
-	maxConfigBytes = 8 << 20
-	maxScriptBytes = 8 << 20
+	maxConfigBytes = 4 << 20
+	maxScriptBytes = 4 << 20
 )
 
 // checkInputFile says what is wrong with path as a small input file: it

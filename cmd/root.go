@@ -151,6 +151,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		}
 	}
 	decorateFlags(root, f)
+	guardGroups(root)
 	return root
 }
 

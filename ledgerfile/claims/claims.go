@@ -8,6 +8,9 @@
 package claims
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
 	"time"
 
 	"retrygate/admit"
@@ -34,6 +37,7 @@ type Job struct {
 	Deadline    time.Duration `json:"deadline_ns"`
 	MaxAttempts int           `json:"max_attempts"`
 	Attempts    int           `json:"attempts"`
+	Grants      []string      `json:"grants,omitempty"` // one id per attempt granted, so two copies of a job merge exactly
 	Spent       time.Duration `json:"spent_ns"`
 	SeenWall    time.Time     `json:"seen"`
 	SeenBoot    time.Duration `json:"seen_boot_ns"`
@@ -108,6 +112,7 @@ func Claim(s *State, job string, b admit.Budget, hard time.Duration, now Reading
 	j.Spent = used
 	j.see(now)
 	j.Attempts++
+	j.Grants = append(slices.Clip(j.Grants), grantID())
 	s.Jobs[job] = j
 	t := j.Deadline - used
 	if hard > 0 && hard < t {
@@ -127,4 +132,49 @@ func Tidy(s *State, now Reading) {
 			delete(s.Jobs, id)
 		}
 	}
+}
+
+func grantID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Merge adds src's jobs into dst (a new state when dst is nil) and returns
+// it. A job in both keeps every grant of either, counted once (grants
+// without an id, from version 1, count as many as the larger side has),
+// the stricter deadline and cap, and the timing of the copy that started
+// first or has spent more: merging never gives a job time or attempts back.
+func Merge(dst, src *State) *State {
+	if src == nil {
+		return dst
+	}
+	if dst == nil {
+		dst = emptyState()
+	}
+	for id, sj := range src.Jobs {
+		dj, ok := dst.Jobs[id]
+		if !ok {
+			sj.Grants = slices.Clone(sj.Grants)
+			dst.Jobs[id] = sj
+			continue
+		}
+		grants := slices.Clone(dj.Grants)
+		for _, g := range sj.Grants {
+			if !slices.Contains(grants, g) {
+				grants = append(grants, g)
+			}
+		}
+		anon := max(dj.Attempts-len(dj.Grants), sj.Attempts-len(sj.Grants), 0)
+		m := dj
+		if sj.Started.Before(dj.Started) || (sj.Started.Equal(dj.Started) && sj.Spent > dj.Spent) {
+			m = sj
+		}
+		m.Grants = grants
+		m.Attempts = min(len(grants)+anon, admit.MaxAttempts)
+		m.Deadline = min(dj.Deadline, sj.Deadline)
+		m.MaxAttempts = min(dj.MaxAttempts, sj.MaxAttempts)
+		dst.Jobs[id] = m
+	}
+	return dst
 }

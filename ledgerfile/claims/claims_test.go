@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -225,8 +226,28 @@ func TestUpdateStartsOverWhenTheFileVanishes(t *testing.T) {
 		return nil
 	}))
 	assert.GreaterOrEqual(t, runs, 2, "the first run's write went to an unlinked file")
-	assert.Equal(t, 1, g.Job.Attempts, "the deleted state is forgotten; the grant is recorded in the new one")
-	assert.Equal(t, 1, claimOnce(t, path, c, b).Job.Attempts-1)
+	assert.Equal(t, 2, g.Job.Attempts, "the claimer held the removed file: it carried the job over, and its grant is in the new file")
+	assert.Equal(t, 3, claimOnce(t, path, c, b).Job.Attempts)
+}
+
+func TestMergeCountsEachGrantOnce(t *testing.T) {
+	c := newClock()
+	a := emptyState()
+	b := budget(time.Minute, 9)
+	Claim(a, "j", b, 0, c.read())
+	c.pass(time.Second)
+	Claim(a, "j", b, 0, c.read())
+	copyA := clone(a)
+	Claim(copyA, "j", b, 0, c.read()) // one more grant, in a copy only
+	fresh := emptyState()
+	Claim(fresh, "j", budget(30*time.Second, 9), 0, c.read()) // a claim against a fresh file
+
+	m := Merge(Merge(Merge(nil, a), copyA), a) // a arrives twice
+	assert.Equal(t, 3, m.Jobs["j"].Attempts)
+	m = Merge(m, fresh)
+	assert.Equal(t, 4, m.Jobs["j"].Attempts)
+	assert.Equal(t, 30*time.Second, m.Jobs["j"].Deadline, "the stricter deadline")
+	assert.Equal(t, a.Jobs["j"].Started, m.Jobs["j"].Started, "the timing of the copy that started first")
 }
 
 func TestUpdateDoesNotCreateAnEmptyState(t *testing.T) {
@@ -255,4 +276,32 @@ func TestUpdateWaitIsInterruptible(t *testing.T) {
 	go func() { errc <- Update(ctx, path, func(*State) error { return nil }) }()
 	cancel()
 	assert.ErrorIs(t, <-errc, context.Canceled)
+}
+
+// FuzzDecode: any state file's bytes decode to a state or an error, and a
+// line the writer wrote always reads back as the state it holds.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"version":1,"jobs":{"j":{"attempts":1}}}`))
+	f.Add(encodeLine([]byte(`{"version":2,"jobs":{"j":{"attempts":2,"deadline_ns":1000}}}`)))
+	f.Add([]byte("0000000 {}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, end, err := decode(data)
+		if err != nil {
+			return
+		}
+		js, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What writeState leaves: the good lines, then the new one.
+		next := append(append([]byte(nil), data[:end]...), encodeLine(js)...)
+		again, end, err := decode(next)
+		if err != nil || end != int64(len(next)) {
+			t.Fatalf("a written line does not read back: %v (end %d)", err, end)
+		}
+		js2, _ := json.Marshal(again)
+		if string(js) != string(js2) {
+			t.Fatalf("round trip changed the state:\n%s\n%s", js, js2)
+		}
+	})
 }

@@ -24,10 +24,12 @@ import (
 // as a cleanup might) guards nothing: the next claimer creates a new file
 // and locks that. So a claimer checks, after locking and again after
 // writing, that the path still names the inode it holds; if not, it starts
-// over on the file that is there now. A grant is therefore only given once
-// it is recorded in the file at the path, and no two claimers ever update
-// one state at once. Deleting the state forgets every job in it, as
-// `claim --done` forgets one.
+// over on the file that is there now, carrying the jobs of the file it
+// held (the latest state there was) into it. A grant is therefore only
+// given once it is recorded in the file at the path, and no two claimers
+// ever update one state at once. Each grant has an id, so copies of a job
+// merge exactly. A state deleted while no claimer holds it forgets its
+// jobs, as `claim --done` forgets one.
 
 // MaxStateBytes bounds the state file; a bigger file is refused, not read.
 const MaxStateBytes = 64 << 20
@@ -46,8 +48,9 @@ var ErrVanishing = errors.New("the state file keeps being removed or replaced wh
 // file is replaced while it runs); only its last run counts. A missing file
 // is an empty state, created only when fn leaves something to keep.
 func Update(ctx context.Context, path string, fn func(*State) error) error {
+	var carry *State
 	for range maxReopen {
-		done, err := update(ctx, path, fn)
+		done, err := update(ctx, path, fn, &carry)
 		if err != nil || done {
 			return err
 		}
@@ -56,8 +59,11 @@ func Update(ctx context.Context, path string, fn func(*State) error) error {
 }
 
 // update makes one try; done is false when the file at path changed under
-// it and the caller should start over.
-func update(ctx context.Context, path string, fn func(*State) error) (done bool, err error) {
+// it and the caller should start over. A claimer that finds it holds a
+// file no longer at the path still holds that file's last state, the most
+// recent there is: it carries those jobs into the file now at the path
+// (carry), so a cleanup loses only what no claimer was holding.
+func update(ctx context.Context, path string, fn func(*State) error, carry **State) (done bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -66,8 +72,9 @@ func update(ctx context.Context, path string, fn func(*State) error) (done bool,
 			return false, fmt.Errorf("state %q: not a regular file (%s)", path, kind(st.Mode()))
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
-		// Nothing to lock yet. Create the file only if fn has something to keep.
+		// Nothing to lock yet. Create the file only if there is something to keep.
 		s := emptyState()
+		Merge(s, *carry)
 		if err := fn(s); err != nil {
 			return false, err
 		}
@@ -93,9 +100,6 @@ func update(ctx context.Context, path string, fn func(*State) error) (done bool,
 	if err := lockFile(ctx, f); err != nil {
 		return false, fmt.Errorf("failed to lock state %q: %w", path, err)
 	}
-	if !stillAt(f, path) {
-		return false, nil
-	}
 	data, err := readAll(f)
 	if err != nil {
 		return false, fmt.Errorf("failed to read state %q: %w", path, err)
@@ -104,7 +108,14 @@ func update(ctx context.Context, path string, fn func(*State) error) (done bool,
 	if err != nil {
 		return false, fmt.Errorf("failed to read state %q: %w (delete it to start afresh)", path, err)
 	}
+	if !stillAt(f, path) {
+		*carry = Merge(*carry, s)
+		return false, nil
+	}
 	before, _ := json.Marshal(s)
+	Merge(s, *carry)
+	held, _, _ := decode(data) // what this file held, for carrying if it vanishes
+	Merge(held, *carry)
 	if err := fn(s); err != nil {
 		return false, err
 	}
@@ -119,8 +130,13 @@ func update(ctx context.Context, path string, fn func(*State) error) (done bool,
 		syncDir(filepath.Dir(path)) // a new file: make its name durable too
 	}
 	// Written, but to the file at path? If it was removed while we held it,
-	// the update went to an inode nobody will read: do it again there.
-	return stillAt(f, path), nil
+	// the update went to an inode nobody will read: carry what it held (not
+	// fn's change, which is made again) and do it again there.
+	if !stillAt(f, path) {
+		*carry = Merge(*carry, held)
+		return false, nil
+	}
+	return true, nil
 }
 
 func kind(m os.FileMode) string {
