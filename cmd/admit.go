@@ -51,12 +51,12 @@ one conservatively (the last observed wait, the last elapsed of an
 attempt that returned, the last prompt + completion tokens; --seat S
 takes the estimate from that seat's rows). --next-* flags override the
 estimate.` + exitStatus("admit", "refuse"),
-		Example: `  # seed 003's second attempt: an 18 s queue wait against a 5 s cap
+		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap
   retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
     --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 9 --next-tokens 2400
 
   # the same question from rehearsal.log
-  retrygate admit --log rehearsal.log --job seed003`,
+  retrygate admit --log rehearsal.log --job demo-1`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opts.fill(f, c, budgetKeys); err != nil {

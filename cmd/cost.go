@@ -29,8 +29,8 @@ func newCostCmd(f *Factory, runF func(*CostOptions) error) *cobra.Command {
 	opts := &CostOptions{IO: f.IO}
 	c := &cobra.Command{
 		Use:   "cost",
-		Short: "What retries, timeouts and failover add to the bill (seed 001's arithmetic)",
-		Long: `Print seed 001's and 004's cost formulas, each beside its number, for
+		Short: "What retries, timeouts and failover add to the bill (the failover arithmetic)",
+		Long: `Print the retry and failover cost formulas, each beside its number, for
 the inputs given. A formula is printed when all of its inputs are.
 
   expected attempts    (1 − f^(n+1)) / (1 − f)    --fail-rate f --retries n
@@ -49,16 +49,16 @@ attempt on the first seat.
 
 For layered retries, list the layers innermost first (the one that calls
 the provider first): the worst case is the product of their attempts
-(seed 004: 3 × 3 × 3 = 27), the expected number of provider calls needs
+(3 × 3 × 3 = 27), the expected number of provider calls needs
 --fail-rate, and more than one layer with retries is warned about.` +
 			exitStatus("done", "(not used)"),
-		Example: `  # seed 001: 5% pre-generation failures, three retries
+		Example: `  # 5% pre-generation failures, three retries
   retrygate cost --fail-rate 0.05 --retries 3
 
-  # seed 001's failover examples
+  # the failover formula's examples
   retrygate cost --cost 0.004 --fallback-cost 0.011 --fail-rate 0.03 --timeout-rate 0.03
 
-  # seed 004: $0.02 an attempt at 1.4 attempts per success
+  # $0.02 an attempt at 1.4 attempts per success: the retry tax
   retrygate cost --cost 0.02 --attempts-per-success 1.4`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -45,8 +45,8 @@ processes never number two attempts alike.
 
 --elapsed runs from submit to the last byte, so it includes the wait.` +
 			exitStatus("appended", "not used"),
-		Example: `  # seed 003, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens
-  retrygate record --job seed003 --seat scratch --wait 1.2 --elapsed 7.2 --tokens 2100`,
+		Example: `  # the free-seat demo, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens
+  retrygate record --job demo-1 --seat scratch --wait 1.2 --elapsed 7.2 --tokens 2100`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opts.fill(f, c, budgetKeys); err != nil {

@@ -23,7 +23,7 @@ import (
 )
 
 // demoScript is the built-in script the no-config demo plays: seed 003.
-const demoScript = "seed003"
+const demoScript = "free-seat"
 
 // defaultPrompt is a scratch prompt nobody minds throwing away (seed 003).
 const defaultPrompt = "Reply with one short sentence: what is a retry budget?"
@@ -87,7 +87,7 @@ sleeping; a timed-out attempt is retried at most retry.timeouts_retried
 times, on the next fallback seat when there is one.
 
 With no retrygate.yaml, no --config and no --seat, rehearse runs a
-built-in demo: seed 003's scenario on a script seat named scratch, on
+built-in demo: the free-seat scenario on a script seat named scratch, on
 the virtual clock, with no key and no network.
 
 Seats come from the config's seats: map; --seat NAME runs a chain of
@@ -107,7 +107,7 @@ Ctrl-C stops cleanly: attempts in flight are cancelled and written as
 outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
 			"done: every job ran (a seat failing is data in the log, not an error)",
 			"interrupted (Ctrl-C) before every job finished; the rows so far are in the log"),
-		Example: `  # the built-in demo: seed 003 on a script seat, no key, no network
+		Example: `  # the built-in free-seat demo on a script seat, no key, no network
   retrygate rehearse
 
   # 20 jobs, 4 at a time, through the config's fallback chain
@@ -309,7 +309,7 @@ func runRehearse(o *RehearseOptions) error {
 		}
 	}
 	if o.Demo {
-		fmt.Fprintln(o.IO.ErrOut, "retrygate: built-in demo: seed 003's scenario on a script seat, virtual clock, no key, no network; "+
+		fmt.Fprintln(o.IO.ErrOut, "retrygate: built-in demo: the free-seat scenario on a script seat, virtual clock, no key, no network; "+
 			"to rehearse a real seat, put seats: and fallback: in retrygate.yaml (or --config FILE)")
 	}
 	clock := "real"

@@ -72,7 +72,7 @@ func TestRehearseFlagsToOptions(t *testing.T) {
 	assert.True(t, got.Demo, "no config at all: the built-in demo")
 	require.Len(t, got.Chain, 1)
 	assert.Equal(t, "scratch", got.Chain[0].Name)
-	assert.Equal(t, "builtin:seed003", got.Chain[0].Script)
+	assert.Equal(t, "builtin:free-seat", got.Chain[0].Script)
 	assert.Equal(t, 3, got.Jobs)
 	assert.Equal(t, 2, got.Concurrency)
 	assert.Equal(t, uint64(9), got.Seed)
@@ -118,7 +118,7 @@ scratch	2	0	1.200	5.000	5.000	7.200	3600	attempt cap 1, queue wait 1
 jobs	succeeded	failed	unknown	cancelled	deadline_misses
 1	0	0	1	0	0
 `, out)
-	assert.Contains(t, errOut, "retrygate: built-in demo: seed 003's scenario")
+	assert.Contains(t, errOut, "retrygate: built-in demo: the free-seat scenario")
 	assert.Contains(t, errOut, "put seats: and fallback: in retrygate.yaml")
 	assert.Contains(t, errOut, "run r1, seed 1, virtual clock, appending to rehearsal.log")
 

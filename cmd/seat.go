@@ -81,8 +81,8 @@ ever written there or on stderr.
 
 It serves until Ctrl-C. It listens on loopback only (127.0.0.0/8, ::1,
 localhost) unless --allow-remote is given.` + exitStatus("served until Ctrl-C", "not used"),
-		Example: `  # seed 003's two attempts, as an OpenAI-compatible endpoint
-  retrygate seat serve --script builtin:seed003
+		Example: `  # the free-seat demo's two attempts, as an OpenAI-compatible endpoint
+  retrygate seat serve --script builtin:free-seat
 
   # a bad provider day in the Anthropic format, on a fixed port
   retrygate seat serve --script testdata/seats/bad-day.yaml --format anthropic --addr 127.0.0.1:6556
@@ -101,7 +101,7 @@ localhost) unless --allow-remote is given.` + exitStatus("served until Ctrl-C", 
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&opts.Script, "script", "", "the script `file` to play, or builtin:NAME (e.g. builtin:seed003)")
+	fl.StringVar(&opts.Script, "script", "", "the script `file` to play, or builtin:NAME (e.g. builtin:free-seat)")
 	fl.StringVar(&format, "format", "openai", "wire `format`: openai, anthropic or ollama")
 	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:0", "listen `address` (port 0 picks a free one)")
 	fl.BoolVar(&opts.AllowRemote, "allow-remote", false, "allow a listen address off loopback")
@@ -111,7 +111,7 @@ localhost) unless --allow-remote is given.` + exitStatus("served until Ctrl-C", 
 func (o *SeatServeOptions) fill(f *Factory, format string) error {
 	o.Ctx = f.Ctx
 	if strings.TrimSpace(o.Script) == "" {
-		return withHint(badInput("--script: required"), "give a script file, or builtin:seed003 for seed 003's two attempts")
+		return withHint(badInput("--script: required"), "give a script file, or builtin:free-seat for the free-seat demo's two attempts")
 	}
 	var err error
 	if o.Format, err = seatserver.ParseFormat(format); err != nil {

@@ -38,7 +38,7 @@ func TestSeatServeFlags(t *testing.T) {
 		{name: "remote allowed", args: []string{"--script", "s.yaml", "--addr", "0.0.0.0:8080", "--allow-remote"},
 			want: SeatServeOptions{Script: "s.yaml", Format: seatserver.OpenAI, Addr: "0.0.0.0:8080", AllowRemote: true}},
 
-		{name: "no script", args: nil, wantErr: "--script: required", hint: "builtin:seed003"},
+		{name: "no script", args: nil, wantErr: "--script: required", hint: "builtin:free-seat"},
 		{name: "bad format", args: []string{"--script", "s.yaml", "--format", "grpc"},
 			wantErr: `--format: unknown format "grpc" (want openai, anthropic or ollama)`},
 		{name: "every interface", args: []string{"--script", "s.yaml", "--addr", "0.0.0.0:8080"},

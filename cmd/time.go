@@ -68,11 +68,11 @@ prints and exits 0.` + exitStatus("the attempt ran, whatever its outcome", "not 
 		Example: `  # a seat from retrygate.yaml
   retrygate time --seat scratch
 
-  # seed 003's second attempt, on the virtual clock
+  # the free-seat demo's second attempt, on the virtual clock
   retrygate time --seat demo --call 2 --json
 
   # against a local seat server
-  retrygate seat serve --script builtin:seed003 &
+  retrygate seat serve --script builtin:free-seat &
   retrygate time --seat served --hard-timeout 10s --wait-cap 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -36,9 +36,15 @@ func Builtin(name string) (*Script, error) {
 	return Parse(data, "builtin/"+name+".yaml")
 }
 
+// builtinAliases are former names of built-in scripts, still accepted.
+var builtinAliases = map[string]string{"seed003": "free-seat"}
+
 // BuiltinSource is the YAML text of a built-in script, for printing or
 // for serving it with `seat serve`.
 func BuiltinSource(name string) ([]byte, error) {
+	if n, ok := builtinAliases[name]; ok {
+		name = n
+	}
 	names := BuiltinNames()
 	if !slices.Contains(names, name) {
 		return nil, fmt.Errorf("unknown built-in script %q (have %s)", name, strings.Join(names, ", "))

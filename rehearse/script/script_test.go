@@ -100,25 +100,28 @@ func TestPlanForDoesNotAllocate(t *testing.T) {
 }
 
 func TestBuiltin(t *testing.T) {
-	assert.Equal(t, []string{"seed003"}, BuiltinNames())
-	s, err := Builtin("seed003")
+	assert.Equal(t, []string{"free-seat"}, BuiltinNames())
+	s, err := Builtin("free-seat")
 	require.NoError(t, err)
-	assert.Equal(t, "seed003", s.Name())
+	assert.Equal(t, "free-seat", s.Name())
 	assert.Equal(t, "scratch", s.Model())
 	assert.Equal(t, 2, s.Len())
 
 	_, err = Builtin("../seed003")
-	assert.EqualError(t, err, `unknown built-in script "../seed003" (have seed003)`)
+	assert.EqualError(t, err, `unknown built-in script "../seed003" (have free-seat)`)
+	old, err := Builtin("seed003")
+	require.NoError(t, err, "the former name still works")
+	assert.Equal(t, "free-seat", old.Name())
 }
 
 // The embedded demo and its copy under testdata must not drift apart.
 func TestBuiltinSeed003MatchesTestdata(t *testing.T) {
-	embedded, err := BuiltinSource("seed003")
+	embedded, err := BuiltinSource("free-seat")
 	require.NoError(t, err)
 	onDisk, err := os.ReadFile("../../testdata/seats/seed003.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, string(embedded), string(onDisk),
-		"testdata/seats/seed003.yaml must be a byte-for-byte copy of rehearse/script/builtin/seed003.yaml")
+		"testdata/seats/seed003.yaml must be a byte-for-byte copy of rehearse/script/builtin/free-seat.yaml")
 }
 
 // Seed 003: budget deadline 45s, token ceiling 8000, max attempts 2, wait cap 5s.
