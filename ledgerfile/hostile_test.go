@@ -512,3 +512,19 @@ func TestJobTailRefusesOverlongLine(t *testing.T) {
 	_, _, err = ReadFile(path)
 	assert.ErrorContains(t, err, "l.log: line 3: line too long")
 }
+
+// The tail read crosses many blocks to reach a job whose only row is the
+// first of a long log, and finds a row that straddles two blocks.
+func TestJobTailAcrossBlocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.log")
+	writeLog(t, path, 3000, false) // about 1 MB: many blocks
+	for _, job := range []string{"r1-0000000", "r1-0000700", "r1-0001499"} {
+		rows, err := JobTail(path, job, nil)
+		require.NoError(t, err)
+		require.Len(t, rows, 2, job)
+		assert.Equal(t, []int{1, 2}, []int{rows[0].Attempt, rows[1].Attempt})
+	}
+	rows, err := JobTail(path, "nosuch", nil)
+	require.NoError(t, err)
+	assert.Empty(t, rows)
+}

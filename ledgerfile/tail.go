@@ -128,7 +128,19 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 		above  bool                     // the line above a TornMarker is torn: skip it
 	)
 	for {
-		line, start, tooLong, err := bs.prev()
+		var (
+			line    []byte
+			start   int64
+			tooLong bool
+			err     error
+		)
+		if len(needle) > 0 {
+			// Jump from one line holding the needle to the next one up;
+			// the lines between cannot be the job's.
+			line, start, tooLong, above, err = bs.prevHolding(needle)
+		} else {
+			line, start, tooLong, err = bs.prev()
+		}
 		if err == io.EOF {
 			break
 		}
@@ -244,6 +256,97 @@ func (b *backScanner) load(end int64) error {
 		return err
 	}
 	return nil
+}
+
+// prevHolding returns the last line before pos that holds needle (see
+// prev), skipping the lines after it, and whether the line right after
+// it is a TornMarker (then it is a torn line no reader counts).
+func (b *backScanner) prevHolding(needle []byte) (line []byte, start int64, tooLong, torn bool, err error) {
+	limit := b.pos // search [0, limit)
+	for {
+		if limit <= 0 {
+			b.pos = 0
+			return nil, 0, false, false, io.EOF
+		}
+		if limit <= b.off || limit > b.off+int64(len(b.buf)) {
+			if err := b.load(limit); err != nil {
+				return nil, 0, false, false, err
+			}
+		}
+		i := lastIndex(b.buf[:limit-b.off], needle)
+		if i < 0 {
+			if b.off == 0 {
+				b.pos = 0
+				return nil, 0, false, false, io.EOF
+			}
+			limit = b.off + int64(len(needle)) - 1 // a needle across two windows
+			if err := b.load(limit); err != nil {
+				return nil, 0, false, false, err
+			}
+			continue
+		}
+		// The newline ending the needle's line: pos-1 at the latest.
+		end, err := b.newlineFrom(b.off + int64(i))
+		if err != nil {
+			return nil, 0, false, false, err
+		}
+		b.pos = end + 1
+		torn, err = b.markerAt(end + 1)
+		if err != nil {
+			return nil, 0, false, false, err
+		}
+		line, start, tooLong, err = b.prev()
+		return line, start, tooLong, torn, err
+	}
+}
+
+// lastIndex is bytes.LastIndex by forward searches: bytes.Index is
+// vectorised, and most blocks hold no match at all.
+func lastIndex(b, needle []byte) int {
+	last := -1
+	for at := 0; ; {
+		i := bytes.Index(b[at:], needle)
+		if i < 0 {
+			return last
+		}
+		last = at + i
+		at = last + 1
+	}
+}
+
+// newlineFrom finds the first newline at or after offset at.
+func (b *backScanner) newlineFrom(at int64) (int64, error) {
+	if at >= b.off && at < b.off+int64(len(b.buf)) {
+		if j := bytes.IndexByte(b.buf[at-b.off:], '\n'); j >= 0 {
+			return at + int64(j), nil
+		}
+		at = b.off + int64(len(b.buf))
+	}
+	var chunk [4096]byte
+	for {
+		n, err := b.r.ReadAt(chunk[:], at)
+		if j := bytes.IndexByte(chunk[:n], '\n'); j >= 0 {
+			return at + int64(j), nil
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the file shrank under us
+			}
+			return 0, err
+		}
+		at += int64(n)
+	}
+}
+
+// markerAt reports whether the line starting at offset at is a TornMarker.
+func (b *backScanner) markerAt(at int64) (bool, error) {
+	var buf [len(TornMarker) + 64]byte
+	n, err := b.r.ReadAt(buf[:], at)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	j := bytes.IndexByte(buf[:n], '\n')
+	return j >= 0 && string(trimLine(buf[:j])) == TornMarker, nil
 }
 
 // prev returns the line before pos, without its newline, and where it
