@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/go-logfmt/logfmt"
+	"unicode/utf8"
 
 	"retrygate/admit"
 )
@@ -32,13 +31,13 @@ const tailBlock = 64 << 10
 // errors do name the line, counted then.
 func ReadJobTail(r io.ReaderAt, size int64, name, job string, enough func(*Row) bool) ([]Row, error) {
 	match := func(row *Row) bool { return row.Job == job }
-	return readTail(r, size, name, encodedValue(job), match, enough)
+	return readTail(r, size, name, needleOf(job), match, enough)
 }
 
 // ReadSeatTail is ReadJobTail for the rows of one seat, across jobs.
 func ReadSeatTail(r io.ReaderAt, size int64, name, seat string, enough func(*Row) bool) ([]Row, error) {
 	match := func(row *Row) bool { return row.Seat == seat }
-	return readTail(r, size, name, encodedValue(seat), match, enough)
+	return readTail(r, size, name, needleOf(seat), match, enough)
 }
 
 // CarriesSpend is ReadJobTail's stop rule for numbering and spend: a row
@@ -97,16 +96,28 @@ func tailFile(path string, read func(*os.File, int64) ([]Row, error)) ([]Row, er
 	return read(f, st.Size())
 }
 
-// encodedValue is how a value appears in a line the writer wrote, quotes
-// aside: what a line holding it must contain.
-func encodedValue(v string) []byte {
-	var b bytes.Buffer
-	_ = logfmt.NewEncoder(&b).EncodeKeyval("k", v)
-	out := bytes.TrimPrefix(b.Bytes(), []byte("k="))
-	if len(out) >= 2 && out[0] == '"' {
-		out = out[1 : len(out)-1]
+// needleOf is the longest run of v that every line holding v spells
+// literally: the writer's quoting escapes '"', '\\', control characters,
+// DEL and bad UTF-8, and a hand-written line may leave them raw, so the
+// run avoids them. A line that spells the id with escapes it does not
+// need (\u0061 for a) is not found. Empty when v has no such run: then
+// every line is read.
+func needleOf(v string) []byte {
+	best, cur := "", 0
+	for i := 0; i <= len(v); {
+		c, n := utf8.RuneError, 1
+		if i < len(v) {
+			c, n = utf8.DecodeRuneInString(v[i:])
+		}
+		if i == len(v) || c < ' ' || c == '"' || c == '\\' || c == 0x7f || c == utf8.RuneError {
+			if i-cur > len(best) {
+				best = v[cur:i]
+			}
+			cur = i + n
+		}
+		i += n
 	}
-	return out
+	return []byte(best)
 }
 
 func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enough func(*Row) bool) ([]Row, error) {
@@ -134,7 +145,7 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 			tooLong bool
 			err     error
 		)
-		if len(needle) > 0 {
+		if len(needle) > 0 && len(needle) < tailBlock/2 {
 			// Jump from one line holding the needle to the next one up;
 			// the lines between cannot be the job's.
 			line, start, tooLong, above, err = bs.prevHolding(needle)
