@@ -188,9 +188,9 @@ func (l *logSet) open(name string) (io.ReadCloser, error) {
 		}
 		return io.NopCloser(l.io.In), nil
 	}
-	fh, err := os.Open(name)
+	fh, err := ledgerfile.OpenLog(name) // no links, FIFOs or devices
 	if err != nil {
-		return nil, badInput("failed to open log %q: %v", name, unwrapPathErr(err))
+		return nil, badInputErr(err)
 	}
 	if st, err := fh.Stat(); err == nil && st.IsDir() {
 		fh.Close()

@@ -179,15 +179,16 @@ func openRegular(path, what string, flag int, perm fs.FileMode) (*os.File, error
 		if errors.Is(err, syscall.ELOOP) && flag&noFollow != 0 {
 			return nil, fmt.Errorf("failed to open %s %q: is a symbolic link (give the path of the file itself)", what, path)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("failed to open %s %q: %w", what, path, fs.ErrNotExist)
-		}
 		return nil, fmt.Errorf("failed to open %s %q: %w", what, path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("failed to open %s %q: %w", what, path, unwrapPath(err))
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("failed to read %s %q: is a directory", what, path)
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
