@@ -564,3 +564,23 @@ func FuzzJobTail(f *testing.F) {
 		}
 	})
 }
+
+// A huge Retry-After (1e12 s, a date in year 9999) and a seat's 9e18-token
+// usage are written clamped to the limits, and read back: before, the row
+// said retry_after_s=9223372036.854 and tokens=-446744073709551616.
+func TestHugeValuesAreWrittenReadably(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.log")
+	w := NewWriter(path, false)
+	require.NoError(t, w.Append(Row{Job: "j", Attempt: 1, RetryAfter: math.MaxInt64, HasRetryAfter: true,
+		Tokens: admit.AddTokens(admit.ClampTokensFloat(9e18), admit.ClampTokensFloat(9e18)), SpentTokens: math.MaxInt64, HasSpent: true,
+		CostUSD: math.Inf(1), HasCost: true, TS: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}))
+	require.NoError(t, w.Close())
+	rows, _, err := ReadFile(path)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	assert.Equal(t, admit.MaxDuration, rows[0].RetryAfter)
+	assert.Equal(t, admit.MaxTokens, rows[0].Tokens)
+	assert.Equal(t, admit.MaxTokens, rows[0].SpentTokens)
+	assert.Equal(t, admit.MaxUSD, rows[0].CostUSD)
+	assert.Equal(t, MaxTS, rows[0].TS)
+}
