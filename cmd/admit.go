@@ -50,7 +50,10 @@ The job's spend and the next attempt come from flags, or from a log:
 one conservatively (the last observed wait, the last elapsed of an
 attempt that returned, the last prompt + completion tokens; --seat S
 takes the estimate from that seat's rows). --next-* flags override the
-estimate.` + exitStatus("admit", "refuse"),
+estimate. A missing log is bad input (the gate fails closed); a log with
+no row of the job is a first attempt, and says so on stderr. The job's
+rows are read from the end of the log, back to its latest row that
+carries the spend before it, so a long log answers at once.` + exitStatus("admit", "refuse"),
 		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap
   retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
     --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 9 --next-tokens 2400

@@ -228,7 +228,7 @@ func TestReportBadFlags(t *testing.T) {
 		{[]string{"report", "--hist", "wait", "--json", mixedLog}, "--hist draws for a terminal"},
 		{[]string{"report", "--max-tokens", "-1", mixedLog}, "--max-tokens: must not be negative"},
 		{[]string{"report", "no-such.log"}, `failed to open log "no-such.log": no such file or directory`},
-		{[]string{"report", "../testdata"}, `failed to open log "../testdata": a directory, not a regular file`},
+		{[]string{"report", "../testdata"}, `failed to read log "../testdata": is a directory`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -268,6 +268,12 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(Header + "\nts=2026-11-30T10:00:00Z job=a attempt=1 wait_s=1.200 elapsed_s=7.200 tokens=2100 note=\"a \\\"b\\\"\"\n"))
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n" + TornMarker + "\njob=a"))
 	f.Add([]byte("wait_s=1 elapsed_s=1 tokens=1 x=\"\\u00e9\"\n\n#\n"))
+	// The boundaries of issue 12: a BOM, a NUL, counts past the limits, mixed
+	// token sources, a marker under a blank line, another job's torn line.
+	f.Add([]byte("\uFEFFts=2026-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1\nwait_s=1\x00 elapsed_s=1 tokens=1\n"))
+	f.Add([]byte("wait_s=1000000000 elapsed_s=1 tokens=9007199254740991 spent_tokens=9007199254740992 cost_usd=1e12 retry_after_s=9223372036.854\n"))
+	f.Add([]byte("wait_s=1 elapsed_s=1 tokens=3 tokens_from=mixed prompt_tokens_from=usage completion_tokens_from=tokenizer\n"))
+	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n\n" + TornMarker + "\njob=b attempt=2 wait_s=1 elap\n" + TornMarker + "\njob=a attempt=65634 wait_s=1 elapsed_s=1 tokens=1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(strings.NewReader(string(data)), "f.log")
 		r.SkipBad(true)

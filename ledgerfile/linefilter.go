@@ -186,6 +186,10 @@ func openRegular(path, what string, flag int, perm fs.FileMode) (*os.File, error
 		f.Close()
 		return nil, fmt.Errorf("failed to open %s %q: %w", what, path, unwrapPath(err))
 	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("failed to read %s %q: is a directory", what, path)
+	}
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("failed to open %s %q: %s, not a regular file", what, path, fileKind(st.Mode()))

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/go-logfmt/logfmt"
+	"unicode/utf8"
 )
 
 // tailBlock is how much of the file one backward read takes.
@@ -30,7 +29,7 @@ const tailBlock = 64 << 10
 // errors do name the line, counted then.
 func ReadJobTail(r io.ReaderAt, size int64, name, job string, enough func(*Row) bool) ([]Row, error) {
 	match := func(row *Row) bool { return row.Job == job }
-	return readTail(r, size, name, encodedValue(job), match, enough)
+	return readTail(r, size, name, needleOf(job), match, enough)
 }
 
 // CarriesSpend is ReadJobTail's stop rule for numbering and spend: a row
@@ -58,16 +57,28 @@ func tailFile(path string, read func(*os.File, int64) ([]Row, error)) ([]Row, er
 	return read(f, st.Size())
 }
 
-// encodedValue is how a value appears in a line the writer wrote, quotes
-// aside: what a line holding it must contain.
-func encodedValue(v string) []byte {
-	var b bytes.Buffer
-	_ = logfmt.NewEncoder(&b).EncodeKeyval("k", v)
-	out := bytes.TrimPrefix(b.Bytes(), []byte("k="))
-	if len(out) >= 2 && out[0] == '"' {
-		out = out[1 : len(out)-1]
+// needleOf is the longest run of v that every line holding v spells
+// literally: the writer's quoting escapes '"', '\\', control characters,
+// DEL and bad UTF-8, and a hand-written line may leave them raw, so the
+// run avoids them. A line that spells the id with escapes it does not
+// need (\u0061 for a) is not found. Empty when v has no such run: then
+// every line is read.
+func needleOf(v string) []byte {
+	best, cur := "", 0
+	for i := 0; i <= len(v); {
+		c, n := utf8.RuneError, 1
+		if i < len(v) {
+			c, n = utf8.DecodeRuneInString(v[i:])
+		}
+		if i == len(v) || c < ' ' || c == '"' || c == '\\' || c == 0x7f || c == utf8.RuneError {
+			if i-cur > len(best) {
+				best = v[cur:i]
+			}
+			cur = i + n
+		}
+		i += n
 	}
-	return out
+	return []byte(best)
 }
 
 func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enough func(*Row) bool) ([]Row, error) {
@@ -89,7 +100,19 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 		above  bool                     // the line above a TornMarker is torn: skip it
 	)
 	for {
-		line, start, tooLong, err := bs.prev()
+		var (
+			line    []byte
+			start   int64
+			tooLong bool
+			err     error
+		)
+		if len(needle) > 0 && len(needle) < tailBlock/2 {
+			// Jump from one line holding the needle to the next one up;
+			// the lines between cannot be the job's.
+			line, start, tooLong, above, err = bs.prevHolding(needle)
+		} else {
+			line, start, tooLong, err = bs.prev()
+		}
 		if err == io.EOF {
 			break
 		}
@@ -205,6 +228,97 @@ func (b *backScanner) load(end int64) error {
 		return err
 	}
 	return nil
+}
+
+// prevHolding returns the last line before pos that holds needle (see
+// prev), skipping the lines after it, and whether the line right after
+// it is a TornMarker (then it is a torn line no reader counts).
+func (b *backScanner) prevHolding(needle []byte) (line []byte, start int64, tooLong, torn bool, err error) {
+	limit := b.pos // search [0, limit)
+	for {
+		if limit <= 0 {
+			b.pos = 0
+			return nil, 0, false, false, io.EOF
+		}
+		if limit <= b.off || limit > b.off+int64(len(b.buf)) {
+			if err := b.load(limit); err != nil {
+				return nil, 0, false, false, err
+			}
+		}
+		i := lastIndex(b.buf[:limit-b.off], needle)
+		if i < 0 {
+			if b.off == 0 {
+				b.pos = 0
+				return nil, 0, false, false, io.EOF
+			}
+			limit = b.off + int64(len(needle)) - 1 // a needle across two windows
+			if err := b.load(limit); err != nil {
+				return nil, 0, false, false, err
+			}
+			continue
+		}
+		// The newline ending the needle's line: pos-1 at the latest.
+		end, err := b.newlineFrom(b.off + int64(i))
+		if err != nil {
+			return nil, 0, false, false, err
+		}
+		b.pos = end + 1
+		torn, err = b.markerAt(end + 1)
+		if err != nil {
+			return nil, 0, false, false, err
+		}
+		line, start, tooLong, err = b.prev()
+		return line, start, tooLong, torn, err
+	}
+}
+
+// lastIndex is bytes.LastIndex by forward searches: bytes.Index is
+// vectorised, and most blocks hold no match at all.
+func lastIndex(b, needle []byte) int {
+	last := -1
+	for at := 0; ; {
+		i := bytes.Index(b[at:], needle)
+		if i < 0 {
+			return last
+		}
+		last = at + i
+		at = last + 1
+	}
+}
+
+// newlineFrom finds the first newline at or after offset at.
+func (b *backScanner) newlineFrom(at int64) (int64, error) {
+	if at >= b.off && at < b.off+int64(len(b.buf)) {
+		if j := bytes.IndexByte(b.buf[at-b.off:], '\n'); j >= 0 {
+			return at + int64(j), nil
+		}
+		at = b.off + int64(len(b.buf))
+	}
+	var chunk [4096]byte
+	for {
+		n, err := b.r.ReadAt(chunk[:], at)
+		if j := bytes.IndexByte(chunk[:n], '\n'); j >= 0 {
+			return at + int64(j), nil
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the file shrank under us
+			}
+			return 0, err
+		}
+		at += int64(n)
+	}
+}
+
+// markerAt reports whether the line starting at offset at is a TornMarker.
+func (b *backScanner) markerAt(at int64) (bool, error) {
+	var buf [len(TornMarker) + 64]byte
+	n, err := b.r.ReadAt(buf[:], at)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	j := bytes.IndexByte(buf[:n], '\n')
+	return j >= 0 && string(trimLine(buf[:j])) == TornMarker, nil
 }
 
 // prev returns the line before pos, without its newline, and where it
