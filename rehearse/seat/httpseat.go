@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -125,19 +126,34 @@ func newClient() *http.Client {
 	}
 }
 
-// countingReader counts body bytes and when the last of them arrived.
+// countingReader is the one read path of every answer body: it counts
+// bytes, notes when the first and last of them arrived and when the
+// body ended (its EOF or error: a server that holds the connection and
+// then closes it has taken that long), and marks the answer's first
+// byte on the guard when asked to.
 type countingReader struct {
-	r     io.Reader
-	start time.Time
-	n     int64
-	last  time.Duration
+	r       io.Reader
+	start   time.Time
+	n       int64
+	first   time.Duration // first body byte; 0: none yet
+	last    time.Duration // last body byte
+	end     time.Duration // the last Read's return, data or not
+	onFirst func()
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	now := time.Since(c.start)
+	c.end = now
 	if n > 0 {
+		if c.n == 0 {
+			c.first = max(now, 1)
+			if c.onFirst != nil {
+				c.onFirst()
+			}
+		}
 		c.n += int64(n)
-		c.last = time.Since(c.start)
+		c.last = now
 	}
 	return n, err
 }
@@ -194,6 +210,12 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		return obs
 	}
 	defer resp.Body.Close()
+	// The one deadline for every body, whatever the status: a body the
+	// transport has handed off (a 101's connection) or that the server
+	// never ends is closed when the attempt's context ends — hard
+	// timeout, wait cap or Ctrl-C — so every read below returns.
+	unhook := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer unhook()
 	obs.HasTTFB = true
 	// ttfb is the first byte of the response, counted only once its
 	// headers are whole: a server dribbling headers has not answered.
@@ -205,7 +227,28 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
 	body := &countingReader{r: resp.Body, start: start}
 
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if resp.StatusCode < 200 {
+		// A 1xx that ends the exchange (101 Switching Protocols: the
+		// connection now speaks something else). Nothing a chat answer
+		// can follow: close it now rather than read a foreign protocol.
+		resp.Body.Close()
+		obs.Elapsed = time.Since(start)
+		obs.Outcome = admit.ServerError
+		obs.Detail = fmt.Sprintf("http %d: a protocol switch nobody asked for", resp.StatusCode)
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return obs
+	}
+	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+		// No encoding was asked for (no Accept-Encoding is sent): an
+		// encoded body is unreadable here, and decoding it could be a bomb.
+		resp.Body.Close()
+		obs.Elapsed = time.Since(start)
+		obs.Outcome = admit.ServerError
+		obs.Detail = strings.TrimSpace(fmt.Sprintf("http %d with content-encoding %s, not asked for", resp.StatusCode, s.clean(strings.ToLower(ce))))
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return obs
+	}
+	if resp.StatusCode > 299 {
 		s.errorResponse(parent, ctx, g, &obs, resp, body, req)
 		return obs
 	}
@@ -230,7 +273,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		return obs
 	}
 	obs.Bytes = body.n
-	obs.Elapsed = body.last
+	obs.Elapsed = body.end
 	if obs.Elapsed < obs.TTFB {
 		obs.Elapsed = obs.TTFB
 	}
@@ -246,6 +289,9 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("stream line over %d KiB", MaxLine>>10)
 	case readErr == errWholeTooLong:
 		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("json body over %d KiB", MaxLine>>10)
+	case readErr != nil && malformedBody(readErr):
+		obs.Elapsed = time.Since(start)
+		obs.Outcome, obs.Detail = admit.ServerError, "malformed response body"
 	case readErr != nil:
 		obs.Elapsed = time.Since(start)
 		obs.Outcome, obs.Detail = admit.Reset, "connection lost mid-stream"
@@ -281,22 +327,40 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 // errorResponse reads a non-2xx answer: its status and, from a bounded
 // prefix of its body, the provider's error code.
 func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Observation, resp *http.Response, body *countingReader, req Request) {
-	g.answer() // an error answer arriving in time is not a wait-cap breach
+	// The error body is the answer: its first byte (or its end, when it
+	// is empty) is what the wait cap waits for, not the bare headers.
+	body.onFirst = func() { g.answer() }
 	buf, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	obs.Bytes = body.n
-	obs.Elapsed = body.last
+	obs.Elapsed = body.end
 	if obs.Elapsed < obs.TTFB {
 		obs.Elapsed = obs.TTFB
 	}
 	if o, why := cancelled(parent, ctx); err != nil && o != "" {
 		obs.Elapsed = time.Since(body.start)
 		obs.Outcome, obs.Detail = o, fmt.Sprintf("%s reading an http %d body", why, resp.StatusCode)
+		if body.n > 0 {
+			obs.Wait, obs.HasWait = body.first, true
+		}
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 		return
 	}
+	if err == nil && !g.answer() {
+		// An empty error body ended after the wait cap fired: the cap won.
+		obs.Outcome, obs.Detail = admit.WaitCap, "no content within the wait cap"
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return
+	}
+	if err != nil {
+		// The body broke off: the status still classifies the answer.
+		obs.Detail = "error body cut short: "
+		if malformedBody(err) {
+			obs.Detail = "malformed error body: "
+		}
+	}
 	obs.ErrorCode = s.clean(errorCode(buf))
 	obs.Outcome = admit.ClassifyHTTP(resp.StatusCode, obs.ErrorCode)
-	obs.Detail = strings.TrimSpace(fmt.Sprintf("http %d %s", resp.StatusCode, obs.ErrorCode))
+	obs.Detail = strings.TrimSpace(fmt.Sprintf("%shttp %d %s", obs.Detail, resp.StatusCode, obs.ErrorCode))
 	// The error body is the first byte of the answer (as in Resolve).
 	obs.Wait, obs.HasWait = obs.Elapsed, true
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
@@ -341,6 +405,16 @@ func (s *httpSeat) readWhole(body io.Reader, st *stream) error {
 	}
 	s.w.whole(buf, st)
 	return nil
+}
+
+// malformedBody says a body read failed on the server's framing (a bad
+// or over-long chunk-size line), not on the connection.
+func malformedBody(err error) bool {
+	if errors.Is(err, httputil.ErrLineTooLong) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "chunk") || strings.Contains(msg, "malformed")
 }
 
 func cleanEnd(err error) error {
@@ -508,6 +582,8 @@ func answerDetail(err error) string {
 	switch {
 	case strings.Contains(msg, "response headers exceeded"):
 		return "response headers over 64 KiB"
+	case strings.Contains(msg, "1xx"):
+		return "too many 1xx responses"
 	case strings.Contains(msg, "malformed HTTP"):
 		return "malformed response"
 	}
