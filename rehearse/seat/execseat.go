@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tiktoken-go/tokenizer"
-
 	"retrygate/admit"
 )
 
@@ -27,7 +25,7 @@ const maxUsageLine = 4 << 10
 // first stdout byte, elapsed its exit.
 type execSeat struct {
 	cfg   Config
-	codec tokenizer.Codec
+	codec *lazyCodec
 }
 
 func (s *execSeat) Name() string     { return s.cfg.Name }

@@ -21,8 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tiktoken-go/tokenizer"
-
 	"retrygate/admit"
 )
 
@@ -91,7 +89,7 @@ type httpSeat struct {
 	key    string // never print it
 	w      wire
 	client *http.Client
-	codec  tokenizer.Codec
+	codec  *lazyCodec
 	now    func() time.Time
 }
 
@@ -433,7 +431,7 @@ func (s *httpSeat) countTokens(obs *Observation, st *stream, req Request) {
 	fillTokens(obs, st, s.codec, req.Prompt)
 }
 
-func fillTokens(obs *Observation, st *stream, codec tokenizer.Codec, prompt string) {
+func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	obs.PromptTokens, obs.CompletionTokens = st.prompt, st.completion
 	if !st.hasPrompt {
 		obs.PromptTokens = countText(codec, []byte(prompt), st.counter.stop)

@@ -3,17 +3,30 @@ package seat
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 )
 
-var (
-	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// plainEnvName is a conventional (upper-case, short) name, safe to
-	// echo; anything else might be a key in the wrong place.
-	plainEnvName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,39}$`)
-)
+// envName says whether s is an environment variable's name:
+// [A-Za-z_][A-Za-z0-9_]*.
+func envName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// plainEnvName is a conventional (upper-case, at most 40 characters)
+// name, safe to echo; anything else might be a key in the wrong place.
+func plainEnvName(s string) bool {
+	return envName(s) && len(s) <= 40 && strings.ToUpper(s) == s
+}
 
 // Options are what New takes from its surroundings rather than from the
 // seat's config.
@@ -51,7 +64,7 @@ func NewWithOptions(cfg Config, opts Options) (Seat, error) {
 		if len(cfg.Command) == 0 || cfg.Command[0] == "" {
 			return nil, fmt.Errorf("%s: required for kind exec (the argv to run, e.g. [sh, -c, \"llm -m x\"])", at("command"))
 		}
-		codec, err := codecFor(cfg.Model, cfg.Encoding)
+		codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", at("encoding"), err)
 		}
@@ -74,20 +87,20 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	var key string
 	if cfg.APIKeyEnv != "" {
-		if !envName.MatchString(cfg.APIKeyEnv) {
+		if !envName(cfg.APIKeyEnv) {
 			// Not quoted: it may be a key pasted where its variable's name belongs.
 			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the key, never the key)", at("api_key_env"))
 		}
 		key = strings.TrimSpace(opts.Getenv(cfg.APIKeyEnv))
 		if key == "" {
 			name := "named there"
-			if plainEnvName.MatchString(cfg.APIKeyEnv) {
+			if plainEnvName(cfg.APIKeyEnv) {
 				name = cfg.APIKeyEnv
 			}
 			return nil, fmt.Errorf("%s: environment variable %s is not set", at("api_key_env"), name)
 		}
 	}
-	codec, err := codecFor(cfg.Model, cfg.Encoding)
+	codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", at("encoding"), err)
 	}
