@@ -534,22 +534,22 @@ func hasError(raw json.RawMessage) bool {
 
 // retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or else
 // Retry-After, in seconds or as an HTTP date; a date is measured from the
-// response's Date header, or from now() when it has none.
+// response's Date header, or from now() when it has none. Every value is
+// clamped into [0, admit.MaxDuration] (a wait past any deadline stays a
+// refusal, and the log can always read it back); a negative or garbage
+// value is no Retry-After at all.
 func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
-			return clampDuration(f * float64(time.Millisecond)), true
+		if f, ok := headerNumber(v); ok {
+			return admit.SecondsDuration(f / 1000), true
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return 0, false
-		}
-		return clampDuration(f * float64(time.Second)), true
+	if f, ok := headerNumber(v); ok {
+		return admit.SecondsDuration(f), true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
@@ -559,18 +559,18 @@ func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if d, err := http.ParseTime(h.Get("Date")); err == nil {
 		base = d
 	}
-	d := at.Sub(base)
-	if d < 0 {
-		d = 0
-	}
-	return d, true
+	// Sub saturates at the int64 range: a year-9999 date clamps, not wraps.
+	return admit.ClampDuration(at.Sub(base)), true
 }
 
-func clampDuration(ns float64) time.Duration {
-	if ns >= math.MaxInt64 || math.IsNaN(ns) {
-		return math.MaxInt64
+// headerNumber reads a non-negative number of a header; ±Inf from a range
+// error (1e400) counts, NaN and negatives do not.
+func headerNumber(v string) (float64, bool) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil && !math.IsInf(f, 1) || math.IsNaN(f) || f < 0 {
+		return 0, false
 	}
-	return time.Duration(ns)
+	return f, true
 }
 
 // answerDetail names a failure after the request was sent and before

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
+
+	"retrygate/admit"
 )
 
 // jsonText is a text field read leniently: a string, or an array of
@@ -39,8 +42,9 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonInt is a token count read leniently: an integer or a float
-// (truncated); anything else is absent.
+// jsonInt is a token count read leniently: any JSON number, clamped into
+// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
+// server has sent); anything else is absent.
 type jsonInt struct {
 	n  int64
 	ok bool
@@ -48,10 +52,16 @@ type jsonInt struct {
 
 func (i *jsonInt) UnmarshalJSON(b []byte) error {
 	*i = jsonInt{}
-	var f float64
-	if json.Unmarshal(b, &f) == nil && f >= 0 && f < math.MaxInt64 {
-		*i = jsonInt{n: int64(f), ok: true}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || !(b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
+		return nil
 	}
+	// ParseFloat gives ±Inf with a range error past float64: clamped too.
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return nil
+	}
+	*i = jsonInt{n: admit.ClampTokensFloat(f), ok: true}
 	return nil
 }
 

@@ -63,8 +63,8 @@ type Observation struct {
 	Detail string
 }
 
-// Tokens is prompt + completion.
-func (o Observation) Tokens() int64 { return o.PromptTokens + o.CompletionTokens }
+// Tokens is prompt + completion, saturating at admit.MaxTokens.
+func (o Observation) Tokens() int64 { return admit.AddTokens(o.PromptTokens, o.CompletionTokens) }
 
 // Seat is where a scratch call goes.
 type Seat interface {
