@@ -41,7 +41,7 @@ var knownKeys = []*regexp.Regexp{
 	regexp.MustCompile(`^retry\.(base_delay|max_delay|slow_5xx_after|honor_retry_after|timeouts_retried)$`),
 	regexp.MustCompile(`^timeouts\.(soft|hard)$`),
 	regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
-	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param)$`),
+	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param|cold)$`),
 	regexp.MustCompile(`^thresholds\.[^.]+$`),
 	regexp.MustCompile(`^(fallback|log)$`),
 }
@@ -456,6 +456,11 @@ func (c *config) seats() (map[string]seat.Config, error) {
 		}
 		if sc.MaxTokensParam, err = get("max_tokens_param"); err != nil {
 			return nil, err
+		}
+		if c.v.Get(key+".cold") != nil {
+			if sc.Cold, err = c.boolean(key + ".cold"); err != nil {
+				return nil, err
+			}
 		}
 		for k, dst := range map[string]*float64{"price_in": &sc.PriceIn, "price_out": &sc.PriceOut} {
 			if c.v.Get(key+"."+k) != nil {

@@ -100,20 +100,22 @@ func (s *httpSeat) String() string   { return fmt.Sprintf("seat %s (%s)", s.cfg.
 func (s *httpSeat) GoString() string { return s.String() }
 
 // newClient builds a client that makes exactly one attempt per call: no
-// redirects followed, no HTTP/2 connection-level retries, no proxy from
-// the environment (the seat's timing, not a proxy's), and a fresh
-// connection per attempt. Go's transport replays a request that failed
-// on a reused idle connection when it looks idempotent, and an
-// Idempotency-Key header makes a POST look so; with no reuse (and no
-// GetBody on the request) it never replays. A fresh connection also
-// means cancelling an attempt closes exactly its connection.
-func newClient() *http.Client {
+// redirects followed, no HTTP/2 connection-level retries and no proxy
+// from the environment (the seat's timing, not a proxy's). Connections
+// are kept alive and reused, as the official SDKs do, unless cold. Go's
+// transport replays a request that failed on a reused idle connection
+// only when it can rewind the body; requests here have no GetBody, so
+// it never does (Do retries itself only when nothing was written).
+// Cancelling an attempt closes the connection it was using.
+func newClient(cold bool) *http.Client {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            (&net.Dialer{}).DialContext,
-		DisableKeepAlives:      true,
+		DisableKeepAlives:      cold,
+		MaxIdleConnsPerHost:    maxIdlePerSeat,
+		IdleConnTimeout:        90 * time.Second,
 		DisableCompression:     true, // a gzip layer would buffer the stream being timed
 		MaxResponseHeaderBytes: 64 << 10,
 		Protocols:              protocols,
@@ -122,6 +124,27 @@ func newClient() *http.Client {
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// maxIdlePerSeat is how many idle connections a seat keeps: enough for
+// rehearse's highest useful concurrency.
+const maxIdlePerSeat = 256
+
+// drainMax and drainGrace bound reading what is left of a body after its
+// answer is whole (a chunked stream's terminator after [DONE]), so the
+// connection can be reused; a server still sending after that loses its
+// connection instead of holding the attempt.
+const (
+	drainMax   = 4 << 10
+	drainGrace = 50 * time.Millisecond
+)
+
+// drain reads the rest of a finished body, bounded in bytes and time.
+// It runs after the attempt's timed window.
+func drain(b io.ReadCloser) {
+	t := time.AfterFunc(drainGrace, func() { b.Close() })
+	_, _ = io.CopyN(io.Discard, b, drainMax)
+	t.Stop()
 }
 
 // countingReader is the one read path of every answer body: it counts
@@ -167,9 +190,18 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	defer g.stop()
 
 	// The transport calls these from its own goroutines.
-	var wrote atomic.Bool
-	var firstByte atomic.Int64 // ns since start; 0: not yet
+	var wrote, reused atomic.Bool
+	var firstByte atomic.Int64          // ns since start; 0: not yet
+	var dialStart, dialEnd atomic.Int64 // ns since start of a new connection's set-up
 	trace := &httptrace.ClientTrace{
+		DNSStart:     func(httptrace.DNSStartInfo) { dialStart.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
+		ConnectStart: func(string, string) { dialStart.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			reused.Store(info.Reused)
+			if !info.Reused {
+				dialEnd.Store(int64(max(time.Since(start), 1)))
+			}
+		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
@@ -177,21 +209,32 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		},
 		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
 	}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(s.w.body(s.cfg.Model, req)))
-	if err != nil {
-		// The URL was checked in New; this is not reachable in practice.
-		obs.Outcome, obs.Billing, obs.Detail = admit.ConnError, admit.Free, "bad request url"
-		return obs
+	payload := s.w.body(s.cfg.Model, req)
+	send := func() (*http.Response, error) {
+		hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(payload))
+		if err != nil {
+			return nil, err
+		}
+		hreq.GetBody = nil // not replayable: the transport must never resend it
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("User-Agent", "retrygate")
+		if req.IdempotencyKey != "" {
+			hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+		}
+		s.w.header(hreq.Header, s.key)
+		return s.client.Do(hreq)
 	}
-	hreq.GetBody = nil // not replayable: the transport must never resend it
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("User-Agent", "retrygate")
-	if req.IdempotencyKey != "" {
-		hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	resp, err := send()
+	if err != nil && reused.Load() && !wrote.Load() && ctx.Err() == nil {
+		// A kept-alive connection the server had closed while idle: not
+		// one byte of the request went out, so a new connection is the
+		// same attempt, not a retry.
+		reused.Store(false)
+		resp, err = send()
 	}
-	s.w.header(hreq.Header, s.key)
-
-	resp, err := s.client.Do(hreq)
+	if ds, de := dialStart.Load(), dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
+		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
+	}
 	if err != nil {
 		obs.Elapsed = time.Since(start)
 		if o, why := cancelled(parent, ctx); o != "" {
@@ -248,6 +291,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	}
 	if resp.StatusCode > 299 {
 		s.errorResponse(parent, ctx, g, &obs, resp, body, req)
+		s.release(ctx, resp)
 		return obs
 	}
 
@@ -319,7 +363,18 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		}
 	}
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+	s.release(ctx, resp)
 	return obs
+}
+
+// release hands a finished answer's connection back for reuse: what is
+// left of its body is drained (bounded) after the timed window. A cold
+// seat, or an attempt that was cancelled, closes it instead.
+func (s *httpSeat) release(ctx context.Context, resp *http.Response) {
+	if s.cfg.Cold || ctx.Err() != nil {
+		return
+	}
+	drain(resp.Body)
 }
 
 // errorResponse reads a non-2xx answer: its status and, from a bounded

@@ -119,7 +119,7 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + w.path()
 	u.RawPath = ""
-	return &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(), codec: codec, now: opts.Now}, nil
+	return &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(cfg.Cold), codec: codec, now: opts.Now}, nil
 }
 
 // checkBaseURL accepts an absolute http(s) URL with a host and no
