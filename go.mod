@@ -3,6 +3,7 @@ module retrygate
 go 1.26.8
 
 require (
+	github.com/buger/jsonparser v1.1.2
 	github.com/go-logfmt/logfmt v0.6.1
 	github.com/gofrs/flock v0.13.2
 	github.com/mattn/go-isatty v0.0.24

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unsafe"
+
+	"github.com/buger/jsonparser"
 
 	"retrygate/admit"
 )
@@ -73,4 +76,45 @@ func (i *jsonInt) value() int64 {
 		return 0
 	}
 	return i.n
+}
+
+// textOf feeds a text field found by jsonparser to st, as jsonText reads
+// it: a string, or an array of parts whose "text" members are joined;
+// any other shape is empty. A string without escapes is read in place
+// (st copies what it keeps).
+func textOf(v []byte, t jsonparser.ValueType, st *stream) {
+	switch t {
+	case jsonparser.String:
+		if len(v) == 0 {
+			return
+		}
+		if bytes.IndexByte(v, '\\') < 0 {
+			st.text(unsafe.String(&v[0], len(v)))
+			return
+		}
+		if s, err := jsonparser.ParseString(v); err == nil {
+			st.text(s)
+		}
+	case jsonparser.Array:
+		_, _ = jsonparser.ArrayEach(v, func(p []byte, pt jsonparser.ValueType, _ int, _ error) {
+			if pt != jsonparser.Object {
+				return
+			}
+			if tv, tt, _, err := jsonparser.Get(p, "text"); err == nil && tt == jsonparser.String {
+				textOf(tv, tt, st)
+			}
+		})
+	}
+}
+
+// countOf reads a token count found by jsonparser as jsonInt does: any
+// number, clamped; anything else is absent.
+func countOf(obj []byte, key string) (int64, bool) {
+	v, t, _, err := jsonparser.Get(obj, key)
+	if err != nil || t != jsonparser.Number {
+		return 0, false
+	}
+	var n jsonInt
+	_ = n.UnmarshalJSON(v)
+	return n.n, n.ok
 }
