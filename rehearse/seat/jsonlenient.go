@@ -118,3 +118,31 @@ func countOf(obj []byte, key string) (int64, bool) {
 	_ = n.UnmarshalJSON(v)
 	return n.n, n.ok
 }
+
+// member finds key in a JSON object for the targeted readers: v is its
+// value when it is of type want; present is false when it is absent or
+// null; wrong says it is there with another type (a malformed event, as
+// encoding/json would have it).
+func member(obj []byte, want jsonparser.ValueType, keys ...string) (v []byte, present, wrong bool) {
+	v, t, _, err := jsonparser.Get(obj, keys...)
+	if err != nil || t == jsonparser.Null {
+		return nil, false, false
+	}
+	if t != want {
+		return nil, false, true
+	}
+	return v, true, false
+}
+
+// jsonObject says data is one valid JSON object (null reads as an empty
+// one, as encoding/json has it); bad is false only for those.
+func jsonObject(data []byte) (obj []byte, ok, bad bool) {
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		return nil, false, true
+	}
+	if len(data) > 0 && data[0] == '{' {
+		return data, true, false
+	}
+	return nil, false, !bytes.Equal(data, []byte("null"))
+}
