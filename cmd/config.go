@@ -42,6 +42,7 @@ var knownKeys = []*regexp.Regexp{
 	regexp.MustCompile(`^timeouts\.(soft|hard)$`),
 	regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
 	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param|cold)$`),
+	regexp.MustCompile(`^seats\.[^.]+\.(headers|extra_body)\..+$`),
 	regexp.MustCompile(`^thresholds\.[^.]+$`),
 	regexp.MustCompile(`^(fallback|log)$`),
 }
@@ -456,6 +457,17 @@ func (c *config) seats() (map[string]seat.Config, error) {
 		}
 		if sc.MaxTokensParam, err = get("max_tokens_param"); err != nil {
 			return nil, err
+		}
+		if hv, ok := c.v.Get(key + ".headers").(map[string]any); ok {
+			sc.Headers = map[string]string{}
+			for k := range hv {
+				if sc.Headers[k], err = c.str(key + ".headers." + k); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if eb, ok := c.v.Get(key + ".extra_body").(map[string]any); ok {
+			sc.ExtraBody = eb
 		}
 		if c.v.Get(key+".cold") != nil {
 			if sc.Cold, err = c.boolean(key + ".cold"); err != nil {

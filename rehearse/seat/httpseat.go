@@ -91,6 +91,10 @@ type httpSeat struct {
 	client *http.Client
 	codec  *lazyCodec
 	now    func() time.Time
+	// headers and extra come from the seat's headers: and extra_body:;
+	// header values are secrets like the key: never printed.
+	headers http.Header
+	extra   map[string]json.RawMessage
 }
 
 func (s *httpSeat) Name() string { return s.cfg.Name }
@@ -209,7 +213,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		},
 		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
 	}
-	payload := s.w.body(s.cfg.Model, req)
+	payload := mergeBody(s.w.body(s.cfg.Model, req), s.extra)
 	send := func() (*http.Response, error) {
 		hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(payload))
 		if err != nil {
@@ -222,13 +226,16 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 			hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
 		}
 		s.w.header(hreq.Header, s.key)
+		for k, v := range s.headers {
+			hreq.Header[k] = v
+		}
 		return s.client.Do(hreq)
 	}
 	resp, err := send()
-	if err != nil && reused.Load() && !wrote.Load() && ctx.Err() == nil {
-		// A kept-alive connection the server had closed while idle: not
-		// one byte of the request went out, so a new connection is the
-		// same attempt, not a retry.
+	if err != nil && reused.Load() && ctx.Err() == nil && (!wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
+		// A kept-alive connection the server had closed while idle: the
+		// request never reached a server that would answer it, so a new
+		// connection is the same attempt, not a retry.
 		reused.Store(false)
 		resp, err = send()
 	}

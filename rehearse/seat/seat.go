@@ -260,6 +260,15 @@ type Config struct {
 	// so each attempt pays the connect a first caller would. By default
 	// connections are kept alive and reused, as the official SDKs do.
 	Cold bool
+	// Headers are extra request headers (http kinds): header name → the
+	// name of the environment variable holding its value. Values are read
+	// once, at construction, and never written anywhere: an Azure api-key,
+	// an organization or project header.
+	Headers map[string]string
+	// ExtraBody fields are merged into the request body's top level
+	// (temperature, seed, reasoning_effort, …); they may replace a field
+	// the seat sets, except the ones that make the attempt what it is.
+	ExtraBody map[string]any
 }
 
 // Cost estimates an observation's cost from the seat's prices; ok is
