@@ -39,7 +39,8 @@ var knownKeys = []*regexp.Regexp{
 	regexp.MustCompile(`^retry\.(base_delay|max_delay|slow_5xx_after|honor_retry_after|timeouts_retried)$`),
 	regexp.MustCompile(`^timeouts\.(soft|hard)$`),
 	regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
-	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param)$`),
+	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param|cold)$`),
+	regexp.MustCompile(`^seats\.[^.]+\.(headers|extra_body)\..+$`),
 	regexp.MustCompile(`^thresholds\.[^.]+$`),
 	regexp.MustCompile(`^(fallback|log)$`),
 }
@@ -51,7 +52,8 @@ var keyNames = []string{
 	"timeouts.soft", "timeouts.hard",
 	"breaker.window", "breaker.failure_rate", "breaker.min_requests", "breaker.cooldown", "breaker.half_open_probes",
 	"seats.*.kind", "seats.*.base_url", "seats.*.model", "seats.*.api_key_env", "seats.*.command", "seats.*.script",
-	"seats.*.encoding", "seats.*.price_in", "seats.*.price_out", "seats.*.max_tokens_param",
+	"seats.*.encoding", "seats.*.price_in", "seats.*.price_out", "seats.*.max_tokens_param", "seats.*.cold",
+	"seats.*.headers.*", "seats.*.extra_body.*",
 	"fallback", "log", "thresholds.*",
 }
 
@@ -574,6 +576,22 @@ func (c *config) seats() (map[string]seat.Config, error) {
 		}
 		if sc.MaxTokensParam, err = get("max_tokens_param"); err != nil {
 			return nil, err
+		}
+		if hv, ok := c.tree.get(key + ".headers").(map[string]any); ok {
+			sc.Headers = map[string]string{}
+			for k := range hv {
+				if sc.Headers[k], err = c.str(key + ".headers." + k); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if eb, ok := c.tree.get(key + ".extra_body").(map[string]any); ok {
+			sc.ExtraBody = eb
+		}
+		if c.tree.get(key+".cold") != nil {
+			if sc.Cold, err = c.boolean(key + ".cold"); err != nil {
+				return nil, err
+			}
 		}
 		for k, dst := range map[string]*float64{"price_in": &sc.PriceIn, "price_out": &sc.PriceOut} {
 			if c.tree.get(key+"."+k) != nil {

@@ -73,11 +73,15 @@ and {base_url}/api/chat; the Anthropic SDK appends /v1/messages itself.)
 
 When a client cancels a request before its plan finished, a line goes to
 stderr ("seat: request 3 cancelled by client after 1.204s"), and
-GET /_retrygate/requests lists every request so far as JSON: index,
+GET /_retrygate/requests lists the last ` + fmt.Sprint(seatserver.DefaultKeep) + ` requests as JSON (with
+total, the count of every request so far): index,
 received, idempotency_key, format, plan, status, state (in_flight,
 finished, cancelled, reset, dropped, rejected, shutdown), finished,
 cancelled, ended, after_s, bytes. No prompt, completion or API key is
 ever written there or on stderr.
+
+A request's headers must arrive within ` + seatserver.HeaderTimeout.String() + ` and its body within ` + seatserver.DefaultBodyTimeout.String() + `,
+and a body is at most ` + fmt.Sprint(seatserver.DefaultMaxBody>>20) + ` MiB: a slower client gets 408, a larger body 413.
 
 It serves until Ctrl-C. It listens on loopback only (127.0.0.0/8, ::1,
 localhost) unless --allow-remote is given.` + exitStatus("served until Ctrl-C", "not used"),
@@ -170,7 +174,7 @@ func runSeatServe(o *SeatServeOptions) error {
 	if err := srv.Serve(ctx, ln); err != nil {
 		return fmt.Errorf("seat server: %w", err)
 	}
-	fmt.Fprintf(e, "seat: stopped after %d requests\n", len(srv.Requests()))
+	fmt.Fprintf(e, "seat: stopped after %d requests\n", srv.Total())
 	return nil
 }
 

@@ -44,9 +44,12 @@ func newTimeCmd(f *Factory, runF func(*TimeOptions) error) *cobra.Command {
 		Long: `Send one attempt to one seat from the config and print what happened, so
 you can check a seat before rehearsing on it:
 
+  connect_s     the new connection's set-up ("-" when a kept-alive one
+                was reused; seats.NAME.cold: true opens one every time)
   ttfb_s        submit → response headers
   wait_s        submit → first chunk carrying content (role-only and empty
-                chunks, and bare headers, do not count)
+                chunks, and bare headers, do not count); cut off before
+                one, at least the elapsed, as the log writes it
   elapsed_s     submit → last byte (or the cancellation)
   prompt_tokens, completion_tokens, tokens_from
                 from the response's usage field, or counted locally with a
@@ -244,6 +247,7 @@ type timeJSON struct {
 	Billing          admit.Billing `json:"billing"`
 	HTTPStatus       *int          `json:"http_status"`
 	TTFBS            *float64      `json:"ttfb_s"`
+	ConnectS         *float64      `json:"connect_s,omitempty"` // absent: a kept-alive connection was reused, or a script seat
 	WaitS            *float64      `json:"wait_s"`
 	ElapsedS         float64       `json:"elapsed_s"`
 	PromptTokens     int64         `json:"prompt_tokens"`
@@ -259,8 +263,10 @@ type timeJSON struct {
 	WaitCapS         *float64      `json:"wait_cap_s"` // null: no cap
 }
 
+// seconds is d as the log writes it (3 decimals, one formatter).
 func seconds(d time.Duration) float64 {
-	return math.Round(d.Seconds()*1000) / 1000
+	f, _ := strconv.ParseFloat(ledgerfile.FormatSeconds(d), 64)
+	return f
 }
 
 func secondsPtr(d time.Duration, ok bool) *float64 {
@@ -274,7 +280,8 @@ func secondsPtr(d time.Duration, ok bool) *float64 {
 func newTimeJSON(obs seat.Observation, sc seat.Config, clock string, o *TimeOptions) timeJSON {
 	t := timeJSON{
 		Seat: obs.Seat, Kind: sc.Kind, Model: obs.Model, Clock: clock, Outcome: obs.Outcome, Billing: obs.Billing,
-		TTFBS: secondsPtr(obs.TTFB, obs.HasTTFB), WaitS: secondsPtr(obs.Wait, obs.HasWait), ElapsedS: seconds(obs.Elapsed),
+		TTFBS: secondsPtr(obs.TTFB, obs.HasTTFB), ConnectS: secondsPtr(obs.Connect, obs.HasConnect),
+		WaitS: secondsPtr(obs.LoggedWait()), ElapsedS: seconds(obs.Elapsed),
 		PromptTokens: obs.PromptTokens, CompletionTokens: obs.CompletionTokens, Tokens: obs.Tokens(), TokensFrom: obs.TokensFrom,
 		RetryAfterS: secondsPtr(obs.RetryAfter, obs.HasRetryAfter), ErrorCode: obs.ErrorCode, Bytes: obs.Bytes,
 		Note: obs.Detail, HardTimeoutS: seconds(o.HardTimeout), WaitCapS: secondsPtr(o.WaitCap, o.WaitCap > 0),
@@ -319,6 +326,11 @@ func (t timeJSON) rows() [][]string {
 		{"outcome", string(t.Outcome)},
 		{"billing", string(t.Billing)},
 		{"http_status", status},
+	}
+	if t.Clock == "real" {
+		rows = append(rows, []string{"connect_s", secs(t.ConnectS)})
+	}
+	rows = append(rows, [][]string{
 		{"ttfb_s", secs(t.TTFBS)},
 		{"wait_s", secs(t.WaitS)},
 		{"elapsed_s", secs(&t.ElapsedS)},
@@ -328,7 +340,7 @@ func (t timeJSON) rows() [][]string {
 		{"retry_after_s", secs(t.RetryAfterS)},
 		{"error_code", dash(t.ErrorCode)},
 		{"bytes", strconv.FormatInt(t.Bytes, 10)},
-	}
+	}...)
 	if t.CostUSD != nil {
 		rows = append(rows, []string{"cost_usd", strconv.FormatFloat(*t.CostUSD, 'f', 6, 64)})
 	}

@@ -135,13 +135,14 @@ wait_cap_s	4.000
 `, out)
 	assert.Empty(t, errOut)
 
-	// Seed 003's second attempt: an 18 s queue against the 4 s cap.
+	// Seed 003's second attempt: an 18 s queue against the 4 s cap. Its
+	// wait is at least the 4 s it was cut off at, as the log writes it.
 	code, out, _ = seatRun(t, context.Background(), nil, "time", "--config", cfg, "--seat", "demo", "--call", "2", "--json")
 	require.Equal(t, ExitOK, code)
 	assert.JSONEq(t, `{
   "seat": "demo", "kind": "script", "model": "scratch", "clock": "virtual",
   "outcome": "wait_cap", "billing": "ambiguous",
-  "http_status": null, "ttfb_s": null, "wait_s": null, "elapsed_s": 4,
+  "http_status": null, "ttfb_s": null, "wait_s": 4, "elapsed_s": 4,
   "prompt_tokens": 1500, "completion_tokens": 0, "tokens": 1500, "tokens_from": "script",
   "retry_after_s": null, "bytes": 0, "hard_timeout_s": 20, "wait_cap_s": 4
 }`, out)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"retrygate/admit"
 	"strconv"
 	"strings"
@@ -66,9 +65,9 @@ var (
 		"conn_error", "repeat",
 	}
 	// A bare number of seconds: no hex, no underscores, no Inf/NaN words.
-	numberRE = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
-	intRE    = regexp.MustCompile(`^[+-]?[0-9]+$`)
-	codeRE   = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,64}$`)
+	numberRE = lazyRegexp(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	intRE    = lazyRegexp(`^[+-]?[0-9]+$`)
+	codeRE   = lazyRegexp(`^[A-Za-z0-9_.\-]{1,64}$`)
 )
 
 // Parse parses a script. name is the file name errors start with.
@@ -113,8 +112,8 @@ func decode(data []byte, name string) (root *yaml.Node, err error) {
 }
 
 var (
-	yamlLineRE   = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
-	yamlAnchorRE = regexp.MustCompile(`^(?:yaml: )?unknown anchor '(.*)' referenced$`)
+	yamlLineRE   = lazyRegexp(`^(?:yaml: )?line ([0-9]+): (.*)$`)
+	yamlAnchorRE = lazyRegexp(`^(?:yaml: )?unknown anchor '(.*)' referenced$`)
 	// The YAML parser (unlike its scanner) reports 0-based lines.
 	yamlParserProblems = map[string]bool{
 		"did not find expected <stream-start>":   true,

@@ -3,6 +3,8 @@ package seat
 import (
 	"encoding/json"
 	"net/http"
+
+	"retrygate/admit"
 )
 
 // anthropicWire speaks the Messages API: POST {base_url}/messages with
@@ -58,7 +60,7 @@ type anthropicUsage struct {
 func (u *anthropicUsage) input() (n int64, ok bool) {
 	for _, p := range []*jsonInt{u.InputTokens, u.CacheCreationTokens, u.CacheReadTokens} {
 		if p.present() {
-			n, ok = n+p.value(), true
+			n, ok = admit.AddTokens(n, p.value()), true
 		}
 	}
 	return n, ok

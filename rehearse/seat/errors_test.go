@@ -150,6 +150,14 @@ func TestRetryAfterForms(t *testing.T) {
 		{"garbage is absent", map[string]string{"Retry-After": "soon"}, false, 0, false},
 		{"negative is absent", map[string]string{"Retry-After": "-3"}, false, 0, false},
 		{"none", nil, false, 0, false},
+		// Issue 12, case 4: past any deadline, yet always a value the log reads back.
+		{"1e12 seconds clamps", map[string]string{"Retry-After": "1e12"}, false, admit.MaxDuration, true},
+		{"1e15 ms clamps", map[string]string{"Retry-After-Ms": "1e15"}, false, admit.MaxDuration, true},
+		{"1e400 clamps", map[string]string{"Retry-After": "1e400"}, false, admit.MaxDuration, true},
+		{"year 9999 clamps", map[string]string{
+			"Date": "Wed, 21 Oct 2015 07:28:00 GMT", "Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}, false, admit.MaxDuration, true},
+		{"negative ms is absent", map[string]string{"Retry-After-Ms": "-5"}, false, 0, false},
+		{"NaN is absent", map[string]string{"Retry-After": "NaN"}, false, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

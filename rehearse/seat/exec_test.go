@@ -117,6 +117,9 @@ func TestExecTimeoutsKillTheGroup(t *testing.T) {
 	}{
 		{"hard timeout mid-output", "echo started; sleep 30 & echo $! > %s; wait", 0, 400 * time.Millisecond, admit.Timeout, true},
 		{"wait cap before output", "sleep 30 & echo $! > %s; wait", 150 * time.Millisecond, 150 * time.Millisecond, admit.WaitCap, false},
+		// Issue 12, case 10: a grandchild that left the process group.
+		{"hard timeout, setsid grandchild", "echo started; setsid sleep 60 & echo $! > %s; sleep 30", 0, 400 * time.Millisecond, admit.Timeout, true},
+		{"hard timeout, double-forked setsid grandchild", "echo started; (setsid sleep 60 & echo $! > %s) ; sleep 30", 0, 400 * time.Millisecond, admit.Timeout, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,6 +145,24 @@ func TestExecTimeoutsKillTheGroup(t *testing.T) {
 				"child %d survived the attempt", pid)
 		})
 	}
+}
+
+// TestExecSetsidChildAfterExit: a command that exits cleanly leaving a
+// setsid grandchild behind does not leave it running.
+func TestExecSetsidChildAfterExit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("finds descendants through /proc")
+	}
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	s := execSeatFor(t, "setsid sleep 60 & echo $! > "+pidFile+"; echo answer")
+	obs := do(t, s, 3*time.Second, Request{})
+	assert.Equal(t, admit.OK, obs.Outcome, obs.Detail)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	var pid int
+	_, err = fmt.Sscan(strings.TrimSpace(string(b)), &pid)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return gone(pid) }, time.Second, 10*time.Millisecond, "setsid child %d survived", pid)
 }
 
 // TestExecBackgroundChildHoldingStdout: a command that exits while a

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/tiktoken-go/tokenizer"
 
 	"retrygate/admit"
 )
@@ -23,11 +24,22 @@ const execWaitDelay = 100 * time.Millisecond
 // maxUsageLine bounds the line kept to look for a final usage line.
 const maxUsageLine = 4 << 10
 
+// markEnv names the variable that marks every process of one exec
+// attempt, so the attempt's end finds its descendants wherever they went.
+const markEnv = "RETRYGATE_ATTEMPT"
+
+var markSeq atomic.Uint64
+
+// attemptMark is unique per attempt and per process.
+func attemptMark() string {
+	return strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(markSeq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
 // execSeat runs a local command with the prompt on stdin: wait is its
 // first stdout byte, elapsed its exit.
 type execSeat struct {
 	cfg   Config
-	codec tokenizer.Codec
+	codec *lazyCodec
 }
 
 func (s *execSeat) Name() string     { return s.cfg.Name }
@@ -131,7 +143,9 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	cmd.Stdin = strings.NewReader(req.Prompt)
 	cmd.Stdout = out
 	cmd.WaitDelay = execWaitDelay
-	inGroup(cmd)
+	mark := attemptMark()
+	cmd.Env = append(os.Environ(), markEnv+"="+mark)
+	inGroup(cmd, mark)
 
 	if err := cmd.Start(); err != nil {
 		obs.Elapsed = time.Since(start)
@@ -148,7 +162,8 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	}
 	err := cmd.Wait()
 	obs.Elapsed = time.Since(start)
-	killGroup(cmd) // whatever it left behind in its group
+	killGroup(cmd)   // whatever it left behind in its group
+	killMarked(mark) // and whatever left the group
 	obs.Bytes = out.n
 	obs.Wait, obs.HasWait = out.wait, out.hasWait
 	st.content = out.n > 0

@@ -29,7 +29,7 @@ func testEnv(name string) string {
 }
 
 // loopback starts an httptest server on 127.0.0.1 only.
-func loopback(t *testing.T, h http.Handler) *httptest.Server {
+func loopback(t testing.TB, h http.Handler) *httptest.Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -314,6 +314,120 @@ func TestHostileServers(t *testing.T) {
 			want: admit.ServerError, detail: "response headers over 64 KiB",
 		},
 		{
+			name: "101 switching protocols held open", kind: "openai", waitCap: 5 * time.Second,
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+				io.Copy(io.Discard, c)
+			},
+			want: admit.ServerError, detail: "http 101",
+			check: func(t *testing.T, obs Observation) {
+				assert.Less(t, obs.Elapsed, 500*time.Millisecond, "a protocol switch is refused at once")
+			},
+		},
+		{
+			name: "101 switching protocols closed after 3 s", kind: "anthropic",
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+				time.Sleep(3 * time.Second)
+			},
+			want: admit.ServerError, detail: "http 101",
+		},
+		{
+			name: "endless 1xx", kind: "ollama",
+			raw: func(c net.Conn) {
+				for {
+					if _, err := io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"); err != nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			},
+			want: admit.Timeout, detail: "before response headers",
+		},
+		{
+			name: "204 no content", kind: "openai",
+			raw:  func(c net.Conn) { io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n"); io.Copy(io.Discard, c) },
+			want: admit.ServerError, detail: "without content",
+		},
+		{
+			name: "302 with a body that never ends", kind: "openai",
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Type: text/html\r\n\r\n")
+				for {
+					if _, err := c.Write([]byte("<")); err != nil {
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			},
+			want: admit.Timeout, detail: "reading an http 302 body",
+		},
+		{
+			name: "500 headers, body never comes, under a wait cap", kind: "anthropic", waitCap: 300 * time.Millisecond,
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+				io.Copy(io.Discard, c)
+			},
+			want: admit.WaitCap,
+			check: func(t *testing.T, obs Observation) {
+				assert.InDelta(t, 300, ms(obs.Elapsed), 150)
+			},
+		},
+		{
+			name: "503 with an endless fast body", kind: "ollama",
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\r\n{\"error\":\"")
+				chunk := []byte(strings.Repeat("x", 32<<10))
+				for {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			},
+			want: admit.ServerError, detail: "http 503",
+		},
+		{
+			name: "stream stalls mid-chunk", kind: "openai",
+			raw: func(c net.Conn) {
+				ev := "data: " + oaText("half") + "\n\n"
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n400\r\ndata: {\"choi", len(ev), ev)
+				io.Copy(io.Discard, c)
+			},
+			want: admit.Timeout, detail: "mid-stream",
+			check: func(t *testing.T, obs Observation) {
+				assert.True(t, obs.HasWait)
+				assert.InDelta(t, ms(hard), ms(obs.Elapsed), 150, "the true elapsed: the hard timeout")
+			},
+		},
+		{
+			name: "huge chunk-size line", kind: "ollama",
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
+				c.Write([]byte(strings.Repeat("f", 1<<20)))
+				io.Copy(io.Discard, c)
+			},
+			want: admit.ServerError, detail: "malformed response body",
+		},
+		{
+			name: "gzip bomb not asked for", kind: "openai",
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n\r\n\x1f\x8b\x08\x00")
+				io.Copy(io.Discard, c)
+			},
+			want: admit.ServerError, detail: "content-encoding gzip",
+		},
+		{
+			name: "headers then silence and a late close", kind: "openai",
+			raw: func(c net.Conn) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+				time.Sleep(400 * time.Millisecond)
+			},
+			want: admit.ServerError, detail: "without content",
+			check: func(t *testing.T, obs Observation) {
+				assert.GreaterOrEqual(t, ms(obs.Elapsed), 390.0, "elapsed runs to the close, not the headers")
+			},
+		},
+		{
 			name: "not http at all", kind: "ollama",
 			raw:  func(c net.Conn) { io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n") },
 			want: admit.ServerError, detail: "malformed response",

@@ -14,13 +14,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/tiktoken-go/tokenizer"
 
 	"retrygate/admit"
 )
@@ -90,8 +89,12 @@ type httpSeat struct {
 	key    string // never print it
 	w      wire
 	client *http.Client
-	codec  tokenizer.Codec
+	codec  *lazyCodec
 	now    func() time.Time
+	// headers and extra come from the seat's headers: and extra_body:;
+	// header values are secrets like the key: never printed.
+	headers http.Header
+	extra   map[string]json.RawMessage
 }
 
 func (s *httpSeat) Name() string { return s.cfg.Name }
@@ -101,20 +104,22 @@ func (s *httpSeat) String() string   { return fmt.Sprintf("seat %s (%s)", s.cfg.
 func (s *httpSeat) GoString() string { return s.String() }
 
 // newClient builds a client that makes exactly one attempt per call: no
-// redirects followed, no HTTP/2 connection-level retries, no proxy from
-// the environment (the seat's timing, not a proxy's), and a fresh
-// connection per attempt. Go's transport replays a request that failed
-// on a reused idle connection when it looks idempotent, and an
-// Idempotency-Key header makes a POST look so; with no reuse (and no
-// GetBody on the request) it never replays. A fresh connection also
-// means cancelling an attempt closes exactly its connection.
-func newClient() *http.Client {
+// redirects followed, no HTTP/2 connection-level retries and no proxy
+// from the environment (the seat's timing, not a proxy's). Connections
+// are kept alive and reused, as the official SDKs do, unless cold. Go's
+// transport replays a request that failed on a reused idle connection
+// only when it can rewind the body; requests here have no GetBody, so
+// it never does (Do retries itself only when nothing was written).
+// Cancelling an attempt closes the connection it was using.
+func newClient(cold bool) *http.Client {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            (&net.Dialer{}).DialContext,
-		DisableKeepAlives:      true,
+		DisableKeepAlives:      cold,
+		MaxIdleConnsPerHost:    maxIdlePerSeat,
+		IdleConnTimeout:        90 * time.Second,
 		DisableCompression:     true, // a gzip layer would buffer the stream being timed
 		MaxResponseHeaderBytes: 64 << 10,
 		Protocols:              protocols,
@@ -125,19 +130,55 @@ func newClient() *http.Client {
 	}
 }
 
-// countingReader counts body bytes and when the last of them arrived.
+// maxIdlePerSeat is how many idle connections a seat keeps: enough for
+// rehearse's highest useful concurrency.
+const maxIdlePerSeat = 256
+
+// drainMax and drainGrace bound reading what is left of a body after its
+// answer is whole (a chunked stream's terminator after [DONE]), so the
+// connection can be reused; a server still sending after that loses its
+// connection instead of holding the attempt.
+const (
+	drainMax   = 4 << 10
+	drainGrace = 50 * time.Millisecond
+)
+
+// drain reads the rest of a finished body, bounded in bytes and time.
+// It runs after the attempt's timed window.
+func drain(b io.ReadCloser) {
+	t := time.AfterFunc(drainGrace, func() { b.Close() })
+	_, _ = io.CopyN(io.Discard, b, drainMax)
+	t.Stop()
+}
+
+// countingReader is the one read path of every answer body: it counts
+// bytes, notes when the first and last of them arrived and when the
+// body ended (its EOF or error: a server that holds the connection and
+// then closes it has taken that long), and marks the answer's first
+// byte on the guard when asked to.
 type countingReader struct {
-	r     io.Reader
-	start time.Time
-	n     int64
-	last  time.Duration
+	r       io.Reader
+	start   time.Time
+	n       int64
+	first   time.Duration // first body byte; 0: none yet
+	last    time.Duration // last body byte
+	end     time.Duration // the last Read's return, data or not
+	onFirst func()
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	now := time.Since(c.start)
+	c.end = now
 	if n > 0 {
+		if c.n == 0 {
+			c.first = max(now, 1)
+			if c.onFirst != nil {
+				c.onFirst()
+			}
+		}
 		c.n += int64(n)
-		c.last = time.Since(c.start)
+		c.last = now
 	}
 	return n, err
 }
@@ -153,9 +194,18 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	defer g.stop()
 
 	// The transport calls these from its own goroutines.
-	var wrote atomic.Bool
-	var firstByte atomic.Int64 // ns since start; 0: not yet
+	var wrote, reused atomic.Bool
+	var firstByte atomic.Int64          // ns since start; 0: not yet
+	var dialStart, dialEnd atomic.Int64 // ns since start of a new connection's set-up
 	trace := &httptrace.ClientTrace{
+		DNSStart:     func(httptrace.DNSStartInfo) { dialStart.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
+		ConnectStart: func(string, string) { dialStart.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			reused.Store(info.Reused)
+			if !info.Reused {
+				dialEnd.Store(int64(max(time.Since(start), 1)))
+			}
+		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
 				wrote.Store(true)
@@ -163,21 +213,35 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		},
 		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
 	}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(s.w.body(s.cfg.Model, req)))
-	if err != nil {
-		// The URL was checked in New; this is not reachable in practice.
-		obs.Outcome, obs.Billing, obs.Detail = admit.ConnError, admit.Free, "bad request url"
-		return obs
+	payload := mergeBody(s.w.body(s.cfg.Model, req), s.extra)
+	send := func() (*http.Response, error) {
+		hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(payload))
+		if err != nil {
+			return nil, err
+		}
+		hreq.GetBody = nil // not replayable: the transport must never resend it
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("User-Agent", "retrygate")
+		if req.IdempotencyKey != "" {
+			hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+		}
+		s.w.header(hreq.Header, s.key)
+		for k, v := range s.headers {
+			hreq.Header[k] = v
+		}
+		return s.client.Do(hreq)
 	}
-	hreq.GetBody = nil // not replayable: the transport must never resend it
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("User-Agent", "retrygate")
-	if req.IdempotencyKey != "" {
-		hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	resp, err := send()
+	if err != nil && reused.Load() && ctx.Err() == nil && (!wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
+		// A kept-alive connection the server had closed while idle: the
+		// request never reached a server that would answer it, so a new
+		// connection is the same attempt, not a retry.
+		reused.Store(false)
+		resp, err = send()
 	}
-	s.w.header(hreq.Header, s.key)
-
-	resp, err := s.client.Do(hreq)
+	if ds, de := dialStart.Load(), dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
+		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
+	}
 	if err != nil {
 		obs.Elapsed = time.Since(start)
 		if o, why := cancelled(parent, ctx); o != "" {
@@ -194,6 +258,12 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		return obs
 	}
 	defer resp.Body.Close()
+	// The one deadline for every body, whatever the status: a body the
+	// transport has handed off (a 101's connection) or that the server
+	// never ends is closed when the attempt's context ends — hard
+	// timeout, wait cap or Ctrl-C — so every read below returns.
+	unhook := context.AfterFunc(ctx, func() { resp.Body.Close() })
+	defer unhook()
 	obs.HasTTFB = true
 	// ttfb is the first byte of the response, counted only once its
 	// headers are whole: a server dribbling headers has not answered.
@@ -205,8 +275,30 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
 	body := &countingReader{r: resp.Body, start: start}
 
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if resp.StatusCode < 200 {
+		// A 1xx that ends the exchange (101 Switching Protocols: the
+		// connection now speaks something else). Nothing a chat answer
+		// can follow: close it now rather than read a foreign protocol.
+		resp.Body.Close()
+		obs.Elapsed = time.Since(start)
+		obs.Outcome = admit.ServerError
+		obs.Detail = fmt.Sprintf("http %d: a protocol switch nobody asked for", resp.StatusCode)
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return obs
+	}
+	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+		// No encoding was asked for (no Accept-Encoding is sent): an
+		// encoded body is unreadable here, and decoding it could be a bomb.
+		resp.Body.Close()
+		obs.Elapsed = time.Since(start)
+		obs.Outcome = admit.ServerError
+		obs.Detail = strings.TrimSpace(fmt.Sprintf("http %d with content-encoding %s, not asked for", resp.StatusCode, s.clean(strings.ToLower(ce))))
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return obs
+	}
+	if resp.StatusCode > 299 {
 		s.errorResponse(parent, ctx, g, &obs, resp, body, req)
+		s.release(ctx, resp)
 		return obs
 	}
 
@@ -230,7 +322,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		return obs
 	}
 	obs.Bytes = body.n
-	obs.Elapsed = body.last
+	obs.Elapsed = body.end
 	if obs.Elapsed < obs.TTFB {
 		obs.Elapsed = obs.TTFB
 	}
@@ -246,6 +338,9 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("stream line over %d KiB", MaxLine>>10)
 	case readErr == errWholeTooLong:
 		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("json body over %d KiB", MaxLine>>10)
+	case readErr != nil && malformedBody(readErr):
+		obs.Elapsed = time.Since(start)
+		obs.Outcome, obs.Detail = admit.ServerError, "malformed response body"
 	case readErr != nil:
 		obs.Elapsed = time.Since(start)
 		obs.Outcome, obs.Detail = admit.Reset, "connection lost mid-stream"
@@ -275,28 +370,57 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		}
 	}
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+	s.release(ctx, resp)
 	return obs
+}
+
+// release hands a finished answer's connection back for reuse: what is
+// left of its body is drained (bounded) after the timed window. A cold
+// seat, or an attempt that was cancelled, closes it instead.
+func (s *httpSeat) release(ctx context.Context, resp *http.Response) {
+	if s.cfg.Cold || ctx.Err() != nil {
+		return
+	}
+	drain(resp.Body)
 }
 
 // errorResponse reads a non-2xx answer: its status and, from a bounded
 // prefix of its body, the provider's error code.
 func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Observation, resp *http.Response, body *countingReader, req Request) {
-	g.answer() // an error answer arriving in time is not a wait-cap breach
+	// The error body is the answer: its first byte (or its end, when it
+	// is empty) is what the wait cap waits for, not the bare headers.
+	body.onFirst = func() { g.answer() }
 	buf, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	obs.Bytes = body.n
-	obs.Elapsed = body.last
+	obs.Elapsed = body.end
 	if obs.Elapsed < obs.TTFB {
 		obs.Elapsed = obs.TTFB
 	}
 	if o, why := cancelled(parent, ctx); err != nil && o != "" {
 		obs.Elapsed = time.Since(body.start)
 		obs.Outcome, obs.Detail = o, fmt.Sprintf("%s reading an http %d body", why, resp.StatusCode)
+		if body.n > 0 {
+			obs.Wait, obs.HasWait = body.first, true
+		}
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 		return
 	}
+	if err == nil && !g.answer() {
+		// An empty error body ended after the wait cap fired: the cap won.
+		obs.Outcome, obs.Detail = admit.WaitCap, "no content within the wait cap"
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+		return
+	}
+	if err != nil {
+		// The body broke off: the status still classifies the answer.
+		obs.Detail = "error body cut short: "
+		if malformedBody(err) {
+			obs.Detail = "malformed error body: "
+		}
+	}
 	obs.ErrorCode = s.clean(errorCode(buf))
 	obs.Outcome = admit.ClassifyHTTP(resp.StatusCode, obs.ErrorCode)
-	obs.Detail = strings.TrimSpace(fmt.Sprintf("http %d %s", resp.StatusCode, obs.ErrorCode))
+	obs.Detail = strings.TrimSpace(fmt.Sprintf("%shttp %d %s", obs.Detail, resp.StatusCode, obs.ErrorCode))
 	// The error body is the first byte of the answer (as in Resolve).
 	obs.Wait, obs.HasWait = obs.Elapsed, true
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
@@ -343,6 +467,16 @@ func (s *httpSeat) readWhole(body io.Reader, st *stream) error {
 	return nil
 }
 
+// malformedBody says a body read failed on the server's framing (a bad
+// or over-long chunk-size line), not on the connection.
+func malformedBody(err error) bool {
+	if errors.Is(err, httputil.ErrLineTooLong) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "chunk") || strings.Contains(msg, "malformed")
+}
+
 func cleanEnd(err error) error {
 	if err == io.EOF {
 		return nil
@@ -359,7 +493,7 @@ func (s *httpSeat) countTokens(obs *Observation, st *stream, req Request) {
 	fillTokens(obs, st, s.codec, req.Prompt)
 }
 
-func fillTokens(obs *Observation, st *stream, codec tokenizer.Codec, prompt string) {
+func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	obs.PromptTokens, obs.CompletionTokens = st.prompt, st.completion
 	if !st.hasPrompt {
 		obs.PromptTokens = countText(codec, []byte(prompt), st.counter.stop)
@@ -462,22 +596,22 @@ func hasError(raw json.RawMessage) bool {
 
 // retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or else
 // Retry-After, in seconds or as an HTTP date; a date is measured from the
-// response's Date header, or from now() when it has none.
+// response's Date header, or from now() when it has none. Every value is
+// clamped into [0, admit.MaxDuration] (a wait past any deadline stays a
+// refusal, and the log can always read it back); a negative or garbage
+// value is no Retry-After at all.
 func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
-			return clampDuration(f * float64(time.Millisecond)), true
+		if f, ok := headerNumber(v); ok {
+			return admit.SecondsDuration(f / 1000), true
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return 0, false
-		}
-		return clampDuration(f * float64(time.Second)), true
+	if f, ok := headerNumber(v); ok {
+		return admit.SecondsDuration(f), true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
@@ -487,18 +621,18 @@ func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if d, err := http.ParseTime(h.Get("Date")); err == nil {
 		base = d
 	}
-	d := at.Sub(base)
-	if d < 0 {
-		d = 0
-	}
-	return d, true
+	// Sub saturates at the int64 range: a year-9999 date clamps, not wraps.
+	return admit.ClampDuration(at.Sub(base)), true
 }
 
-func clampDuration(ns float64) time.Duration {
-	if ns >= math.MaxInt64 || math.IsNaN(ns) {
-		return math.MaxInt64
+// headerNumber reads a non-negative number of a header; ±Inf from a range
+// error (1e400) counts, NaN and negatives do not.
+func headerNumber(v string) (float64, bool) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil && !math.IsInf(f, 1) || math.IsNaN(f) || f < 0 {
+		return 0, false
 	}
-	return time.Duration(ns)
+	return f, true
 }
 
 // answerDetail names a failure after the request was sent and before
@@ -508,6 +642,8 @@ func answerDetail(err error) string {
 	switch {
 	case strings.Contains(msg, "response headers exceeded"):
 		return "response headers over 64 KiB"
+	case strings.Contains(msg, "1xx"):
+		return "too many 1xx responses"
 	case strings.Contains(msg, "malformed HTTP"):
 		return "malformed response"
 	}

@@ -4,6 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
+	"unsafe"
+
+	"github.com/buger/jsonparser"
+
+	"retrygate/admit"
 )
 
 // jsonText is a text field read leniently: a string, or an array of
@@ -39,8 +45,9 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonInt is a token count read leniently: an integer or a float
-// (truncated); anything else is absent.
+// jsonInt is a token count read leniently: any JSON number, clamped into
+// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
+// server has sent); anything else is absent.
 type jsonInt struct {
 	n  int64
 	ok bool
@@ -48,10 +55,16 @@ type jsonInt struct {
 
 func (i *jsonInt) UnmarshalJSON(b []byte) error {
 	*i = jsonInt{}
-	var f float64
-	if json.Unmarshal(b, &f) == nil && f >= 0 && f < math.MaxInt64 {
-		*i = jsonInt{n: int64(f), ok: true}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || !(b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
+		return nil
 	}
+	// ParseFloat gives ±Inf with a range error past float64: clamped too.
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return nil
+	}
+	*i = jsonInt{n: admit.ClampTokensFloat(f), ok: true}
 	return nil
 }
 
@@ -63,4 +76,73 @@ func (i *jsonInt) value() int64 {
 		return 0
 	}
 	return i.n
+}
+
+// textOf feeds a text field found by jsonparser to st, as jsonText reads
+// it: a string, or an array of parts whose "text" members are joined;
+// any other shape is empty. A string without escapes is read in place
+// (st copies what it keeps).
+func textOf(v []byte, t jsonparser.ValueType, st *stream) {
+	switch t {
+	case jsonparser.String:
+		if len(v) == 0 {
+			return
+		}
+		if bytes.IndexByte(v, '\\') < 0 {
+			st.text(unsafe.String(&v[0], len(v)))
+			return
+		}
+		if s, err := jsonparser.ParseString(v); err == nil {
+			st.text(s)
+		}
+	case jsonparser.Array:
+		_, _ = jsonparser.ArrayEach(v, func(p []byte, pt jsonparser.ValueType, _ int, _ error) {
+			if pt != jsonparser.Object {
+				return
+			}
+			if tv, tt, _, err := jsonparser.Get(p, "text"); err == nil && tt == jsonparser.String {
+				textOf(tv, tt, st)
+			}
+		})
+	}
+}
+
+// countOf reads a token count found by jsonparser as jsonInt does: any
+// number, clamped; anything else is absent.
+func countOf(obj []byte, key string) (int64, bool) {
+	v, t, _, err := jsonparser.Get(obj, key)
+	if err != nil || t != jsonparser.Number {
+		return 0, false
+	}
+	var n jsonInt
+	_ = n.UnmarshalJSON(v)
+	return n.n, n.ok
+}
+
+// member finds key in a JSON object for the targeted readers: v is its
+// value when it is of type want; present is false when it is absent or
+// null; wrong says it is there with another type (a malformed event, as
+// encoding/json would have it).
+func member(obj []byte, want jsonparser.ValueType, keys ...string) (v []byte, present, wrong bool) {
+	v, t, _, err := jsonparser.Get(obj, keys...)
+	if err != nil || t == jsonparser.Null {
+		return nil, false, false
+	}
+	if t != want {
+		return nil, false, true
+	}
+	return v, true, false
+}
+
+// jsonObject says data is one valid JSON object (null reads as an empty
+// one, as encoding/json has it); bad is false only for those.
+func jsonObject(data []byte) (obj []byte, ok, bad bool) {
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		return nil, false, true
+	}
+	if len(data) > 0 && data[0] == '{' {
+		return data, true, false
+	}
+	return nil, false, !bytes.Equal(data, []byte("null"))
 }

@@ -1,19 +1,34 @@
 package seat
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 )
 
-var (
-	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// plainEnvName is a conventional (upper-case, short) name, safe to
-	// echo; anything else might be a key in the wrong place.
-	plainEnvName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,39}$`)
-)
+// envName says whether s is an environment variable's name:
+// [A-Za-z_][A-Za-z0-9_]*.
+func envName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// plainEnvName is a conventional (upper-case, at most 40 characters)
+// name, safe to echo; anything else might be a key in the wrong place.
+func plainEnvName(s string) bool {
+	return envName(s) && len(s) <= 40 && strings.ToUpper(s) == s
+}
 
 // Options are what New takes from its surroundings rather than from the
 // seat's config.
@@ -51,7 +66,7 @@ func NewWithOptions(cfg Config, opts Options) (Seat, error) {
 		if len(cfg.Command) == 0 || cfg.Command[0] == "" {
 			return nil, fmt.Errorf("%s: required for kind exec (the argv to run, e.g. [sh, -c, \"llm -m x\"])", at("command"))
 		}
-		codec, err := codecFor(cfg.Model, cfg.Encoding)
+		codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", at("encoding"), err)
 		}
@@ -74,22 +89,30 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	var key string
 	if cfg.APIKeyEnv != "" {
-		if !envName.MatchString(cfg.APIKeyEnv) {
+		if !envName(cfg.APIKeyEnv) {
 			// Not quoted: it may be a key pasted where its variable's name belongs.
 			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the key, never the key)", at("api_key_env"))
 		}
 		key = strings.TrimSpace(opts.Getenv(cfg.APIKeyEnv))
 		if key == "" {
 			name := "named there"
-			if plainEnvName.MatchString(cfg.APIKeyEnv) {
+			if plainEnvName(cfg.APIKeyEnv) {
 				name = cfg.APIKeyEnv
 			}
 			return nil, fmt.Errorf("%s: environment variable %s is not set", at("api_key_env"), name)
 		}
 	}
-	codec, err := codecFor(cfg.Model, cfg.Encoding)
+	codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", at("encoding"), err)
+	}
+	headers, err := seatHeaders(cfg.Headers, opts.Getenv, at)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := extraBody(cfg.ExtraBody, at)
+	if err != nil {
+		return nil, err
 	}
 	var w wire
 	switch cfg.Kind {
@@ -106,7 +129,8 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + w.path()
 	u.RawPath = ""
-	return &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(), codec: codec, now: opts.Now}, nil
+	return &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(cfg.Cold), codec: codec, now: opts.Now,
+		headers: headers, extra: extra}, nil
 }
 
 // checkBaseURL accepts an absolute http(s) URL with a host and no
@@ -136,4 +160,128 @@ func checkBaseURL(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("a fragment has no meaning in a base URL")
 	}
 	return u, nil
+}
+
+// reservedHeaders are set by the seat or the transport; a config may not
+// replace them.
+var reservedHeaders = map[string]bool{
+	"Content-Type": true, "Content-Length": true, "Host": true, "Transfer-Encoding": true,
+	"Connection": true, "Idempotency-Key": true, "Accept": true, "Accept-Encoding": true,
+}
+
+// seatHeaders reads each configured header's value from the variable it
+// names. Errors name the config key, never a value.
+func seatHeaders(cfg map[string]string, getenv func(string) string, at func(string) string) (http.Header, error) {
+	if len(cfg) == 0 {
+		return nil, nil
+	}
+	h := http.Header{}
+	for name, env := range cfg {
+		key := at("headers." + name)
+		canon := http.CanonicalHeaderKey(strings.TrimSpace(name))
+		if !headerName(canon) {
+			return nil, fmt.Errorf("%s: not a header name", key)
+		}
+		if reservedHeaders[canon] {
+			return nil, fmt.Errorf("%s: set by retrygate itself; it cannot be replaced", key)
+		}
+		if !envName(env) {
+			// Not quoted: it may be a value pasted where its variable's name belongs.
+			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the value, never the value)", key)
+		}
+		v := strings.TrimSpace(getenv(env))
+		if v == "" {
+			name := "named there"
+			if plainEnvName(env) {
+				name = env
+			}
+			return nil, fmt.Errorf("%s: environment variable %s is not set", key, name)
+		}
+		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+			return nil, fmt.Errorf("%s: the variable's value is not a valid header value", key)
+		}
+		h.Set(canon, v)
+	}
+	return h, nil
+}
+
+// fixedFields make an attempt what it is: a streamed chat call of this
+// model and prompt. extra_body may not replace them.
+var fixedFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true}
+
+// extraBody checks and encodes the extra body fields once.
+func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawMessage, error) {
+	if len(cfg) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]json.RawMessage, len(cfg))
+	for k, v := range cfg {
+		if fixedFields[k] {
+			return nil, fmt.Errorf("%s: set by retrygate itself (the attempt is a streamed call of the seat's model)", at("extra_body."+k))
+		}
+		b, err := json.Marshal(jsonable(v))
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a JSON value", at("extra_body."+k))
+		}
+		out[k] = b
+	}
+	return out, nil
+}
+
+// jsonable turns YAML's map[any]any (older decoders) into JSON objects.
+func jsonable(v any) any {
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[fmt.Sprint(k)] = jsonable(x)
+		}
+		return m
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[k] = jsonable(x)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, x := range t {
+			s[i] = jsonable(x)
+		}
+		return s
+	}
+	return v
+}
+
+// mergeBody sets extra's fields on a request body (a JSON object).
+func mergeBody(body []byte, extra map[string]json.RawMessage) []byte {
+	if len(extra) == 0 {
+		return body
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return b
+}
+
+// headerName says whether s is an HTTP field name (RFC 9110's token).
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+
+	"github.com/buger/jsonparser"
 )
 
 // ollamaWire speaks Ollama's native chat API: POST {base_url}/api/chat,
@@ -45,46 +47,52 @@ func (ollamaWire) body(model string, req Request) []byte {
 	return b
 }
 
-type ollamaLine struct {
-	Message *struct {
-		Content   jsonText        `json:"content"`
-		Thinking  jsonText        `json:"thinking"`
-		ToolCalls json.RawMessage `json:"tool_calls"`
-	} `json:"message"`
-	Response        jsonText        `json:"response"` // /api/generate's field, harmless here
-	Done            bool            `json:"done"`
-	PromptEvalCount *jsonInt        `json:"prompt_eval_count"`
-	EvalCount       *jsonInt        `json:"eval_count"`
-	Error           json.RawMessage `json:"error"`
-}
-
+// event reads one NDJSON line by targeted field extraction (see
+// openaiWire.chunk).
 func (ollamaWire) event(_ string, data []byte, st *stream) {
-	var l ollamaLine
-	if err := json.Unmarshal(data, &l); err != nil {
+	obj, ok, bad := jsonObject(data)
+	if !ok {
+		if bad {
+			st.bad++
+		}
+		return
+	}
+	if _, t, _, err := jsonparser.Get(obj, "error"); err == nil && t != jsonparser.Null {
+		// Ollama's errors are a bare string: no code to classify by.
+		st.fail(errorCode(obj))
+		return
+	}
+	msg, hasMsg, wrongMsg := member(obj, jsonparser.Object, "message")
+	done, hasDone, wrongDone := member(obj, jsonparser.Boolean, "done")
+	if wrongMsg || wrongDone {
 		st.bad++
 		return
 	}
-	if hasError(l.Error) {
-		// Ollama's errors are a bare string: no code to classify by.
-		st.fail(errorCode(data))
-		return
-	}
-	if m := l.Message; m != nil {
-		st.text(string(m.Thinking))
-		st.text(string(m.Content))
-		if tc := bytes.TrimSpace(m.ToolCalls); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) && !bytes.Equal(tc, []byte("[]")) {
-			st.text(string(tc))
+	if hasMsg {
+		for _, k := range [...]string{"thinking", "content"} {
+			if v, vt, _, err := jsonparser.Get(msg, k); err == nil {
+				textOf(v, vt, st)
+			}
+		}
+		if tc, t, _, err := jsonparser.Get(msg, "tool_calls"); err == nil && t != jsonparser.Null {
+			if t == jsonparser.String {
+				st.text(`"` + string(tc) + `"`) // the raw JSON, quotes and all
+			} else if tc = bytes.TrimSpace(tc); len(tc) > 0 && !bytes.Equal(tc, []byte("[]")) {
+				st.text(string(tc))
+			}
 		}
 	}
-	st.text(string(l.Response))
-	if l.Done {
+	if v, vt, _, err := jsonparser.Get(obj, "response"); err == nil { // /api/generate's field, harmless here
+		textOf(v, vt, st)
+	}
+	if hasDone && bytes.Equal(done, []byte("true")) {
 		// prompt_eval_count is left out when the whole prompt came from
 		// Ollama's cache; the tokenizer fills in then.
-		if l.PromptEvalCount.present() {
-			st.usagePrompt(l.PromptEvalCount.value())
+		if n, ok := countOf(obj, "prompt_eval_count"); ok {
+			st.usagePrompt(n)
 		}
-		if l.EvalCount.present() {
-			st.usageCompletion(l.EvalCount.value())
+		if n, ok := countOf(obj, "eval_count"); ok {
+			st.usageCompletion(n)
 		}
 		st.done = true
 	}

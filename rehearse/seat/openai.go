@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/buger/jsonparser"
 )
 
 // openaiWire speaks the Chat Completions API: POST {base_url}/chat/completions
@@ -76,32 +78,6 @@ func (w openaiWire) body(model string, req Request) []byte {
 	return b
 }
 
-// openaiDelta is a chunk's delta, or a whole answer's message.
-type openaiDelta struct {
-	Content          jsonText `json:"content"`
-	ReasoningContent jsonText `json:"reasoning_content"` // DeepSeek, vLLM
-	Reasoning        jsonText `json:"reasoning"`         // OpenRouter, newer vLLM
-	Refusal          jsonText `json:"refusal"`
-	ToolCalls        []struct {
-		Function struct {
-			Arguments jsonText `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
-}
-
-type openaiChunk struct {
-	// Choices may be null, [] (the usage chunk) or absent.
-	Choices []struct {
-		Delta   openaiDelta  `json:"delta"`
-		Message *openaiDelta `json:"message"` // a non-streamed answer
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     *jsonInt `json:"prompt_tokens"`
-		CompletionTokens *jsonInt `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
-
 func (w openaiWire) event(typ string, data []byte, st *stream) {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
 		st.done = true
@@ -121,35 +97,77 @@ func (w openaiWire) whole(data []byte, st *stream) {
 	}
 }
 
+// chunk reads one chat.completion.chunk (or a whole answer) by targeted
+// field extraction: this runs for every event inside the timed window,
+// so it decodes only the fields it uses, and a plain string is read in
+// place. A document that is not valid JSON, or whose choices, choice or
+// delta has the wrong shape, is a malformed event, as encoding/json
+// would have it.
 func (openaiWire) chunk(data []byte, st *stream) {
-	var c openaiChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		st.bad++
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) || len(data) == 0 || data[0] != '{' {
+		if !bytes.Equal(data, []byte("null")) {
+			st.bad++
+		}
 		return
 	}
-	if hasError(c.Error) {
+	if _, t, _, err := jsonparser.Get(data, "error"); err == nil && t != jsonparser.Null {
 		st.fail(errorCode(data))
 		return
 	}
-	for _, ch := range c.Choices {
-		d := ch.Delta
-		if ch.Message != nil {
-			d = *ch.Message
-		}
-		st.text(string(d.ReasoningContent))
-		st.text(string(d.Reasoning))
-		st.text(string(d.Content))
-		st.text(string(d.Refusal))
-		for _, tc := range d.ToolCalls {
-			st.text(string(tc.Function.Arguments))
+	choices, t, _, err := jsonparser.Get(data, "choices")
+	switch {
+	case err != nil || t == jsonparser.Null:
+	case t != jsonparser.Array:
+		st.bad++
+		return
+	default:
+		bad := false
+		_, _ = jsonparser.ArrayEach(choices, func(ch []byte, t jsonparser.ValueType, _ int, _ error) {
+			if bad || t != jsonparser.Object {
+				bad = bad || t != jsonparser.Null
+				return
+			}
+			d, dt, _, err := jsonparser.Get(ch, "message") // a non-streamed answer
+			if err != nil || dt == jsonparser.Null {
+				d, dt, _, err = jsonparser.Get(ch, "delta")
+			}
+			if err != nil || dt == jsonparser.Null {
+				return
+			}
+			if dt != jsonparser.Object {
+				bad = true
+				return
+			}
+			for _, k := range openaiTextFields {
+				if v, vt, _, err := jsonparser.Get(d, k); err == nil {
+					textOf(v, vt, st)
+				}
+			}
+			if calls, ct, _, err := jsonparser.Get(d, "tool_calls"); err == nil && ct == jsonparser.Array {
+				_, _ = jsonparser.ArrayEach(calls, func(c []byte, _ jsonparser.ValueType, _ int, _ error) {
+					if v, vt, _, err := jsonparser.Get(c, "function", "arguments"); err == nil {
+						textOf(v, vt, st)
+					}
+				})
+			}
+		})
+		if bad {
+			st.bad++
+			return
 		}
 	}
-	if u := c.Usage; u != nil {
-		if u.PromptTokens.present() {
-			st.usagePrompt(u.PromptTokens.value())
+	if u, t, _, err := jsonparser.Get(data, "usage"); err == nil && t == jsonparser.Object {
+		if n, ok := countOf(u, "prompt_tokens"); ok {
+			st.usagePrompt(n)
 		}
-		if u.CompletionTokens.present() {
-			st.usageCompletion(u.CompletionTokens.value())
+		if n, ok := countOf(u, "completion_tokens"); ok {
+			st.usageCompletion(n)
 		}
 	}
 }
+
+// openaiTextFields are a delta's generated text, in order: reasoning
+// (DeepSeek and vLLM's reasoning_content, OpenRouter's reasoning), the
+// content, and a refusal.
+var openaiTextFields = [...]string{"reasoning_content", "reasoning", "content", "refusal"}

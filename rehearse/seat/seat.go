@@ -46,6 +46,11 @@ type Observation struct {
 	Elapsed time.Duration // submit → last byte (or cancellation)
 	HasTTFB bool
 	HasWait bool // false when no content ever arrived
+	// Connect is the new connection's set-up (DNS, TCP and TLS) inside
+	// the attempt; HasConnect is false when a kept-alive connection was
+	// reused (or none was made).
+	Connect    time.Duration
+	HasConnect bool
 
 	PromptTokens     int64
 	CompletionTokens int64
@@ -63,8 +68,20 @@ type Observation struct {
 	Detail string
 }
 
-// Tokens is prompt + completion.
-func (o Observation) Tokens() int64 { return o.PromptTokens + o.CompletionTokens }
+// LoggedWait is the wait rehearsal.log records for the attempt: its
+// first byte's, or, when a timeout, the wait cap or a cancellation cut it
+// off before one, its elapsed (the wait was at least that long). ok is
+// false when the attempt says nothing about its wait (it failed before
+// any answer). time --json and the log both use it.
+func (o Observation) LoggedWait() (d time.Duration, ok bool) {
+	if !o.HasWait && (o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled) {
+		return o.Elapsed, true
+	}
+	return o.Wait, o.HasWait
+}
+
+// Tokens is prompt + completion, saturating at admit.MaxTokens.
+func (o Observation) Tokens() int64 { return admit.AddTokens(o.PromptTokens, o.CompletionTokens) }
 
 // Seat is where a scratch call goes.
 type Seat interface {
@@ -239,6 +256,19 @@ type Config struct {
 	// o4, gpt-5), which refuse max_tokens; max_tokens otherwise, which
 	// every compatible server honours.
 	MaxTokensParam string
+	// Cold makes every attempt open a new connection (and close it after),
+	// so each attempt pays the connect a first caller would. By default
+	// connections are kept alive and reused, as the official SDKs do.
+	Cold bool
+	// Headers are extra request headers (http kinds): header name → the
+	// name of the environment variable holding its value. Values are read
+	// once, at construction, and never written anywhere: an Azure api-key,
+	// an organization or project header.
+	Headers map[string]string
+	// ExtraBody fields are merged into the request body's top level
+	// (temperature, seed, reasoning_effort, …); they may replace a field
+	// the seat sets, except the ones that make the attempt what it is.
+	ExtraBody map[string]any
 }
 
 // Cost estimates an observation's cost from the seat's prices; ok is

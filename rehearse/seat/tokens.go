@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
+
+	"retrygate/admit"
 )
 
 // Encodings the tokenizer knows, for config errors.
@@ -22,32 +25,81 @@ var (
 // codecFor picks the local tokenizer for a seat: the encoding override
 // when set, else the model's encoding when the tokenizer knows the model,
 // else cl100k_base. Codecs are shared (they are safe for concurrent use
-// and their vocabularies are large).
+// and their vocabularies are large). Building one is the costly part (a
+// BPE vocabulary: most of a short run's CPU and about 14 MiB), so seats
+// hold a lazyCodec and build it only when an answer lacks usage.
 func codecFor(model, encoding string) (tokenizer.Codec, error) {
-	enc := tokenizer.Encoding(encoding)
-	if encoding == "" {
-		enc = tokenizer.Cl100kBase
-		if c, err := tokenizer.ForModel(tokenizer.Model(model)); err == nil {
-			enc = tokenizer.Encoding(c.GetName())
-		}
+	if err := checkEncoding(encoding); err != nil {
+		return nil, err
 	}
 	codecMu.Lock()
 	defer codecMu.Unlock()
-	if c, ok := codecs[enc]; ok {
+	key := tokenizer.Encoding(encoding)
+	if encoding == "" {
+		key = tokenizer.Encoding("model:" + model)
+	}
+	if c, ok := codecs[key]; ok {
 		return c, nil
 	}
-	c, err := tokenizer.Get(enc)
+	var c tokenizer.Codec
+	var err error
+	if encoding != "" {
+		c, err = tokenizer.Get(tokenizer.Encoding(encoding))
+	} else if c, err = tokenizer.ForModel(tokenizer.Model(model)); err != nil {
+		c, err = tokenizer.Get(tokenizer.Cl100kBase)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("unknown encoding %q (want %s)", encoding, knownEncodings)
 	}
 	c.SetErrorMode(tokenizer.ErrorModeReplace) // a hostile stream's bad bytes count as U+FFFD
-	codecs[enc] = c
+	if prev, ok := codecs[tokenizer.Encoding(c.GetName())]; ok {
+		c = prev // one vocabulary per encoding, whichever way it was named
+	}
+	codecs[key], codecs[tokenizer.Encoding(c.GetName())] = c, c
 	return c, nil
+}
+
+// checkEncoding accepts "" or an encoding the tokenizer builds, without
+// building it.
+func checkEncoding(encoding string) error {
+	switch tokenizer.Encoding(encoding) {
+	case "", tokenizer.Cl100kBase, tokenizer.O200kBase, tokenizer.P50kBase, tokenizer.P50kEdit, tokenizer.R50kBase:
+		return nil
+	}
+	return fmt.Errorf("unknown encoding %q (want %s)", encoding, knownEncodings)
+}
+
+// counter is what counting needs of a tokenizer.
+type counter interface {
+	Count(string) (int, error)
+}
+
+// lazyCodec is a seat's tokenizer, built on its first Count: after an
+// attempt's timed window, and only for an answer without usage.
+type lazyCodec struct {
+	model, encoding string
+	once            sync.Once
+	c               tokenizer.Codec
+}
+
+func newLazyCodec(model, encoding string) (*lazyCodec, error) {
+	if err := checkEncoding(encoding); err != nil {
+		return nil, err
+	}
+	return &lazyCodec{model: model, encoding: encoding}, nil
+}
+
+func (l *lazyCodec) Count(s string) (int, error) {
+	l.once.Do(func() { l.c, _ = codecFor(l.model, l.encoding) })
+	if l.c == nil {
+		return 0, fmt.Errorf("no tokenizer")
+	}
+	return l.c.Count(s)
 }
 
 // countTokens counts s with c; a tokenizer error (none is expected in
 // replace mode) falls back to the rough estimate rather than zero.
-func countTokens(c tokenizer.Codec, s string) int64 {
+func countTokens(c counter, s string) int64 {
 	n, err := c.Count(s)
 	if err != nil {
 		return estimateTokens(len(s))
@@ -64,9 +116,10 @@ func estimateTokens(bytes int) int64 { return int64(bytes+3) / 4 }
 // up counting (see stopCounting).
 const countBlock = 8 << 10
 
-// counterHold is how much streamed text a counter keeps before counting
-// blocks of it. Completions shorter than this are counted once, after the
-// last byte, so counting never slows the stream being timed.
+// counterHold is how much streamed text a counter keeps. Nothing is
+// counted while the answer streams (the timed window): the held text is
+// counted after it, and text past the hold is estimated at the held
+// text's own tokens per byte.
 const counterHold = 64 << 10
 
 // countGrace is how long counting may carry on after the attempt was
@@ -113,7 +166,7 @@ func cutAt(b []byte) int {
 
 // countText counts b block by block; once stop says so, the rest is
 // estimated.
-func countText(c tokenizer.Codec, b []byte, stop func() bool) int64 {
+func countText(c counter, b []byte, stop func() bool) int64 {
 	var n int64
 	for len(b) > 0 {
 		if stop != nil && stop() {
@@ -126,37 +179,37 @@ func countText(c tokenizer.Codec, b []byte, stop func() bool) int64 {
 	return n
 }
 
-// streamCounter counts completion tokens as text streams in, keeping at
-// most about counterHold bytes: past that, blocks are counted and dropped.
+// streamCounter keeps the first counterHold bytes of the streamed text
+// and the length of the rest; total counts them once the timed window
+// has closed.
 type streamCounter struct {
-	codec tokenizer.Codec
+	codec counter
 	stop  func() bool // nil: never give up
 	held  []byte
-	n     int64
+	over  int64 // bytes past the hold, not kept
 }
 
 func (c *streamCounter) add(s string) {
-	c.held = append(c.held, s...)
-	if len(c.held) <= counterHold {
-		return
+	if room := counterHold - len(c.held); room > 0 {
+		n := min(room, len(s))
+		c.held = append(c.held, s[:n]...)
+		s = s[n:]
 	}
-	done := 0
-	for len(c.held)-done > counterHold {
-		if c.stop != nil && c.stop() {
-			c.n += estimateTokens(len(c.held) - done)
-			done = len(c.held)
-			break
-		}
-		cut := cutAt(c.held[done:])
-		c.n += countTokens(c.codec, string(c.held[done:done+cut]))
-		done += cut
-	}
-	c.held = append(c.held[:0], c.held[done:]...)
+	c.over += int64(len(s))
 }
 
-// total counts what is held and returns the running total.
+// total counts what is held and extrapolates the rest.
 func (c *streamCounter) total() int64 {
-	c.n += countText(c.codec, c.held, c.stop)
-	c.held = c.held[:0]
-	return c.n
+	n := countText(c.codec, c.held, c.stop)
+	if c.over > 0 && len(c.held) > 0 {
+		hi, lo := bits.Mul64(uint64(n), uint64(c.over))
+		if hi < uint64(len(c.held)) {
+			q, _ := bits.Div64(hi, lo, uint64(len(c.held)))
+			n = admit.AddTokens(n, int64(min(q, uint64(admit.MaxTokens))))
+		} else {
+			n = admit.MaxTokens
+		}
+	}
+	c.held, c.over = c.held[:0], 0
+	return admit.ClampTokens(n)
 }

@@ -133,3 +133,10 @@ func decodeNDJSON(t *testing.T, resp *http.Response) []map[string]any {
 	}
 	return out
 }
+
+var okPlan = seat.Plan{TTFB: 20 * ms, Wait: 50 * ms, Elapsed: 150 * ms, PromptTokens: 42, CompletionTokens: 30}
+
+// plantedKey and prompt are canaries: neither may appear in any output.
+const plantedKey = "sk-planted-SECRET-7f3c9a1e4b"
+
+const prompt = "PROMPT-CANARY: summarize the quarterly report"

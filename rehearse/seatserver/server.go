@@ -43,9 +43,24 @@ type Options struct {
 	// Now stamps received/ended times; nil means time.Now. Delays and
 	// durations use the monotonic clock regardless.
 	Now func() time.Time
-	// MaxBody bounds a request body; 0 means 16 MiB.
+	// MaxBody bounds a request body; 0 means DefaultMaxBody.
 	MaxBody int64
+	// BodyTimeout bounds reading one request's body; 0 means
+	// DefaultBodyTimeout. A client slower than that gets a 408.
+	BodyTimeout time.Duration
+	// Keep is how many request records /_retrygate/requests keeps (the
+	// most recent); 0 means DefaultKeep.
+	Keep int
 }
+
+// Limits that keep a long-running seat server's memory and connections
+// bounded whatever its clients do.
+const (
+	DefaultMaxBody     = 16 << 20
+	DefaultBodyTimeout = 10 * time.Second
+	HeaderTimeout      = 10 * time.Second
+	DefaultKeep        = 1000
+)
 
 // Record is one request as /_retrygate/requests reports it. It holds no
 // prompt, completion, Authorization or x-api-key value: the idempotency
@@ -72,7 +87,8 @@ type Record struct {
 type Server struct {
 	opts     Options
 	mu       sync.Mutex
-	recs     []*Record
+	recs     []*Record // a ring of the last opts.Keep records
+	total    int       // every request so far
 	logMu    sync.Mutex
 	stopping atomic.Bool
 }
@@ -92,7 +108,13 @@ func New(opts Options) (*Server, error) {
 		opts.Log = io.Discard
 	}
 	if opts.MaxBody <= 0 {
-		opts.MaxBody = 16 << 20
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.Keep <= 0 {
+		opts.Keep = DefaultKeep
 	}
 	return &Server{opts: opts}, nil
 }
@@ -118,7 +140,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		BaseContext:       func(net.Listener) context.Context { return base },
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		// net/http's own complaints (a client's malformed request line)
 		// go where the cancellations go, not to the process's stderr log.
@@ -144,28 +166,46 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Requests returns a copy of every request so far, in arrival order.
+// Requests returns a copy of the most recent requests (at most
+// Options.Keep), in arrival order.
 func (s *Server) Requests() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Record, len(s.recs))
-	for i, r := range s.recs {
-		out[i] = *r
+	out := make([]Record, 0, len(s.recs))
+	first := 0
+	if len(s.recs) == s.opts.Keep {
+		first = s.total % s.opts.Keep // the oldest kept
+	}
+	for i := range s.recs {
+		r := s.recs[(first+i)%len(s.recs)]
+		rec := *r
 		if r.State == StateInFlight {
-			out[i].AfterS = round3(time.Since(r.start).Seconds())
+			rec.AfterS = round3(time.Since(r.start).Seconds())
 		}
+		out = append(out, rec)
 	}
 	return out
 }
 
+// Total is how many requests the server has received.
+func (s *Server) Total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
 // RequestsResponse is the body of GET /_retrygate/requests.
 type RequestsResponse struct {
-	Format   Format   `json:"format"`
+	Format Format `json:"format"`
+	// Total is every request so far; Requests holds the last Kept of them.
+	Total    int      `json:"total"`
+	Kept     int      `json:"kept"`
 	Requests []Record `json:"requests"`
 }
 
 func (s *Server) serveRequests(w http.ResponseWriter, r *http.Request) {
-	body, _ := json.MarshalIndent(RequestsResponse{Format: s.opts.Format, Requests: s.Requests()}, "", "  ")
+	recs := s.Requests()
+	body, _ := json.MarshalIndent(RequestsResponse{Format: s.opts.Format, Total: s.Total(), Kept: s.opts.Keep, Requests: recs}, "", "  ")
 	writeJSON(w, http.StatusOK, append(body, '\n'))
 }
 
@@ -190,10 +230,15 @@ func (s *Server) begin(r *http.Request, start time.Time) (*Record, seat.Plan) {
 	}
 	s.mu.Lock()
 	rec := &Record{
-		Index: len(s.recs), Received: s.opts.Now(), IdempotencyKey: key,
+		Index: s.total, Received: s.opts.Now(), IdempotencyKey: key,
 		Format: s.opts.Format, State: StateInFlight, start: start,
 	}
-	s.recs = append(s.recs, rec)
+	if len(s.recs) < s.opts.Keep {
+		s.recs = append(s.recs, rec)
+	} else {
+		s.recs[s.total%s.opts.Keep] = rec // the oldest goes
+	}
+	s.total++
 	s.mu.Unlock()
 	// The planner runs outside the lock: a scripted planner is cheap, but
 	// a modelled one need not be.
@@ -253,24 +298,40 @@ func (p *player) run() {
 	}
 	// Reading the whole body matters beyond parsing it: net/http only
 	// watches for the client going away once the body is consumed.
+	// The body has BodyTimeout to arrive; the deadline is lifted once it
+	// has, so a long plan is never cut by it.
+	_ = p.rc.SetReadDeadline(time.Now().Add(p.s.opts.BodyTimeout))
 	data, err := io.ReadAll(http.MaxBytesReader(p.w, p.r.Body, p.s.opts.MaxBody))
+	if err == nil {
+		// Kept on failure: net/http drains an unread body after the
+		// handler, and the deadline stops a slow client holding that open.
+		_ = p.rc.SetReadDeadline(time.Time{})
+	}
 	var req chatRequest
+	decodeErr := err == nil
 	if err == nil {
 		err = json.Unmarshal(data, &req)
 	}
 	clear(data) // the prompt: gone as soon as it is not needed
-	if err != nil && p.r.Context().Err() != nil {
+	var timeout net.Error
+	slow := errors.As(err, &timeout) && timeout.Timeout()
+	if err != nil && !slow && p.r.Context().Err() != nil {
 		p.stopped() // the client left while sending
 		return
 	}
 	if err != nil {
-		status := http.StatusBadRequest
+		status, msg := http.StatusBadRequest, "request body is not a JSON object"
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			status = http.StatusRequestEntityTooLarge
+			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", p.s.opts.MaxBody)
+		} else if slow {
+			status, msg = http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", p.s.opts.BodyTimeout)
+			p.w.Header().Set("Connection", "close")
+		} else if !decodeErr {
+			msg = "request body could not be read"
 		}
 		p.setStatus(status)
 		p.s.end(p.rec, StateRejected)
-		writeJSON(p.w, status, notFoundBody(p.s.opts.Format, status, "request body is not a JSON object"))
+		writeJSON(p.w, status, notFoundBody(p.s.opts.Format, status, msg))
 		return
 	}
 	p.wire = newWire(p.s.opts.Format, req, p.rec.Index, p.s.opts.Now)

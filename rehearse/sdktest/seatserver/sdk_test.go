@@ -1,4 +1,4 @@
-package seatserver
+package seatserver_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/rehearse/seat"
+	. "retrygate/rehearse/seatserver"
 )
 
 // The official SDKs are the judges of the wire formats: if they read a
@@ -53,8 +54,6 @@ func anthropicParams() anthropic.MessageNewParams {
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))},
 	}
 }
-
-var okPlan = seat.Plan{TTFB: 20 * ms, Wait: 50 * ms, Elapsed: 150 * ms, PromptTokens: 42, CompletionTokens: 30}
 
 func TestOpenAISDKStream(t *testing.T) {
 	tests := []struct {
@@ -316,4 +315,22 @@ func TestOllamaNDJSON(t *testing.T) {
 	assert.Equal(t, "stop", last["done_reason"])
 	assert.EqualValues(t, 42, last["prompt_eval_count"])
 	assert.EqualValues(t, 30, last["eval_count"])
+}
+
+// The SDKs' own cancellation reaches the server too.
+func TestSDKCancellationReachesServer(t *testing.T) {
+	r := serve(t, OpenAI, seat.Plan{TTFB: 10 * ms, Wait: 30 * ms, Elapsed: 5 * time.Second, CompletionTokens: 100})
+	client := openaiClient(r.baseURL(OpenAI))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*ms)
+	defer cancel()
+	stream := client.Chat.Completions.NewStreaming(ctx, openaiParams(true))
+	var chunks int
+	for stream.Next() {
+		chunks++
+	}
+	gaveUp := time.Now()
+	require.ErrorIs(t, stream.Err(), context.DeadlineExceeded)
+	assert.Greater(t, chunks, 1, "content was streaming when the deadline fired")
+	rec, _ := r.awaitState(t, 0, StateCancelled, gaveUp, 100*ms)
+	assert.GreaterOrEqual(t, rec.AfterS, 0.19)
 }
