@@ -472,6 +472,7 @@ const (
 	bitPromptSHA
 	bitNote
 	bitReserve
+	bitConnect
 	bitPromptFrom
 	bitCompletionFrom
 )
@@ -487,7 +488,7 @@ var knownKeys = map[string]bool{
 	"retry_after_s": true, "error_code": true, "delay_s": true,
 	"spent_s": true, "spent_tokens": true, "spent_usd": true, "used": true,
 	"decision": true, "sent": true, "holdout": true, "fallback": true,
-	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true,
+	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -586,6 +587,10 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		row.CostUSD, err = parseUSD(val)
 		row.HasCost = true
 		return bitCost, err
+	case "connect_s":
+		row.Connect, err = parseSeconds(val)
+		row.HasConnect = true
+		return bitConnect, err
 	case "reserve_usd":
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err

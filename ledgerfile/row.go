@@ -33,6 +33,10 @@ type Row struct {
 	Elapsed time.Duration
 	TTFB    time.Duration
 	HasTTFB bool
+	// Connect is a new connection's set-up inside the attempt (DNS, TCP,
+	// TLS); absent when a kept-alive connection was reused.
+	Connect    time.Duration
+	HasConnect bool
 
 	Tokens           int64
 	PromptTokens     int64

@@ -485,12 +485,9 @@ func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64,
 		r.Model = o.Model
 	}
 	r.Elapsed = ledgerfile.Resolution(o.Elapsed)
-	switch {
-	case o.HasWait:
-		r.Wait = min(ledgerfile.Resolution(o.Wait), r.Elapsed)
-	case o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled:
-		r.Wait = r.Elapsed // no first byte yet: the wait was at least this long
-	}
+	wait, _ := o.LoggedWait() // a cut before the first byte: the wait was at least its length
+	r.Wait = min(ledgerfile.Resolution(wait), r.Elapsed)
+	r.Connect, r.HasConnect = ledgerfile.Resolution(o.Connect), o.HasConnect
 	if !j.track.Observed(st.name) {
 		r.ReserveUSD = st.reserve
 	}
@@ -498,7 +495,7 @@ func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64,
 	r.Tokens = o.Tokens()
 	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
 	r.HasSplit = o.TokensFrom != ""
-	r.TokensFrom = o.TokensFrom
+	r.TokensFrom, r.PromptFrom, r.CompletionFrom = o.TokensFrom, o.PromptFrom, o.CompletionFrom
 	r.Outcome, r.HTTPStatus, r.Billing = o.Outcome, o.HTTPStatus, o.Billing
 	r.CostUSD, r.HasCost = cost, priced
 	r.RetryAfter, r.HasRetryAfter = ledgerfile.Resolution(o.RetryAfter), o.HasRetryAfter

@@ -87,7 +87,9 @@ func TestAnthropicThinkingIsFirstToken(t *testing.T) {
 	requireTimed(t, 110*time.Millisecond, obs.Wait, "wait")
 	// message_start gave input but no message_delta came: output is counted locally.
 	assert.Equal(t, int64(3), obs.PromptTokens)
-	assert.Equal(t, FromTokenizer, obs.TokensFrom)
+	assert.Equal(t, FromMixed, obs.TokensFrom, "each count keeps its own source")
+	assert.Equal(t, FromUsage, obs.PromptFrom)
+	assert.Equal(t, FromTokenizer, obs.CompletionFrom)
 	assert.Positive(t, obs.CompletionTokens)
 }
 
@@ -127,5 +129,7 @@ func TestOllamaCachedPrompt(t *testing.T) {
 	require.Equal(t, admit.OK, obs.Outcome)
 	assert.Equal(t, int64(2), obs.CompletionTokens)
 	assert.Equal(t, int64(3), obs.PromptTokens)
-	assert.Equal(t, FromTokenizer, obs.TokensFrom)
+	assert.Equal(t, FromMixed, obs.TokensFrom, "each count keeps its own source")
+	assert.Equal(t, FromTokenizer, obs.PromptFrom)
+	assert.Equal(t, FromUsage, obs.CompletionFrom)
 }

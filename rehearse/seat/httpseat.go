@@ -501,9 +501,18 @@ func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	if !st.hasCompl {
 		obs.CompletionTokens = st.counter.total()
 	}
-	obs.TokensFrom = FromTokenizer
-	if st.hasPrompt && st.hasCompl {
-		obs.TokensFrom = FromUsage
+	obs.PromptFrom, obs.CompletionFrom = FromTokenizer, FromTokenizer
+	if st.hasPrompt {
+		obs.PromptFrom = FromUsage
+	}
+	if st.hasCompl {
+		obs.CompletionFrom = FromUsage
+	}
+	obs.TokensFrom = obs.PromptFrom
+	if obs.PromptFrom != obs.CompletionFrom {
+		obs.TokensFrom = FromMixed
+	} else {
+		obs.PromptFrom, obs.CompletionFrom = "", ""
 	}
 }
 

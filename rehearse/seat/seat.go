@@ -33,6 +33,9 @@ const (
 	FromTokenizer = "tokenizer"
 	FromScript    = "script"
 	FromHand      = "hand"
+	// FromMixed: the counts came from different sources (PromptFrom,
+	// CompletionFrom say which).
+	FromMixed = "mixed"
 )
 
 // Observation is what one attempt did. Durations are measured from submit
@@ -55,6 +58,10 @@ type Observation struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	TokensFrom       string
+	// PromptFrom and CompletionFrom are each count's own source when they
+	// differ (the prompt from usage, the completion counted locally after
+	// a cut stream): the log writes tokens_from=mixed and both keys.
+	PromptFrom, CompletionFrom string
 
 	HTTPStatus    int
 	RetryAfter    time.Duration
