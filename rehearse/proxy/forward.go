@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,6 +45,12 @@ type forward struct {
 
 	upCancel context.CancelFunc
 	release  func() bool // stops cancelling the upstream request when the seat's context ends
+
+	// errStatus: the answer is an error status. Its (bounded) body is read
+	// to the end even when the client hangs up without it, as the SDKs do
+	// before retrying: the attempt failed with that status, it was not
+	// cancelled.
+	errStatus atomic.Bool
 
 	mu       sync.Mutex
 	resp     *http.Response // upstream's, once its headers came
@@ -115,6 +122,9 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	f.resp = resp
 	f.mu.Unlock()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		f.errStatus.Store(true)
+	}
 	h := f.w.Header()
 	copyHeaders(h, resp.Header)
 	if resp.ContentLength >= 0 {
@@ -124,21 +134,35 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	f.wrote = true
 	f.writeErr = f.rc.Flush()
 	out := *resp
-	out.Body = &tee{f: f, r: resp.Body}
+	out.Body = &tee{f: f, r: resp.Body, left: resp.ContentLength}
 	return &out, nil
 }
 
 // tee is the answer's body as the seat reads it: each read is written
 // and flushed to the client before the seat sees it.
 type tee struct {
-	f *forward
-	r io.Reader
+	f    *forward
+	r    io.Reader
+	left int64 // bytes of a Content-Length body still to come; -1 unknown
 }
 
 func (t *tee) Read(p []byte) (int, error) {
+	if t.left == 0 {
+		return 0, io.EOF
+	}
 	n, err := t.r.Read(p)
 	if n > 0 {
 		t.f.send(p[:n])
+		if t.left > 0 {
+			t.left -= int64(n)
+			if t.left <= 0 && err == nil {
+				// The whole body is here: say so now. Waiting for the EOF
+				// on another read would race the client, which may hang up
+				// the moment it has the last byte, and a hang-up cancels
+				// the attempt.
+				t.left, err = 0, io.EOF
+			}
+		}
 	}
 	return n, err
 }

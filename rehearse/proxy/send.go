@@ -27,8 +27,16 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	}
 	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
 	// The hard timeout: min(timeouts.hard, what is left of the deadline).
-	ctx, cancel := context.WithTimeout(r.Context(), a.hard)
+	// The client hanging up cancels the attempt too, unless the answer is
+	// an error status (see forward.errStatus).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.hard)
 	defer cancel()
+	stop := context.AfterFunc(r.Context(), func() {
+		if !f.errStatus.Load() {
+			cancel()
+		}
+	})
+	defer stop()
 	pol := p.opts.Policy
 	obs := u.seat.Do(context.WithValue(ctx, forwardKey{}, f), seat.Request{
 		Prompt:       req.prompt,
@@ -49,9 +57,6 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		f.mu.Unlock()
 	default:
 		cut = f.rest(ctx)
-	}
-	if r.Context().Err() != nil && obs.Outcome != admit.OK {
-		obs.Outcome, obs.Billing, obs.Detail = admit.Cancelled, admit.Ambiguous, "the client left"
 	}
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
