@@ -207,7 +207,7 @@ func runProxy(o *ProxyOptions) error {
 	var writeFailed atomic.Bool
 	px, err := proxy.New(proxy.Options{
 		Policy: o.Policy, Chain: o.Chain, Getenv: o.Getenv, Now: o.Now,
-		Sink: func(r *ledgerfile.Row) error { return w.Append(*r) },
+		Sink: func(rs []ledgerfile.Row) error { return w.Append(rs...) },
 		OnError: func(err error) {
 			if writeFailed.CompareAndSwap(false, true) {
 				fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)

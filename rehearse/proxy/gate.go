@@ -219,11 +219,17 @@ func code(r admit.Reason) string {
 // finishRefusal writes a refused request's row. The first refusal that
 // ends a job carries its job_end; a request after that is one more row
 // of an ended job, without one.
+//
+// A request naming no job is a job no later request can join: its one
+// row ends it, and it is forgotten at once.
 func (p *Proxy) finishRefusal(j *job, row *ledgerfile.Row, retry string) {
 	j.rows++
-	if !j.ended && j.inflight == 0 && j.final != nil {
+	if !j.ended && j.inflight == 0 && (j.final != nil || !j.named) {
 		row.JobEnd = j.track.End()
 		j.ended = true
+	}
+	if !j.named {
+		delete(p.jobs, j.id)
 	}
 	p.write(row, retry)
 }
@@ -232,7 +238,5 @@ func (p *Proxy) write(row *ledgerfile.Row, retry string) {
 	if retry != "" {
 		row.Extra = append(row.Extra, ledgerfile.KV{Key: KeyClientRetry, Value: retry})
 	}
-	if err := p.opts.Sink(row); err != nil {
-		p.opts.OnError(err)
-	}
+	p.q.add(row)
 }

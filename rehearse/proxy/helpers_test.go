@@ -74,9 +74,9 @@ type rows struct {
 	r  []ledgerfile.Row
 }
 
-func (r *rows) add(row *ledgerfile.Row) error {
+func (r *rows) add(rs []ledgerfile.Row) error {
 	r.mu.Lock()
-	r.r = append(r.r, *row)
+	r.r = append(r.r, rs...)
 	r.mu.Unlock()
 	return nil
 }

@@ -47,9 +47,9 @@ type Options struct {
 	// kind. All are openai, anthropic or ollama seats.
 	Chain  []seat.Config
 	Getenv func(string) string
-	// Sink writes one row; it must be safe for concurrent use. A failed
-	// write is reported to OnError and the attempt's answer still goes out.
-	Sink    func(*ledgerfile.Row) error
+	// Sink appends rows to the log, in order, from one goroutine. A
+	// failed write is reported to OnError and answers still go out.
+	Sink    func([]ledgerfile.Row) error
 	OnError func(error)
 	// Now is the wall clock for rows' ts; durations are monotonic.
 	Now func() time.Time
@@ -77,6 +77,7 @@ type Proxy struct {
 	kind  string
 	seats []upstream
 	sem   chan struct{}
+	q     *rowQueue
 	rt    *transport
 
 	mu   sync.Mutex // jobs, breakers, the unnamed counter
@@ -110,7 +111,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("fallback: no seat to send to")
 	}
 	if o.Sink == nil {
-		o.Sink = func(*ledgerfile.Row) error { return nil }
+		o.Sink = func([]ledgerfile.Row) error { return nil }
 	}
 	if o.OnError == nil {
 		o.OnError = func(error) {}
@@ -133,6 +134,7 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
 	rt := &transport{up: newUpstream()}
 	p.rt = rt
+	p.q = newRowQueue(o.Sink, o.OnError)
 	for i, c := range o.Chain {
 		switch c.Kind {
 		case "openai", "anthropic", "ollama":

@@ -152,7 +152,7 @@ func TestDeadlineGone504(t *testing.T) {
 // answer and a row, never a stuck client.
 func TestHostileUpstreams(t *testing.T) {
 	pol := testPolicy()
-	pol.Timeouts.Hard = 300 * ms
+	pol.Timeouts.Hard = time.Second // headers in 5ms even on a loaded machine
 	pol.Budget.MaxWait = 5 * time.Second
 	tests := []struct {
 		name    string
@@ -176,7 +176,7 @@ func TestHostileUpstreams(t *testing.T) {
 			_, readErr := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			took := time.Since(began)
-			assert.Less(t, took, 3*time.Second, "bounded by the hard timeout")
+			assert.Less(t, took, 4*time.Second, "bounded by the hard timeout")
 			if tt.status != 0 {
 				assert.Equal(t, tt.status, resp.StatusCode)
 			} else {
@@ -191,7 +191,7 @@ func TestHostileUpstreams(t *testing.T) {
 				// job ends unknown (a timeout is not proof of failure).
 				px.clock.Advance(11 * time.Second)
 				px.px.Sweep()
-				rs = px.rows.all()
+				rs = px.rows.wait(t, 2)
 				assert.Equal(t, "unknown", rs[len(rs)-1].JobEnd)
 				// The upstream request was cancelled, not left running.
 				require.Eventually(t, func() bool {
@@ -285,6 +285,7 @@ func TestDrain(t *testing.T) {
 	}, 2*time.Second, 5*ms)
 	px.stop()
 	assert.Contains(t, <-done, "[DONE]", "the stream in flight finished")
+	px.rows.wait(t, 3)
 	byJob := map[string][]ledgerfile.Row{}
 	for _, r := range px.rows.all() {
 		byJob[r.Job] = append(byJob[r.Job], r)

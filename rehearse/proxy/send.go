@@ -85,7 +85,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 // done takes a finished attempt into the books, writes its row, applies
 // the retry rules and, when they or the gate leave the job no next
 // attempt, writes the refusal row that ends it, as the attempt loop does.
-// It reports whether the job ended.
+// It reports whether a named job ended (no retry of it can be admitted).
 func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,6 +116,16 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
 	at := ledgerfile.AttemptOf(&row)
 	j.track.Sent(&at)
+	if !j.named {
+		// No later request can join this job: this row ends it.
+		row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
+		if obs.Outcome != admit.OK {
+			row.JobEnd = j.track.End()
+		}
+		delete(p.jobs, j.id)
+		p.write(&row, a.retry)
+		return false // a retry is a job of its own: nothing to tell the client
+	}
 	switch obs.Outcome {
 	case admit.OK:
 		j.stepSet = false
@@ -215,10 +225,12 @@ func (p *Proxy) Sweep() {
 }
 
 // Close waits for the requests in flight (each is bounded by its hard
-// timeout, so this ends), then writes the row that ends every job still
-// open: refuse: cancelled, job_end cancelled, as the loop's Ctrl-C.
+// timeout, so this ends), writes the row that ends every job still open
+// (refuse: cancelled, job_end cancelled, as the loop's Ctrl-C), and
+// returns once every row is in the log.
 func (p *Proxy) Close() {
 	p.wg.Wait()
+	defer p.q.close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.opts.Now()

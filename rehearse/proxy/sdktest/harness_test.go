@@ -59,11 +59,13 @@ type rowLog struct {
 	text bytes.Buffer
 }
 
-func (l *rowLog) add(r *ledgerfile.Row) error {
+func (l *rowLog) add(rs []ledgerfile.Row) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rows = append(l.rows, *r)
-	l.text.WriteString(ledgerfile.FormatRow(r) + "\n")
+	for i := range rs {
+		l.rows = append(l.rows, rs[i])
+		l.text.WriteString(ledgerfile.FormatRow(&rs[i]) + "\n")
+	}
 	return nil
 }
 
