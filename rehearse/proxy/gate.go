@@ -46,6 +46,14 @@ func (p *Proxy) admit(id string, named bool, req *request, retry string) (*attem
 	delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
 	s := p.readySeat(j, now)
 	refuse := func(d admit.Decision, st int) (*attempt, *refusal) {
+		if j.ended {
+			// The log already holds the row that ended the job (a
+			// report counts a job by that row): answer, log nothing new.
+			if permanent(d) {
+				j.final = &d
+			}
+			return nil, p.refusalFor(j, d)
+		}
 		ab := p.base(j, now, st, spent, delay, req)
 		var row ledgerfile.Row
 		rehearse.RefusalRow(&row, &ab, &j.track, d)

@@ -104,15 +104,18 @@ func TestAttemptCapShapes(t *testing.T) {
 			case "ollama":
 				assert.Equal(t, msg, v["error"])
 			}
-			rs := px.rows.wait(t, 4)
-			require.Len(t, rs, 4) // two sent, the refusal that ended the job, and this request's
+			// Two sent, then this request's refusal, which ends the job.
+			rs := px.rows.wait(t, 3)
+			require.Len(t, rs, 3)
 			assert.Equal(t, "refuse: attempt cap", rs[2].Decision)
 			assert.Equal(t, "failed", rs[2].JobEnd)
-			assert.Equal(t, "refuse: attempt cap", rs[3].Decision)
-			assert.Empty(t, rs[3].JobEnd, "the job ended once")
-			for i, want := range []string{"0", "1", "", "2"} {
+			for i, want := range []string{"0", "1", "2"} {
 				assert.Equal(t, want, extra(rs[i], KeyClientRetry), "row %d", i)
 			}
+			// Asked again, the job answers the same and logs nothing new.
+			resp, _ = post(t, px.url+k.path, k.body, "Idempotency-Key", "job-a")
+			assert.Equal(t, 503, resp.StatusCode)
+			assert.Len(t, px.rows.all(), 3)
 		})
 	}
 }

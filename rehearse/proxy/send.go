@@ -82,10 +82,13 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	}
 }
 
-// done takes a finished attempt into the books, writes its row, applies
-// the retry rules and, when they or the gate leave the job no next
-// attempt, writes the refusal row that ends it, as the attempt loop does.
-// It reports whether a named job ended (no retry of it can be admitted).
+// done takes a finished attempt into the books, writes its row and
+// applies the retry rules. When they or the gate leave the job no next
+// attempt (as the loop refuses before sleeping), the refusal is kept: the
+// client's next request gets it and its row ends the job, so the SDK's
+// own retry counter is on that row; a job whose client never asks again
+// gets it when the proxy sweeps or stops. It reports whether a named job
+// can have no next attempt.
 func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -151,7 +154,6 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	if !j.step.Retry {
 		d := admit.Refuse(j.step.Reason)
 		j.final = &d
-		p.closeJob(j, now, a.seat, d, spent, 0)
 		return true
 	}
 	next := a.seat
@@ -165,7 +167,6 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	d := j.track.Before(p.opts.Policy.Budget, p.seats[next].cfg.Name, admit.AddDuration(spent.Time, ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))), 0)
 	if !d.Admit && (d.Failing[0] == admit.ReasonAttemptCap || hasReason(d.Failing, admit.ReasonDeadline)) {
 		j.final = &d
-		p.closeJob(j, now, next, d, spent, ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0)))
 		return true
 	}
 	return false
@@ -209,6 +210,9 @@ func (p *Proxy) sweep(now time.Time) {
 		}
 		if !j.ended {
 			d := admit.Refuse(admit.ReasonDeadline)
+			if j.final != nil {
+				d = *j.final
+			}
 			p.closeJob(j, now, j.seat, d, j.track.Spent(), ledgerfile.Resolution(max(now.Sub(j.start)-j.track.Spent().Time, 0)))
 		}
 		if !now.Before(j.deadline.Add(p.opts.Retention)) {
@@ -239,7 +243,12 @@ func (p *Proxy) Close() {
 			continue
 		}
 		spent := j.track.Spent()
-		b := p.base(j, now, j.seat, spent, ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0)), &request{})
+		delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
+		if j.final != nil {
+			p.closeJob(j, now, j.seat, *j.final, spent, delay)
+			continue
+		}
+		b := p.base(j, now, j.seat, spent, delay, &request{})
 		var row ledgerfile.Row
 		rehearse.RefusalRow(&row, &b, &j.track, admit.Refuse(reasonStopped))
 		row.Outcome = admit.Cancelled

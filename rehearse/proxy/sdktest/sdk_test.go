@@ -163,14 +163,15 @@ func TestOpenAIAttemptCap(t *testing.T) {
 	assert.Contains(t, apiErr.Message, "refuse: attempt cap for job job-1: the job used 2 of 2 attempts")
 	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
 
-	rows := log.wait(t, 4)
-	require.Len(t, rows, 4, "two sent, the refusal that ended the job, the SDK's third try: it stopped there")
-	for i, want := range []struct{ decision, retry string }{
-		{"admit", "0"}, {"admit", "1"}, {"refuse: attempt cap", ""}, {"refuse: attempt cap", "2"},
+	rows := log.wait(t, 3)
+	require.Len(t, rows, 3, "two sent, then the SDK's third try, refused; it stopped there")
+	for i, want := range []struct{ decision, retry, end string }{
+		{"admit", "0", ""}, {"admit", "1", ""}, {"refuse: attempt cap", "2", "failed"},
 	} {
 		assert.Equal(t, "job-1", rows[i].Job)
 		assert.Equal(t, want.decision, rows[i].Decision, "row %d", i)
 		assert.Equal(t, want.retry, extra(rows[i]), "row %d", i)
+		assert.Equal(t, want.end, rows[i].JobEnd, "row %d", i)
 	}
 }
 
@@ -183,8 +184,7 @@ func TestAnthropicAttemptCap(t *testing.T) {
 	require.True(t, errors.As(err, &apiErr), "a typed API error, got %v", err)
 	assert.Equal(t, 503, apiErr.StatusCode)
 	assert.Contains(t, apiErr.Error(), "refuse: attempt cap for job job-2")
-	defer func() { t.Log(log.String()) }()
-	assert.Len(t, log.wait(t, 4), 4)
+	assert.Len(t, log.wait(t, 3), 3)
 }
 
 // A job whose deadline is gone gets 504, as the SDK's typed error.
