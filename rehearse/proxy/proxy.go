@@ -29,6 +29,8 @@ const (
 	// counter (the official SDKs send X-Stainless-Retry-Count).
 	KeyClientRetry = "client_retry"
 	maxJobID       = 128
+	// bodyTimeout bounds reading a request's body.
+	bodyTimeout = 30 * time.Second
 )
 
 // Defaults for Options' limits.
@@ -191,7 +193,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.wg.Add(1)
 	defer func() { <-p.sem; p.wg.Done() }()
 
+	// A client dribbling its body holds a slot: it gets bodyTimeout.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {

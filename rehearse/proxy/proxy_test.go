@@ -342,3 +342,28 @@ func TestTimeoutAtDeadlineEndsUnknown(t *testing.T) {
 	assert.Equal(t, "unknown", rs[1].JobEnd)
 	_ = context.Background
 }
+
+// A request the gate does not time (a model list) passes through to the
+// seat, unlogged.
+func TestPassThrough(t *testing.T) {
+	up := http.NewServeMux()
+	up.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":[{"id":"m1"}],"auth":"`+r.Header.Get("Authorization")+`"}`)
+	})
+	srv := &http.Server{Handler: up}
+	ln := listen(t)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+	req, _ := http.NewRequest(http.MethodGet, px.url+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+plantedKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, `{"data":[{"id":"m1"}],"auth":"Bearer `+plantedKey+`"}`, string(b))
+	px.stop()
+	assert.Empty(t, px.rows.all())
+}
