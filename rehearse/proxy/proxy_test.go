@@ -367,3 +367,26 @@ func TestPassThrough(t *testing.T) {
 	px.stop()
 	assert.Empty(t, px.rows.all())
 }
+
+// With the breaker open and no fallback left, the answer is 503 with a
+// Retry-After of the breaker's cooldown: waiting is what helps.
+func TestBreakerOpen503(t *testing.T) {
+	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms})
+	pol := testPolicy()
+	pol.Breaker = admit.BreakerConfig{Window: time.Minute, FailureRate: 0.5, MinRequests: 2, Cooldown: 30 * time.Second, HalfOpenProbes: 1}
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	for range 2 {
+		resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body)
+		require.Equal(t, 500, resp.StatusCode)
+	}
+	px.rows.wait(t, 2)
+	resp, body := post(t, px.url+"/v1/chat/completions", kinds[0].body)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "30", resp.Header.Get("Retry-After"))
+	assert.Empty(t, resp.Header.Get("X-Should-Retry"), "a later request may be let through")
+	assert.Contains(t, body, "refuse: breaker open")
+	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
+	rs := px.rows.wait(t, 3)
+	assert.Contains(t, rs[1].Note, "breaker opened")
+	assert.Equal(t, "refuse: breaker open", rs[2].Decision)
+}
