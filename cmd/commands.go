@@ -12,6 +12,7 @@ func addCommands(root *cobra.Command, f *Factory) {
 		newRehearseCmd(f, nil),
 		newTimeCmd(f, nil),
 		newSeatCmd(f),
+		newProxyCmd(f, nil),
 		newReportCmd(f, nil),
 		newCheckCmd(f, nil),
 		newTuneCmd(f, nil),

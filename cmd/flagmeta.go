@@ -70,6 +70,7 @@ var flagVocabulary = map[string]flagMeta{
 	"job": {placeholder: phID}, "prompt": {placeholder: phText}, "note": {placeholder: phText},
 	"ts": {placeholder: phTime}, "since": {placeholder: phTime}, "addr": {placeholder: phAddr},
 	"layers": {placeholder: phLayers},
+	"listen": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
 }
 
 // flagOverrides are per command: a fixed set of values belongs to one

@@ -134,6 +134,17 @@ var flagSpecs = map[string]flagSpec{
 	"rehearse --seed":        {bad: flagBadUint},
 	"rehearse --json":        {bad: flagBadBool},
 
+	"proxy --deadline":       {bad: flagBadPositive},
+	"proxy --token-ceiling":  {bad: flagWith(flagBadCount, "0")},
+	"proxy --max-attempts":   {bad: flagWith(flagBadCount, "0", "1001")},
+	"proxy --max-wait":       {bad: flagBadPositive},
+	"proxy --max-spend":      {bad: flagBadUSD},
+	"proxy --seat":           {bad: []string{"", "no-such-seat"}},
+	"proxy --listen":         {bad: []string{"", "nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
+	"proxy --log":            {bad: flagBadOutPath, path: true},
+	"proxy --max-body":       {bad: flagWith(flagBadInt, "0", "1073741825")},
+	"proxy --max-concurrent": {bad: flagWith(flagBadInt, "0", "100001")},
+
 	// report.
 	"report --by":         {bad: []string{"", "bogus", "seat,job"}},
 	"report --since":      {bad: []string{"", "yesterday", "0", "-5m", "NaN", "2026-13-01T00:00:00Z", "5 parsecs"}},
@@ -212,6 +223,8 @@ var flagBase = map[string][]string{
 	"db init":    nil,
 	"log export": nil,
 	"log import": nil,
+	// proxy serves until its context ends (the runner's timeout).
+	"proxy": {"--seat", "scratch", "--config", "proxy.yaml", "--listen", "127.0.0.1:0"},
 }
 
 // flagDir is a fresh directory holding a seeded rehearsal.log, a policy
@@ -230,6 +243,9 @@ func flagDir(t *testing.T) string {
 	// time's seat: a script seat, so no network is needed.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "time.yaml"),
 		[]byte("seats:\n  scratch: {kind: script, script: seed003.yaml}\n"), 0o644))
+	// proxy's seat: never called, the runner stops it first.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "proxy.yaml"),
+		[]byte("seats:\n  scratch: {kind: openai, base_url: \"http://127.0.0.1:9/v1\", model: m}\n"), 0o644))
 	return dir
 }
 

@@ -2,10 +2,12 @@ package cmd
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -30,7 +32,8 @@ func TestScript(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exits": cmdExits,
+			"exits":    cmdExits,
+			"waitport": cmdWaitPort,
 		},
 	})
 }
@@ -58,6 +61,21 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("exit code %d, want %d", got, want)
 	}
+}
+
+// cmdWaitPort waits (at most 20s) until something listens on host:port,
+// for scripts that start a server in the background: `waitport 127.0.0.1:47312`.
+func cmdWaitPort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitport host:port")
+	}
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", args[0], time.Second); err == nil {
+			c.Close()
+			return
+		}
+	}
+	ts.Fatalf("waitport: nothing listens on %s after 20s", args[0])
 }
 
 func repoRoot(t *testing.T) string {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -447,64 +446,23 @@ func (l *Loop) emit(j *Job) {
 	j.delay = 0
 }
 
-func (l *Loop) baseRow(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) {
-	l.row = ledgerfile.Row{
+func (l *Loop) base(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) RowBase {
+	return RowBase{
 		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
-		Delay:  ledgerfile.Resolution(delay),
-		SpentS: spent.Time, SpentTokens: spent.Tokens, SpentUSD: spent.USD, Used: spent.Attempts, HasSpent: true,
-		Holdout: l.holdout, Fallback: st != &l.seats[0], PromptSHA: l.promptSHA,
+		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: st != &l.seats[0],
+		PromptSHA: l.promptSHA, Reserve: st.reserve,
 	}
 }
 
 // refusalRow fills the row for an attempt refused before sending: its
 // numbers are the estimate the gate saw.
 func (l *Loop) refusalRow(j *Job, now time.Time, st *seatState, d admit.Decision, spent admit.Spent, delay time.Duration) {
-	l.baseRow(j, now, st, spent, delay)
-	r := &l.row
-	n := j.track.Estimate(st.name, st.reserve)
-	r.Wait, r.Elapsed, r.Tokens = n.Wait, n.Elapsed(), n.Tokens
-	if !j.track.Observed(st.name) {
-		r.ReserveUSD = st.reserve
-	}
-	r.Decision = decisionString(d)
-	r.Unsent = true
-	if len(d.Failing) > 1 {
-		also := make([]string, 0, len(d.Failing)-1)
-		for _, f := range d.Failing[1:] {
-			also = append(also, string(f))
-		}
-		r.Note = "also: " + strings.Join(also, ", ")
-	}
+	b := l.base(j, now, st, spent, delay)
+	RefusalRow(&l.row, &b, &j.track, d)
 }
 
 // sentRow fills the row for an attempt that was sent.
 func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64, priced bool, note string) {
-	l.baseRow(j, j.submit, st, j.spent, j.delay)
-	r := &l.row
-	if o.Model != "" {
-		r.Model = o.Model
-	}
-	r.Elapsed = ledgerfile.Resolution(o.Elapsed)
-	wait, _ := o.LoggedWait() // a cut before the first byte: the wait was at least its length
-	r.Wait = min(ledgerfile.Resolution(wait), r.Elapsed)
-	r.Connect, r.HasConnect = ledgerfile.Resolution(o.Connect), o.HasConnect
-	if !j.track.Observed(st.name) {
-		r.ReserveUSD = st.reserve
-	}
-	r.TTFB, r.HasTTFB = ledgerfile.Resolution(o.TTFB), o.HasTTFB
-	r.Tokens = o.Tokens()
-	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
-	r.HasSplit = o.TokensFrom != ""
-	r.TokensFrom, r.PromptFrom, r.CompletionFrom = o.TokensFrom, o.PromptFrom, o.CompletionFrom
-	r.Outcome, r.HTTPStatus, r.Billing = o.Outcome, o.HTTPStatus, o.Billing
-	r.CostUSD, r.HasCost = cost, priced
-	r.RetryAfter, r.HasRetryAfter = ledgerfile.Resolution(o.RetryAfter), o.HasRetryAfter
-	r.ErrorCode = o.ErrorCode
-	r.Decision = "admit"
-	if o.Outcome == admit.WaitCap {
-		// The gate's wait cap, enforced live: the attempt went out and was
-		// cancelled when no first byte came within budget.max_wait.
-		r.Decision = decisionString(admit.Refuse(admit.ReasonQueueWait))
-	}
-	r.Note = note
+	b := l.base(j, j.submit, st, j.spent, j.delay)
+	SentRow(&l.row, &b, &j.track, o, cost, priced, note)
 }

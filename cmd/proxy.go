@@ -1,0 +1,270 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"retrygate/ledgerfile"
+	"retrygate/rehearse"
+	"retrygate/rehearse/proxy"
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+// defaultProxyListen is where the proxy listens without --listen.
+const defaultProxyListen = "127.0.0.1:6557"
+
+// ProxyOptions is one `proxy`: the policy in front of one seat.
+type ProxyOptions struct {
+	IO     *IOStreams
+	Ctx    context.Context // draining starts when it is done (Ctrl-C, SIGTERM)
+	Now    func() time.Time
+	Getenv func(string) string
+
+	Policy     rehearse.Policy
+	Thresholds []rehearse.Threshold
+	Chain      []seat.Config // the seat, then its fallbacks of the same kind
+	Skipped    []string      // fallbacks left out (another wire format)
+	Listen     string
+	Remote     bool // --listen names an address off loopback
+	LogPath    string
+	MaxBody    int64
+	MaxConc    int
+}
+
+func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
+	opts := &ProxyOptions{IO: f.IO}
+	var budgetKeys map[string]string
+	var seatName string
+	c := &cobra.Command{
+		Use:   "proxy [--listen 127.0.0.1:PORT] [--seat NAME]",
+		Short: "Enforce the policy on live traffic: an HTTP gateway in front of one seat",
+		Long: `Enforce the rehearsed policy where the calls are made: an HTTP gateway in
+front of one openai, anthropic or ollama seat of the policy file. Point an
+application's base URL at it; paths, bodies and streams pass through.
+
+Every generation request (POST .../chat/completions, .../messages,
+/api/chat, /api/generate) is one attempt of a job, and one row in the log.
+The job is named by the X-Retrygate-Job header, else Idempotency-Key;
+with neither, each request is a job of its own. The deadline is made at
+a job's first request and inherited by every later one. The SDK's own
+retry counter (X-Stainless-Retry-Count) is logged as client_retry.
+
+Before forwarding, the gate runs as in rehearse (the same estimate, the
+same retry rules, breaker and fallback chain). A job whose deadline is
+gone gets 504; one whose attempts, tokens or spend are used up, whose
+last failure may not be retried, or whose seats' breakers are all open
+gets 503 with the reason. Both carry an error body in the provider's own
+shape, so the official SDKs raise their typed API error; x-should-retry:
+false tells them not to retry a refusal no later request can undo, and
+Retry-After is sent only for an open breaker.
+
+Each forwarded attempt is timed like a seat (ttfb, wait to the first
+content, elapsed, tokens from usage, else counted locally) with a hard
+timeout of min(timeouts.hard, what is left of the deadline) that cancels
+the upstream request: 504 before the answer's headers, a dropped
+connection after them. An OpenAI stream with no stream_options is sent
+with stream_options.include_usage, so the client sees one extra chunk
+with "choices":[] and the usage before [DONE].
+
+The client's Authorization or x-api-key is forwarded and never logged;
+a seat with api_key_env sends its own key instead. Other requests
+(GET /v1/models) pass through to the seat untimed and unlogged.
+
+It listens on loopback unless --listen names another address (warned
+about). Request bodies over --max-body get 413, header blocks over 64 KiB
+431, requests past --max-concurrent 503 with Retry-After. Ctrl-C or
+SIGTERM drains: requests in flight finish or are cut at their deadline,
+every row is written, and jobs still open get the row that ends them.
+
+The first line of stdout is the base URL to give a client.` + exitStatus(
+			"served until Ctrl-C or SIGTERM, every row written", "not used"),
+		Example: `  # the config's fallback chain, on the default port
+  retrygate proxy
+
+  # one seat, on another port; then: OPENAI_BASE_URL=http://127.0.0.1:7000/v1
+  retrygate proxy --seat scratch --listen 127.0.0.1:7000`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := opts.fill(f, c, budgetKeys, seatName); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runProxy(opts)
+		},
+	}
+	budgetKeys = budgetFlags(c)
+	fl := c.Flags()
+	fl.StringVar(&opts.Listen, "listen", defaultProxyListen, "listen on `addr` (loopback unless named here)")
+	fl.StringVar(&seatName, "seat", "", "front this `seat` (a name under seats:; default the first of fallback:)")
+	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to (default rehearsal.log; config log)")
+	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
+	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
+	return c
+}
+
+func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName string) error {
+	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
+	switch {
+	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
+		return badInput("--seat: empty seat name")
+	case o.MaxBody < 1 || o.MaxBody > 1<<30:
+		return badInput("--max-body: must be between 1 and %d bytes, got %d", 1<<30, o.MaxBody)
+	case o.MaxConc < 1 || o.MaxConc > 100_000:
+		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConc)
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return badInput("--listen: not host:port %q (e.g. 127.0.0.1:6557)", o.Listen)
+	}
+	if err := seatserver.CheckLoopback(o.Listen); err != nil {
+		if !c.Flags().Changed("listen") {
+			return badInput("--listen: %v", err)
+		}
+		o.Remote = true
+	}
+	cfg, err := loadConfig(f, c, mergeFlags(budgetKeys, map[string]string{"log": "log"}))
+	if err != nil {
+		return err
+	}
+	if o.LogPath, err = cfg.str("log"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.LogPath) == "" {
+		return badInput("--log: empty path")
+	}
+	p, seats, err := cfg.policy()
+	if err != nil {
+		return err
+	}
+	o.Policy = p
+	entries, err := cfg.thresholds()
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		o.Thresholds = append(o.Thresholds, rehearse.Threshold{Metric: e.Metric, Exprs: e.Exprs})
+	}
+	names := p.Fallback
+	if seatName != "" {
+		name := strings.ToLower(seatName)
+		if _, ok := seats[name]; !ok {
+			return withHint(badInput("--seat: no seat named %q under seats", seatName), seatList(seats))
+		}
+		names = append([]string{name}, without(p.Fallback, name)...)
+	}
+	if len(names) == 0 {
+		return withHint(badInput("proxy: no seat to front"),
+			"name one with --seat NAME, or list seats under fallback: [a, b] in "+DefaultConfigFile)
+	}
+	first := seats[names[0]]
+	switch first.Kind {
+	case "openai", "anthropic", "ollama":
+	default:
+		at := "--seat"
+		if seatName == "" {
+			at = cfg.where("fallback") + "[0]"
+		}
+		return badInput("%s: seat %q is kind %s; the proxy fronts an openai, anthropic or ollama seat", at, first.Name, first.Kind)
+	}
+	for _, n := range names {
+		if s := seats[n]; s.Kind == first.Kind {
+			o.Chain = append(o.Chain, s)
+		} else {
+			o.Skipped = append(o.Skipped, n)
+		}
+	}
+	return nil
+}
+
+func without(names []string, drop string) []string {
+	var out []string
+	for _, n := range names {
+		if n != drop {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func runProxy(o *ProxyOptions) error {
+	e := o.IO.ErrOut
+	w := ledgerfile.NewWriter(o.LogPath, false)
+	defer w.Close()
+	names := make([]string, len(o.Chain))
+	for i, s := range o.Chain {
+		names[i] = s.Name
+	}
+	var run int
+	var writeFailed atomic.Bool
+	px, err := proxy.New(proxy.Options{
+		Policy: o.Policy, Chain: o.Chain, Getenv: o.Getenv, Now: o.Now,
+		Sink: func(rs []ledgerfile.Row) error { return w.Append(rs...) },
+		OnError: func(err error) {
+			if writeFailed.CompareAndSwap(false, true) {
+				fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
+			}
+		},
+		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
+		Run: 0,
+	})
+	if err != nil {
+		return badInputErr(err)
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return badInput("--listen: cannot listen on %q: %v", o.Listen, unwrapListenErr(err))
+	}
+	defer ln.Close()
+	if run, err = rehearse.ReserveRun(w, fmt.Sprintf("proxy seats=%s listen=%s", strings.Join(names, ","), ln.Addr())); err != nil {
+		return badInputErr(err)
+	}
+	if err := w.Comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.Thresholds)); err != nil {
+		return badInputErr(err)
+	}
+	px.SetRun(run)
+	if _, err := fmt.Fprintln(o.IO.Out, proxyBaseURL(o.Chain[0], ln.Addr())); err != nil {
+		return err
+	}
+	if o.Remote {
+		fmt.Fprintf(e, "retrygate: warning: listening on %s, off loopback: anyone who can reach it spends this policy's budget", ln.Addr())
+		if o.Chain[0].APIKeyEnv != "" {
+			fmt.Fprint(e, " with the seat's own key")
+		}
+		fmt.Fprintln(e)
+	}
+	for _, n := range o.Skipped {
+		fmt.Fprintf(e, "retrygate: fallback seat %s left out: it speaks another wire format than %s\n", n, o.Chain[0].Kind)
+	}
+	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s; Ctrl-C or SIGTERM drains\n",
+		run, strings.Join(names, " → "), o.Chain[0].Kind, o.LogPath)
+	ctx := o.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := px.Serve(ctx, ln, e); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", o.LogPath)
+	return nil
+}
+
+// proxyBaseURL is the base URL a client is given: the proxy's origin and
+// the seat's base path (the Anthropic SDK appends /v1/messages itself, so
+// it gets the origin alone).
+func proxyBaseURL(s seat.Config, addr net.Addr) string {
+	origin := "http://" + addr.String()
+	u, err := url.Parse(s.BaseURL)
+	if err != nil || s.Kind == "anthropic" || s.Kind == "ollama" {
+		return origin
+	}
+	return origin + strings.TrimRight(u.Path, "/")
+}

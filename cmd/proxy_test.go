@@ -1,0 +1,150 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+func proxyOptions(t *testing.T, config string, args ...string) (*ProxyOptions, error) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(config), 0o644))
+	ios, _, _, _ := TestStreams()
+	f := &Factory{IO: ios, Now: time.Now, Getenv: func(string) string { return "" }, Ctx: context.Background()}
+	var got *ProxyOptions
+	c := newProxyCmd(f, func(o *ProxyOptions) error { got = o; return nil })
+	c.SetArgs(args)
+	c.SilenceErrors, c.SilenceUsage = true, true
+	err := c.Execute()
+	return got, err
+}
+
+const proxyConfig = `
+budget: {deadline: 30s, max_attempts: 3}
+seats:
+  a: {kind: openai, base_url: "http://127.0.0.1:9/v1", model: m1}
+  b: {kind: openai, base_url: "http://127.0.0.1:8/v1", model: m2}
+  c: {kind: anthropic, base_url: "http://127.0.0.1:7/v1", model: m3}
+fallback: [a, c, b]
+`
+
+func TestProxyOptions(t *testing.T) {
+	o, err := proxyOptions(t, proxyConfig)
+	require.NoError(t, err)
+	names := func(o *ProxyOptions) (out []string) {
+		for _, s := range o.Chain {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"a", "b"}, names(o), "the fallback chain, in the first seat's wire format")
+	assert.Equal(t, []string{"c"}, o.Skipped)
+	assert.Equal(t, "127.0.0.1:6557", o.Listen)
+	assert.False(t, o.Remote)
+	assert.Equal(t, 30*time.Second, o.Policy.Budget.Deadline)
+	assert.Equal(t, 3, o.Policy.Budget.MaxAttempts)
+	assert.Equal(t, "rehearsal.log", o.LogPath)
+
+	o, err = proxyOptions(t, proxyConfig, "--seat", "B", "--max-attempts", "4", "--log", "p.log", "--listen", "localhost:0")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b", "a"}, names(o), "--seat first, then the rest of the chain")
+	assert.Equal(t, 4, o.Policy.Budget.MaxAttempts)
+	assert.Equal(t, "p.log", o.LogPath)
+	assert.False(t, o.Remote)
+
+	o, err = proxyOptions(t, proxyConfig, "--seat", "c")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"c"}, names(o))
+	assert.Equal(t, []string{"a", "b"}, o.Skipped)
+
+	// Off loopback only when --listen names it, and then it is flagged.
+	o, err = proxyOptions(t, proxyConfig, "--listen", "0.0.0.0:6557")
+	require.NoError(t, err)
+	assert.True(t, o.Remote)
+}
+
+type proxyPlans []seat.Plan
+
+func (p proxyPlans) PlanFor(n int) seat.Plan { return p[min(n, len(p)-1)] }
+
+// SIGTERM drains the real process: the stream in flight finishes, the
+// process exits 0, and every row is in the log, including the row that
+// ends a job still open.
+func TestProxySIGTERMDrains(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := retrygateBinary(t)
+	srv, err := seatserver.New(seatserver.Options{Format: seatserver.OpenAI, Planner: proxyPlans{
+		{Status: 500, Elapsed: 5 * time.Millisecond},
+		{TTFB: 5 * time.Millisecond, Wait: 50 * time.Millisecond, Elapsed: 600 * time.Millisecond, CompletionTokens: 10},
+	}})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(served) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n", ln.Addr())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
+	cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0")
+	cmd.Dir = dir
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	base, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	base = strings.TrimSpace(base)
+
+	postTo := func(job, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("X-Retrygate-Job", job)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := postTo("open", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, 500, code)
+	done := make(chan string, 1)
+	go func() {
+		_, b := postTo("streaming", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		done <- b
+	}()
+	require.Eventually(t, func() bool { return len(srv.Requests()) == 2 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.Contains(t, <-done, "[DONE]", "the stream in flight finished")
+	require.NoError(t, cmd.Wait(), stderr.String())
+	assert.Contains(t, stderr.String(), "proxy stopped; every row is in rehearsal.log")
+
+	log, err := os.ReadFile(filepath.Join(dir, "rehearsal.log"))
+	require.NoError(t, err)
+	assert.Regexp(t, `job=streaming attempt=1 .*outcome=ok .*job_end=succeeded`, string(log))
+	assert.Regexp(t, `job=open attempt=2 .*decision="refuse: cancelled" sent=false .*job_end=cancelled`, string(log))
+}

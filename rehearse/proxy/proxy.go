@@ -1,0 +1,296 @@
+// Package proxy is the gate in front of a real provider (`retrygate
+// proxy`): each client request is one attempt of its job, gated by the
+// policy's budget, timed by the seat's own stopwatch, and logged as a row.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
+)
+
+const (
+	headerJob        = "X-Retrygate-Job"
+	headerIdem       = "Idempotency-Key"
+	headerRetryCount = "X-Stainless-Retry-Count"
+	// KeyClientRetry is the row key holding the client's own retry
+	// counter (the official SDKs send X-Stainless-Retry-Count).
+	KeyClientRetry = "client_retry"
+	maxJobID       = 128
+	// bodyTimeout bounds reading a request's body.
+	bodyTimeout = 30 * time.Second
+)
+
+// Defaults for Options' limits.
+const (
+	DefaultMaxBody       = 8 << 20
+	DefaultMaxConcurrent = 256
+	DefaultMaxJobs       = 100_000
+	DefaultRetention     = 10 * time.Minute
+)
+
+// Options build a Proxy.
+type Options struct {
+	Policy rehearse.Policy
+	// Chain is the seats a job may use, in order: the first is where
+	// every job starts; the rest are the policy's fallbacks of the same
+	// kind. All are openai, anthropic or ollama seats.
+	Chain  []seat.Config
+	Getenv func(string) string
+	// Sink appends rows to the log, in order, from one goroutine. A
+	// failed write is reported to OnError and answers still go out.
+	Sink    func([]ledgerfile.Row) error
+	OnError func(error)
+	// Now is the wall clock for rows' ts; durations are monotonic.
+	Now func() time.Time
+	Run int // requests naming no job become jobs r<Run>-<k>
+
+	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
+	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
+	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
+	Retention     time.Duration // how long a job is remembered past its deadline; 0: DefaultRetention
+}
+
+type upstream struct {
+	cfg     seat.Config
+	seat    seat.Seat
+	origin  string // scheme://host of base_url: the client's path is kept
+	inject  bool
+	br      *admit.Breaker
+	priced  bool
+	fallbck bool
+}
+
+// Proxy is an http.Handler in front of one seat and its fallbacks.
+type Proxy struct {
+	opts  Options
+	kind  string
+	seats []upstream
+	sem   chan struct{}
+	q     *rowQueue
+	rt    *transport
+
+	mu   sync.Mutex // jobs, breakers, the unnamed counter
+	jobs map[string]*job
+	k    int
+	wg   sync.WaitGroup // requests in flight, for Drain
+}
+
+// job is one logical request's books between its requests.
+type job struct {
+	id       string
+	start    time.Time // its first request: the deadline is made here, once
+	deadline time.Time
+	track    admit.Track
+	step     admit.RetryStep // the retry rules after its last failure
+	stepSet  bool
+	final    *admit.Decision // a refusal no later request can change
+	seat     int
+	rows     int
+	inflight int
+	ended    bool // a row carried job_end
+	named    bool
+}
+
+// New builds a proxy. Errors name the config key at fault.
+func New(o Options) (*Proxy, error) {
+	if err := o.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if len(o.Chain) == 0 {
+		return nil, errors.New("fallback: no seat to send to")
+	}
+	if o.Sink == nil {
+		o.Sink = func([]ledgerfile.Row) error { return nil }
+	}
+	if o.OnError == nil {
+		o.OnError = func(error) {}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.MaxJobs <= 0 {
+		o.MaxJobs = DefaultMaxJobs
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
+	rt := &transport{up: newUpstream()}
+	p.rt = rt
+	p.q = newRowQueue(o.Sink, o.OnError)
+	for i, c := range o.Chain {
+		switch c.Kind {
+		case "openai", "anthropic", "ollama":
+		default:
+			return nil, fmt.Errorf("seats.%s.kind: the proxy fronts openai, anthropic or ollama seats, not %q", c.Name, c.Kind)
+		}
+		if c.Kind != p.kind {
+			return nil, fmt.Errorf("seats.%s.kind: %s behind a proxy for %s clients (a fallback must speak the first seat's wire format)", c.Name, c.Kind, p.kind)
+		}
+		s, err := seat.NewWithOptions(c, seat.Options{Getenv: o.Getenv, Now: o.Now})
+		if err != nil {
+			return nil, err
+		}
+		s, _ = seat.WithTransport(s, rt)
+		u, err := url.Parse(c.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("seats.%s.base_url: not a valid URL", c.Name)
+		}
+		_, priced := c.Cost(0, 0)
+		p.seats = append(p.seats, upstream{
+			cfg: c, seat: s, origin: u.Scheme + "://" + u.Host, inject: c.APIKeyEnv != "",
+			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
+		})
+	}
+	return p, nil
+}
+
+// gated reports whether a request is a generation the gate times: the
+// wire format's own endpoint, by POST. Anything else (a model list, say)
+// passes through untimed and unlogged.
+func (p *Proxy) gated(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	path := strings.TrimRight(r.URL.Path, "/")
+	switch p.kind {
+	case "anthropic":
+		return strings.HasSuffix(path, "/messages")
+	case "ollama":
+		return strings.HasSuffix(path, "/api/chat") || strings.HasSuffix(path, "/api/generate")
+	}
+	return strings.HasSuffix(path, "/chat/completions")
+}
+
+// ServeHTTP gates, forwards and logs one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second,
+			message: fmt.Sprintf("retrygate: proxy busy: %d requests in flight", cap(p.sem))}.write(w, p.kind)
+		return
+	}
+	p.wg.Add(1)
+	defer func() { <-p.sem; p.wg.Done() }()
+
+	// A client dribbling its body holds a slot: it gets bodyTimeout.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			refusal{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
+				message: fmt.Sprintf("retrygate: request body over %d bytes", p.opts.MaxBody)}.write(w, p.kind)
+		}
+		return // the client left while sending
+	}
+	if !p.gated(r) {
+		p.passThrough(w, r, body)
+		return
+	}
+	req, ok := parseRequest(body)
+	if !ok {
+		refusal{status: http.StatusBadRequest, code: "invalid_json", message: "retrygate: request body is not a JSON object"}.write(w, p.kind)
+		return
+	}
+	id, named, bad := jobName(r.Header)
+	if bad != "" {
+		refusal{status: http.StatusBadRequest, code: "invalid_job", message: "retrygate: " + bad}.write(w, p.kind)
+		return
+	}
+	clientRetry := retryCount(r.Header)
+	a, ref := p.admit(id, named, &req, clientRetry)
+	if ref != nil {
+		ref.write(w, p.kind)
+		return
+	}
+	p.send(w, r, body, &req, a)
+}
+
+// jobName is the job a request belongs to: X-Retrygate-Job, else
+// Idempotency-Key, else none (each request its own job).
+func jobName(h http.Header) (id string, named bool, bad string) {
+	for _, k := range []string{headerJob, headerIdem} {
+		v := strings.TrimSpace(h.Get(k))
+		if v == "" {
+			continue
+		}
+		if len(v) > maxJobID {
+			return "", false, fmt.Sprintf("%s: longer than %d bytes", k, maxJobID)
+		}
+		for _, c := range v {
+			if c < 0x21 || c > 0x7e {
+				return "", false, fmt.Sprintf("%s: only printable ASCII without spaces", k)
+			}
+		}
+		return v, true, ""
+	}
+	return "", false, ""
+}
+
+// retryCount is the client's own retry counter, or "" when it sent none
+// (or something that is not a count).
+func retryCount(h http.Header) string {
+	v := strings.TrimSpace(h.Get(headerRetryCount))
+	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > admit.MaxAttempts {
+		return ""
+	}
+	return v
+}
+
+// passThrough forwards a request the gate does not time (GET /v1/models)
+// to the first seat's origin, unlogged.
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte) {
+	u := &p.seats[0]
+	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
+	defer cancel()
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	ctx = context.WithValue(ctx, forwardKey{}, f)
+	hreq, _ := http.NewRequestWithContext(ctx, r.Method, f.url, nil)
+	if u.inject {
+		// The seat's own key, as its wire format sends it.
+		k := p.opts.Getenv(u.cfg.APIKeyEnv)
+		if u.cfg.Kind == "anthropic" {
+			hreq.Header.Set("X-Api-Key", strings.TrimSpace(k))
+		} else {
+			hreq.Header.Set("Authorization", "Bearer "+strings.TrimSpace(k))
+		}
+	}
+	resp, err := p.rt.RoundTrip(hreq)
+	if err != nil {
+		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
+		return
+	}
+	_ = resp.Body.Close() // releases only
+	f.rest(ctx)
+}
+
+// SetRun sets the run whose number names unnamed jobs (r<run>-<k>); the
+// command learns it from the log after the proxy is built.
+func (p *Proxy) SetRun(run int) {
+	p.mu.Lock()
+	p.opts.Run = run
+	p.mu.Unlock()
+}

@@ -1,0 +1,392 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+const openaiStream = `{"model":"m1","messages":[{"role":"user","content":"PROMPT-CANARY hi"}],"stream":true,"stream_options":{"include_usage":true}}`
+
+var kinds = []struct {
+	kind   string
+	format seatserver.Format
+	path   string
+	body   string
+}{
+	{"openai", seatserver.OpenAI, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"PROMPT-CANARY hi"}]}`},
+	{"anthropic", seatserver.Anthropic, "/v1/messages", `{"model":"m1","max_tokens":64,"messages":[{"role":"user","content":"PROMPT-CANARY hi"}]}`},
+	{"ollama", seatserver.Ollama, "/api/chat", `{"model":"m1","stream":false,"messages":[{"role":"user","content":"PROMPT-CANARY hi"}]}`},
+}
+
+// Streamed bytes are the same with and without the proxy in between.
+func TestStreamBytesIdentical(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.kind, func(t *testing.T) {
+			body := strings.Replace(k.body, `"stream":false`, `"stream":true`, 1)
+			if k.kind == "openai" {
+				body = openaiStream
+			} else if k.kind == "anthropic" {
+				body = strings.Replace(body, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1)
+			}
+			direct, _ := upstreamAt(t, k.format, okPlan)
+			viaBase, _ := upstreamAt(t, k.format, okPlan)
+			px := start(t, testPolicy(), []seat.Config{seatCfg("s", k.kind, viaBase)})
+			origin := func(base string) string { return strings.TrimSuffix(base, "/v1") }
+			_, want := post(t, origin(direct)+k.path, body)
+			resp, got := post(t, px.url+k.path, body, "X-Retrygate-Job", "j1")
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, want, got)
+			rs := px.rows.wait(t, 1)
+			require.Len(t, rs, 1)
+			r := rs[0]
+			assert.Equal(t, admit.OK, r.Outcome)
+			assert.Equal(t, "usage", r.TokensFrom)
+			assert.Equal(t, int64(20), r.Tokens)
+			assert.Equal(t, "succeeded", r.JobEnd)
+			assert.True(t, r.HasTTFB)
+			assert.Greater(t, r.Wait, time.Duration(0))
+			assert.GreaterOrEqual(t, r.Elapsed, r.Wait)
+		})
+	}
+}
+
+// A streaming OpenAI request that did not ask for usage is sent asking
+// for it: the row's tokens come from usage, and the client sees the
+// usage chunk.
+func TestStreamAsksForUsage(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, okPlan)
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	_, got := post(t, px.url+"/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	assert.Contains(t, got, `"completion_tokens":8`)
+	rs := px.rows.wait(t, 1)
+	assert.Equal(t, "usage", rs[0].TokensFrom)
+	assert.Equal(t, "r7-1", rs[0].Job, "a request naming no job is a job of its own")
+}
+
+// Over the attempt cap: 503 in the provider's own error shape, with the
+// reason, x-should-retry: false and no Retry-After; the refusal's row.
+func TestAttemptCapShapes(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.kind, func(t *testing.T) {
+			base, _ := upstreamAt(t, k.format, seat.Plan{Status: 500, Elapsed: 5 * ms})
+			px := start(t, testPolicy(), []seat.Config{seatCfg("s", k.kind, base)})
+			for i := 0; i < 2; i++ {
+				resp, _ := post(t, px.url+k.path, k.body, "Idempotency-Key", "job-a", "X-Stainless-Retry-Count", string(rune('0'+i)))
+				require.Equal(t, 500, resp.StatusCode)
+			}
+			resp, body := post(t, px.url+k.path, k.body, "Idempotency-Key", "job-a", "X-Stainless-Retry-Count", "2")
+			require.Equal(t, 503, resp.StatusCode)
+			assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+			assert.Empty(t, resp.Header.Get("Retry-After"))
+			var v map[string]any
+			require.NoError(t, json.Unmarshal([]byte(body), &v))
+			msg := "retrygate: refuse: attempt cap for job job-a: the job used 2 of 2 attempts"
+			switch k.kind {
+			case "openai":
+				assert.Equal(t, msg, v["error"].(map[string]any)["message"])
+				assert.Equal(t, "attempt_cap", v["error"].(map[string]any)["code"])
+			case "anthropic":
+				assert.Equal(t, "error", v["type"])
+				assert.Equal(t, msg, v["error"].(map[string]any)["message"])
+			case "ollama":
+				assert.Equal(t, msg, v["error"])
+			}
+			// Two sent, then this request's refusal, which ends the job.
+			rs := px.rows.wait(t, 3)
+			require.Len(t, rs, 3)
+			assert.Equal(t, "refuse: attempt cap", rs[2].Decision)
+			assert.Equal(t, "failed", rs[2].JobEnd)
+			for i, want := range []string{"0", "1", "2"} {
+				assert.Equal(t, want, extra(rs[i], KeyClientRetry), "row %d", i)
+			}
+			// Asked again, the job answers the same and logs nothing new.
+			resp, _ = post(t, px.url+k.path, k.body, "Idempotency-Key", "job-a")
+			assert.Equal(t, 503, resp.StatusCode)
+			assert.Len(t, px.rows.all(), 3)
+		})
+	}
+}
+
+func extra(r ledgerfile.Row, key string) string {
+	for _, kv := range r.Extra {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return ""
+}
+
+// The deadline is made at the job's first request; once it is gone the
+// job gets 504, whatever its attempts.
+func TestDeadlineGone504(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 503, Elapsed: 5 * ms})
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 5
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Retrygate-Job", "slow")
+	require.Equal(t, 503, resp.StatusCode) // the upstream's own answer
+	px.clock.Advance(11 * time.Second)
+	resp, body := post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Retrygate-Job", "slow")
+	assert.Equal(t, 504, resp.StatusCode)
+	assert.Contains(t, body, "refuse: deadline for job slow: the job's 10s deadline is gone")
+	rs := px.rows.wait(t, 2)
+	require.Len(t, rs, 2)
+	assert.Equal(t, "refuse: deadline", rs[1].Decision)
+	assert.Equal(t, "failed", rs[1].JobEnd)
+	// The client's time between its requests is the row's delay: spent + delay
+	// is the time since the job's first request.
+	assert.GreaterOrEqual(t, rs[1].SpentS+rs[1].Delay, 11*time.Second)
+}
+
+// Hostile upstreams: a hang, an endless stream and a reset give a bounded
+// answer and a row, never a stuck client.
+func TestHostileUpstreams(t *testing.T) {
+	pol := testPolicy()
+	pol.Timeouts.Hard = time.Second // headers in 5ms even on a loaded machine
+	pol.Budget.MaxWait = 5 * time.Second
+	tests := []struct {
+		name    string
+		plan    seat.Plan
+		status  int // 0: the stream is cut after its headers
+		outcome admit.Outcome
+	}{
+		{"hang before headers", seat.Plan{Hang: true, TTFB: time.Hour}, 504, admit.Timeout},
+		{"endless stream", seat.Plan{TTFB: 5 * ms, Wait: 10 * ms, Elapsed: time.Hour, CompletionTokens: 1_000_000}, 0, admit.Timeout},
+		{"reset mid-stream", seat.Plan{TTFB: 5 * ms, Wait: 10 * ms, Elapsed: time.Second, ResetAfter: 50 * ms, CompletionTokens: 100}, 0, admit.Reset},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, srv := upstreamAt(t, seatserver.OpenAI, tt.plan)
+			px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+			req, _ := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+			req.Header.Set("X-Retrygate-Job", "h")
+			began := time.Now()
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			require.NoError(t, err)
+			_, readErr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			took := time.Since(began)
+			assert.Less(t, took, 4*time.Second, "bounded by the hard timeout")
+			if tt.status != 0 {
+				assert.Equal(t, tt.status, resp.StatusCode)
+			} else {
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Error(t, readErr, "a cut stream must not look complete")
+			}
+			rs := px.rows.wait(t, 1)
+			assert.Equal(t, tt.outcome, rs[0].Outcome)
+			if tt.outcome == admit.Timeout {
+				assert.Equal(t, admit.Ambiguous, rs[0].Billing)
+				// The client may still retry; once the deadline is gone the
+				// job ends unknown (a timeout is not proof of failure).
+				px.clock.Advance(11 * time.Second)
+				px.px.Sweep()
+				rs = px.rows.wait(t, 2)
+				assert.Equal(t, "unknown", rs[len(rs)-1].JobEnd)
+				// The upstream request was cancelled, not left running.
+				require.Eventually(t, func() bool {
+					r := srv.Requests()
+					return len(r) == 1 && r[0].State != seatserver.StateInFlight
+				}, 2*time.Second, 10*ms)
+			}
+		})
+	}
+}
+
+// The client's key is forwarded, never logged; a seat with api_key_env
+// sends its own instead.
+func TestKeys(t *testing.T) {
+	var got []string
+	up := http.NewServeMux()
+	up.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)
+	})
+	srv := &http.Server{Handler: up}
+	ln := listen(t)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	base := "http://" + ln.Addr().String() + "/v1"
+
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	post(t, px.url+"/v1/chat/completions", kinds[0].body, "Authorization", "Bearer "+plantedKey)
+	own := seatCfg("s", "openai", base)
+	own.APIKeyEnv = "SEAT_KEY"
+	px2 := start(t, testPolicy(), []seat.Config{own})
+	post(t, px2.url+"/v1/chat/completions", kinds[0].body, "Authorization", "Bearer "+plantedKey)
+	px.rows.wait(t, 1)
+	px2.rows.wait(t, 1)
+	assert.Equal(t, []string{"Bearer " + plantedKey, "Bearer sk-seat-own-KEY-123456"}, got)
+	for _, text := range []string{px.rows.text(), px2.rows.text()} {
+		assert.NotContains(t, text, "SECRET")
+		assert.NotContains(t, text, "own-KEY")
+		assert.NotContains(t, text, "PROMPT-CANARY")
+		assert.Contains(t, text, "outcome=ok")
+	}
+}
+
+// Limits: a body too large is 413, a header block too large 431, a
+// request past the concurrency bound 503 with Retry-After.
+func TestLimits(t *testing.T) {
+	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 5 * ms, Wait: 300 * ms, Elapsed: 400 * ms, CompletionTokens: 5})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
+		o.MaxBody = 1 << 10
+		o.MaxConcurrent = 1
+	})
+	resp, body := post(t, px.url+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("x", 2<<10)+`"}]}`)
+	assert.Equal(t, 413, resp.StatusCode)
+	assert.Contains(t, body, "request body over 1024 bytes")
+
+	resp, _ = post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Big", strings.Repeat("y", MaxHeaderBytes+4096))
+	assert.Equal(t, 431, resp.StatusCode)
+
+	slow := make(chan struct{})
+	go func() {
+		defer close(slow)
+		post(t, px.url+"/v1/chat/completions", kinds[0].body)
+	}()
+	require.Eventually(t, func() bool { return len(srv.Requests()) == 1 }, 2*time.Second, time.Millisecond)
+	busy, body := post(t, px.url+"/v1/chat/completions", kinds[0].body)
+	assert.Equal(t, 503, busy.StatusCode)
+	assert.Contains(t, body, "proxy busy")
+	assert.Equal(t, "1", busy.Header.Get("Retry-After"))
+	<-slow
+	rs := px.rows.wait(t, 1)
+	assert.Len(t, rs, 1, "a row for the forwarded request only")
+}
+
+// SIGTERM drains: a stream in flight finishes, its row is written, and
+// a job still open gets the row that ends it.
+func TestDrain(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms}, seat.Plan{TTFB: 5 * ms, Wait: 100 * ms, Elapsed: 300 * ms, CompletionTokens: 5})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Retrygate-Job", "open")
+	require.Equal(t, 500, resp.StatusCode)
+	done := make(chan string)
+	go func() {
+		_, b := post(t, px.url+"/v1/chat/completions", openaiStream, "X-Retrygate-Job", "streaming")
+		done <- b
+	}()
+	require.Eventually(t, func() bool {
+		px.px.mu.Lock()
+		defer px.px.mu.Unlock()
+		return px.px.jobs["streaming"] != nil
+	}, 2*time.Second, 5*ms)
+	px.stop()
+	assert.Contains(t, <-done, "[DONE]", "the stream in flight finished")
+	px.rows.wait(t, 3)
+	byJob := map[string][]ledgerfile.Row{}
+	for _, r := range px.rows.all() {
+		byJob[r.Job] = append(byJob[r.Job], r)
+	}
+	require.Len(t, byJob["streaming"], 1)
+	assert.Equal(t, admit.OK, byJob["streaming"][0].Outcome)
+	open := byJob["open"]
+	require.Len(t, open, 2)
+	assert.Equal(t, "refuse: cancelled", open[1].Decision)
+	assert.Equal(t, "cancelled", open[1].JobEnd)
+}
+
+// A timed-out attempt is retried on the fallback seat, with that seat's
+// model; the breaker and the chain apply as in rehearse.
+func TestFallbackAfterTimeout(t *testing.T) {
+	pol := testPolicy()
+	pol.Timeouts.Hard = 200 * ms
+	first, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Hang: true, TTFB: time.Hour})
+	second, srv2 := upstreamAt(t, seatserver.OpenAI, okPlan)
+	px := start(t, pol, []seat.Config{seatCfg("a", "openai", first), seatCfg("b", "openai", second)})
+	resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Retrygate-Job", "fb")
+	require.Equal(t, 504, resp.StatusCode)
+	assert.Empty(t, resp.Header.Get("X-Should-Retry"), "a retry may still be admitted")
+	resp, _ = post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Retrygate-Job", "fb")
+	require.Equal(t, 200, resp.StatusCode)
+	rs := px.rows.wait(t, 2)
+	require.Len(t, rs, 2)
+	assert.Equal(t, "a", rs[0].Seat)
+	assert.Equal(t, admit.Timeout, rs[0].Outcome)
+	assert.Equal(t, "b", rs[1].Seat)
+	assert.True(t, rs[1].Fallback)
+	assert.Equal(t, "m-b", rs[1].Model)
+	assert.Len(t, srv2.Requests(), 1)
+}
+
+// When the hard timeout is what is left of the deadline, the client gets
+// 504 and the job ends unknown at once.
+func TestTimeoutAtDeadlineEndsUnknown(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.Deadline = 300 * ms
+	pol.Timeouts.Hard = 5 * time.Second
+	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Hang: true, TTFB: time.Hour})
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	resp, body := post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Retrygate-Job", "d")
+	assert.Equal(t, 504, resp.StatusCode)
+	assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+	assert.Contains(t, body, "hard timeout")
+	rs := px.rows.wait(t, 2)
+	assert.Equal(t, admit.Timeout, rs[0].Outcome)
+	assert.Equal(t, "refuse: deadline", rs[1].Decision)
+	assert.Equal(t, "unknown", rs[1].JobEnd)
+	_ = context.Background
+}
+
+// A request the gate does not time (a model list) passes through to the
+// seat, unlogged.
+func TestPassThrough(t *testing.T) {
+	up := http.NewServeMux()
+	up.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":[{"id":"m1"}],"auth":"`+r.Header.Get("Authorization")+`"}`)
+	})
+	srv := &http.Server{Handler: up}
+	ln := listen(t)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+	req, _ := http.NewRequest(http.MethodGet, px.url+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+plantedKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, `{"data":[{"id":"m1"}],"auth":"Bearer `+plantedKey+`"}`, string(b))
+	px.stop()
+	assert.Empty(t, px.rows.all())
+}
+
+// With the breaker open and no fallback left, the answer is 503 with a
+// Retry-After of the breaker's cooldown: waiting is what helps.
+func TestBreakerOpen503(t *testing.T) {
+	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms})
+	pol := testPolicy()
+	pol.Breaker = admit.BreakerConfig{Window: time.Minute, FailureRate: 0.5, MinRequests: 2, Cooldown: 30 * time.Second, HalfOpenProbes: 1}
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	for range 2 {
+		resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body)
+		require.Equal(t, 500, resp.StatusCode)
+	}
+	px.rows.wait(t, 2)
+	resp, body := post(t, px.url+"/v1/chat/completions", kinds[0].body)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "30", resp.Header.Get("Retry-After"))
+	assert.Empty(t, resp.Header.Get("X-Should-Retry"), "a later request may be let through")
+	assert.Contains(t, body, "refuse: breaker open")
+	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
+	rs := px.rows.wait(t, 3)
+	assert.Contains(t, rs[1].Note, "breaker opened")
+	assert.Equal(t, "refuse: breaker open", rs[2].Decision)
+}

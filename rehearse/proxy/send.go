@@ -1,0 +1,260 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
+)
+
+// send forwards an admitted request through the seat's stopwatch, then
+// takes the attempt into the job's books and writes its row. A cut-off
+// before the answer's headers is answered 504 (timeout, wait cap) or 502
+// (the upstream failed); a cut-off mid-answer aborts the client's
+// connection, so it sees a broken stream, never a clean end.
+func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *request, a *attempt) {
+	u := &p.seats[a.seat]
+	if p.kind == "openai" && req.stream && !req.usageSet {
+		body = askUsage(body)
+	}
+	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
+		body = withModel(body, u.cfg.Model)
+	}
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	// The hard timeout: min(timeouts.hard, what is left of the deadline).
+	// The client hanging up cancels the attempt too, unless the answer is
+	// an error status (see forward.errStatus).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.hard)
+	defer cancel()
+	stop := context.AfterFunc(r.Context(), func() {
+		if !f.errStatus.Load() {
+			cancel()
+		}
+	})
+	defer stop()
+	pol := p.opts.Policy
+	obs := u.seat.Do(context.WithValue(ctx, forwardKey{}, f), seat.Request{
+		Prompt:       req.prompt,
+		WaitCap:      pol.Budget.MaxWait,
+		Slow5xxAfter: pol.Retry.SlowServerAfter,
+	})
+	cut := false
+	switch obs.Outcome {
+	case admit.Timeout, admit.WaitCap, admit.Cancelled, admit.Reset:
+		cut = true
+		if f.upCancel != nil {
+			f.upCancel()
+		}
+		f.mu.Lock()
+		if f.resp != nil {
+			_ = f.resp.Body.Close()
+		}
+		f.mu.Unlock()
+	default:
+		cut = f.rest(ctx)
+	}
+	if req.model != "" && !u.fallbck {
+		obs.Model = req.model
+	}
+	ended := p.done(a, &obs)
+
+	if !f.wrote {
+		switch obs.Outcome {
+		case admit.Cancelled:
+		case admit.Timeout, admit.WaitCap:
+			ref := refusal{status: http.StatusGatewayTimeout, code: string(obs.Outcome), final: ended,
+				message: fmt.Sprintf("retrygate: %s after %s on seat %s (job %s)", obs.Detail, ledgerfile.FormatSeconds(obs.Elapsed)+"s", u.cfg.Name, a.j.id)}
+			ref.write(w, p.kind)
+		default:
+			ref := refusal{status: http.StatusBadGateway, code: string(obs.Outcome), final: ended,
+				message: fmt.Sprintf("retrygate: seat %s: %s (job %s)", u.cfg.Name, obs.Detail, a.j.id)}
+			ref.write(w, p.kind)
+		}
+		return
+	}
+	if cut || f.writeErr != nil {
+		panic(http.ErrAbortHandler) // the row is written: drop the client's connection
+	}
+}
+
+// done takes a finished attempt into the books, writes its row and
+// applies the retry rules. When they or the gate leave the job no next
+// attempt (as the loop refuses before sleeping), the refusal is kept: the
+// client's next request gets it and its row ends the job, so the SDK's
+// own retry counter is on that row; a job whose client never asks again
+// gets it when the proxy sweeps or stops. It reports whether a named job
+// can have no next attempt.
+func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.opts.Now()
+	j, u := a.j, &p.seats[a.seat]
+	j.inflight--
+	if obs.Billing == "" {
+		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
+	}
+	cost, priced := u.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
+	var note string
+	if a.probe {
+		note = "half-open probe"
+	}
+	if obs.Outcome != admit.Cancelled {
+		before := u.br.State(now)
+		u.br.Record(now, obs.Outcome != admit.OK && obs.Outcome != admit.ClientError)
+		switch after := u.br.State(now); {
+		case after == before:
+		case after == admit.Open:
+			note = joinNote(note, "breaker opened")
+		default:
+			note = joinNote(note, "breaker "+after.String())
+		}
+	}
+	note = joinNote(note, obs.Detail)
+	var row ledgerfile.Row
+	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
+	at := ledgerfile.AttemptOf(&row)
+	j.track.Sent(&at)
+	if !j.named {
+		// No later request can join this job: this row ends it.
+		row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
+		if obs.Outcome != admit.OK {
+			row.JobEnd = j.track.End()
+		}
+		delete(p.jobs, j.id)
+		p.write(&row, a.retry)
+		return false // a retry is a job of its own: nothing to tell the client
+	}
+	switch obs.Outcome {
+	case admit.OK:
+		j.stepSet = false
+		if !j.ended && j.inflight == 0 {
+			row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
+		}
+		p.write(&row, a.retry)
+		return j.ended
+	case admit.Cancelled:
+		// The client left: it may come back under the same job.
+		p.write(&row, a.retry)
+		return false
+	}
+	p.write(&row, a.retry)
+	j.step = admit.AfterFailure(p.opts.Policy.Retry, admit.Failure{
+		Outcome: at.Outcome, Billing: at.Billing, RetryAfter: at.RetryAfter, HasRetry: at.HasRetryAfter,
+	}, j.track.History(), nil)
+	j.stepSet = true
+	if j.inflight > 0 || j.ended {
+		return j.ended
+	}
+	spent := j.track.Spent()
+	if !j.step.Retry {
+		d := admit.Refuse(j.step.Reason)
+		j.final = &d
+		return true
+	}
+	next := a.seat
+	if j.step.Fallback && next+1 < len(p.seats) {
+		next++ // a timeout is retried at most once, and elsewhere
+	}
+	j.seat = next
+	// A next attempt the gate must refuse whatever the client does (the
+	// cap is reached, or too little of the deadline is left for the
+	// estimate) ends the job now, as the loop refuses before sleeping.
+	d := j.track.Before(p.opts.Policy.Budget, p.seats[next].cfg.Name, admit.AddDuration(spent.Time, ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))), 0)
+	if !d.Admit && (d.Failing[0] == admit.ReasonAttemptCap || hasReason(d.Failing, admit.ReasonDeadline)) {
+		j.final = &d
+		return true
+	}
+	return false
+}
+
+// closeJob writes the refusal row that ends j.
+func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent admit.Spent, delay time.Duration) {
+	b := p.base(j, now, s, spent, delay, &request{})
+	var row ledgerfile.Row
+	rehearse.RefusalRow(&row, &b, &j.track, d)
+	j.rows++
+	row.JobEnd, j.ended = j.track.End(), true
+	p.write(&row, "")
+}
+
+func hasReason(rs []admit.Reason, r admit.Reason) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// sweep forgets jobs past their deadline and retention; one that never
+// ended gets the row that ends it (its deadline is gone).
+func (p *Proxy) sweep(now time.Time) {
+	for id, j := range p.jobs {
+		if j.inflight > 0 || now.Before(j.deadline) {
+			continue
+		}
+		if !j.ended {
+			d := admit.Refuse(admit.ReasonDeadline)
+			if j.final != nil {
+				d = *j.final
+			}
+			p.closeJob(j, now, j.seat, d, j.track.Spent(), ledgerfile.Resolution(max(now.Sub(j.start)-j.track.Spent().Time, 0)))
+		}
+		if !now.Before(j.deadline.Add(p.opts.Retention)) {
+			delete(p.jobs, id)
+		}
+	}
+}
+
+// Sweep ends and forgets old jobs at now; the command calls it on a ticker.
+func (p *Proxy) Sweep() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sweep(p.opts.Now())
+}
+
+// Close waits for the requests in flight (each is bounded by its hard
+// timeout, so this ends), writes the row that ends every job still open
+// (refuse: cancelled, job_end cancelled, as the loop's Ctrl-C), and
+// returns once every row is in the log.
+func (p *Proxy) Close() {
+	p.wg.Wait()
+	defer p.q.close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.opts.Now()
+	for _, j := range p.jobs {
+		if j.ended {
+			continue
+		}
+		spent := j.track.Spent()
+		delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
+		if j.final != nil {
+			p.closeJob(j, now, j.seat, *j.final, spent, delay)
+			continue
+		}
+		b := p.base(j, now, j.seat, spent, delay, &request{})
+		var row ledgerfile.Row
+		rehearse.RefusalRow(&row, &b, &j.track, admit.Refuse(reasonStopped))
+		row.Outcome = admit.Cancelled
+		row.Note = "proxy stopped before the job's next request"
+		j.rows++
+		row.JobEnd, j.ended = ledgerfile.JobCancelled, true
+		p.write(&row, "")
+	}
+}

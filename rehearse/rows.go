@@ -1,0 +1,96 @@
+package rehearse
+
+import (
+	"strings"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/rehearse/seat"
+)
+
+// RowBase is what every row of a job's attempt carries before its
+// numbers: who, where, and the job's spend before it (the gate's inputs).
+// The attempt loop and the proxy build rows from it with SentRow and
+// RefusalRow, so a proxied attempt's row reads exactly like a rehearsed one.
+type RowBase struct {
+	TS        time.Time
+	Job       string
+	Attempt   int
+	Seat      string
+	Model     string
+	Delay     time.Duration // slept (or, behind the proxy, waited by the client) before it
+	Spent     admit.Spent
+	Holdout   bool
+	Fallback  bool // a seat other than the chain's first
+	PromptSHA string
+	// Reserve is what a first attempt on this seat reserves under a
+	// spend ceiling (0 without one).
+	Reserve float64
+}
+
+func (b *RowBase) fill(r *ledgerfile.Row) {
+	*r = ledgerfile.Row{
+		TS: b.TS, Job: b.Job, Attempt: b.Attempt, Seat: b.Seat, Model: b.Model,
+		Delay:  ledgerfile.Resolution(b.Delay),
+		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true,
+		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA,
+	}
+}
+
+// RefusalRow fills r for an attempt refused before sending: its numbers
+// are the estimate the gate saw (track's, for the seat).
+func RefusalRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, d admit.Decision) {
+	b.fill(r)
+	n := track.Estimate(b.Seat, b.Reserve)
+	r.Wait, r.Elapsed, r.Tokens = n.Wait, n.Elapsed(), n.Tokens
+	if !track.Observed(b.Seat) {
+		r.ReserveUSD = b.Reserve
+	}
+	r.Decision = decisionString(d)
+	r.Unsent = true
+	if len(d.Failing) > 1 {
+		also := make([]string, 0, len(d.Failing)-1)
+		for _, f := range d.Failing[1:] {
+			also = append(also, string(f))
+		}
+		r.Note = "also: " + strings.Join(also, ", ")
+	}
+}
+
+// SentRow fills r for an attempt that was sent, from its observation;
+// track is the job's books before it (they say whether this seat's first
+// attempt reserved spend).
+func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observation, cost float64, priced bool, note string) {
+	b.fill(r)
+	if o.Model != "" {
+		r.Model = o.Model
+	}
+	r.Elapsed = ledgerfile.Resolution(o.Elapsed)
+	wait, _ := o.LoggedWait() // a cut before the first byte: the wait was at least its length
+	r.Wait = min(ledgerfile.Resolution(wait), r.Elapsed)
+	r.Connect, r.HasConnect = ledgerfile.Resolution(o.Connect), o.HasConnect
+	if !track.Observed(b.Seat) {
+		r.ReserveUSD = b.Reserve
+	}
+	r.TTFB, r.HasTTFB = ledgerfile.Resolution(o.TTFB), o.HasTTFB
+	r.Tokens = o.Tokens()
+	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
+	r.HasSplit = o.TokensFrom != ""
+	r.TokensFrom, r.PromptFrom, r.CompletionFrom = o.TokensFrom, o.PromptFrom, o.CompletionFrom
+	r.Outcome, r.HTTPStatus, r.Billing = o.Outcome, o.HTTPStatus, o.Billing
+	r.CostUSD, r.HasCost = cost, priced
+	r.RetryAfter, r.HasRetryAfter = ledgerfile.Resolution(o.RetryAfter), o.HasRetryAfter
+	r.ErrorCode = o.ErrorCode
+	r.Decision = "admit"
+	if o.Outcome == admit.WaitCap {
+		// The gate's wait cap, enforced live: the attempt went out and was
+		// cancelled when no first byte came within budget.max_wait.
+		r.Decision = decisionString(admit.Refuse(admit.ReasonQueueWait))
+	}
+	r.Note = note
+}
+
+// DecisionString is the printed decision, without building the string
+// again for a known refusal.
+func DecisionString(d admit.Decision) string { return decisionString(d) }
