@@ -161,7 +161,11 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 	if o.Rate > 0 {
 		rate = strconv.FormatFloat(o.Rate, 'g', -1, 64) + " jobs/s"
 	}
-	fmt.Fprintf(o.IO.ErrOut, "simulated %d jobs per policy, %s, seed %d, model %s\n", o.Jobs, rate, o.Seed, modelName)
+	ran := fmt.Sprintf("simulated %d jobs per policy", o.Jobs)
+	if interrupted(sums) != nil {
+		ran = "figures over the jobs that ran before the interruption" // the warning above gives the count
+	}
+	fmt.Fprintf(o.IO.ErrOut, "%s, %s, seed %d, model %s\n", ran, rate, o.Seed, modelName)
 	if !anyPriced(sums) {
 		fmt.Fprintln(o.IO.ErrOut, "retrygate: hint: no seat has prices (price_in, price_out): costs are left out")
 	}

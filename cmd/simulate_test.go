@@ -345,3 +345,18 @@ func TestSimulateInterrupted(t *testing.T) {
 	assert.True(t, got.Policies[0].Interrupted)
 	assert.Less(t, got.Policies[0].Jobs, 100000)
 }
+
+// Interrupted, the text report says so once: no "simulated N jobs" after
+// "interrupted after n of N jobs".
+func TestSimulateInterruptedSaysItOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ios, _, _, errOut := TestStreams()
+	f := &Factory{IO: ios, Now: time.Now, Getenv: os.Getenv, Ctx: ctx}
+	t.Chdir(t.TempDir())
+	code := Run(f, []string{"simulate", "--model", "fixed elapsed=1s", "--jobs", "100000"})
+	require.Equal(t, ExitRefuse, code, errOut.String())
+	assert.Equal(t, 1, strings.Count(errOut.String(), "100000"), errOut.String())
+	assert.Contains(t, errOut.String(), "retrygate: warning: defaults: interrupted after ")
+	assert.NotContains(t, errOut.String(), "simulated 100000 jobs")
+}
