@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse/model"
@@ -121,7 +122,12 @@ func printSimulateJSON(o *SimulateOptions, sums []*model.Summary, lj *layersJSON
 	if len(sums) == 2 {
 		out.Difference = map[string]summary.Figure{}
 		for _, m := range simMetrics() {
-			out.Difference[m.key] = summary.Figure(m.get(sums[1]) - m.get(sums[0]))
+			d := m.get(sums[1]) - m.get(sums[0])
+			if m.kind == 's' && finite(d) {
+				// Milliseconds, as the log writes durations (a difference may be negative).
+				d = time.Duration(d * float64(time.Second)).Round(time.Millisecond).Seconds()
+			}
+			out.Difference[m.key] = summary.Figure(d)
 		}
 	}
 	return printJSON(o.IO.Out, out)
