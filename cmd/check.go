@@ -154,7 +154,7 @@ no pipe.` +
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Policy, "policy", "", "policy `file` (a config file: budget and thresholds)")
 	fl.BoolVar(&opts.JSON, "json", false, "write JSON (the same as --format json)")
-	fl.StringVar(&opts.Format, "format", "", "output: table, tsv, json, github (workflow annotations) or junit (JUnit XML); default table on a terminal, tsv piped")
+	fl.StringVar(&opts.Format, "format", "", "output: github adds workflow annotations, junit is a JUnit XML report (default: table on a terminal, tsv piped)")
 	fl.StringVar(&opts.JUnitFile, "junit", "", "also write a JUnit XML report to `file`")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
 	return cmd

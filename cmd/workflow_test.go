@@ -132,9 +132,9 @@ func testWorkflows(t *testing.T, doc string, blocks []string) {
 					code := r.run(job.Steps, nil, "")
 					out := r.out.String()
 					if c.fail {
-						assert.NotZero(t, code, "the job must fail: %s", out)
+						assert.NotZero(t, code, "%s's workflow %d passes with a %s: it fails open\n%s", doc, i+1, c.name, out)
 					} else {
-						assert.Zero(t, code, "the job must pass: %s", out)
+						assert.Zero(t, code, "%s's workflow %d fails with a %s\n%s", doc, i+1, c.name, out)
 					}
 					assert.Contains(t, out, c.out)
 					if c.policy == "tight.yaml" && strings.Contains(out, "::notice") {
@@ -212,6 +212,24 @@ func TestActionInputIsNotCode(t *testing.T) {
 	assert.Equal(t, ExitBad, code, r.out.String())
 	assert.NoFileExists(t, filepath.Join(ws, "pwned"))
 	assert.NoFileExists(t, filepath.Join(ws, "pwned2"))
+}
+
+// The logs input takes several names and globs, as its description says.
+func TestActionLogsGlob(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	ws := t.TempDir()
+	copyFile(t, filepath.Join(flagRepo, "testdata", "policies", "tight.yaml"), filepath.Join(ws, "retrygate.yaml"))
+	require.NoError(t, os.Mkdir(filepath.Join(ws, "logs"), 0o755))
+	copyFile(t, filepath.Join(flagRepo, "testdata", "logs", "mixed.log"), filepath.Join(ws, "logs", "a.log"))
+	copyFile(t, filepath.Join(flagRepo, "testdata", "logs", "seed003.log"), filepath.Join(ws, "logs", "b.log"))
+	steps := []ghStep{{Uses: "someone/retrygate@v1", With: map[string]string{
+		"policy": "retrygate.yaml", "logs": "logs/*.log\n", "format": "json"}}}
+	r := newFakeRunner(t, ws, steps)
+	assert.Equal(t, ExitRefuse, r.run(steps, nil, ""), r.out.String())
+	assert.Contains(t, r.out.String(), `"logs/a.log",`)
+	assert.Contains(t, r.out.String(), `"logs/b.log"`)
 }
 
 func loadAction(t *testing.T) ghAction {
