@@ -348,6 +348,7 @@ func runRehearse(o *RehearseOptions) error {
 	ctx, stop := context.WithCancel(o.Ctx)
 	defer stop()
 	out := newAttemptPrinter(o.IO, o.JSON, virtual, o.Jobs)
+	defer out.finish(true) // on an early return; the run's own finish comes first
 	var conns connTally
 	// The end-of-run tables are the one summary's, over this run's rows,
 	// seats in chain order.
@@ -412,6 +413,7 @@ type attemptPrinter struct {
 	rows   [][]string
 
 	jobs, done int           // jobs in the run, jobs ended
+	finished   bool          // finish has run
 	stopTick   chan struct{} // stops the bar's redraws
 	ticked     chan struct{} // closed when they have stopped
 }
@@ -487,9 +489,10 @@ func (p *attemptPrinter) soft(job, seatName string, el time.Duration) {
 // last job's end drew it), erased when the run stopped short, since the
 // error says how far it got.
 func (p *attemptPrinter) finish(stopped bool) {
-	if p.bar == nil {
+	if p.bar == nil || p.finished {
 		return
 	}
+	p.finished = true
 	close(p.stopTick)
 	<-p.ticked
 	p.mu.Lock()
