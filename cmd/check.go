@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,11 +18,17 @@ type CheckOptions struct {
 	Policy     string // the policy file the budget and thresholds came from
 	Files      []string
 	JSON       bool
+	Format     string // table, tsv, json, github or junit; "" is table on a terminal, tsv piped
+	JUnitFile  string // also write the JUnit report here
+	Workspace  string // GITHUB_WORKSPACE: annotations name files relative to it
 	SkipBad    bool
 	Budget     admit.Budget
 	Thresholds []CheckThreshold
-	SlowAfter  time.Duration
-	Retry      admit.RetryPolicy // the retry rules the replay judges by
+	// ThresholdLines is the policy line of each threshold (0 when unknown),
+	// for annotations and JUnit.
+	ThresholdLines []int
+	SlowAfter      time.Duration
+	Retry          admit.RetryPolicy // the retry rules the replay judges by
 }
 
 // CheckThreshold is one parsed threshold and where the policy wrote it.
@@ -65,13 +73,30 @@ thresholds, and any held-out attempt the budget refuses fails the check
 (believe the refusal). Jobs the policy stops for its deadline (a
 replayed refuse: deadline, or a timeout cut at the end of what was left
 of the deadline) are deadline_miss_rate's misses, as simulate and
-rehearse count them. Percentiles are nearest rank.` +
+rehearse count them. Percentiles are nearest rank.
+
+--format github writes the report, then a GitHub workflow annotation for
+each failed threshold (at its line in the policy), each held-out attempt
+the budget refuses (error) and each other decision that changes
+(warning), both at their line in the log, and a notice with the verdict.
+--format junit writes a JUnit XML report: one test case per threshold and
+one for the held-out rows. --junit FILE writes that report to FILE as
+well, whatever --format is. The exit status is the verdict, so CI needs
+no pipe.` +
 			exitStatus("every threshold passed and every held-out attempt is admitted",
 				"a threshold failed, or the budget refuses a held-out attempt"),
 		Example: `  retrygate check --policy retrygate.yaml rehearsal.log
-  retrygate check --policy policy.yaml --json logs/*.log`,
+  retrygate check --policy policy.yaml --json logs/*.log
+  retrygate check --policy retrygate.yaml --format github --junit check.xml rehearsal.log`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := opts.resolveFormat(c.Flags().Changed("format")); err != nil {
+				return err
+			}
+			if c.Flags().Changed("junit") && strings.TrimSpace(opts.JUnitFile) == "" {
+				return badInput("--junit: empty file name")
+			}
+			opts.Workspace = f.Getenv("GITHUB_WORKSPACE")
 			if opts.Policy != "" {
 				if f.ConfigFile != "" && f.ConfigFile != opts.Policy {
 					return badInput("--policy %q and --config %q name different files: pass one", opts.Policy, f.ConfigFile)
@@ -99,7 +124,7 @@ rehearse count them. Percentiles are nearest rank.` +
 			if err != nil {
 				return err
 			}
-			opts.Thresholds = nil
+			opts.Thresholds, opts.ThresholdLines = nil, nil
 			for _, e := range entries {
 				if len(e.Exprs) == 0 {
 					return badInput("%s: an empty list judges nothing: give at least one \"agg op value\"", e.Where)
@@ -110,6 +135,7 @@ rehearse count them. Percentiles are nearest rank.` +
 						return badInput("%s: %v", e.Where, err)
 					}
 					opts.Thresholds = append(opts.Thresholds, CheckThreshold{Threshold: t, Where: e.Where})
+					opts.ThresholdLines = append(opts.ThresholdLines, cfg.tree.lines["thresholds."+e.Metric])
 				}
 			}
 			if len(opts.Thresholds) == 0 {
@@ -127,9 +153,40 @@ rehearse count them. Percentiles are nearest rank.` +
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Policy, "policy", "", "policy `file` (a config file: budget and thresholds)")
-	fl.BoolVar(&opts.JSON, "json", false, "write JSON")
+	fl.BoolVar(&opts.JSON, "json", false, "write JSON (the same as --format json)")
+	fl.StringVar(&opts.Format, "format", "", "output: github adds workflow annotations, junit is a JUnit XML report (default: table on a terminal, tsv piped)")
+	fl.StringVar(&opts.JUnitFile, "junit", "", "also write a JUnit XML report to `file`")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
 	return cmd
+}
+
+// checkFormats are --format's values, in help order.
+var checkFormats = []string{"table", "tsv", "json", "github", "junit"}
+
+// resolveFormat settles --format and --json into one format and the
+// streams the text report is drawn on.
+func (opts *CheckOptions) resolveFormat(formatSet bool) error {
+	if formatSet && !slices.Contains(checkFormats, opts.Format) {
+		e := badInput("--format: unknown format %q (want %s)", opts.Format, strings.Join(checkFormats, ", "))
+		if s, ok := closest(opts.Format, checkFormats); ok {
+			return withHint(e, fmt.Sprintf("did you mean --format %s?", s))
+		}
+		return e
+	}
+	if opts.JSON {
+		if formatSet && opts.Format != "json" {
+			return badInput("--json and --format %s ask for two formats: pass one", opts.Format)
+		}
+		opts.Format = "json"
+	}
+	if opts.Format == "" {
+		return nil
+	}
+	io := *opts.IO
+	// A forced table borders even a pipe; every other format's text is plain.
+	io.OutTTY = opts.Format == "table"
+	opts.IO = &io
+	return nil
 }
 
 func runCheck(opts *CheckOptions) error {
@@ -149,9 +206,19 @@ func runCheck(opts *CheckOptions) error {
 	if res.HeldOut.Rows == 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on\n")
 	}
-	if opts.JSON {
+	if opts.JUnitFile != "" {
+		if err := writeCheckJUnitFile(opts, logs, res); err != nil {
+			return err
+		}
+	}
+	switch opts.Format {
+	case "json":
 		err = printCheckJSON(opts, logs, res, torn, skipped)
-	} else {
+	case "github":
+		err = printCheckGitHub(opts, res)
+	case "junit":
+		err = printCheckJUnit(opts.IO.Out, opts, logs, res)
+	default:
 		err = printCheck(opts, res)
 	}
 	if err != nil {

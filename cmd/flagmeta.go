@@ -47,7 +47,7 @@ var flagVocabulary = map[string]flagMeta{
 	"config": {placeholder: phFile, files: true}, "log": {placeholder: phFile, files: true},
 	"state": {placeholder: phFile, files: true}, "prompt-file": {placeholder: phFile, files: true},
 	"policy": {placeholder: phFile, files: true}, "vs": {placeholder: phFile, files: true},
-	"script": {placeholder: phFile, files: true},
+	"script": {placeholder: phFile, files: true}, "junit": {placeholder: phFile, files: true},
 
 	"deadline": {placeholder: phDuration}, "max-wait": {placeholder: phDuration},
 	"hard-timeout": {placeholder: phDuration}, "wait-cap": {placeholder: phDuration},
@@ -80,6 +80,7 @@ var flagOverrides = map[string]flagMeta{
 	"report --by":         {values: []string{"seat", "model", "job", "outcome"}},
 	"report --hist":       {values: []string{"wait", "elapsed", "tokens"}},
 	"seat serve --format": {values: []string{"openai", "anthropic", "ollama"}},
+	"check --format":      {values: checkFormats},
 	"record --outcome":    {values: outcomeNames()},
 }
 

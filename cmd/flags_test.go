@@ -158,6 +158,8 @@ var flagSpecs = map[string]flagSpec{
 	"check --policy":   {bad: flagBadPath, path: true},
 	"check --json":     {bad: flagBadBool},
 	"check --skip-bad": {bad: flagBadBool},
+	"check --format":   {bad: []string{"", "githb", "xml", "JSON "}},
+	"check --junit":    {bad: flagBadOutPath, path: true},
 
 	// tune.
 	"tune --json":     {bad: flagBadBool},

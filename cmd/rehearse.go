@@ -101,12 +101,18 @@ log's "# run" line) so parallel rehearsals do not retry in lockstep.
 Piped, stdout gets one tab-separated line per attempt as it happens, then
 the summary per seat and the jobs' ends. On a terminal a real-time run
 draws a progress bar on stderr ("still waiting 6.0s..." once an attempt
-passes timeouts.soft) and prints the summary tables when done.
+passes timeouts.soft), which ends at 100%, and prints the summary tables
+when done. With stdout piped (rehearse | tee run.txt) there is no bar:
+the rows are the progress, and nothing shares their lines.
+
+When every attempt fails to connect (conn_error: a server that is down,
+a wrong port), the run says so on stderr, naming each seat and its base
+URL, and exits 1.
 
 Ctrl-C stops cleanly: attempts in flight are cancelled and written as
 outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
 			"done: every job ran (a seat failing is data in the log, not an error)",
-			"interrupted (Ctrl-C) before every job finished; the rows so far are in the log"),
+			"interrupted (Ctrl-C) before every job finished (the rows so far are in the log), or no attempt could connect"),
 		Example: `  # the built-in free-seat demo on a script seat, no key, no network
   retrygate rehearse
 
@@ -341,20 +347,9 @@ func runRehearse(o *RehearseOptions) error {
 
 	ctx, stop := context.WithCancel(o.Ctx)
 	defer stop()
-	out := &attemptPrinter{io: o.IO, lines: !o.JSON && !o.IO.OutTTY}
-	// A virtual run is over at once: on a terminal, show its attempts as a
-	// table instead of a progress bar nobody would see move.
-	out.table = !o.JSON && o.IO.OutTTY && virtual
-	if !virtual && !o.JSON && o.IO.ErrTTY {
-		out.bar = progressbar.NewOptions(o.Jobs,
-			progressbar.OptionSetWriter(o.IO.ErrOut),
-			progressbar.OptionSetDescription("rehearsing"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
+	out := newAttemptPrinter(o.IO, o.JSON, virtual, o.Jobs)
+	defer out.finish(true) // on an early return; the run's own finish comes first
+	var conns connTally
 	// The end-of-run tables are the one summary's, over this run's rows,
 	// seats in chain order.
 	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
@@ -370,6 +365,7 @@ func runRehearse(o *RehearseOptions) error {
 			return
 		}
 		sum.Add(r, o.LogPath)
+		conns.add(r)
 		out.row(r)
 	}
 	loop, err := rehearse.New(rehearse.Config{
@@ -385,7 +381,7 @@ func runRehearse(o *RehearseOptions) error {
 	} else {
 		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft})
 	}
-	out.finish()
+	out.finish(res.Interrupted || err != nil)
 	if err != nil {
 		return err
 	}
@@ -398,7 +394,7 @@ func runRehearse(o *RehearseOptions) error {
 	if res.Interrupted {
 		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
 	}
-	return nil
+	return conns.report(o.IO.ErrOut, o.chainConfigs(specs))
 }
 
 var attemptHeader = []string{"seat", "job", "attempt", "wait_s", "elapsed_s", "tokens", "outcome", "decision", "job_end"}
@@ -410,10 +406,16 @@ type attemptPrinter struct {
 	io     *IOStreams
 	lines  bool
 	table  bool
+	notes  bool // "still waiting" notes on stderr, when there is no bar
 	bar    *progressbar.ProgressBar
 	mu     sync.Mutex
 	header bool
 	rows   [][]string
+
+	jobs, done int           // jobs in the run, jobs ended
+	finished   bool          // finish has run
+	stopTick   chan struct{} // stops the bar's redraws
+	ticked     chan struct{} // closed when they have stopped
 }
 
 func attemptCells(r *ledgerfile.Row) []string {
@@ -444,11 +446,21 @@ func (p *attemptPrinter) row(r *ledgerfile.Row) {
 	case p.table:
 		p.rows = append(p.rows, attemptCells(r))
 	}
+	if r.JobEnd != "" {
+		p.done++
+	}
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("%s attempt %d on %s: %s", r.Job, r.Attempt, r.Seat, lastWord(r)))
+		// Count first, then describe: each draw shows the jobs ended so
+		// far. The last job's end draws the full bar, which stays.
+		if p.done == p.jobs && r.JobEnd != "" {
+			p.bar.Describe("rehearsed")
+			_ = p.bar.Add(1)
+			return
+		}
 		if r.JobEnd != "" {
 			_ = p.bar.Add(1)
 		}
+		p.bar.Describe(fmt.Sprintf("%s attempt %d on %s: %s", r.Job, r.Attempt, r.Seat, lastWord(r)))
 	}
 }
 
@@ -468,16 +480,27 @@ func (p *attemptPrinter) soft(job, seatName string, el time.Duration) {
 		p.bar.Describe(note)
 		return
 	}
-	if !p.table {
+	if p.notes {
 		fmt.Fprintln(p.io.ErrOut, note)
 	}
 }
 
-func (p *attemptPrinter) finish() {
+// finish ends the bar: at 100% on its own line when every job ran (the
+// last job's end drew it), erased when the run stopped short, since the
+// error says how far it got.
+func (p *attemptPrinter) finish(stopped bool) {
+	if p.bar == nil || p.finished {
+		return
+	}
+	p.finished = true
+	close(p.stopTick)
+	<-p.ticked
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar != nil {
-		_ = p.bar.Finish()
+	if stopped || p.done < p.jobs {
 		_ = p.bar.Clear()
+		_ = p.bar.Exit()
+		return
 	}
+	_ = p.bar.Finish() // already full: draws nothing more
 }

@@ -2,14 +2,22 @@ package cmd
 
 import (
 	"fmt"
+	"io"
+	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
+
+	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
 )
 
 // rehearseJSON is the --json shape.
@@ -135,4 +143,138 @@ func refusals(m map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// newAttemptPrinter decides how a run shows its attempts as they happen.
+// Progress goes to stderr only when stderr is a terminal, and the bar is
+// drawn only when nothing else can reach that terminal while it moves:
+// stdout is the terminal itself (rows are not printed during a real-time
+// run then), a regular file, or --json (printed after the bar ends). With
+// stdout a pipe (rehearse | tee run.txt), the rows may come back to the
+// same terminal through tee, so there is no bar: the rows are the progress.
+func newAttemptPrinter(io *IOStreams, jsonOut, virtual bool, jobs int) *attemptPrinter {
+	p := &attemptPrinter{io: io, lines: !jsonOut && !io.OutTTY, jobs: jobs}
+	// A virtual run is over at once: on a terminal, show its attempts as a
+	// table instead of a progress bar nobody would see move.
+	p.table = !jsonOut && io.OutTTY && virtual
+	p.notes = io.ErrTTY && !p.table
+	if !virtual && io.ErrTTY && (jsonOut || io.OutTTY || isRegularFile(io.Out)) {
+		p.bar = progressbar.NewOptions(jobs,
+			progressbar.OptionSetWriter(io.ErrOut),
+			progressbar.OptionSetDescription("rehearsing"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			// The bar stays at 100% when every job ran, on its own line.
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(io.ErrOut) }),
+		)
+		p.stopTick = make(chan struct{})
+		p.ticked = make(chan struct{})
+		go p.tick()
+	}
+	return p
+}
+
+// tick redraws the bar now and then: a throttled draw would otherwise
+// wait for the next attempt, which may be many seconds away.
+func (p *attemptPrinter) tick() {
+	defer close(p.ticked)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopTick:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			if p.done < p.jobs {
+				_ = p.bar.Add(0)
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func isRegularFile(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode().IsRegular()
+}
+
+// connTally counts, per seat, the attempts sent and those that could not
+// connect, to tell a wrong port or a server that is down from a bad day.
+type connTally struct {
+	mu    sync.Mutex
+	sent  map[string]int
+	conn  map[string]int
+	order []string
+}
+
+func (c *connTally) add(r *ledgerfile.Row) {
+	if r.Unsent {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sent == nil {
+		c.sent, c.conn = map[string]int{}, map[string]int{}
+	}
+	if _, seen := c.sent[r.Seat]; !seen {
+		c.order = append(c.order, r.Seat)
+	}
+	c.sent[r.Seat]++
+	if r.Outcome == admit.ConnError {
+		c.conn[r.Seat]++
+	}
+}
+
+// report says on stderr which seats never connected, with their URL, and
+// returns exit 1 when no attempt of the run connected at all.
+func (c *connTally) report(w io.Writer, chain []seat.Config) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	urls := map[string]string{}
+	for _, sc := range chain {
+		urls[sc.Name] = safeURL(sc.BaseURL)
+	}
+	sent, conn := 0, 0
+	var down, wheres []string
+	for _, name := range c.order {
+		sent += c.sent[name]
+		conn += c.conn[name]
+		if c.sent[name] > 0 && c.conn[name] == c.sent[name] {
+			where := "seat " + name
+			if u := urls[name]; u != "" {
+				where += " (" + u + ")"
+			}
+			down, wheres = append(down, name), append(wheres, where)
+		}
+	}
+	if sent > 0 && conn == sent {
+		return &exitError{Code: ExitRefuse,
+			Err:  fmt.Errorf("every attempt failed to connect (%d of %d, conn_error): %s", conn, sent, strings.Join(wheres, ", ")),
+			Hint: "is the server up, and is the port right? the log's notes say what the connection got"}
+	}
+	for i, name := range down {
+		fmt.Fprintf(w, "retrygate: warning: %s: every attempt failed to connect (%d of %d, conn_error); the other seats answered\n",
+			wheres[i], c.conn[name], c.sent[name])
+	}
+	return nil
+}
+
+// safeURL is a base URL fit to print: scheme, host and path, never the
+// query (an api-version may sit beside a key) nor credentials.
+func safeURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
 }

@@ -284,7 +284,12 @@ func runSimulate(o *SimulateOptions) error {
 		}
 	}
 	if bar != nil {
-		_ = bar.Finish()
+		if interrupted(sums) != nil {
+			_ = bar.Clear() // a full bar would say every job ran
+			_ = bar.Exit()
+		} else {
+			_ = bar.Finish()
+		}
 	}
 	for i, s := range sums {
 		sp := o.Policies[i]

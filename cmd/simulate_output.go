@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse/model"
@@ -121,7 +122,12 @@ func printSimulateJSON(o *SimulateOptions, sums []*model.Summary, lj *layersJSON
 	if len(sums) == 2 {
 		out.Difference = map[string]summary.Figure{}
 		for _, m := range simMetrics() {
-			out.Difference[m.key] = summary.Figure(m.get(sums[1]) - m.get(sums[0]))
+			d := m.get(sums[1]) - m.get(sums[0])
+			if m.kind == 's' && finite(d) {
+				// Milliseconds, as the log writes durations (a difference may be negative).
+				d = time.Duration(d * float64(time.Second)).Round(time.Millisecond).Seconds()
+			}
+			out.Difference[m.key] = summary.Figure(d)
 		}
 	}
 	return printJSON(o.IO.Out, out)
@@ -161,7 +167,11 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 	if o.Rate > 0 {
 		rate = strconv.FormatFloat(o.Rate, 'g', -1, 64) + " jobs/s"
 	}
-	fmt.Fprintf(o.IO.ErrOut, "simulated %d jobs per policy, %s, seed %d, model %s\n", o.Jobs, rate, o.Seed, modelName)
+	ran := fmt.Sprintf("simulated %d jobs per policy", o.Jobs)
+	if interrupted(sums) != nil {
+		ran = "figures over the jobs that ran before the interruption" // the warning above gives the count
+	}
+	fmt.Fprintf(o.IO.ErrOut, "%s, %s, seed %d, model %s\n", ran, rate, o.Seed, modelName)
 	if !anyPriced(sums) {
 		fmt.Fprintln(o.IO.ErrOut, "retrygate: hint: no seat has prices (price_in, price_out): costs are left out")
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -344,4 +346,64 @@ func TestSimulateInterrupted(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
 	assert.True(t, got.Policies[0].Interrupted)
 	assert.Less(t, got.Policies[0].Jobs, 100000)
+}
+
+// Interrupted, the text report says so once: no "simulated N jobs" after
+// "interrupted after n of N jobs".
+func TestSimulateInterruptedSaysItOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ios, _, _, errOut := TestStreams()
+	f := &Factory{IO: ios, Now: time.Now, Getenv: os.Getenv, Ctx: ctx}
+	t.Chdir(t.TempDir())
+	code := Run(f, []string{"simulate", "--model", "fixed elapsed=1s", "--jobs", "100000"})
+	require.Equal(t, ExitRefuse, code, errOut.String())
+	assert.Equal(t, 1, strings.Count(errOut.String(), "100000"), errOut.String())
+	assert.Contains(t, errOut.String(), "retrygate: warning: defaults: interrupted after ")
+	assert.NotContains(t, errOut.String(), "simulated 100000 jobs")
+}
+
+// One rounding for durations in output: every *_s figure of --json has
+// at most 3 decimals (milliseconds, as the log writes them).
+func TestJSONSecondsAreMilliseconds(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(rehearseRepo, "testdata", "policies")
+	runs := [][]string{
+		{"simulate", "--model", "lognormal p50=0.5s p99=2s 5xx=10%", "--jobs", "300", "--rate", "5", "--json",
+			"--policy", filepath.Join(policy, "pass.yaml"), "--vs", filepath.Join(policy, "tight.yaml")},
+		{"rehearse", "--jobs", "20", "--json", "--log", filepath.Join(dir, "r.log")},
+		{"report", "--json", filepath.Join(rehearseRepo, "testdata", "logs", "mixed.log")},
+	}
+	for _, args := range runs {
+		t.Run(args[0], func(t *testing.T) {
+			ios, _, out, errOut := TestStreams()
+			f := &Factory{IO: ios, Now: func() time.Time { return rehearseNow }, Getenv: func(string) string { return "" }, Ctx: context.Background()}
+			t.Chdir(dir)
+			require.Equal(t, ExitOK, Run(f, args), errOut.String())
+			var v any
+			require.NoError(t, json.Unmarshal(out.Bytes(), &v))
+			n := 0
+			var walk func(path string, v any)
+			walk = func(path string, v any) {
+				switch x := v.(type) {
+				case map[string]any:
+					for k, e := range x {
+						walk(path+"."+k, e)
+					}
+				case []any:
+					for _, e := range x {
+						walk(path+"[]", e)
+					}
+				case float64:
+					if strings.HasSuffix(path, "_s") || strings.Contains(path, "_s.") { // wait_s.p95 too
+						n++
+						assert.InDelta(t, math.Round(x*1000)/1000, x, 1e-12, "%s = %v", path, x)
+						assert.LessOrEqual(t, len(strconv.FormatFloat(x, 'f', -1, 64)), len(strconv.FormatFloat(x, 'f', 3, 64)), "%s = %v", path, x)
+					}
+				}
+			}
+			walk("", v)
+			assert.NotZero(t, n, "some *_s figures")
+		})
+	}
 }

@@ -215,20 +215,22 @@ func View(s *summary.Summary, pricedSeats bool, duration time.Duration, breakerO
 		CostUSD: all.USDTotal, CostPerJob: j.USDPerJob, CostPerJobSE: j.USDSE, CostPerSuccess: j.USDPerSuccess,
 		RetryTax: all.RetryTax.TokensShare, RetryTaxUSD: all.RetryTax.USD, RetryTaxUSDShare: all.RetryTax.USDShare,
 		WastedCalls: int(all.WastedCalls), WastedPerJob: j.WastedPerJob,
-		DurationS: duration.Seconds(),
+		DurationS: ledgerfile.Resolution(duration).Seconds(), // milliseconds, as the log writes durations
 		Outcomes:  ints(all.Outcomes), Refusals: ints(all.Refusals),
 	}
 	if !out.Priced {
 		out.CostPerJobSE = summary.Figure(math.NaN())
 	}
+	var open time.Duration
 	for i, g := range s.Groups {
 		sf := SeatFigures{Seat: g.Key, Attempts: int(g.Attempts), Successes: int(g.Outcomes[string(admit.OK)]), Wasted: int(g.WastedCalls)}
 		if i < len(breakerOpen) {
-			sf.BreakerOpenS = breakerOpen[i].Seconds()
-			out.BreakerOpenS += sf.BreakerOpenS
+			sf.BreakerOpenS = ledgerfile.Resolution(breakerOpen[i]).Seconds()
+			open = admit.AddDuration(open, ledgerfile.Resolution(breakerOpen[i]))
 		}
 		out.Seats = append(out.Seats, sf)
 	}
+	out.BreakerOpenS = open.Seconds() // a sum of milliseconds: no float residue
 	return out
 }
 

@@ -1,0 +1,160 @@
+package cmd
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"retrygate/ledgerfile/summary"
+)
+
+// The JUnit XML that CI systems read (GitHub test reporters, GitLab,
+// Jenkins): one suite, a test case per threshold and one for the held-out
+// rows. No timestamps, so the same logs give the same bytes.
+type junitSuites struct {
+	XMLName  xml.Name   `xml:"testsuites"`
+	Name     string     `xml:"name,attr"`
+	Tests    int        `xml:"tests,attr"`
+	Failures int        `xml:"failures,attr"`
+	Suite    junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+	SystemOut  string          `xml:"system-out,omitempty"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Classname string        `xml:"classname,attr"`
+	Name      string        `xml:"name,attr"`
+	File      string        `xml:"file,attr,omitempty"`
+	Line      int           `xml:"line,attr,omitempty"`
+	Failure   *junitFailure `xml:"failure"`
+	Skipped   *junitSkipped `xml:"skipped"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) junitSuites {
+	s := junitSuite{Name: "retrygate check"}
+	s.Properties = []junitProperty{{"policy", opts.Policy}, {"budget", budgetLine(opts.Budget)}}
+	for _, l := range displayNames(logs) {
+		s.Properties = append(s.Properties, junitProperty{"log", l})
+	}
+	for i, r := range res.Thresholds {
+		c := junitCase{Classname: "thresholds", Name: r.Metric + " " + r.Threshold, File: filepath.ToSlash(opts.Policy)}
+		if i < len(opts.ThresholdLines) {
+			c.Line = opts.ThresholdLines[i]
+		}
+		if !r.Pass {
+			obs := r.Aggregation + "=" + formatObserved(r.Spec, r.Value)
+			text := fmt.Sprintf("observed %s (n=%d); the policy wants %s (%s)", obs, r.N, r.Threshold, r.Where)
+			if r.Note != "" {
+				text += "\n" + r.Note
+			}
+			c.Failure = &junitFailure{Message: obs + ", want " + r.Threshold, Type: "threshold", Text: text}
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	held, refused := res.HeldOut.Rows, res.HeldOut.Refused
+	hc := junitCase{Classname: "held-out", Name: "every held-out attempt is admitted"}
+	switch {
+	case held == 0:
+		hc.Skipped = &junitSkipped{Message: "no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on"}
+	case len(refused) > 0:
+		var b strings.Builder
+		for _, r := range refused {
+			fmt.Fprintf(&b, "%s:%d: %s\n", r.File, r.Line, changeText(r))
+		}
+		hc.Failure = &junitFailure{
+			Message: fmt.Sprintf("the budget refuses %d of %d held-out %s: believe the refusal", len(refused), held, plural(int(held), "row", "rows")),
+			Type:    "held-out", Text: b.String(),
+		}
+	}
+	s.Cases = append(s.Cases, hc)
+	for _, c := range s.Cases {
+		s.Tests++
+		if c.Failure != nil {
+			s.Failures++
+		}
+		if c.Skipped != nil {
+			s.Skipped++
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%s\n", checkVerdict(opts, res))
+	for _, r := range res.Changes {
+		fmt.Fprintf(&out, "%s:%d: %s\n", r.File, r.Line, changeText(r))
+	}
+	if extra := res.ChangesTotal - int64(len(res.Changes)); extra > 0 {
+		fmt.Fprintf(&out, "… and %d more\n", extra)
+	}
+	s.SystemOut = out.String()
+	return junitSuites{Name: "retrygate check", Tests: s.Tests, Failures: s.Failures, Suite: s}
+}
+
+func printCheckJUnit(w io.Writer, opts *CheckOptions, logs *logSet, res *summary.CheckResult) error {
+	b, err := xml.MarshalIndent(checkJUnit(opts, logs, res), "", "  ")
+	if err != nil {
+		return fmt.Errorf("failed to write JUnit XML: %w", err)
+	}
+	if _, err := io.WriteString(w, xml.Header+string(b)+"\n"); err != nil {
+		return fmt.Errorf("failed to write JUnit XML: %w", err)
+	}
+	return nil
+}
+
+// writeCheckJUnitFile writes the JUnit report to --junit's file whole or
+// not at all: temp file beside it, fsync, rename, fsync the directory.
+func writeCheckJUnitFile(opts *CheckOptions, logs *logSet, res *summary.CheckResult) error {
+	name := opts.JUnitFile
+	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+		return badInput("--junit %q: is a directory, not a file", name)
+	}
+	dir := filepath.Dir(name)
+	tmp, err := os.CreateTemp(dir, ".retrygate-junit-*.xml")
+	if err != nil {
+		return badInput("--junit %q: %v", name, err)
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; cleans up a failure
+	err = printCheckJUnit(tmp, opts, logs, res)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to write --junit %q: %w", name, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
