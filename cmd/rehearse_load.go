@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -112,6 +113,23 @@ func (s loadShape) describe() string {
 	}
 	if s.Duration > 0 {
 		out += " duration=" + ledgerfile.FormatSeconds(s.Duration) + "s"
+	}
+	return out
+}
+
+// human is the ramp and duration for a sentence: ", ramp 1,2,4 jobs/s
+// 30s each, for 60s".
+func (s loadShape) human() string {
+	var out string
+	if len(s.Ramp) > 0 {
+		rates := make([]string, len(s.Ramp))
+		for i, st := range s.Ramp {
+			rates[i] = strconv.FormatFloat(st.Rate, 'g', -1, 64)
+		}
+		out += ", ramp " + strings.Join(rates, ",") + " jobs/s " + s.Ramp[0].For.String() + " each"
+	}
+	if s.Duration > 0 {
+		out += ", for " + s.Duration.String()
 	}
 	return out
 }

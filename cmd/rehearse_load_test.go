@@ -3,6 +3,8 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,4 +63,22 @@ func TestRehearseDurationWithJobsStopsAtEither(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, errOut, "5 jobs over")
 	assert.Regexp(t, `(?m)^5\t`, out[strings.LastIndex(out, "jobs\tsucceeded"):])
+}
+
+func TestSimulateRampIsBoundedByTimeAndRepeats(t *testing.T) {
+	args := []string{"simulate", "--policy", simTwo, "--model", simSeed2, "--ramp", "1,2,4/s", "--ramp-step", "100s", "--seed", "9"}
+	code, out, errOut := costRun(t, args...)
+	require.Equal(t, 0, code, errOut)
+	// 100 + 200 + 400 = 700 arrivals expected; Poisson spread ~26.
+	m := regexp.MustCompile(`simulated (\d+) \(bounded by time\) jobs per policy, Poisson, ramp 1,2,4 jobs/s 1m40s each`).FindStringSubmatch(errOut)
+	require.NotNil(t, m, errOut)
+	n, _ := strconv.Atoi(m[1])
+	assert.InDelta(t, 700, n, 90)
+	_, out2, errOut2 := costRun(t, args...)
+	assert.Equal(t, out, out2)
+	assert.Equal(t, errOut, errOut2)
+
+	code, _, errOut = costRun(t, "simulate", "--policy", simTwo, "--model", simSeed2, "--ramp-step", "5s")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--ramp-step: only with --ramp")
 }

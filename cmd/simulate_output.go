@@ -158,10 +158,18 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 		rows = append(rows, row)
 	}
 	rate := "one after another"
+	if len(o.Ramp) > 0 {
+		rate = "Poisson"
+	}
 	if o.Rate > 0 {
 		rate = strconv.FormatFloat(o.Rate, 'g', -1, 64) + " jobs/s"
 	}
-	fmt.Fprintf(o.IO.ErrOut, "simulated %d jobs per policy, %s, seed %d, model %s\n", o.Jobs, rate, o.Seed, modelName)
+	rate += (loadShape{Ramp: o.Ramp, Duration: o.Duration}).human()
+	jobs := strconv.Itoa(o.Jobs)
+	if o.Jobs == 0 && len(sums) > 0 {
+		jobs = strconv.Itoa(sums[0].Jobs) + " (bounded by time)"
+	}
+	fmt.Fprintf(o.IO.ErrOut, "simulated %s jobs per policy, %s, seed %d, model %s\n", jobs, rate, o.Seed, modelName)
 	if !anyPriced(sums) {
 		fmt.Fprintln(o.IO.ErrOut, "retrygate: hint: no seat has prices (price_in, price_out): costs are left out")
 	}
