@@ -61,7 +61,7 @@ var flagVocabulary = map[string]flagMeta{
 	"prompt-tokens": {placeholder: phN}, "completion-tokens": {placeholder: phN}, "http-status": {placeholder: phN},
 	"jobs": {placeholder: phN}, "concurrency": {placeholder: phN}, "call": {placeholder: phN},
 	"max-tokens": {placeholder: phN}, "seed": {placeholder: phN}, "retries": {placeholder: phN},
-	"rate": {placeholder: phN}, "margin": {placeholder: phN}, "attempts-per-success": {placeholder: phN},
+	"rate": {placeholder: phN}, "slots": {placeholder: phN}, "margin": {placeholder: phN}, "attempts-per-success": {placeholder: phN},
 
 	"max-spend": {placeholder: phUSD}, "next-usd": {placeholder: phUSD}, "spent-usd": {placeholder: phUSD},
 	"cost": {placeholder: phUSD}, "fallback-cost": {placeholder: phUSD},

@@ -137,6 +137,7 @@ var flagSpecs = map[string]flagSpec{
 	"rehearse --rate":        {bad: flagWith(flagBadUSD, "0", "2e6")},
 	"rehearse --duration":    {bad: flagBadPositive},
 	"rehearse --ramp":        {bad: flagBadRamp},
+	"seat serve --slots":     {bad: flagWith(flagBadInt, "1000001"), base: []string{"--script", "builtin:seed003"}},
 	"rehearse --ramp-step":   {bad: flagBadPositive, base: []string{"--ramp", "1,2"}},
 
 	// report.

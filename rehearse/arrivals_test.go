@@ -3,6 +3,7 @@ package rehearse
 import (
 	"context"
 	"math"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
 )
 
 // quick is a plan that succeeds at once on the virtual clock's scale.
@@ -179,4 +181,34 @@ func TestRehearseLiveDurationStopsOnTime(t *testing.T) {
 			assert.Equal(t, "cancelled", r.JobEnd)
 		}
 	}
+}
+
+// A seat server with one slot queues the rest: the wait a client sees
+// grows with the load, which is what a rate ramp is meant to find.
+func TestRehearseLiveSlotsQueue(t *testing.T) {
+	p := seat.Plan{TTFB: 5 * time.Millisecond, Wait: 60 * time.Millisecond, Elapsed: 80 * time.Millisecond, PromptTokens: 5, CompletionTokens: 5}
+	srv, err := seatserver.New(seatserver.Options{Planner: plans{p}, Format: seatserver.OpenAI, Slots: 1})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	live := (&liveServer{srv: srv, addr: ln.Addr()}).seat(t, "one-slot")
+
+	var out syncRows
+	l, err := New(Config{Policy: livePolicy(), Seats: []SeatSpec{live}, Rand: seeded(1), Sink: out.sink, Run: 1, Jobs: 3, Prompt: "scratch", MaxTokens: 8})
+	require.NoError(t, err)
+	res, err := l.RunReal(context.Background(), RealOptions{Jobs: 3, Concurrency: 3})
+	require.NoError(t, err)
+	require.Equal(t, Ends{Succeeded: 3}, res.Ends)
+	var waits []time.Duration
+	for _, r := range out.r {
+		waits = append(waits, r.Wait)
+	}
+	slices.Sort(waits)
+	t.Logf("waits %v", waits)
+	assert.GreaterOrEqual(t, waits[1], 60*time.Millisecond+80*time.Millisecond, "the second waits a whole attempt for the slot")
+	assert.GreaterOrEqual(t, waits[2], 60*time.Millisecond+2*80*time.Millisecond, "the third waits two")
 }
