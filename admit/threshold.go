@@ -45,6 +45,8 @@ var Metrics = []MetricSpec{
 	{Name: "ttfb_s", Kind: TrendMetric, Time: true, Doc: "submit → response headers, of each sent attempt that has it"},
 	{Name: "elapsed_s", Kind: TrendMetric, Time: true, Doc: "submit → last byte, of each sent attempt"},
 	{Name: "tokens", Kind: TrendMetric, Doc: "prompt + completion tokens of each sent attempt"},
+	{Name: "tpot_s", Kind: TrendMetric, Time: true, Doc: "time per output token of each ok attempt: (elapsed − wait) ÷ (completion tokens − 1) (docs/load.md)"},
+	{Name: "output_tps", Kind: TrendMetric, Doc: "output tokens per second of each ok attempt: completion tokens ÷ elapsed (docs/load.md)"},
 	{Name: "attempts_per_success", Kind: ValueMetric, Doc: "sent attempts ÷ jobs that succeeded (+Inf with no success)"},
 	{Name: "retry_ratio", Kind: ValueMetric, Doc: "sent attempts ÷ jobs"},
 	{Name: "retry_tax", Kind: ValueMetric, Percent: true, Doc: "share of tokens spent in attempts that did not produce the kept result"},

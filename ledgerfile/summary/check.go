@@ -173,6 +173,10 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		return admit.Observed{Num: all.Unknown, Den: all.Jobs}, all.Jobs
 	case "deadline_miss_rate":
 		return admit.Observed{Num: s.Jobs.DeadlineMisses, Den: s.Jobs.Jobs}, s.Jobs.Jobs
+	case "tpot_s":
+		return admit.Observed{Values: s.Stream.TPOT.Values}, s.Stream.TPOT.N
+	case "output_tps":
+		return admit.Observed{Values: s.Stream.OutputTPS.Values}, s.Stream.OutputTPS.N
 	case "billable_failure_rate":
 		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
 	}
