@@ -47,6 +47,7 @@ var Metrics = []MetricSpec{
 	{Name: "tokens", Kind: TrendMetric, Doc: "prompt + completion tokens of each sent attempt"},
 	{Name: "tpot_s", Kind: TrendMetric, Time: true, Doc: "time per output token of each ok attempt: (elapsed − wait) ÷ (completion tokens − 1) (docs/load.md)"},
 	{Name: "output_tps", Kind: TrendMetric, Doc: "output tokens per second of each ok attempt: completion tokens ÷ elapsed (docs/load.md)"},
+	{Name: "goodput", Kind: ValueMetric, Doc: "jobs per second that succeeded with every per-attempt threshold met by their ok attempt (docs/load.md)"},
 	{Name: "attempts_per_success", Kind: ValueMetric, Doc: "sent attempts ÷ jobs that succeeded (+Inf with no success)"},
 	{Name: "retry_ratio", Kind: ValueMetric, Doc: "sent attempts ÷ jobs"},
 	{Name: "retry_tax", Kind: ValueMetric, Percent: true, Doc: "share of tokens spent in attempts that did not produce the kept result"},

@@ -61,3 +61,38 @@ func TestStreamFiguresTPOTAndOutputTPS(t *testing.T) {
 	_, err := admit.ParseThreshold("tpot", "p(95) < 50ms")
 	assert.ErrorContains(t, err, "tpot", "a typo is refused as today")
 }
+
+func TestGoodputIsJobsMeetingEveryPerJobThresholdPerSecond(t *testing.T) {
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	at := func(r ledgerfile.Row, s float64) ledgerfile.Row {
+		r.TS = t0.Add(time.Duration(s * float64(time.Second)))
+		return r
+	}
+	rows := []ledgerfile.Row{
+		at(streamRow("a", 200*time.Millisecond, 1200*time.Millisecond, 101, admit.OK), 0), // good
+		at(streamRow("b", 900*time.Millisecond, 2200*time.Millisecond, 51, admit.OK), 1),  // wait too long
+		at(streamRow("c", 100*time.Millisecond, 300*time.Millisecond, 1, admit.OK), 2),    // no tpot: cannot show it met
+		at(streamRow("d", 300*time.Millisecond, 800*time.Millisecond, 11, admit.OK), 3),   // good; ends at 3.8s
+		at(streamRow("e", 100*time.Millisecond, 300*time.Millisecond, 50, admit.Timeout), 2),
+	}
+	rows[4].JobEnd = ledgerfile.JobUnknown
+	var ts []Threshold
+	for _, x := range [][2]string{{"wait_s", "p(95) < 500ms"}, {"tpot_s", "avg < 100ms"}, {"unknown_rate", "rate < 50%"}, {"goodput", "value > 0.5"}} {
+		th, err := admit.ParseThreshold(x[0], x[1])
+		require.NoError(t, err)
+		ts = append(ts, Threshold{Threshold: th})
+	}
+	c, err := NewCheck(CheckOptions{Budget: admit.Budget{Deadline: time.Minute, TokenCeiling: 100000, MaxAttempts: 3, MaxWait: 5 * time.Second}, Thresholds: ts})
+	require.NoError(t, err)
+	for i := range rows {
+		c.Add(&rows[i], "t.log")
+	}
+	res := c.Close()
+	assert.Equal(t, Goodput{Good: 2, Jobs: 5, Share: 0.4, Window: 3800 * time.Millisecond, WindowS: 3.8, PerSecond: Figure(2 / 3.8)}, res.Goodput)
+	for _, r := range res.Thresholds {
+		if r.Metric == "goodput" {
+			assert.InDelta(t, 2/3.8, r.Value, 1e-12)
+			assert.True(t, r.Pass)
+		}
+	}
+}

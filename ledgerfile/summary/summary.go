@@ -224,6 +224,8 @@ type Summary struct {
 	Content ContentFigures `json:"-"`
 	// Stream holds the per-attempt streaming figures (docs/load.md).
 	Stream StreamFigures `json:"stream"`
+	// Goodput is set by a check, which knows the policy's thresholds.
+	Goodput *Goodput `json:"goodput,omitempty"`
 }
 
 // StreamFigures are docs/load.md's per-attempt streaming figures over the
