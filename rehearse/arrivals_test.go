@@ -72,6 +72,7 @@ func TestVirtualRateArrivalsArePoisson(t *testing.T) {
 	require.Len(t, g, jobs-1)
 	// 1% critical value of the one-sample KS statistic: 1.63/sqrt(n).
 	d := ksExp(g, rate)
+	t.Logf("KS D=%.4f over %d gaps (1%% critical value %.4f)", d, len(g), 1.63/math.Sqrt(float64(len(g))))
 	assert.Less(t, d, 1.63/math.Sqrt(float64(len(g))), "inter-arrival gaps are not exponential at rate %g (D=%.4f)", rate, d)
 	// The wrong rate is refused by the same test: it has the power to tell.
 	assert.Greater(t, ksExp(g, rate*1.2), 1.63/math.Sqrt(float64(len(g))))
