@@ -36,9 +36,10 @@ const (
 	phAddr     = "addr" // host:port
 	phLayers   = "name=n,..."
 	phSpec     = "spec" // a latency model
+	phRates    = "n,n,.../s"
 )
 
-var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phName, phID, phText, phTime, phAddr, phLayers, phSpec}
+var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phName, phID, phText, phTime, phAddr, phLayers, phSpec, phRates}
 
 // flagVocabulary maps a flag's name to its meta, the same under every
 // command; flagOverrides holds the few that mean something else under one
@@ -52,6 +53,7 @@ var flagVocabulary = map[string]flagMeta{
 	"deadline": {placeholder: phDuration}, "max-wait": {placeholder: phDuration},
 	"hard-timeout": {placeholder: phDuration}, "wait-cap": {placeholder: phDuration},
 	"wait": {placeholder: phDuration}, "elapsed": {placeholder: phDuration}, "ttfb": {placeholder: phDuration},
+	"duration": {placeholder: phDuration}, "ramp-step": {placeholder: phDuration},
 	"next-wait": {placeholder: phDuration}, "next-elapsed": {placeholder: phDuration}, "spent": {placeholder: phDuration},
 
 	"token-ceiling": {placeholder: phN}, "max-attempts": {placeholder: phN}, "next-tokens": {placeholder: phN},
@@ -59,7 +61,7 @@ var flagVocabulary = map[string]flagMeta{
 	"prompt-tokens": {placeholder: phN}, "completion-tokens": {placeholder: phN}, "http-status": {placeholder: phN},
 	"jobs": {placeholder: phN}, "concurrency": {placeholder: phN}, "call": {placeholder: phN},
 	"max-tokens": {placeholder: phN}, "seed": {placeholder: phN}, "retries": {placeholder: phN},
-	"rate": {placeholder: phN}, "margin": {placeholder: phN}, "attempts-per-success": {placeholder: phN},
+	"rate": {placeholder: phN}, "slots": {placeholder: phN}, "margin": {placeholder: phN}, "attempts-per-success": {placeholder: phN},
 
 	"max-spend": {placeholder: phUSD}, "next-usd": {placeholder: phUSD}, "spent-usd": {placeholder: phUSD},
 	"cost": {placeholder: phUSD}, "fallback-cost": {placeholder: phUSD},
@@ -69,7 +71,7 @@ var flagVocabulary = map[string]flagMeta{
 	"seat": {placeholder: phName, seats: true}, "model": {placeholder: phName},
 	"job": {placeholder: phID}, "prompt": {placeholder: phText}, "note": {placeholder: phText},
 	"ts": {placeholder: phTime}, "since": {placeholder: phTime}, "addr": {placeholder: phAddr},
-	"layers": {placeholder: phLayers},
+	"layers": {placeholder: phLayers}, "ramp": {placeholder: phRates},
 	"listen": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
 }
 

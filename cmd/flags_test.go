@@ -51,6 +51,7 @@ var (
 	flagBadPath     = []string{"", ".", "no-such-dir/x"}
 	flagBadOutPath  = []string{"", ".", "no-such-dir/rehearsal.log"}
 	flagBadTime     = []string{"", "yesterday", "2026-13-01T00:00:00Z", "2026-03-14 09:00:00", "NaN"}
+	flagBadRamp     = []string{"", "/s", "0", "1,,2", "x", "-1", "NaN", "1,Inf", "2e7", "1;2"}
 	flagBadLayers   = []string{"", "sdk", "sdk=0", "sdk=-1", "sdk=x", "=3", "sdk=3,,app=2", "sdk=NaN", "sdk=99999999999", "sdk=1.5"}
 )
 
@@ -133,6 +134,11 @@ var flagSpecs = map[string]flagSpec{
 	"rehearse --holdout":     {bad: flagBadBool},
 	"rehearse --seed":        {bad: flagBadUint},
 	"rehearse --json":        {bad: flagBadBool},
+	"rehearse --rate":        {bad: flagWith(flagBadUSD, "0", "2e6")},
+	"rehearse --duration":    {bad: flagBadPositive},
+	"rehearse --ramp":        {bad: flagBadRamp},
+	"seat serve --slots":     {bad: flagWith(flagBadInt, "1000001"), base: []string{"--script", "builtin:seed003"}},
+	"rehearse --ramp-step":   {bad: flagBadPositive, base: []string{"--ramp", "1,2"}},
 
 	"proxy --deadline":       {bad: flagBadPositive},
 	"proxy --token-ceiling":  {bad: flagWith(flagBadCount, "0")},
@@ -167,14 +173,17 @@ var flagSpecs = map[string]flagSpec{
 	"tune --margin":   {bad: []string{"0.5", "-1", "NaN", "Inf", "", "1e400", "101", "5s"}},
 
 	// simulate.
-	"simulate --policy": {bad: flagBadPath, path: true},
-	"simulate --vs":     {bad: flagBadPath, path: true},
-	"simulate --model":  {bad: []string{"", "lognormal", "lognormal p50=-1s p99=2s", "lognormal p50=NaN p99=2s", "lognormal p50=2s p99=1s", "bogus p50=1s", "log:", "script:no-such.yaml"}},
-	"simulate --jobs":   {bad: flagWith(flagBadCount, "0", "100000001")},
-	"simulate --rate":   {bad: flagWith(flagBadUSD, "0")},
-	"simulate --seed":   {bad: flagBadUint},
-	"simulate --layers": {bad: flagBadLayers},
-	"simulate --json":   {bad: flagBadBool},
+	"simulate --policy":    {bad: flagBadPath, path: true},
+	"simulate --vs":        {bad: flagBadPath, path: true},
+	"simulate --model":     {bad: []string{"", "lognormal", "lognormal p50=-1s p99=2s", "lognormal p50=NaN p99=2s", "lognormal p50=2s p99=1s", "bogus p50=1s", "log:", "script:no-such.yaml"}},
+	"simulate --jobs":      {bad: flagWith(flagBadCount, "0", "100000001")},
+	"simulate --rate":      {bad: flagWith(flagBadUSD, "0")},
+	"simulate --seed":      {bad: flagBadUint},
+	"simulate --layers":    {bad: flagBadLayers},
+	"simulate --json":      {bad: flagBadBool},
+	"simulate --duration":  {bad: flagBadPositive},
+	"simulate --ramp":      {bad: flagBadRamp},
+	"simulate --ramp-step": {bad: flagBadPositive, base: []string{"--ramp", "1,2"}},
 
 	// cost.
 	"cost --fail-rate":            {bad: flagBadRate},

@@ -48,8 +48,9 @@ type RehearseOptions struct {
 	Chain      []seat.Config        // the seats jobs try, in order
 	Demo       bool                 // no config at all: seed 003 on the built-in script seat
 
-	Jobs        int
+	Jobs        int // 0 with a time bound: no bound by count
 	Concurrency int
+	Load        loadShape // --rate, --ramp, --duration
 	Prompt      string
 	MaxTokens   int
 	LogPath     string
@@ -119,6 +120,12 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
   # 20 jobs, 4 at a time, through the config's fallback chain
   retrygate rehearse --jobs 20 --concurrency 4 --prompt-file prompt.txt
 
+  # open loop: 5 jobs a second for a minute, arrivals not waiting on answers
+  retrygate rehearse --rate 5 --duration 1m
+
+  # find where the wait cap starts refusing: 1, 2, 4, 8 jobs/s, 30s each
+  retrygate rehearse --ramp 1,2,4,8/s --ramp-step 30s
+
   # one seat only, kept out of tuning
   retrygate rehearse --seat cheap --jobs 5 --holdout`,
 		Args: cobra.NoArgs,
@@ -137,6 +144,7 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
 	fl.StringVar(&seatName, "seat", "", "rehearse this seat alone (a `name` under seats:)")
 	fl.IntVar(&opts.Jobs, "jobs", 1, "run `N` jobs")
 	fl.IntVar(&opts.Concurrency, "concurrency", 1, "run `N` jobs at once, each with one attempt in flight")
+	addLoadFlags(fl, true)
 	fl.StringVar(&opts.Prompt, "prompt", "", "scratch prompt `text` (never logged; rows carry prompt_sha)")
 	fl.StringVar(&promptFile, "prompt-file", "", "read the scratch prompt from `file`")
 	fl.IntVar(&opts.MaxTokens, "max-tokens", 256, "completion `tokens` to ask for")
@@ -170,6 +178,17 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return badInput("--prompt and --prompt-file: give one or the other")
 	}
 	o.SeedSet = c.Flags().Changed("seed")
+	load, err := parseLoadFlags(c)
+	if err != nil {
+		return err
+	}
+	o.Load = load
+	if load.open() && c.Flags().Changed("concurrency") {
+		return badInput("--concurrency and --%s: a run is closed-loop (C jobs at once) or open-loop (arrivals at a rate), not both", map[bool]string{true: "rate", false: "ramp"}[load.Rate > 0])
+	}
+	if load.timed() && !c.Flags().Changed("jobs") {
+		o.Jobs = 0 // bounded by time alone
+	}
 	if promptFile != "" {
 		p, err := readPromptFile(promptFile)
 		if err != nil {
@@ -332,7 +351,7 @@ func runRehearse(o *RehearseOptions) error {
 		return err
 	}
 	defer w.Close()
-	desc := fmt.Sprintf("seed=%d jobs=%d concurrency=%d seats=%s clock=%s", seed, o.Jobs, o.Concurrency, strings.Join(names, ","), clock)
+	desc := fmt.Sprintf("seed=%d jobs=%d concurrency=%d seats=%s clock=%s", seed, o.Jobs, o.Concurrency, strings.Join(names, ","), clock) + o.Load.describe()
 	if o.Holdout {
 		desc += " holdout=true"
 	}
@@ -355,6 +374,11 @@ func runRehearse(o *RehearseOptions) error {
 	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
 		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true})
 	var writeErr error
+	var ramp *rampTable
+	start := o.Now()
+	if len(o.Load.Ramp) > 0 {
+		ramp = newRampTable(start, o.Load.Ramp)
+	}
 	sink := func(r *ledgerfile.Row) {
 		if writeErr != nil {
 			return
@@ -366,20 +390,28 @@ func runRehearse(o *RehearseOptions) error {
 		}
 		sum.Add(r, o.LogPath)
 		conns.add(r)
+		if ramp != nil {
+			ramp.add(r)
+		}
 		out.row(r)
 	}
 	loop, err := rehearse.New(rehearse.Config{
 		Policy: o.Policy, Seats: specs, Rand: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
-		Sink: sink, Run: run, Jobs: o.Jobs, Prompt: o.Prompt, MaxTokens: o.MaxTokens, Holdout: o.Holdout,
+		Sink: sink, Run: run, Jobs: o.Load.idWidthJobs(o.Jobs), Prompt: o.Prompt, MaxTokens: o.MaxTokens, Holdout: o.Holdout,
 	})
 	if err != nil {
 		return badInputErr(err)
 	}
 	var res rehearse.Result
 	if virtual {
-		res, err = loop.RunVirtual(rehearse.VirtualOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, Start: o.Now(), Ctx: ctx})
+		res, err = loop.RunVirtual(rehearse.VirtualOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, Start: start, Ctx: ctx,
+			Rate: o.Load.Rate, Ramp: o.Load.Ramp, Duration: o.Load.Duration})
 	} else {
-		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft})
+		if ramp != nil {
+			ramp.start = time.Now() // the wall clock the arrivals are scheduled on
+		}
+		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft,
+			Rate: o.Load.Rate, Ramp: o.Load.Ramp, Duration: o.Load.Duration})
 	}
 	out.finish(res.Interrupted || err != nil)
 	if err != nil {
@@ -391,7 +423,18 @@ func runRehearse(o *RehearseOptions) error {
 	if err := o.printSummary(sum.Close(), out, run, seed, clock, res); err != nil {
 		return err
 	}
+	if ramp != nil && !o.JSON {
+		if err := ramp.print(o.IO); err != nil {
+			return err
+		}
+	}
+	if o.Load.open() {
+		printArrivals(o.IO.ErrOut, res.Arrivals, clock)
+	}
 	if res.Interrupted {
+		if o.Jobs == 0 {
+			return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d jobs finished before the time was up; every row so far is in %s", res.Ends.Total(), logDisplay(o.LogPath))}
+		}
 		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
 	}
 	return conns.report(o.IO.ErrOut, o.chainConfigs(specs))

@@ -159,7 +159,11 @@ func newAttemptPrinter(io *IOStreams, jsonOut, virtual bool, jobs int) *attemptP
 	p.table = !jsonOut && io.OutTTY && virtual
 	p.notes = io.ErrTTY && !p.table
 	if !virtual && io.ErrTTY && (jsonOut || io.OutTTY || isRegularFile(io.Out)) {
-		p.bar = progressbar.NewOptions(jobs,
+		total := jobs
+		if total == 0 {
+			total = -1 // a run bounded by time: a spinner
+		}
+		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(io.ErrOut),
 			progressbar.OptionSetDescription("rehearsing"),
 			progressbar.OptionShowCount(),

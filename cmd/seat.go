@@ -39,6 +39,7 @@ type SeatServeOptions struct {
 	Format      seatserver.Format
 	Addr        string
 	AllowRemote bool
+	Slots       int // at most this many requests served at once (0: no limit)
 }
 
 func newSeatServeCmd(f *Factory, runF func(*SeatServeOptions) error) *cobra.Command {
@@ -109,6 +110,7 @@ localhost) unless --allow-remote is given.` + exitStatus("served until Ctrl-C", 
 	fl.StringVar(&format, "format", "openai", "wire `format`: openai, anthropic or ollama")
 	fl.StringVar(&opts.Addr, "addr", "127.0.0.1:0", "listen `address` (port 0 picks a free one)")
 	fl.BoolVar(&opts.AllowRemote, "allow-remote", false, "allow a listen address off loopback")
+	fl.IntVar(&opts.Slots, "slots", 0, "serve at most `n` requests at once; the rest queue, their plan starting when a slot frees (0: no limit)")
 	return c
 }
 
@@ -120,6 +122,9 @@ func (o *SeatServeOptions) fill(f *Factory, format string) error {
 	var err error
 	if o.Format, err = seatserver.ParseFormat(format); err != nil {
 		return badInput("--format: %v", err)
+	}
+	if o.Slots < 0 || o.Slots > 1_000_000 {
+		return badInput("--slots: must be between 0 and 1000000, got %d", o.Slots)
 	}
 	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
 		return badInput("--addr: not host:port %q (e.g. 127.0.0.1:0)", o.Addr)
@@ -141,7 +146,7 @@ func runSeatServe(o *SeatServeOptions) error {
 	if err != nil {
 		return badInputErr(err)
 	}
-	srv, err := seatserver.New(seatserver.Options{Planner: s, Format: o.Format, Log: o.IO.ErrOut, Now: o.Now})
+	srv, err := seatserver.New(seatserver.Options{Planner: s, Format: o.Format, Log: o.IO.ErrOut, Now: o.Now, Slots: o.Slots})
 	if err != nil {
 		return badInputErr(err)
 	}

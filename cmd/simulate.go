@@ -27,7 +27,9 @@ type SimulateOptions struct {
 	Policies []simPolicy // one, or two with --vs
 	Model    model.Model // nil: every seat is a script seat playing its own script
 	Jobs     int
-	Rate     float64 // Poisson arrivals per second; 0 runs jobs one after another
+	Rate     float64         // Poisson arrivals per second; 0 runs jobs one after another
+	Ramp     []rehearse.Step // --ramp: rates stepped through instead of Rate
+	Duration time.Duration   // --duration: bound by virtual time (Jobs 0: by time alone)
 	Seed     uint64
 	JSON     bool
 	Layers   []admit.Layer
@@ -119,6 +121,7 @@ retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before ever
 	fl.String("model", "", "latency `model` every seat plays (see above)")
 	fl.String("jobs", "10000", "how many `jobs` to simulate per policy")
 	fl.String("rate", "", "Poisson arrivals, jobs per `second` (default: one job after another)")
+	addLoadFlags(fl, false)
 	fl.String("seed", "1", "random `seed`: the same seed gives the same result")
 	fl.String("layers", "", "retry layers innermost first, `name=attempts,...` (e.g. sdk=2,app=3,queue=3)")
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
@@ -139,13 +142,13 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		return badInput("--jobs: must be between 1 and 100000000, got %d", n)
 	}
 	o.Jobs = int(n)
-	if v, set, err := amountFlag(c, "rate"); err != nil {
+	load, err := parseLoadFlags(c)
+	if err != nil {
 		return err
-	} else if set {
-		if v <= 0 {
-			return badInput("--rate: must be a positive number of jobs per second, got %g", v)
-		}
-		o.Rate = v
+	}
+	o.Rate, o.Ramp, o.Duration = load.Rate, load.Ramp, load.Duration
+	if load.timed() && !fl.Changed("jobs") {
+		o.Jobs = 0 // bounded by time alone
 	}
 	seed := fl.Lookup("seed").Value.String()
 	if o.Seed, err = strconv.ParseUint(strings.TrimSpace(seed), 10, 64); err != nil {
@@ -269,7 +272,7 @@ func runSimulate(o *SimulateOptions) error {
 		if err != nil {
 			return badInput("%s: %v", sp.Label, err)
 		}
-		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Seed: o.Seed, Ctx: o.Ctx}
+		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Ramp: o.Ramp, Duration: o.Duration, Seed: o.Seed, Ctx: o.Ctx}
 		if bar != nil {
 			offset := i * o.Jobs
 			sim.Progress = func(done int) { _ = bar.Set(offset + done) }

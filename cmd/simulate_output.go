@@ -164,10 +164,17 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 		rows = append(rows, row)
 	}
 	rate := "one after another"
+	if len(o.Ramp) > 0 {
+		rate = "Poisson"
+	}
 	if o.Rate > 0 {
 		rate = strconv.FormatFloat(o.Rate, 'g', -1, 64) + " jobs/s"
 	}
+	rate += (loadShape{Ramp: o.Ramp, Duration: o.Duration}).human()
 	ran := fmt.Sprintf("simulated %d jobs per policy", o.Jobs)
+	if o.Jobs == 0 && len(sums) > 0 {
+		ran = fmt.Sprintf("simulated %d jobs per policy (bounded by time)", sums[0].Jobs)
+	}
 	if interrupted(sums) != nil {
 		ran = "figures over the jobs that ran before the interruption" // the warning above gives the count
 	}

@@ -3,6 +3,7 @@ package rehearse
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,18 @@ type RealOptions struct {
 	Jobs        int
 	Concurrency int   // jobs at once, each with one attempt in flight (default 1)
 	Clock       Clock // RealClock unless a test says otherwise
+	// Rate > 0 makes arrivals open-loop: a Poisson process of Rate jobs
+	// per second drawn from the loop's seeded source, each job starting on
+	// its scheduled instant (read from Clock, so lateness never adds up)
+	// whether or not earlier jobs have finished. Ramp steps through rates
+	// instead. Result.Arrivals reports the rate achieved.
+	Rate float64
+	Ramp []Step
+	// Duration > 0 bounds the run by time: no job starts after it, and
+	// attempts in flight and sleeps at it are cut as Ctrl-C cuts them and
+	// written, job_end cancelled. With Duration (or a Ramp) Jobs 0 means
+	// no bound by count. The cut is timed on the wall clock.
+	Duration time.Duration
 	// OnSoft is told when an attempt passes the soft timeout (seed 002's
 	// "still waiting" state). It runs on a timer's goroutine.
 	OnSoft func(job, seat string, elapsed time.Duration)
@@ -39,6 +52,24 @@ func (l *Loop) RunReal(ctx context.Context, o RealOptions) (Result, error) {
 			return Result{}, errors.New("seat " + st.name + ": nothing to send to")
 		}
 	}
+	if err := checkLoad(o.Jobs, o.Rate, o.Ramp, o.Duration); err != nil {
+		return Result{}, err
+	}
+	arr := newArrivals(o.Rate, o.Ramp, o.Duration)
+	o.Jobs = limit(o.Jobs, arr, o.Duration)
+	timed := o.Duration > 0 || arr.end > 0
+	// run is the jobs' context: the operator's, cut at Duration with a
+	// plain cancellation (not a deadline, which a seat would read as its
+	// hard timeout).
+	run, cut := context.WithCancel(ctx)
+	defer cut()
+	if o.Duration > 0 {
+		t := time.AfterFunc(o.Duration, cut)
+		defer t.Stop()
+	}
+	if arr.open() {
+		return l.runOpen(ctx, run, &o, arr, timed)
+	}
 	conc := min(max(o.Concurrency, 1), max(o.Jobs, 1))
 	first := o.Clock.Now()
 	var next atomic.Int64
@@ -48,12 +79,12 @@ func (l *Loop) RunReal(ctx context.Context, o RealOptions) (Result, error) {
 		go func() {
 			defer wg.Done()
 			j := new(Job)
-			for ctx.Err() == nil {
+			for run.Err() == nil {
 				k := int(next.Add(1))
-				if k > o.Jobs {
+				if k > o.Jobs || k <= 0 {
 					return
 				}
-				l.runJob(ctx, j, k, &o)
+				l.runJob(run, j, k, &o)
 			}
 		}()
 	}
@@ -64,7 +95,80 @@ func (l *Loop) RunReal(ctx context.Context, o RealOptions) (Result, error) {
 	res := Result{Started: started, Ends: l.ends, Elapsed: o.Clock.Now().Sub(first)}
 	// Ctrl-C interrupts a run even when every job ended: the jobs it
 	// stopped ended cancelled.
-	res.Interrupted = ctx.Err() != nil && (res.Ends.Total() < o.Jobs || res.Ends.Cancelled > 0)
+	res.Interrupted = ctx.Err() != nil && (timed || res.Ends.Total() < o.Jobs || res.Ends.Cancelled > 0)
+	return res, nil
+}
+
+// runOpen is the open-loop shape: arrivals on the clock, each job on a
+// goroutine of its own. Each arrival's instant is an offset from the
+// first, so a late wake-up delays that one job and not the schedule.
+// The arrivals are drawn from a source seeded once from the loop's, so
+// the schedule does not depend on how the jobs' jitter interleaves.
+func (l *Loop) runOpen(ctx, run context.Context, o *RealOptions, arr arrivals, timed bool) (Result, error) {
+	c := o.Clock
+	l.mu.Lock()
+	rng := rand.New(rand.NewPCG(l.rng.Uint64(), l.rng.Uint64()))
+	l.mu.Unlock()
+	first := c.Now()
+	var wg sync.WaitGroup
+	var lagSum, maxLag, lastAt, lastActual time.Duration
+	started := 0
+	at, ok := arr.first()
+	for ok && started < o.Jobs && run.Err() == nil {
+		due := first.Add(time.Duration(at))
+		if d := due.Sub(c.Now()); d > 0 {
+			if c.Sleep(run, d) != nil {
+				break
+			}
+		}
+		if run.Err() != nil {
+			break
+		}
+		now := c.Now()
+		lag := max(now.Sub(due), 0)
+		lagSum += lag
+		maxLag = max(maxLag, lag)
+		started++
+		lastAt, lastActual = time.Duration(at), now.Sub(first)
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			l.runJob(run, new(Job), k, o)
+		}(started)
+		at, ok = arr.next(rng, at)
+	}
+	stoppedAt := c.Now().Sub(first)
+	wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	res := Result{Started: started, Ends: l.ends, Elapsed: c.Now().Sub(first)}
+	res.Interrupted = ctx.Err() != nil && (timed || res.Ends.Total() < o.Jobs || res.Ends.Cancelled > 0)
+	st := ArrivalStats{Target: targetRate(o.Rate, o.Ramp), Started: started, MaxLag: maxLag}
+	if started > 0 {
+		st.MeanLag = lagSum / time.Duration(started)
+	}
+	if timed && started < o.Jobs {
+		// Bounded by time: jobs started over the window, beside the jobs
+		// the schedule put in it (those the client did not reach count).
+		st.Window = time.Duration(arr.end) // Duration, or the ramp's end if sooner
+		if ctx.Err() != nil {
+			st.Window = min(st.Window, stoppedAt) // Ctrl-C ended it early
+		}
+		scheduled := started
+		for ok && time.Duration(at) < st.Window {
+			scheduled++
+			at, ok = arr.next(rng, at)
+		}
+		st.Scheduled = perSecond(scheduled, st.Window, false)
+		st.Achieved = perSecond(started, st.Window, false)
+	} else {
+		// Bounded by count: the gaps between the first and last starts,
+		// as scheduled and as they happened.
+		st.Window = lastActual
+		st.Scheduled = perSecond(started, lastAt, true)
+		st.Achieved = perSecond(started, lastActual, true)
+	}
+	res.Arrivals = st
 	return res, nil
 }
 

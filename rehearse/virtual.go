@@ -19,9 +19,16 @@ type VirtualOptions struct {
 	// Rate > 0 makes arrivals a Poisson process of Rate jobs per second
 	// from the loop's seeded source, each job starting when it arrives,
 	// with no cap on how many run at once: breakers and retry storms show.
-	Rate  float64
-	Start time.Time       // virtual time zero: the first row's ts
-	Ctx   context.Context // optional; checked every few thousand events
+	Rate float64
+	// Ramp steps through Poisson rates instead of Rate; arrivals end with
+	// its last step.
+	Ramp []Step
+	// Duration > 0 bounds the run by virtual time: no job starts after
+	// it, and attempts in flight or sleeps at it are cut as Ctrl-C cuts
+	// them. With Duration (or a Ramp) Jobs 0 means no bound by count.
+	Duration time.Duration
+	Start    time.Time       // virtual time zero: the first row's ts
+	Ctx      context.Context // optional; checked every few thousand events
 }
 
 // Result is how a run went.
@@ -30,12 +37,15 @@ type Result struct {
 	Interrupted bool // the context was cancelled before every job finished
 	Ends        Ends
 	Elapsed     time.Duration // from the first job's start to the last event
+	// Arrivals is how an open-loop run (a rate or a ramp) held its rate.
+	Arrivals ArrivalStats
 }
 
 const (
 	evArrive uint8 = iota
 	evDone
 	evWake
+	evStop // Duration has passed
 )
 
 // event is one thing that happens at a virtual instant. seq breaks ties
@@ -103,20 +113,27 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			return Result{}, fmt.Errorf("seat %q: only script seats run on the virtual clock", l.seats[i].name)
 		}
 	}
-	if o.Jobs < 0 {
-		return Result{}, fmt.Errorf("jobs: must not be negative, got %d", o.Jobs)
+	if err := checkLoad(o.Jobs, o.Rate, o.Ramp, o.Duration); err != nil {
+		return Result{}, err
 	}
-	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
-		return Result{}, fmt.Errorf("rate: must be a positive number of jobs per second, got %g", o.Rate)
-	}
+	arr := newArrivals(o.Rate, o.Ramp, o.Duration)
+	o.Jobs = limit(o.Jobs, arr, o.Duration)
 	if o.Ctx != nil && o.Ctx.Err() != nil {
 		return Result{Interrupted: o.Jobs > 0, Ends: l.ends}, nil // stopped before it began
 	}
 	conc := max(o.Concurrency, 1)
-	v := vrun{l: l, o: o, start: o.Start}
+	v := vrun{l: l, o: o, start: o.Start, arr: arr, end: math.MaxInt64}
+	if o.Duration > 0 {
+		v.end = int64(o.Duration)
+	}
 	l.vheap = l.vheap[:0]
 	if o.Jobs > 0 {
-		if o.Rate > 0 {
+		if o.Duration > 0 {
+			// Last among the events of its instant: an attempt ending
+			// exactly at the deadline is written as it ended.
+			l.push(event{at: v.end, seq: math.MaxUint64, kind: evStop})
+		}
+		if arr.open() {
 			v.schedule(0, nil, evArrive)
 		} else {
 			for i := 0; i < conc && v.started < o.Jobs; i++ {
@@ -125,9 +142,11 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 		}
 	}
 	var n uint
+	ctxCut := false
 	for len(l.vheap) > 0 {
 		if n++; n&4095 == 0 && o.Ctx != nil && o.Ctx.Err() != nil {
 			v.cancelAll()
+			ctxCut = true
 			break
 		}
 		ev := l.pop()
@@ -135,11 +154,17 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 		now := v.start.Add(time.Duration(ev.at))
 		switch ev.kind {
 		case evArrive:
-			if v.started+1 < o.Jobs {
-				gap := time.Duration(l.rng.ExpFloat64() / o.Rate * 1e9)
-				v.schedule(ev.at+max(int64(gap), 0), nil, evArrive)
+			if v.started+1 < v.o.Jobs {
+				if at, ok := v.arr.next(l.rng, ev.at); ok {
+					v.last = at
+					v.schedule(at, nil, evArrive)
+				}
 			}
 			v.startJob(ev.at)
+			continue
+		case evStop:
+			v.stopped = true
+			v.cancelAll()
 			continue
 		case evDone:
 			j := ev.job
@@ -150,9 +175,26 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 	}
 	if o.Ctx != nil && o.Ctx.Err() != nil && len(l.vheap) > 0 {
 		v.cancelAll()
+		ctxCut = true
 	}
 	res := Result{Started: v.started, Ends: l.ends, Elapsed: time.Duration(v.now)}
-	res.Interrupted = res.Ends.Total() < o.Jobs
+	if o.Duration > 0 || arr.end > 0 {
+		res.Interrupted = ctxCut
+	} else {
+		res.Interrupted = res.Ends.Total() < o.Jobs
+	}
+	if arr.open() {
+		// On the virtual clock every job starts on its instant: the
+		// achieved rate is the scheduled one.
+		w, span := time.Duration(v.last), true
+		if o.Duration > 0 && v.stopped {
+			w, span = time.Duration(v.end), false
+		} else if arr.end > 0 && v.started < o.Jobs {
+			w, span = time.Duration(arr.end), false
+		}
+		r := perSecond(v.started, w, span)
+		res.Arrivals = ArrivalStats{Target: targetRate(o.Rate, o.Ramp), Scheduled: r, Achieved: r, Started: v.started, Window: w}
+	}
 	return res, nil
 }
 
@@ -164,6 +206,11 @@ type vrun struct {
 	started int
 	seq     uint64
 	free    *Job
+
+	arr     arrivals
+	last    int64 // the last arrival's instant
+	end     int64 // Duration's instant (MaxInt64: none)
+	stopped bool  // Duration passed
 }
 
 func (v *vrun) schedule(at int64, j *Job, kind uint8) {
@@ -196,7 +243,7 @@ func (v *vrun) apply(j *Job, a Action) {
 		v.schedule(addNS(v.now, a.Sleep), j, evWake)
 	case Finished:
 		j.free, v.free = v.free, j
-		if v.o.Rate == 0 && v.started < v.o.Jobs {
+		if !v.arr.open() && v.started < v.o.Jobs && v.now < v.end {
 			v.startJob(v.now)
 		}
 	}

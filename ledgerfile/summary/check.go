@@ -86,6 +86,7 @@ type Check struct {
 	opts CheckOptions
 	rp   *Replayer
 	sum  *Summarizer
+	good *goodput
 	res  CheckResult
 }
 
@@ -99,6 +100,7 @@ type CheckResult struct {
 	ChangesTotal int64             `json:"changes_total"`
 	Changes      []Replayed        `json:"changes"`
 	HeldOut      HeldOut           `json:"held_out"`
+	Goodput      Goodput           `json:"goodput"`
 }
 
 // NewCheck starts a check; a policy without thresholds is ErrNoThresholds.
@@ -113,6 +115,7 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 		opts: opts,
 		rp:   NewReplayer(opts.Budget, opts.Retry),
 		sum:  New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline}),
+		good: newGoodput(opts.Thresholds),
 		res:  CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
 	}, nil
 }
@@ -131,13 +134,17 @@ func (c *Check) Add(r *ledgerfile.Row, file string) {
 		return
 	}
 	c.sum.AddAs(r, file, res.Now)
+	c.good.add(r)
 }
 
 // Close judges the thresholds. The check passes when every threshold
 // passes and the budget admits every held-out row.
 func (c *Check) Close() *CheckResult {
 	s := c.sum.Close()
+	gp := c.good.close()
+	s.Goodput = &gp
 	c.res.Summary, c.res.Judged = s, s.Rows
+	c.res.Goodput = gp
 	c.res.Thresholds = Evaluate(c.opts.Thresholds, s)
 	for _, t := range c.res.Thresholds {
 		if !t.Pass {
@@ -173,6 +180,15 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		return admit.Observed{Num: all.Unknown, Den: all.Jobs}, all.Jobs
 	case "deadline_miss_rate":
 		return admit.Observed{Num: s.Jobs.DeadlineMisses, Den: s.Jobs.Jobs}, s.Jobs.Jobs
+	case "tpot_s":
+		return admit.Observed{Values: s.Stream.TPOT.Values}, s.Stream.TPOT.N
+	case "output_tps":
+		return admit.Observed{Values: s.Stream.OutputTPS.Values}, s.Stream.OutputTPS.N
+	case "goodput":
+		if s.Goodput == nil {
+			return admit.Observed{Value: math.NaN()}, 0
+		}
+		return admit.Observed{Value: float64(s.Goodput.PerSecond)}, s.Goodput.Jobs
 	case "billable_failure_rate":
 		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
 	}

@@ -222,6 +222,38 @@ type Summary struct {
 	OK OKFigures `json:"-"`
 	// Content holds the waits tune's wait cap rests on.
 	Content ContentFigures `json:"-"`
+	// Stream holds the per-attempt streaming figures (docs/load.md).
+	Stream StreamFigures `json:"stream"`
+	// Goodput is set by a check, which knows the policy's thresholds.
+	Goodput *Goodput `json:"goodput,omitempty"`
+}
+
+// StreamFigures are docs/load.md's per-attempt streaming figures over the
+// ok attempts, read from the keys every row already has.
+type StreamFigures struct {
+	// TPOT: (elapsed − wait) ÷ (completion_tokens − 1), over ok attempts
+	// with a token split and at least 2 completion tokens.
+	TPOT Dist `json:"tpot_s"`
+	// OutputTPS: completion_tokens ÷ elapsed, over ok attempts with a
+	// token split and elapsed > 0.
+	OutputTPS Dist `json:"output_tps"`
+}
+
+// TPOT is a row's time per output token in seconds; false when the row
+// has none (see StreamFigures).
+func TPOT(r *ledgerfile.Row) (float64, bool) {
+	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || r.CompletionTokens < 2 || r.Elapsed < r.Wait {
+		return 0, false
+	}
+	return logged(r.Elapsed-r.Wait).Seconds() / float64(r.CompletionTokens-1), true
+}
+
+// OutputTPS is a row's output tokens per second; false when it has none.
+func OutputTPS(r *ledgerfile.Row) (float64, bool) {
+	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || r.Elapsed <= 0 {
+		return 0, false
+	}
+	return float64(r.CompletionTokens) / logged(r.Elapsed).Seconds(), true
 }
 
 // ContentFigures split sent attempts' waits by whether a first content
@@ -288,6 +320,7 @@ type Summarizer struct {
 	wasteKeys []wasteKey
 
 	okElapsed, okWait values
+	tpot, outTPS      values
 	contentWait       values
 	asideWait         [numOutcomes]values
 	// Per-job distributions, gathered as jobs end.
@@ -728,6 +761,12 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 		// Elapsed holds the wait: the gate charges wait + gen = elapsed.
 		js.keptTime = admit.AddDuration(before, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
 	}
+	if x, ok := TPOT(r); ok {
+		s.tpot.addFloat(x)
+	}
+	if x, ok := OutputTPS(r); ok {
+		s.outTPS.addFloat(x)
+	}
 	if oi == okIndex {
 		s.okElapsed.addDur(r.Elapsed)
 		s.okWait.addDur(r.Wait)
@@ -933,6 +972,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1))}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}

@@ -23,6 +23,10 @@ type Sim struct {
 	Seats  []rehearse.SeatSpec // the fallback chain; every seat needs a Planner
 	Jobs   int
 	Rate   float64 // Poisson arrivals per second; 0 runs jobs one after another
+	// Ramp steps through Poisson rates instead of Rate; Duration bounds the
+	// run by virtual time (Jobs 0: no bound by count). See rehearse.VirtualOptions.
+	Ramp     []rehearse.Step
+	Duration time.Duration
 	// Rand is the loop's jitter (and arrivals) source; nil seeds one from Seed.
 	Rand  *rand.Rand
 	Seed  uint64
@@ -43,7 +47,7 @@ func LoopRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0
 
 // Run simulates s and summarises it.
 func Run(s Sim) (*Summary, error) {
-	if s.Jobs <= 0 {
+	if s.Jobs < 0 || s.Jobs == 0 && s.Duration <= 0 && len(s.Ramp) == 0 {
 		return nil, fmt.Errorf("jobs: must be at least 1, got %d", s.Jobs)
 	}
 	for _, sp := range s.Seats {
@@ -83,7 +87,7 @@ func Run(s Sim) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := l.RunVirtual(rehearse.VirtualOptions{Jobs: s.Jobs, Rate: s.Rate, Start: start, Ctx: s.Ctx})
+	res, err := l.RunVirtual(rehearse.VirtualOptions{Jobs: s.Jobs, Rate: s.Rate, Ramp: s.Ramp, Duration: s.Duration, Start: start, Ctx: s.Ctx})
 	if err != nil {
 		return nil, err
 	}

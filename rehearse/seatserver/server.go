@@ -51,6 +51,11 @@ type Options struct {
 	// Keep is how many request records /_retrygate/requests keeps (the
 	// most recent); 0 means DefaultKeep.
 	Keep int
+	// Slots > 0 serves at most Slots requests at once, as a model server
+	// with that many batch slots: a request past them queues, and its
+	// plan's clock (ttfb, wait, elapsed) starts when a slot frees, so its
+	// wait grows with the load. 0 serves every request at once.
+	Slots int
 }
 
 // Limits that keep a long-running seat server's memory and connections
@@ -91,6 +96,7 @@ type Server struct {
 	total    int       // every request so far
 	logMu    sync.Mutex
 	stopping atomic.Bool
+	slots    chan struct{} // Options.Slots' semaphore; nil: no limit
 }
 
 // New returns a server; it listens only when Serve is called.
@@ -116,7 +122,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Keep <= 0 {
 		opts.Keep = DefaultKeep
 	}
-	return &Server{opts: opts}, nil
+	srv := &Server{opts: opts}
+	if opts.Slots > 0 {
+		srv.slots = make(chan struct{}, opts.Slots)
+	}
+	return srv, nil
 }
 
 // Handler routes the format's endpoint and /_retrygate/requests.
@@ -274,6 +284,16 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	rec, plan := s.begin(r, start)
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-r.Context().Done():
+			s.end(rec, StateCancelled) // left while queued for a slot
+			return
+		}
+		start = time.Now() // the plan plays from when a slot took it
+	}
 	p := &player{s: s, w: w, r: r, rc: http.NewResponseController(w), rec: rec, plan: plan, start: start}
 	p.run()
 }

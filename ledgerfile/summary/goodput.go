@@ -1,0 +1,121 @@
+package summary
+
+import (
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+)
+
+// Goodput is docs/load.md's goodput: the jobs that meet every per-job
+// threshold of the policy, per second of the run.
+//
+// A job is good when it succeeded and its ok attempt's own value meets
+// each threshold on a per-attempt metric (wait_s, ttfb_s, elapsed_s,
+// tokens, tpot_s, output_tps), the threshold's operator and limit applied
+// to that one value (its aggregation, p(95) or avg, is a statement about
+// the run; for one job it is the value). A value the attempt does not
+// have (no ttfb, one completion token for tpot_s) cannot show the job met
+// it: the job is not good. Thresholds on run-level figures (rates, ratios,
+// goodput itself) do not judge single jobs and are left out.
+type Goodput struct {
+	Good      int64         `json:"good_jobs"`
+	Jobs      int64         `json:"jobs"`
+	Share     Figure        `json:"share"`      // good ÷ jobs
+	Window    time.Duration `json:"-"`          // first row's ts → last attempt's end
+	WindowS   float64       `json:"window_s"`   // Window in seconds
+	PerSecond Figure        `json:"per_second"` // good ÷ window
+}
+
+// goodput counts good jobs as rows stream past; memory is per open job.
+type goodput struct {
+	ts       []Threshold // the per-job ones
+	okMet    map[string]bool
+	first    time.Time
+	last     time.Time
+	has      bool
+	good, of int64
+}
+
+func newGoodput(ts []Threshold) *goodput {
+	g := &goodput{okMet: map[string]bool{}}
+	for _, t := range ts {
+		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
+			g.ts = append(g.ts, t)
+		}
+	}
+	return g
+}
+
+func perAttempt(metric string) bool {
+	switch metric {
+	case "wait_s", "ttfb_s", "elapsed_s", "tokens", "tpot_s", "output_tps":
+		return true
+	}
+	return false
+}
+
+// attemptValue is one sent attempt's value of a per-attempt metric.
+func attemptValue(metric string, r *ledgerfile.Row) (float64, bool) {
+	switch metric {
+	case "wait_s":
+		return logged(r.Wait).Seconds(), true
+	case "ttfb_s":
+		return logged(r.TTFB).Seconds(), r.HasTTFB
+	case "elapsed_s":
+		return logged(r.Elapsed).Seconds(), true
+	case "tokens":
+		return float64(r.Tokens), true
+	case "tpot_s":
+		return TPOT(r)
+	case "output_tps":
+		return OutputTPS(r)
+	}
+	return 0, false
+}
+
+func (g *goodput) add(r *ledgerfile.Row) {
+	end := r.TS
+	if !r.Unsent {
+		end = r.TS.Add(logged(r.Elapsed))
+	}
+	if !g.has || r.TS.Before(g.first) {
+		g.first = r.TS
+	}
+	if !g.has || end.After(g.last) {
+		g.last = end
+	}
+	g.has = true
+	if !r.Unsent && r.Outcome == admit.OK {
+		met := true
+		for _, t := range g.ts {
+			x, ok := attemptValue(t.Metric, r)
+			if !ok {
+				met = false
+				break
+			}
+			if _, pass := t.Eval(admit.Observed{Values: admit.SortedValues{x}}); !pass {
+				met = false
+				break
+			}
+		}
+		g.okMet[r.Job] = met
+	}
+	if r.JobEnd != "" {
+		g.of++
+		if r.JobEnd == ledgerfile.JobSucceeded && g.okMet[r.Job] {
+			g.good++
+		}
+		delete(g.okMet, r.Job)
+	}
+}
+
+func (g *goodput) close() Goodput {
+	out := Goodput{Good: g.good, Jobs: g.of, Share: ratio(float64(g.good), float64(g.of))}
+	if g.has {
+		out.Window = g.last.Sub(g.first)
+	}
+	out.WindowS = out.Window.Seconds()
+	out.PerSecond = ratio(float64(g.good), out.WindowS)
+	return out
+}
