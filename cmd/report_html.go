@@ -225,7 +225,9 @@ code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.note{color:#555}
 	fmt.Fprintf(&b, `<h1>retrygate report</h1><p class="note">%s · %s</p>`, html.EscapeString(strings.Join(p.files, ", ")),
 		fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows))
 	b.WriteString(`<section id="summary" class="summary">`)
-	card := func(label, body string) { fmt.Fprintf(&b, `<div class="card">%s<b>%s</b></div>`, html.EscapeString(label), body) }
+	card := func(label, body string) {
+		fmt.Fprintf(&b, `<div class="card">%s<b>%s</b></div>`, html.EscapeString(label), body)
+	}
 	card("jobs", fig("all.jobs", strconv.FormatInt(a.Jobs, 10), a.Jobs))
 	card("succeeded", fig("all.succeeded", strconv.FormatInt(a.Succeeded, 10), a.Succeeded)+" "+fig("all.success_rate", tPct(a.SuccessRate), a.SuccessRate))
 	card("failed", fig("all.failed", strconv.FormatInt(a.Failed, 10), a.Failed))
