@@ -220,7 +220,7 @@ h1{font-size:20px;margin:4px 0}h2{font-size:16px;border-bottom:1px solid #ccc;ma
 .card{border:1px solid #ccc;border-radius:4px;padding:6px 8px}.card b{display:block;font-size:20px}
 .charts{display:flex;flex-wrap:wrap;gap:10px}.charts svg{border:1px solid #eee;max-width:100%;height:auto}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.note{color:#555}
+code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.policy{line-height:1.9;font-size:12px}.note{color:#555}
 </style></head><body>`)
 	fmt.Fprintf(&b, `<h1>retrygate report</h1><p class="note">%s · %s</p>`, html.EscapeString(strings.Join(p.files, ", ")),
 		fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows))
@@ -251,21 +251,24 @@ code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.note{color:#555}
 			fmt.Fprintf(&b, `<p><b>%d different policies wrote this log</b> (hashes %s); the last one is shown, and its caps are drawn.</p>`,
 				len(pw.hashes), html.EscapeString(strings.Join(pw.hashes, ", ")))
 		}
-		b.WriteString(`<table class="policy"><tr><th>key</th><th>value</th></tr>`)
+		b.WriteString(`<p class="policy">`)
 		for _, kv := range parsePolicyLine(pw.last) {
-			fmt.Fprintf(&b, `<tr><td style="text-align:left">%s</td><td style="text-align:left"><code>%s</code></td></tr>`, html.EscapeString(kv[0]), html.EscapeString(kv[1]))
+			fmt.Fprintf(&b, `<code>%s=<b>%s</b></code> `, html.EscapeString(kv[0]), html.EscapeString(kv[1]))
 		}
-		b.WriteString(`</table>`)
+		b.WriteString(`</p>`)
 	}
 
 	charts := p.charts()
 	rendered := map[string]string{}
-	for _, c := range charts {
+	for i, c := range charts {
 		var buf bytes.Buffer
 		if err := c.write(&buf); err != nil {
 			return err
 		}
-		rendered[c.section] += `<figure id="chart-` + c.name + `" class="chart" data-chart="` + c.name + `" style="margin:0">` + buf.String() + `</figure>`
+		// Ids are the document's: each chart's patterns and title get its own.
+		svg := strings.NewReplacer(`id="`, `id="c`+strconv.Itoa(i)+`-`, `url(#`, `url(#c`+strconv.Itoa(i)+`-`,
+			`aria-labelledby="t d"`, `aria-labelledby="c`+strconv.Itoa(i)+`-t c`+strconv.Itoa(i)+`-d"`).Replace(buf.String())
+		rendered[c.section] += `<figure id="chart-` + c.name + `" class="chart" data-chart="` + c.name + `" style="margin:0">` + svg + `</figure>`
 	}
 	sections := []struct{ id, title, intro string }{
 		{"dist", "Distributions per " + string(p.s.By), fmt.Sprintf("Sent attempts only. Circles mark p50, p95 and p99 (the figures of <code>report --json</code>; gen, elapsed − wait, is counted by the same code). Dashed vermillion lines: the wait cap and the deadline, from %s.", html.EscapeString(p.capsFrom))},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"retrygate/ledgerfile/summary"
 )
@@ -54,11 +55,7 @@ func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
 			hi = math.Max(hi, s.Values.Max())
 		}
 	}
-	for _, r := range ch.Rules {
-		if !math.IsNaN(r.X) {
-			hi = math.Max(hi, r.X)
-		}
-	}
+	hi = xRange(hi, ch.Rules)
 	c := newCanvas(640, 300, ch.Title, "cumulative share of values at or under each "+ch.XLabel)
 	xt, a, b := niceTicks(0, hi, 8)
 	c.x0, c.x1, c.y0, c.y1 = a, b, 0, 1
@@ -90,13 +87,23 @@ func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
 		})
 		_ = last
 		c.b.WriteString(`"/>`)
+		// Each mark is a circle on the line; the figures are written out
+		// in the lower right, one row per series, where a CDF leaves room.
+		var text []string
 		for _, m := range s.Marks {
 			if math.IsNaN(m.X) {
 				continue
 			}
 			q := share(s.Values, m.X)
-			fmt.Fprintf(&c.b, `<g class="mark"><circle cx="%s" cy="%s" r="3.5" fill="#fff" stroke="%s" stroke-width="2"/><text x="%s" y="%s" fill="%s" font-size="10">%s %s</text></g>`,
-				num(c.X(m.X)), num(c.Y(q)), Color(i), num(c.X(m.X)+5), num(c.Y(q)+12+float64(i)*10), ink, esc(m.Label), esc(Fmt(m.X, ch.Unit)))
+			fmt.Fprintf(&c.b, `<circle class="mark" cx="%s" cy="%s" r="3.5" fill="#fff" stroke="%s" stroke-width="2"><title>%s %s %s</title></circle>`,
+				num(c.X(m.X)), num(c.Y(q)), Color(i), esc(s.Name), esc(m.Label), esc(Fmt(m.X, ch.Unit)))
+			text = append(text, m.Label+" "+Fmt(m.X, ch.Unit))
+		}
+		if len(text) > 0 {
+			y := c.top + c.ph - 8 - 14*float64(len(ch.Series)-1-i)
+			fmt.Fprintf(&c.b, `<g class="figures"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s" stroke-width="2"%s/><text x="%s" y="%s" text-anchor="end" fill="%s" font-size="10">%s: %s</text></g>`,
+				num(c.left+c.pw-18), num(c.left+c.pw-4), num(y-3), num(y-3), Color(i), dashAttr(i), num(c.left+c.pw-22), num(y), ink,
+				esc(s.Name), esc(strings.Join(text, " · ")))
 		}
 	}
 	for _, r := range ch.Rules {
@@ -135,11 +142,7 @@ func (ch Hist) Write(w io.Writer) error {
 			hi = math.Max(hi, s.Values.Max())
 		}
 	}
-	for _, r := range ch.Rules {
-		if !math.IsNaN(r.X) {
-			hi = math.Max(hi, r.X)
-		}
-	}
+	hi = xRange(hi, ch.Rules)
 	step := niceStep(math.Max(hi, 1e-9) / 20)
 	bins := max(1, int(math.Ceil(hi/step-1e-9))+1)
 	counts := make([][]int64, len(ch.Series))

@@ -50,11 +50,12 @@ type canvas struct {
 	pw, ph float64
 	x0, x1 float64 // data range
 	y0, y1 float64
+	rules  int // rules labelled so far: each label goes one line lower
 }
 
 func newCanvas(w, h float64, title, desc string) *canvas {
-	c := &canvas{w: w, h: h, left: 64, top: 30}
-	c.pw, c.ph = w-c.left-20, h-c.top-48
+	c := &canvas{w: w, h: h, left: 64, top: 44}
+	c.pw, c.ph = w-c.left-20, h-c.top-48 // title and legend above, axis below
 	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %s %s" width="%s" height="%s" role="img" aria-labelledby="t d" %s>`,
 		num(w), num(h), num(w), num(h), fontCSS)
 	fmt.Fprintf(&c.b, `<title id="t">%s</title><desc id="d">%s</desc>`, esc(title), esc(desc))
@@ -139,12 +140,21 @@ func (c *canvas) axes(xlabel, ylabel string, xt, yt []float64, xfmt, yfmt func(f
 
 // rule draws a labelled vertical line at x (a cap, a deadline).
 func (c *canvas) rule(x float64, label string) {
-	if math.IsNaN(x) || x < c.x0 || x > c.x1 {
+	if math.IsNaN(x) || x < c.x0 {
 		return
 	}
+	if x > c.x1 {
+		// Far past the data: said at the right edge rather than drawn,
+		// so the data keeps the width.
+		c.rules++
+		fmt.Fprintf(&c.b, `<g class="rule"><text x="%s" y="%s" text-anchor="end" fill="#A33B00">%s →</text></g>`,
+			num(c.left+c.pw), num(c.top+10+12*float64(c.rules-1)), esc(label))
+		return
+	}
+	c.rules++
 	px := c.X(x)
 	fmt.Fprintf(&c.b, `<g class="rule"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#D55E00" stroke-width="1.5" stroke-dasharray="5 3"/><text x="%s" y="%s" text-anchor="end" fill="#A33B00">%s</text></g>`,
-		num(px), num(px), num(c.top), num(c.top+c.ph), num(px-3), num(c.top+10), esc(label))
+		num(px), num(px), num(c.top), num(c.top+c.ph), num(px-3), num(c.top+10+12*float64(c.rules-1)), esc(label))
 }
 
 // legend writes one entry per name at the top right: a swatch drawn the
@@ -156,11 +166,11 @@ func (c *canvas) legend(names []string, lines bool) {
 		w := 7*float64(len([]rune(names[i]))) + 30
 		x -= w
 		if lines {
-			fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="12" y2="12" stroke="%s" stroke-width="2"%s/>`, num(x), num(x+20), Color(i), dashAttr(i))
+			fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="31" y2="31" stroke="%s" stroke-width="2"%s/>`, num(x), num(x+20), Color(i), dashAttr(i))
 		} else {
-			fmt.Fprintf(&c.b, `<rect x="%s" y="6" width="18" height="11" fill="%s" stroke="%s"/>`, num(x), areaFill(i), Color(i))
+			fmt.Fprintf(&c.b, `<rect x="%s" y="25" width="18" height="11" fill="%s" stroke="%s"/>`, num(x), areaFill(i), Color(i))
 		}
-		fmt.Fprintf(&c.b, `<text x="%s" y="16" fill="%s">%s</text>`, num(x+23), ink, esc(names[i]))
+		fmt.Fprintf(&c.b, `<text x="%s" y="35" fill="%s">%s</text>`, num(x+23), ink, esc(names[i]))
 	}
 	c.b.WriteString(`</g>`)
 }
@@ -255,4 +265,16 @@ func trim(s string) string {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s
+}
+
+// xRange is the x axis's top: the data's largest value, and each rule
+// within twice that (a rule far past the data is named, not drawn).
+func xRange(dataMax float64, rules []Rule) float64 {
+	hi := dataMax
+	for _, r := range rules {
+		if !math.IsNaN(r.X) && (dataMax <= 0 || r.X <= 2*dataMax) {
+			hi = math.Max(hi, r.X)
+		}
+	}
+	return hi
 }

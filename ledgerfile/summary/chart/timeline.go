@@ -43,7 +43,7 @@ func (ch Timeline) Write(w io.Writer) error {
 		}
 	}
 	lane := 26.0
-	h := 30 + 48 + lane*float64(max(len(ch.Jobs), 1))
+	h := 44 + 48 + lane*float64(max(len(ch.Jobs), 1))
 	c := newCanvas(760, h, ch.Title, "each job's attempts over time: wait solid, gen hatched, gaps are backoff sleeps, crosses are refusals")
 	c.left = 150
 	c.pw = c.w - c.left - 20
@@ -96,7 +96,7 @@ func (ch Timeline) Write(w io.Writer) error {
 		c.b.WriteString(`</g>`)
 	}
 	// Key: wait solid, gen hatched, fallback vermillion, refusal cross.
-	fmt.Fprintf(&c.b, `<g class="legend"><rect x="%[1]s" y="6" width="18" height="11" fill="%[2]s"/><text x="%[3]s" y="16">wait</text><rect x="%[4]s" y="6" width="18" height="11" fill="%[2]s"/><rect x="%[4]s" y="6" width="18" height="11" fill="url(#p-gen)"/><text x="%[5]s" y="16">gen</text><rect x="%[6]s" y="6" width="18" height="11" fill="%[7]s"/><text x="%[8]s" y="16">fallback seat</text><path d="M%[9]s,6 l8,11 m0,-11 l-8,11" stroke="#D55E00" stroke-width="2.5"/><text x="%[10]s" y="16">refusal</text></g>`,
+	fmt.Fprintf(&c.b, `<g class="legend"><rect x="%[1]s" y="25" width="18" height="11" fill="%[2]s"/><text x="%[3]s" y="35">wait</text><rect x="%[4]s" y="25" width="18" height="11" fill="%[2]s"/><rect x="%[4]s" y="25" width="18" height="11" fill="url(#p-gen)"/><text x="%[5]s" y="35">gen</text><rect x="%[6]s" y="25" width="18" height="11" fill="%[7]s"/><text x="%[8]s" y="35">fallback seat</text><path d="M%[9]s,25 l8,11 m0,-11 l-8,11" stroke="#D55E00" stroke-width="2.5"/><text x="%[10]s" y="35">refusal</text></g>`,
 		num(c.w-330), Palette[0], num(c.w-308), num(c.w-270), num(c.w-248), num(c.w-210), Palette[5], num(c.w-188), num(c.w-100), num(c.w-88))
 	return c.finish(w)
 }

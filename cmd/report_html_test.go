@@ -1,0 +1,228 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The SVG images of a small fixed log are golden: any change to a chart
+// shows up as a diff a reviewer can open (RETRYGATE_UPDATE_GOLDEN=1
+// accepts it).
+func TestReportSVGGolden(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := reportRun(t, false, "", "report", "--svg", dir, mixedLog)
+	require.Equal(t, 0, code, stderr)
+	names, err := filepath.Glob(filepath.Join(dir, "*.svg"))
+	require.NoError(t, err)
+	var got []string
+	for _, n := range names {
+		got = append(got, filepath.Base(n))
+	}
+	assert.Equal(t, []string{"cdf-elapsed.svg", "cdf-gen.svg", "cdf-ttfb.svg", "cdf-wait.svg", "cost-tokens.svg", "cost-usd.svg",
+		"decisions.svg", "held-cdf-elapsed.svg", "held-cdf-ttfb.svg", "held-cdf-wait.svg", "hist-elapsed.svg", "hist-gen.svg",
+		"hist-ttfb.svg", "hist-wait.svg", "job-tokens.svg", "job-usd.svg", "seat-rate.svg", "timeline.svg"}, got)
+	for _, n := range got {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		require.NoError(t, err)
+		golden(t, "html/mixed/"+n, string(b))
+	}
+}
+
+// What a reader of mixed.log's page must be able to see: the figures are
+// report --json's, p50/p95/p99 are marked, the caps are drawn, the failed
+// and unknown jobs lead the timeline with the refusal's reason, job b's
+// fallback attempt is marked, and held-out job f is apart.
+func TestReportHTMLMixed(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "r.html")
+	code, _, stderr := reportRun(t, false, "", "report", "--html", page, mixedLog)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	html := string(b)
+	for _, want := range []string{
+		`data-fig="all.jobs" data-value="6">6<`,
+		`data-fig="all.unknown" data-value="1">1<`,
+		`data-fig="all.retry_tax.tokens" data-value="2550">2550<`,
+		`data-fig="all.retry_tax.tokens_share" data-value="0.35664335664335667">35.7%<`,
+		`data-fig="all.attempts_per_success" data-value="2">2.00<`,
+		`p95 12s`, `p50 1.5s`, // wait, (all)
+		`wait cap 5s`, `deadline 45s`, // the config's defaults: mixed.log has no # policy line
+		`has no <code># policy</code> line`,
+		`refuse: queue wait`,
+		`fallback cheap: wait 0.5s, gen 2.5s, ok`,
+		`held-out rows`,
+		`id="jobsearch"`,
+	} {
+		assert.True(t, strings.Contains(html, want), want)
+	}
+	// Failed d and unknown e lead the timeline, then the slowest succeeded.
+	lanes := regexp.MustCompile(`class="lane" data-job="([^"]+)"`).FindAllStringSubmatch(html, -1)
+	var order []string
+	for _, l := range lanes {
+		order = append(order, l[1])
+	}
+	assert.Equal(t, []string{"e", "d", "b", "f", "c", "a"}, order)
+	// Self-contained: nothing fetched from anywhere.
+	assert.NotRegexp(t, `(?i)(src|href)=|url\((?:'|")?http|@import`, html)
+	assert.False(t, strings.Contains(html, `id="sampled"`))
+}
+
+// The policy in force comes from the log's # policy line, whichever way
+// the reads split it, and its caps are the lines drawn.
+func TestReportHTMLPolicyLine(t *testing.T) {
+	src, err := os.ReadFile(mixedLog)
+	require.NoError(t, err)
+	pol := "# policy run=r1 budget.deadline=20s budget.token_ceiling=8000 budget.max_attempts=2 budget.max_wait=7s fallback=scratch,cheap hash=0123456789ab\n"
+	log := "# run r1\n" + pol + string(src)
+	for _, split := range []bool{false, true} {
+		var w policyWatch
+		var r io.Reader = strings.NewReader(log)
+		if split {
+			r = iotest.OneByteReader(r)
+		}
+		_, err := io.ReadAll(w.wrap(r))
+		require.NoError(t, err)
+		assert.Equal(t, strings.TrimSpace(pol[2:]), w.last)
+		assert.Equal(t, []string{"0123456789ab"}, w.hashes)
+	}
+	path := filepath.Join(t.TempDir(), "p.log")
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
+	page := filepath.Join(t.TempDir(), "r.html")
+	code, _, stderr := reportRun(t, false, "", "report", "--html", page, path)
+	require.Equal(t, 0, code, stderr)
+	b, _ := os.ReadFile(page)
+	assert.True(t, strings.Contains(string(b), "wait cap 7s"), "wait cap 7s")
+	assert.True(t, strings.Contains(string(b), "deadline 20s"), "deadline 20s")
+	assert.True(t, strings.Contains(string(b), "the log&#39;s # policy line (hash 0123456789ab)"), "the log&#39;s # policy line (hash 0123456789ab)")
+	assert.True(t, strings.Contains(string(b), "<code>fallback=<b>scratch,cheap</b></code>"), "<code>fallback=<b>scratch,cheap</b></code>")
+}
+
+// A log with more distinct values than a line is drawn through says so,
+// and the figures stay exact.
+func TestReportHTMLSampledSaysSo(t *testing.T) {
+	var sb strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&sb, "ts=2025-06-02T10:00:%02dZ job=j%d attempt=1 seat=s wait_s=%d.%03d elapsed_s=%d.%03d tokens=10 outcome=ok decision=admit job_end=succeeded\n",
+			i%60, i, i/1000, i%1000, 1+i/1000, i%1000)
+	}
+	path := filepath.Join(t.TempDir(), "big.log")
+	require.NoError(t, os.WriteFile(path, []byte(sb.String()), 0o644))
+	page := filepath.Join(t.TempDir(), "r.html")
+	code, _, stderr := reportRun(t, false, "", "report", "--html", page, path)
+	require.Equal(t, 0, code, stderr)
+	b, _ := os.ReadFile(page)
+	assert.True(t, strings.Contains(string(b), `id="sampled"`))
+	assert.True(t, strings.Contains(string(b), `data-fig="groups.0.wait_s.p99" data-value="2.969">2.969<`))
+}
+
+func TestReportHTMLBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "--html", "", mixedLog}, "--html: empty"},
+		{[]string{"report", "--html", dir, mixedLog}, "is a directory"},
+		{[]string{"report", "--html", "-", mixedLog}, "not written to stdout"},
+		{[]string{"report", "--svg", mixedLog, mixedLog}, "--svg: " + strconv.Quote(mixedLog) + " is not a directory"},
+		{[]string{"report", "--hist", "cfd", mixedLog}, "want wait, elapsed, tokens or cdf"},
+	} {
+		code, _, stderr := reportRun(t, false, "", c.args...)
+		assert.Equal(t, 2, code, c.args)
+		assert.Contains(t, stderr, c.want, c.args)
+	}
+	// A page is never left half-written, nor made for a log that fails.
+	page := filepath.Join(dir, "r.html")
+	code, _, _ := reportRun(t, false, "", "report", "--html", page, damagedLog)
+	assert.Equal(t, 2, code)
+	_, err := os.Stat(page)
+	assert.True(t, os.IsNotExist(err))
+}
+
+// --hist cdf: the terminal CDFs under a sparkline row of report's own
+// percentiles.
+func TestReportHistCDF(t *testing.T) {
+	code, out, stderr := reportRun(t, true, "", "report", "--hist", "cdf", mixedLog)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "CDFs of 8 sent attempts; max_wait = 5s from budget.max_wait (default)")
+	assert.Contains(t, out, "wait_s (n=8)\n▂▃███ p50 1.500 p75 3.000 p95 12.000 p99 12.000 max 12.000\n")
+	assert.Contains(t, out, "elapsed_s (n=8)\n▂▄███ p50 5.000 p75 12.000 p95 25.000 p99 25.000 max 25.000\n")
+	assert.Contains(t, out, "^ max_wait 5s")
+	code, _, stderr = reportRun(t, false, "", "report", "--hist", "cdf", "--json", mixedLog)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--hist draws for a terminal")
+}
+
+// jsonAt reads a dotted path (groups.0.wait_s.p95) out of decoded JSON.
+func jsonAt(v any, path string) (any, bool) {
+	for _, k := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[k]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// figsEqualJSON checks every data-fig on a page against report --json.
+func figsEqualJSON(t *testing.T, figs map[string]string, reportJSON []byte) {
+	t.Helper()
+	var doc any
+	require.NoError(t, json.Unmarshal(reportJSON, &doc))
+	keys := make([]string, 0, len(figs))
+	for k := range figs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		want, ok := jsonAt(doc, k)
+		require.True(t, ok, "report --json has no %s", k)
+		if want == nil {
+			assert.Equal(t, "null", figs[k], k)
+			continue
+		}
+		got, err := strconv.ParseFloat(figs[k], 64)
+		require.NoError(t, err, k)
+		assert.Equal(t, want, got, k)
+	}
+}
+
+func TestReportHTMLFiguresAreReportJSONs(t *testing.T) {
+	for _, log := range []string{mixedLog, "../testdata/golden/html/bad-day.log"} {
+		page := filepath.Join(t.TempDir(), "r.html")
+		code, _, stderr := reportRun(t, false, "", "report", "--html", page, log)
+		require.Equal(t, 0, code, stderr)
+		b, _ := os.ReadFile(page)
+		figs := map[string]string{}
+		for _, m := range regexp.MustCompile(`data-fig="([^"]+)" data-value="([^"]*)"`).FindAllStringSubmatch(string(b), -1) {
+			figs[m[1]] = m[2]
+		}
+		code, out, stderr := reportRun(t, false, "", "report", "--json", log)
+		require.Equal(t, 0, code, stderr)
+		figsEqualJSON(t, figs, []byte(out))
+	}
+}
