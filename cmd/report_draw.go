@@ -30,6 +30,8 @@ type drawData struct {
 	genAll   summary.DistAcc
 
 	open  map[string]*jobTrace
+	cur   *jobTrace // the job of the last row, while it is open
+	free  []*jobTrace
 	top   []*jobTrace
 	jobsN int64
 
@@ -52,15 +54,13 @@ type bucket struct {
 }
 
 type jobTrace struct {
-	id       string
-	rows     []chart.TimelineAttempt
-	ts       []time.Time
-	end      string
-	cursor   float64 // where the next attempt starts when rows have no ts
-	firstTS  time.Time
-	hasTS    bool
-	span     float64
-	unfinish bool
+	id      string
+	rows    []chart.TimelineAttempt
+	end     string
+	cursor  float64 // where the next attempt starts when rows have no ts
+	firstTS time.Time
+	hasTS   bool
+	span    float64
 }
 
 func newDrawData(sum *summary.Summarizer, heldOpts summary.Options) *drawData {
@@ -182,11 +182,22 @@ func (d *drawData) addTrace(r *ledgerfile.Row, file string) {
 	if id == "" {
 		id = file + ":" + itoa(int64(r.Line)) // a row without a job id is a job of its own
 	}
-	t := d.open[id]
-	if t == nil {
-		t = &jobTrace{id: id}
-		d.open[id] = t
-		d.jobsN++
+	t := d.cur
+	if t == nil || t.id != id {
+		// Rows of one job are adjacent unless jobs interleave: most rows
+		// skip the map.
+		t = d.open[id]
+		if t == nil {
+			if n := len(d.free); n > 0 {
+				t, d.free = d.free[n-1], d.free[:n-1]
+				*t = jobTrace{id: id, rows: t.rows[:0]}
+			} else {
+				t = &jobTrace{id: id}
+			}
+			d.open[id] = t
+			d.jobsN++
+		}
+		d.cur = t
 	}
 	start := t.cursor + r.Delay.Seconds()
 	if !r.TS.IsZero() {
@@ -235,7 +246,11 @@ func worse(a, b *jobTrace) bool {
 
 func (d *drawData) finish(t *jobTrace) {
 	delete(d.open, t.id)
+	if d.cur == t {
+		d.cur = nil
+	}
 	if len(d.top) == timelineJobs && !worse(t, d.top[len(d.top)-1]) {
+		d.free = append(d.free, t) // not drawn: its slot serves the next job
 		return
 	}
 	i, _ := slices.BinarySearchFunc(d.top, t, func(x, y *jobTrace) int {
@@ -246,6 +261,7 @@ func (d *drawData) finish(t *jobTrace) {
 	})
 	d.top = slices.Insert(d.top, i, t)
 	if len(d.top) > timelineJobs {
+		d.free = append(d.free, d.top[timelineJobs])
 		d.top = d.top[:timelineJobs]
 	}
 }
