@@ -21,6 +21,7 @@ type CheckOptions struct {
 	Thresholds []CheckThreshold
 	SlowAfter  time.Duration
 	Retry      admit.RetryPolicy // the retry rules the replay judges by
+	HTML       string            // check --html: the page (check_html.go)
 }
 
 // CheckThreshold is one parsed threshold and where the policy wrote it.
@@ -116,6 +117,9 @@ thresholds, and any held-out attempt the budget refuses fails the check
 			if opts.Files, err = logFiles(cfg, args); err != nil {
 				return err
 			}
+			if err := checkHTMLFlag(c, opts.HTML); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -125,6 +129,7 @@ thresholds, and any held-out attempt the budget refuses fails the check
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Policy, "policy", "", "policy `file` (a config file: budget and thresholds)")
 	fl.BoolVar(&opts.JSON, "json", false, "write JSON")
+	fl.StringVar(&opts.HTML, "html", "", "also write a page of each threshold's limit over the observed distribution, and the flipped decisions, to `FILE`")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
 	return cmd
 }
@@ -145,6 +150,11 @@ func runCheck(opts *CheckOptions) error {
 	res := chk.Close()
 	if res.HeldOut.Rows == 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on (seed 003)\n")
+	}
+	if opts.HTML != "" {
+		if err := writeCheckHTML(opts.HTML, opts, res, displayNames(logs)); err != nil {
+			return err
+		}
 	}
 	if opts.JSON {
 		err = printCheckJSON(opts, logs, res, torn, skipped)

@@ -210,18 +210,7 @@ func fig(path, text string, raw any) string {
 func (p *pictures) html(w io.Writer) error {
 	a := p.s.All
 	var b bytes.Buffer
-	b.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">`)
-	b.WriteString(`<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'">`)
-	fmt.Fprintf(&b, `<title>retrygate report: %s</title>`, html.EscapeString(strings.Join(p.files, ", ")))
-	b.WriteString(`<style>
-body{font:14px/1.4 sans-serif;color:#222;margin:0 auto;max-width:1320px;padding:12px}
-h1{font-size:20px;margin:4px 0}h2{font-size:16px;border-bottom:1px solid #ccc;margin-top:28px}
-.summary{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:8px}
-.card{border:1px solid #ccc;border-radius:4px;padding:6px 8px}.card b{display:block;font-size:20px}
-.charts{display:flex;flex-wrap:wrap;gap:10px}.charts svg{border:1px solid #eee;max-width:100%;height:auto}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.policy{line-height:1.9;font-size:12px}.note{color:#555}
-</style></head><body>`)
+	pageHead(&b, "retrygate report: "+strings.Join(p.files, ", "))
 	fmt.Fprintf(&b, `<h1>retrygate report</h1><p class="note">%s · %s</p>`, html.EscapeString(strings.Join(p.files, ", ")),
 		fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows))
 	b.WriteString(`<section id="summary" class="summary">`)
@@ -265,10 +254,7 @@ code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.policy{line-height
 		if err := c.write(&buf); err != nil {
 			return err
 		}
-		// Ids are the document's: each chart's patterns and title get its own.
-		svg := strings.NewReplacer(`id="`, `id="c`+strconv.Itoa(i)+`-`, `url(#`, `url(#c`+strconv.Itoa(i)+`-`,
-			`aria-labelledby="t d"`, `aria-labelledby="c`+strconv.Itoa(i)+`-t c`+strconv.Itoa(i)+`-d"`).Replace(buf.String())
-		rendered[c.section] += `<figure id="chart-` + c.name + `" class="chart" data-chart="` + c.name + `" style="margin:0">` + svg + `</figure>`
+		rendered[c.section] += figure(i, c.name, buf.String())
 	}
 	sections := []struct{ id, title, intro string }{
 		{"dist", "Distributions per " + string(p.s.By), fmt.Sprintf("Sent attempts only. Circles mark p50, p95 and p99 (the figures of <code>report --json</code>; gen, elapsed − wait, is counted by the same code). Dashed vermillion lines: the wait cap and the deadline, from %s.", html.EscapeString(p.capsFrom))},
@@ -438,4 +424,31 @@ func writePictures(opts *ReportOptions, s *summary.Summary, d *drawData, files [
 		}
 	}
 	return nil
+}
+
+// pageHead starts a page: no scripts, styles or fonts from anywhere else,
+// and a Content-Security-Policy that forbids fetching any.
+func pageHead(b *bytes.Buffer, title string) {
+	b.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">`)
+	b.WriteString(`<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'">`)
+	fmt.Fprintf(b, `<title>%s</title>`, html.EscapeString(title))
+	b.WriteString(`<style>
+body{font:14px/1.4 sans-serif;color:#222;margin:0 auto;max-width:1320px;padding:12px}
+h1{font-size:20px;margin:4px 0}h2{font-size:16px;border-bottom:1px solid #ccc;margin-top:28px}
+.summary{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:8px}
+.card{border:1px solid #ccc;border-radius:4px;padding:6px 8px}.card b{display:block;font-size:20px}
+.charts{display:flex;flex-wrap:wrap;gap:10px}.charts svg{border:1px solid #eee;max-width:100%;height:auto}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
+code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.policy{line-height:1.9;font-size:12px}.note{color:#555}
+.pass{color:#009E73;font-weight:bold}.fail{color:#D55E00;font-weight:bold}
+</style></head><body>`)
+}
+
+// figure embeds chart i's SVG; its ids (patterns, title) become the
+// page's own, so charts never share one.
+func figure(i int, name, svg string) string {
+	n := strconv.Itoa(i)
+	svg = strings.NewReplacer(`id="`, `id="c`+n+`-`, `url(#`, `url(#c`+n+`-`,
+		`aria-labelledby="t d"`, `aria-labelledby="c`+n+`-t c`+n+`-d"`).Replace(svg)
+	return `<figure id="chart-` + name + `" class="chart" data-chart="` + name + `" style="margin:0">` + svg + `</figure>`
 }
