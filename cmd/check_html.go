@@ -29,7 +29,9 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 	fmt.Fprintf(&b, `<h1>retrygate check %s</h1><p class="note">policy %s · %s · logs %s</p>`, verdict,
 		html.EscapeString(opts.Policy), html.EscapeString(budgetLine(opts.Budget)), html.EscapeString(joinNames(files)))
 	b.WriteString(`<section id="summary" class="summary">`)
-	card := func(label, body string) { fmt.Fprintf(&b, `<div class="card">%s<b>%s</b></div>`, html.EscapeString(label), body) }
+	card := func(label, body string) {
+		fmt.Fprintf(&b, `<div class="card">%s<b>%s</b></div>`, html.EscapeString(label), body)
+	}
 	card("rows judged", fig("rows", strconv.FormatInt(res.Judged, 10), res.Judged))
 	card("jobs", fig("jobs", strconv.FormatInt(res.Summary.All.Jobs, 10), res.Summary.All.Jobs))
 	card("thresholds failed", fig("thresholds_failed", strconv.Itoa(res.Failed), int64(res.Failed)))
