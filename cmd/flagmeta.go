@@ -27,6 +27,7 @@ const (
 	phUSD      = "usd"      // an amount in US dollars
 	phRate     = "rate"     // a share: 0.05 or 5%
 	phFile     = "file"
+	phDir      = "dir"
 	phName     = "name"
 	phID       = "id"
 	phText     = "text"
@@ -36,7 +37,7 @@ const (
 	phSpec     = "spec" // a latency model
 )
 
-var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phName, phID, phText, phTime, phAddr, phLayers, phSpec}
+var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phDir, phName, phID, phText, phTime, phAddr, phLayers, phSpec}
 
 // flagVocabulary maps a flag's name to its meta, the same under every
 // command; flagOverrides holds the few that mean something else under one
@@ -45,7 +46,8 @@ var flagVocabulary = map[string]flagMeta{
 	"config": {placeholder: phFile, files: true}, "log": {placeholder: phFile, files: true},
 	"state": {placeholder: phFile, files: true}, "prompt-file": {placeholder: phFile, files: true},
 	"policy": {placeholder: phFile, files: true}, "vs": {placeholder: phFile, files: true},
-	"script": {placeholder: phFile, files: true},
+	"script": {placeholder: phFile, files: true}, "html": {placeholder: phFile, files: true},
+	"svg": {placeholder: phDir, files: true},
 
 	"deadline": {placeholder: phDuration}, "max-wait": {placeholder: phDuration},
 	"hard-timeout": {placeholder: phDuration}, "wait-cap": {placeholder: phDuration},
@@ -70,7 +72,7 @@ var flagVocabulary = map[string]flagMeta{
 	"layers": {placeholder: phLayers},
 
 	"by":      {values: []string{"seat", "model", "job", "outcome"}},
-	"hist":    {values: []string{"wait", "elapsed", "tokens"}},
+	"hist":    {values: []string{"wait", "elapsed", "tokens", "cdf"}},
 	"format":  {values: []string{"openai", "anthropic", "ollama"}},
 	"outcome": {values: []string{"ok", "conn_error", "rate_limited", "client_error", "server_error", "timeout", "wait_cap", "reset", "cancelled"}},
 }

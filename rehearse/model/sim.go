@@ -185,6 +185,8 @@ type Summary struct {
 	Outcomes map[string]int `json:"outcomes"`
 	Refusals map[string]int `json:"refusals"`
 	Seats    []SeatFigures  `json:"seats"`
+
+	Source *summary.Summary `json:"-"` // the summary View read
 }
 
 // SeatFigures is one seat's part.
@@ -229,6 +231,7 @@ func View(s *summary.Summary, pricedSeats bool, duration time.Duration, breakerO
 		}
 		out.Seats = append(out.Seats, sf)
 	}
+	out.Source = s // the distributions behind the figures, for simulate --html
 	return out
 }
 

@@ -153,8 +153,14 @@ func (c *canvas) rule(x float64, label string) {
 	}
 	c.rules++
 	px := c.X(x)
-	fmt.Fprintf(&c.b, `<g class="rule"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#D55E00" stroke-width="1.5" stroke-dasharray="5 3"/><text x="%s" y="%s" text-anchor="end" fill="#A33B00">%s</text></g>`,
-		num(px), num(px), num(c.top), num(c.top+c.ph), num(px-3), num(c.top+10+12*float64(c.rules-1)), esc(label))
+	// The label sits left of the line, or right of it when it would
+	// run past the axis.
+	tx, anchor := px-3, "end"
+	if px-c.left < 6.5*float64(len([]rune(label))) {
+		tx, anchor = px+3, "start"
+	}
+	fmt.Fprintf(&c.b, `<g class="rule"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#D55E00" stroke-width="1.5" stroke-dasharray="5 3"/><text x="%s" y="%s" text-anchor="%s" fill="#A33B00">%s</text></g>`,
+		num(px), num(px), num(c.top), num(c.top+c.ph), num(tx), num(c.top+10+12*float64(c.rules-1)), anchor, esc(label))
 }
 
 // legend writes one entry per name at the top right: a swatch drawn the
@@ -179,7 +185,7 @@ func (c *canvas) note(text string) {
 	if text == "" {
 		return
 	}
-	fmt.Fprintf(&c.b, `<text class="note" x="%s" y="%s" text-anchor="end" fill="#555" font-size="10">%s</text>`, num(c.w-6), num(c.h-8), esc(text))
+	fmt.Fprintf(&c.b, `<text class="note" x="%s" y="16" text-anchor="end" fill="#555" font-size="10">%s</text>`, num(c.w-6), esc(text))
 }
 
 func (c *canvas) finish(w io.Writer) error {
