@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -40,12 +41,20 @@ type drawData struct {
 	seats   []string
 	seatIx  map[string]int
 
+	// breaker: per seat, when its breaker opened and closed, from the
+	// notes the attempt loop writes ("breaker opened", "breaker closed").
+	breaker     map[string][]breakerSpan
+	breakerOpen map[string]bool
+	lastTS      time.Time
+
 	policy policyWatch
 	since  time.Time // rows before it are left out, as the summary leaves them
 }
 
 const timelineJobs = 20
 const maxTraceRows = 32
+
+type breakerSpan struct{ from, to time.Time }
 
 type bucket struct {
 	admit    int64
@@ -68,6 +77,7 @@ func newDrawData(sum *summary.Summarizer, heldOpts summary.Options) *drawData {
 		sum: sum, held: summary.New(heldOpts),
 		gen: map[string]*summary.DistAcc{}, open: map[string]*jobTrace{},
 		unit: 1, buckets: map[int64]*bucket{}, seatIx: map[string]int{}, since: heldOpts.Since,
+		breaker: map[string][]breakerSpan{}, breakerOpen: map[string]bool{},
 	}
 }
 
@@ -91,7 +101,33 @@ func (d *drawData) add(r *ledgerfile.Row, file string) {
 		d.genAll.AddDur(g)
 	}
 	d.addBucket(r)
+	d.addBreaker(r)
 	d.addTrace(r, file)
+}
+
+// addBreaker follows the breaker's state changes the loop notes on the
+// row whose outcome caused them, at that row's end.
+func (d *drawData) addBreaker(r *ledgerfile.Row) {
+	if r.TS.IsZero() {
+		return
+	}
+	end := r.TS.Add(r.Elapsed)
+	if end.After(d.lastTS) {
+		d.lastTS = end
+	}
+	if !strings.Contains(r.Note, "breaker ") {
+		return
+	}
+	seat := r.Seat
+	spans := d.breaker[seat]
+	switch {
+	case strings.Contains(r.Note, "breaker opened") && !d.breakerOpen[seat]:
+		d.breaker[seat] = append(spans, breakerSpan{from: end})
+		d.breakerOpen[seat] = true
+	case strings.Contains(r.Note, "breaker closed") && d.breakerOpen[seat]:
+		spans[len(spans)-1].to = end
+		d.breakerOpen[seat] = false
+	}
 }
 
 func (d *drawData) seat(name string) int {
@@ -288,7 +324,7 @@ func (d *drawData) timeline() []chart.TimelineJob {
 
 // decisionBars is the decisions chart's bars: at most 60, each a run of
 // buckets, labelled by the time it starts.
-func (d *drawData) decisionBars() (bars []chart.Stack, rates []chart.Line, spans [][2]int, secondsPer float64) {
+func (d *drawData) decisionBars() (bars []chart.Stack, rates []chart.Line, spans []chart.Span, secondsPer float64) {
 	if len(d.buckets) == 0 {
 		return nil, nil, nil, 0
 	}
@@ -324,15 +360,32 @@ func (d *drawData) decisionBars() (bars []chart.Stack, rates []chart.Line, spans
 			rates[s].Values[i] += float64(v) * 60 / secondsPer
 		}
 	}
-	breaker := 1 + slices.Index(admit.Reasons, admit.ReasonBreakerOpen)
-	for i := range bars {
-		if bars[i].Values[breaker] == 0 {
-			continue
+	index := func(t time.Time) int {
+		k := floorDiv(t.Unix(), d.unit)
+		return max(0, min(n-1, int((k-lo)/per)))
+	}
+	for _, seat := range slices.Sorted(maps.Keys(d.breaker)) {
+		for _, sp := range d.breaker[seat] {
+			to := sp.to
+			if to.IsZero() {
+				to = d.lastTS // still open when the log ends
+			}
+			spans = append(spans, chart.Span{From: index(sp.from), To: index(to), Label: "breaker open: " + seat})
 		}
-		if len(spans) > 0 && spans[len(spans)-1][1] == i-1 {
-			spans[len(spans)-1][1] = i
-		} else {
-			spans = append(spans, [2]int{i, i})
+	}
+	if len(spans) == 0 {
+		// No state changes noted (a hand-written log): shade the buckets
+		// whose rows the gate refused for an open breaker.
+		breaker := 1 + slices.Index(admit.Reasons, admit.ReasonBreakerOpen)
+		for i := range bars {
+			if bars[i].Values[breaker] == 0 {
+				continue
+			}
+			if len(spans) > 0 && spans[len(spans)-1].To == i-1 {
+				spans[len(spans)-1].To = i
+			} else {
+				spans = append(spans, chart.Span{From: i, To: i, Label: "breaker open (refusals)"})
+			}
 		}
 	}
 	return bars, rates, spans, secondsPer

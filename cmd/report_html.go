@@ -109,7 +109,7 @@ func (p *pictures) charts() []namedChart {
 	parts = append(parts, "refuse: other")
 	every := max(1, len(bars)/8)
 	dec := chart.Bars{Title: "Decisions over time (rows per " + chart.Fmt(per, "s") + ")", XLabel: "time of submit (UTC)",
-		YLabel: "rows (count)", Parts: parts, Stacks: bars, Spans: spans, SpanLabel: "breaker open (refusals)", LabelEach: every}
+		YLabel: "rows (count)", Parts: parts, Stacks: bars, Spans: spans, LabelEach: every}
 	dec.Stacks, dec.Parts = dropEmptyParts(bars, parts)
 	out = append(out, namedChart{"decisions", "time", dec.Write})
 	rateBars := make([]chart.Stack, len(bars))
@@ -260,7 +260,7 @@ func (p *pictures) html(w io.Writer) error {
 		{"dist", "Distributions per " + string(p.s.By), fmt.Sprintf("Sent attempts only. Circles mark p50, p95 and p99 (the figures of <code>report --json</code>; gen, elapsed − wait, is counted by the same code). Dashed vermillion lines: the wait cap and the deadline, from %s.", html.EscapeString(p.capsFrom))},
 		{"held", "Held-out rows, apart", "Rows marked <code>holdout=true</code>, kept out of tuning, summarised on their own."},
 		{"timeline", "Jobs: the slowest or failed first", "Each attempt is a bar: wait solid, gen hatched; gaps are backoff sleeps; crosses are refusals with their reason; attempts on a fallback seat are vermillion and say so."},
-		{"time", "Decisions over time", "Admits and refusals per time bucket, by reason (colour and pattern); shaded spans are buckets where the gate refused for an open breaker."},
+		{"time", "Decisions over time", "Admits and refusals per time bucket, by reason (colour and pattern). Shaded spans: a seat's breaker open, from the loop's notes (\"breaker opened\" to \"breaker closed\"), or, in a log without them, buckets where the gate refused for an open breaker."},
 		{"cost", "Cost", "Tokens and USD of sent attempts, split into the kept answer and the retry tax (attempts that did not produce the kept answer)."},
 	}
 	for _, sec := range sections {

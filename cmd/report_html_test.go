@@ -226,3 +226,18 @@ func TestReportHTMLFiguresAreReportJSONs(t *testing.T) {
 		figsEqualJSON(t, figs, []byte(out))
 	}
 }
+
+// The breaker's open span comes from the loop's notes ("breaker opened"
+// to "half-open probe; breaker closed") on the decisions chart.
+func TestReportHTMLBreakerSpan(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "r.html")
+	code, _, stderr := reportRun(t, false, "", "report", "--html", page, "../testdata/golden/rehearse/breaker-fallback.log")
+	require.Equal(t, 0, code, stderr)
+	b, _ := os.ReadFile(page)
+	spans := regexp.MustCompile(`class="span"><rect x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"[^>]*><title>([^<]*)</title>`).FindAllStringSubmatch(string(b), -1)
+	require.Len(t, spans, 1)
+	assert.Equal(t, "breaker open: breaker", spans[0][3])
+	w, _ := strconv.ParseFloat(spans[0][2], 64)
+	assert.Greater(t, w, 100.0) // open for most of the run
+	assert.Less(t, w, 556.0)    // and closed before its end
+}

@@ -203,12 +203,17 @@ type Bars struct {
 	Title, XLabel, YLabel, Unit string
 	Parts                       []string // what each value of a Stack is
 	Stacks                      []Stack
-	// Spans shade runs of bars (breaker open), by index, with a label.
-	Spans     [][2]int
-	SpanLabel string
+	// Spans shade runs of bars (a breaker open), by index, each labelled.
+	Spans []Span
 	// Lines are drawn over the bars on the same axis, one point per bar.
 	Lines     []Line
 	LabelEach int // label every n-th bar (0: each)
+}
+
+// Span is a run of bars, From to To inclusive, shaded and labelled.
+type Span struct {
+	From, To int
+	Label    string
 }
 
 // Line is a series of values over a bar chart's categories.
@@ -237,10 +242,10 @@ func (ch Bars) Write(w io.Writer) error {
 	yt, ya, yb := niceTicks(0, math.Max(most, 1e-9), 5)
 	c.x0, c.x1, c.y0, c.y1 = 0, float64(n), ya, yb
 	c.axes(ch.XLabel, ch.YLabel, nil, yt, nil, func(v float64) string { return Fmt(v, ch.Unit) })
-	for _, sp := range ch.Spans {
-		x0, x1 := c.X(float64(sp[0])), c.X(float64(sp[1]+1))
-		fmt.Fprintf(&c.b, `<g class="span"><rect x="%s" y="%s" width="%s" height="%s" fill="#000" fill-opacity="0.08" stroke="#000" stroke-dasharray="2 2"/><text x="%s" y="%s" font-size="10" fill="%s">%s</text></g>`,
-			num(x0), num(c.top), num(x1-x0), num(c.ph), num(x0+2), num(c.top+22), ink, esc(ch.SpanLabel))
+	for i, sp := range ch.Spans {
+		x0, x1 := c.X(float64(sp.From)), c.X(float64(sp.To+1))
+		fmt.Fprintf(&c.b, `<g class="span"><rect x="%s" y="%s" width="%s" height="%s" fill="#000" fill-opacity="0.08" stroke="#000" stroke-dasharray="2 2"><title>%s</title></rect><text x="%s" y="%s" font-size="10" fill="%s">%s</text></g>`,
+			num(x0), num(c.top), num(x1-x0), num(c.ph), esc(sp.Label), num(x0+2), num(c.top+12+12*float64(i%3)), ink, esc(sp.Label))
 	}
 	bw := c.pw / float64(n)
 	every := max(ch.LabelEach, 1)
