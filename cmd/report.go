@@ -78,12 +78,17 @@ clock); rows without a ts are always kept.
 
 Output is tables on a terminal, tab-separated lines when piped (one line
 per group, header first, stable column order), --csv, or --json.
+--html FILE also writes one self-contained page of charts (no network:
+inline SVG), and --svg DIR one SVG image per chart; --hist cdf draws the
+CDFs of wait, ttfb and elapsed in the terminal under a sparkline row of
+their percentiles.
 A malformed row stops the report (exit 2, naming file and line) unless
 --skip-bad; a torn last line is a warning, never an error.` +
 			exitStatus("report written", "(not used)"),
 		Example: `  retrygate report
   retrygate report --by outcome --since 24h rehearsal.log
   retrygate report --hist wait
+  retrygate report --html report.html rehearsal.log
   retrygate report --json | jq '.all.retry_tax'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -424,12 +424,10 @@ func (p *policyWatch) scan(b []byte) {
 		case p.inLine:
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
-				if len(p.line) < 64<<10 {
-					p.line = append(p.line, b...)
-				}
+				p.keep(b)
 				return
 			}
-			p.line = append(p.line, b[:i]...)
+			p.keep(b[:i])
 			p.done()
 			b = b[i+1:]
 		case p.midLine:
@@ -466,6 +464,16 @@ func (p *policyWatch) scan(b []byte) {
 			}
 			p.head = p.head[:0]
 		}
+	}
+}
+
+// maxPolicyLine bounds what is kept of one policy line, however the
+// reads split it.
+const maxPolicyLine = 64 << 10
+
+func (p *policyWatch) keep(b []byte) {
+	if room := maxPolicyLine - len(p.line); room > 0 {
+		p.line = append(p.line, b[:min(room, len(b))]...)
 	}
 }
 
