@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"html"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
@@ -152,8 +151,5 @@ func checkHTMLFlag(c *cobra.Command, path string) error {
 	if path == "-" {
 		return badInput("--html: give a file name; the page is not written to stdout")
 	}
-	if st, err := os.Stat(path); path != "" && err == nil && st.IsDir() {
-		return badInput("--html: %q is a directory", path)
-	}
-	return nil
+	return checkOutPath("--html", path)
 }

@@ -142,11 +142,14 @@ var flagSpecs = map[string]flagSpec{
 	"report --hist":       {bad: []string{"bogus", "wait,tokens", "5s"}},
 	"report --skip-bad":   {bad: flagBadBool},
 	"report --max-tokens": {bad: flagWith(flagBadInt, "9223372036854775807")},
+	"report --html":       {bad: flagBadOutPath, path: true},
+	"report --svg":        {bad: []string{"", "no-such-dir/charts"}, path: true},
 
 	// check.
 	"check --policy":   {bad: flagBadPath, path: true},
 	"check --json":     {bad: flagBadBool},
 	"check --skip-bad": {bad: flagBadBool},
+	"check --html":     {bad: flagBadOutPath, path: true},
 
 	// tune.
 	"tune --json":     {bad: flagBadBool},
@@ -162,6 +165,7 @@ var flagSpecs = map[string]flagSpec{
 	"simulate --seed":   {bad: flagBadUint},
 	"simulate --layers": {bad: flagBadLayers},
 	"simulate --json":   {bad: flagBadBool},
+	"simulate --html":   {bad: flagBadOutPath, path: true},
 
 	// cost.
 	"cost --fail-rate":            {bad: flagBadRate},

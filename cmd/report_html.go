@@ -174,7 +174,7 @@ func dropEmptyParts(bars []chart.Stack, parts []string) ([]chart.Stack, []string
 
 // writeSVGs writes each chart to DIR/NAME.svg.
 func (p *pictures) writeSVGs(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		return badInput("--svg: %v", unwrapPathErr(err))
 	}
 	for _, c := range p.charts() {
@@ -362,14 +362,16 @@ func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
 	if opts.HTML == "-" {
 		return badInput("--html: give a file name; the page is not written to stdout")
 	}
-	if opts.HTML != "" {
-		if st, err := os.Stat(opts.HTML); err == nil && st.IsDir() {
-			return badInput("--html: %q is a directory", opts.HTML)
-		}
+	if err := checkOutPath("--html", opts.HTML); err != nil {
+		return err
 	}
 	if opts.SVGDir != "" {
 		if st, err := os.Stat(opts.SVGDir); err == nil && !st.IsDir() {
 			return badInput("--svg: %q is not a directory", opts.SVGDir)
+		} else if err != nil {
+			if err := checkParent("--svg", opts.SVGDir); err != nil {
+				return err
+			}
 		}
 	}
 	b, err := cfg.budget()
@@ -451,4 +453,28 @@ func figure(i int, name, svg string) string {
 	svg = strings.NewReplacer(`id="`, `id="c`+n+`-`, `url(#`, `url(#c`+n+`-`,
 		`aria-labelledby="t d"`, `aria-labelledby="c`+n+`-t c`+n+`-d"`).Replace(svg)
 	return `<figure id="chart-` + name + `" class="chart" data-chart="` + name + `" style="margin:0">` + svg + `</figure>`
+}
+
+// checkOutPath checks an output file's flag before any work: not a
+// directory, and in a directory that exists.
+func checkOutPath(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return badInput("%s: %q is a directory", flag, path)
+	}
+	return checkParent(flag, path)
+}
+
+func checkParent(flag, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return badInput("%s: %q: %v", flag, dir, unwrapPathErr(err))
+	}
+	if !st.IsDir() {
+		return badInput("%s: %q is not a directory", flag, dir)
+	}
+	return nil
 }
