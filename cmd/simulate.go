@@ -290,7 +290,7 @@ func runSimulate(o *SimulateOptions) error {
 		if err != nil {
 			return badInput("%s: %v", sp.Label, err)
 		}
-		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Seed: o.Seed, Ctx: o.Ctx}
+		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Seed: o.Seed, Ctx: o.Ctx, KeepSummary: o.HTML != ""}
 		if bar != nil {
 			offset := i * o.Jobs
 			sim.Progress = func(done int) { _ = bar.Set(offset + done) }

@@ -33,6 +33,8 @@ type Sim struct {
 	Progress func(done int)
 	// Rows, if set, also receives every row (reused after it returns).
 	Rows func(*ledgerfile.Row)
+	// KeepSummary keeps the summary behind the figures in Summary.Source.
+	KeepSummary bool
 }
 
 // LoopRand is the jitter source a simulation with seed uses. It is seeded
@@ -95,7 +97,11 @@ func Run(s Sim) (*Summary, error) {
 	for i := range s.Seats {
 		open[i] = l.Breaker(i).OpenTime(end)
 	}
-	out := View(sum.Summary(), priced(s.Seats), res.Elapsed, open)
+	whole := sum.Summary()
+	out := View(whole, priced(s.Seats), res.Elapsed, open)
+	if s.KeepSummary {
+		out.Source = whole
+	}
 	out.Interrupted = res.Interrupted
 	out.Rate = s.Rate
 	return out, nil
@@ -186,7 +192,9 @@ type Summary struct {
 	Refusals map[string]int `json:"refusals"`
 	Seats    []SeatFigures  `json:"seats"`
 
-	Source *summary.Summary `json:"-"` // the summary View read
+	// Source is the summary the figures were read from, when Sim.KeepSummary
+	// asked for it (simulate --html draws its distributions).
+	Source *summary.Summary `json:"-"`
 }
 
 // SeatFigures is one seat's part.
@@ -231,7 +239,6 @@ func View(s *summary.Summary, pricedSeats bool, duration time.Duration, breakerO
 		}
 		out.Seats = append(out.Seats, sf)
 	}
-	out.Source = s // the distributions behind the figures, for simulate --html
 	return out
 }
 
