@@ -144,6 +144,7 @@ var flagSpecs = map[string]flagSpec{
 	"report --max-tokens": {bad: flagWith(flagBadInt, "9223372036854775807")},
 	"report --html":       {bad: flagBadOutPath, path: true},
 	"report --svg":        {bad: []string{"", "no-such-dir/charts"}, path: true},
+	"report --png":        {bad: []string{"", "no-such-dir/charts"}, path: true},
 
 	// check.
 	"check --policy":   {bad: flagBadPath, path: true},

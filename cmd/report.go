@@ -42,9 +42,9 @@ type ReportOptions struct {
 	HistCapLabel string
 	// HTML is the page report --html writes, SVGDir where --svg writes
 	// one image per chart (report_html.go).
-	HTML, SVGDir string
-	Budget       admit.Budget // the caps the pictures draw when the log has no # policy line
-	BudgetFrom   string
+	HTML, SVGDir, PNGDir string
+	Budget               admit.Budget // the caps the pictures draw when the log has no # policy line
+	BudgetFrom           string
 }
 
 func newReportCmd(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
@@ -79,7 +79,8 @@ clock); rows without a ts are always kept.
 Output is tables on a terminal, tab-separated lines when piped (one line
 per group, header first, stable column order), --csv, or --json.
 --html FILE also writes one self-contained page of charts (no network:
-inline SVG), and --svg DIR one SVG image per chart; --hist cdf draws the
+inline SVG), --svg DIR one SVG image per chart and --png DIR the same
+charts as PNG; --hist cdf draws the
 CDFs of wait, ttfb and elapsed in the terminal under a sparkline row of
 their percentiles.
 A malformed row stops the report (exit 2, naming file and line) unless
@@ -163,6 +164,7 @@ A malformed row stops the report (exit 2, naming file and line) unless
 	fl.StringVar(&opts.Hist, "hist", "", "draw a histogram of `wait`, elapsed or tokens, with the cap marked, or cdf: the CDFs of wait, ttfb and elapsed")
 	fl.StringVar(&opts.HTML, "html", "", "also write one self-contained HTML page of charts to `FILE`")
 	fl.StringVar(&opts.SVGDir, "svg", "", "also write each chart as an SVG image into `DIR`")
+	fl.StringVar(&opts.PNGDir, "png", "", "also write each chart as a PNG image into `DIR`")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
 	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "also suggest the timeout a `N`-token answer needs at the observed rate")
 	return cmd
@@ -344,7 +346,7 @@ func runReport(opts *ReportOptions) error {
 	sum := summary.New(sumOpts)
 	add := sum.Add
 	var draw *drawData
-	if opts.HTML != "" || opts.SVGDir != "" {
+	if opts.HTML != "" || opts.SVGDir != "" || opts.PNGDir != "" {
 		draw = newDrawData(sum, sumOpts)
 		logs.wrap = draw.policy.wrap
 		add = func(r *ledgerfile.Row, file string) { sum.Add(r, file); draw.add(r, file) }

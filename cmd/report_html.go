@@ -172,18 +172,27 @@ func dropEmptyParts(bars []chart.Stack, parts []string) ([]chart.Stack, []string
 	return out, names
 }
 
-// writeSVGs writes each chart to DIR/NAME.svg.
-func (p *pictures) writeSVGs(dir string) error {
+// writeImages writes each chart to DIR/NAME.svg (--svg) or, painted
+// from that same SVG at twice its size, DIR/NAME.png (--png).
+func (p *pictures) writeImages(flag, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return badInput("--svg: %v", unwrapPathErr(err))
+		return badInput("%s: %v", flag, unwrapPathErr(err))
 	}
 	for _, c := range p.charts() {
 		var b bytes.Buffer
 		if err := c.write(&b); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, c.name+".svg"), b.Bytes()); err != nil {
-			return fmt.Errorf("--svg: %w", err)
+		ext, data := ".svg", b.Bytes()
+		if flag == "--png" {
+			var img bytes.Buffer
+			if err := chart.PNG(&b, &img, 2); err != nil {
+				return err
+			}
+			ext, data = ".png", img.Bytes()
+		}
+		if err := writeFileAtomic(filepath.Join(dir, c.name+ext), data); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
 		}
 	}
 	return nil
@@ -351,12 +360,12 @@ func writeFileAtomic(path string, data []byte) error {
 // fillPictureOpts checks --html and --svg and resolves the caps they draw
 // when the log carries no # policy line.
 func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
-	for _, f := range []struct{ name, v string }{{"html", opts.HTML}, {"svg", opts.SVGDir}} {
+	for _, f := range []struct{ name, v string }{{"html", opts.HTML}, {"svg", opts.SVGDir}, {"png", opts.PNGDir}} {
 		if c.Flags().Changed(f.name) && strings.TrimSpace(f.v) == "" {
 			return badInput("--%s: empty (give a path, or leave --%s out)", f.name, f.name)
 		}
 	}
-	if opts.HTML == "" && opts.SVGDir == "" {
+	if opts.HTML == "" && opts.SVGDir == "" && opts.PNGDir == "" {
 		return nil
 	}
 	if opts.HTML == "-" {
@@ -365,11 +374,14 @@ func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
 	if err := checkOutPath("--html", opts.HTML); err != nil {
 		return err
 	}
-	if opts.SVGDir != "" {
-		if st, err := os.Stat(opts.SVGDir); err == nil && !st.IsDir() {
-			return badInput("--svg: %q is not a directory", opts.SVGDir)
+	for _, d := range []struct{ flag, dir string }{{"--svg", opts.SVGDir}, {"--png", opts.PNGDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if st, err := os.Stat(d.dir); err == nil && !st.IsDir() {
+			return badInput("%s: %q is not a directory", d.flag, d.dir)
 		} else if err != nil {
-			if err := checkParent("--svg", opts.SVGDir); err != nil {
+			if err := checkParent(d.flag, d.dir); err != nil {
 				return err
 			}
 		}
@@ -411,9 +423,11 @@ func writePictures(opts *ReportOptions, s *summary.Summary, d *drawData, files [
 		}
 		p.capsFrom = from
 	}
-	if opts.SVGDir != "" {
-		if err := p.writeSVGs(opts.SVGDir); err != nil {
-			return err
+	for _, out := range []struct{ flag, dir string }{{"--svg", opts.SVGDir}, {"--png", opts.PNGDir}} {
+		if out.dir != "" {
+			if err := p.writeImages(out.flag, out.dir); err != nil {
+				return err
+			}
 		}
 	}
 	if opts.HTML != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -281,5 +282,40 @@ func TestPolicyWatchLongLine(t *testing.T) {
 		_, err := io.ReadAll(w.wrap(&chunkReader{data: []byte(line), n: n}))
 		require.NoError(t, err)
 		assert.Len(t, w.last, maxPolicyLine-2, n) // kept to the bound, "# " dropped
+	}
+}
+
+// --png writes the same charts as --svg, painted at twice their size.
+func TestReportPNG(t *testing.T) {
+	svgDir, pngDir := t.TempDir(), filepath.Join(t.TempDir(), "png")
+	code, _, stderr := reportRun(t, false, "", "report", "--svg", svgDir, "--png", pngDir, mixedLog)
+	require.Equal(t, 0, code, stderr)
+	svgs, _ := filepath.Glob(filepath.Join(svgDir, "*.svg"))
+	require.Len(t, svgs, 18)
+	for _, s := range svgs {
+		name := strings.TrimSuffix(filepath.Base(s), ".svg")
+		fh, err := os.Open(filepath.Join(pngDir, name+".png"))
+		require.NoError(t, err, name)
+		img, err := png.Decode(fh)
+		fh.Close()
+		require.NoError(t, err, name)
+		src, _ := os.ReadFile(s)
+		m := regexp.MustCompile(`width="(\d+)" height="(\d+)"`).FindStringSubmatch(string(src))
+		w, _ := strconv.Atoi(m[1])
+		h, _ := strconv.Atoi(m[2])
+		assert.Equal(t, 2*w, img.Bounds().Dx(), name)
+		assert.Equal(t, 2*h, img.Bounds().Dy(), name)
+		// Something is painted in the palette's first colour (a series,
+		// a bar), not only black text on white.
+		blue := 0
+		for y := 0; y < img.Bounds().Dy(); y += 2 {
+			for x := 0; x < img.Bounds().Dx(); x += 2 {
+				r, g, b, _ := img.At(x, y).RGBA()
+				if r>>8 < 20 && g>>8 > 100 && g>>8 < 130 && b>>8 > 160 && b>>8 < 190 {
+					blue++
+				}
+			}
+		}
+		assert.Positive(t, blue, name)
 	}
 }
