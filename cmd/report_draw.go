@@ -52,6 +52,9 @@ type drawData struct {
 }
 
 const timelineJobs = 20
+
+// maxGenGroups bounds the groups gen is counted for.
+const maxGenGroups = 64
 const maxTraceRows = 32
 
 type breakerSpan struct{ from, to time.Time }
@@ -90,15 +93,22 @@ func (d *drawData) add(r *ledgerfile.Row, file string) {
 		d.held.Add(r, file)
 	}
 	if g, ok := summary.Gen(r); ok {
-		key := d.sum.GroupKey(r, file)
-		acc := d.gen[key]
-		if acc == nil {
-			acc = &summary.DistAcc{}
-			d.gen[key] = acc
-			d.genOrder = append(d.genOrder, key)
-		}
-		acc.AddDur(g)
 		d.genAll.AddDur(g)
+		// Gen per group only while the groups are few: a count per
+		// distinct value per group is cheap for seats, not for jobs.
+		if key := d.sum.GroupKey(r, file); d.gen != nil {
+			acc := d.gen[key]
+			if acc == nil && len(d.gen) < maxGenGroups {
+				acc = &summary.DistAcc{}
+				d.gen[key] = acc
+				d.genOrder = append(d.genOrder, key)
+			}
+			if acc != nil {
+				acc.AddDur(g)
+			} else {
+				d.gen, d.genOrder = nil, nil // too many groups: gen is drawn for (all) alone
+			}
+		}
 	}
 	d.addBucket(r)
 	d.addBreaker(r)

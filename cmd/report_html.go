@@ -2,12 +2,14 @@ package cmd
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,14 +49,38 @@ func marks(d summary.Dist) []chart.Mark {
 	return []chart.Mark{{Label: "p50", X: float64(d.P50)}, {Label: "p95", X: float64(d.P95)}, {Label: "p99", X: float64(d.P99)}}
 }
 
-// groups are the groups drawn per group: each group, then (all) when
-// there is more than one.
-func groupsOf(s *summary.Summary) []*summary.Group {
-	gs := s.Groups
-	if len(gs) != 1 {
-		gs = append(gs[:len(gs):len(gs)], s.All)
+// maxDrawnGroups bounds the groups drawn as series (--by job can make
+// thousands): the ones with the most rows, then (all).
+const maxDrawnGroups = 8
+
+// drawnGroup is a group drawn per group, with its index in the summary's
+// groups (report --json's "groups"), or -1 for (all).
+type drawnGroup struct {
+	*summary.Group
+	index int
+}
+
+// groupsOf lists the groups drawn: each group (at most maxDrawnGroups,
+// those with the most rows, in the summary's order), then (all) when
+// there is more than one; leftOut says how many were not drawn.
+func groupsOf(s *summary.Summary) (gs []drawnGroup, leftOut int) {
+	idx := make([]int, len(s.Groups))
+	for i := range idx {
+		idx[i] = i
 	}
-	return gs
+	if len(idx) > maxDrawnGroups {
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s.Groups[b].Rows, s.Groups[a].Rows) })
+		leftOut = len(idx) - maxDrawnGroups
+		idx = idx[:maxDrawnGroups]
+		slices.Sort(idx)
+	}
+	for _, i := range idx {
+		gs = append(gs, drawnGroup{s.Groups[i], i})
+	}
+	if len(s.Groups) != 1 {
+		gs = append(gs, drawnGroup{s.All, -1})
+	}
+	return gs, leftOut
 }
 
 func (p *pictures) charts() []namedChart {
@@ -75,11 +101,15 @@ func (p *pictures) charts() []namedChart {
 			return p.gen[g.Key]
 		}},
 	}
+	groups, _ := groupsOf(p.s)
 	for _, m := range metrics {
-		var series []chart.Series
-		for _, g := range groupsOf(p.s) {
-			d := m.dist(g)
+		var series, each []chart.Series
+		for _, g := range groups {
+			d := m.dist(g.Group)
 			series = append(series, chart.Series{Name: g.Key, Values: d.Values, Marks: marks(d)})
+			if g.index >= 0 {
+				each = append(each, series[len(series)-1])
+			}
 		}
 		cdf := chart.CDF{Title: m.key + " per " + by + " (CDF, sent attempts)", XLabel: m.label, Unit: "s", Series: series, Rules: p.rules()}
 		out = append(out, namedChart{"cdf-" + m.key, "dist", func(w io.Writer) error {
@@ -87,7 +117,7 @@ func (p *pictures) charts() []namedChart {
 			p.sampled = p.sampled || sampled
 			return err
 		}})
-		hist := chart.Hist{Title: m.key + " per " + by + " (histogram, stacked)", XLabel: m.label, Unit: "s", Series: series[:len(p.s.Groups)], Rules: p.rules()}
+		hist := chart.Hist{Title: m.key + " per " + by + " (histogram, stacked)", XLabel: m.label, Unit: "s", Series: each, Rules: p.rules()}
 		out = append(out, namedChart{"hist-" + m.key, "dist", hist.Write})
 	}
 	if p.held.Rows > 0 {
@@ -121,7 +151,7 @@ func (p *pictures) charts() []namedChart {
 	out = append(out, namedChart{"seat-rate", "time", rate.Write})
 
 	var tok, usd []chart.Stack
-	for _, g := range groupsOf(p.s) {
+	for _, g := range groups {
 		tok = append(tok, chart.Stack{Label: g.Key, Values: []float64{float64(g.TokensTotal - g.RetryTax.Tokens), float64(g.RetryTax.Tokens)}})
 		if !math.IsNaN(float64(g.RetryTax.USD)) {
 			usd = append(usd, chart.Stack{Label: g.Key, Values: []float64{float64(g.USDTotal - g.RetryTax.USD), float64(g.RetryTax.USD)}})
@@ -287,6 +317,10 @@ func (p *pictures) html(w io.Writer) error {
 		fmt.Fprintf(&b, `<div class="charts">%s</div>`, rendered[sec.id])
 		if sec.id == "dist" {
 			b.WriteString(percentileTable(p))
+			if _, left := groupsOf(p.s); left > 0 {
+				fmt.Fprintf(&b, `<p id="groups-left-out" class="note">%d of %d groups drawn (those with the most rows); (all) holds every row, and <code>report --json</code> every group.</p>`,
+					maxDrawnGroups, len(p.s.Groups))
+			}
 		}
 	}
 	if p.sampled {
@@ -306,10 +340,11 @@ document.getElementById('jobfound').textContent=q?n+' of the jobs drawn match; o
 func percentileTable(p *pictures) string {
 	var b strings.Builder
 	b.WriteString(`<table id="percentiles"><tr><th>` + html.EscapeString(string(p.s.By)) + `</th><th>metric</th><th>n</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>`)
-	for gi, g := range groupsOf(p.s) {
+	groups, _ := groupsOf(p.s)
+	for _, g := range groups {
 		path := "all"
-		if g != p.s.All {
-			path = "groups." + strconv.Itoa(gi)
+		if g.index >= 0 {
+			path = "groups." + strconv.Itoa(g.index)
 		}
 		for _, m := range []struct {
 			key string

@@ -319,3 +319,28 @@ func TestReportPNG(t *testing.T) {
 		assert.Positive(t, blue, name)
 	}
 }
+
+// --by job makes a group per job: the page draws the 8 with the most
+// rows beside (all), and says so.
+func TestReportHTMLManyGroups(t *testing.T) {
+	var sb strings.Builder
+	for i := range 100 {
+		for a := 1; a <= 1+i%3; a++ {
+			fmt.Fprintf(&sb, "job=j%03d attempt=%d seat=s wait_s=0.%03d elapsed_s=1.000 tokens=10 outcome=ok decision=admit\n", i, a, i)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "jobs.log")
+	require.NoError(t, os.WriteFile(path, []byte(sb.String()), 0o644))
+	page := filepath.Join(t.TempDir(), "r.html")
+	code, _, stderr := reportRun(t, false, "", "report", "--by", "job", "--html", page, path)
+	require.Equal(t, 0, code, stderr)
+	b, _ := os.ReadFile(page)
+	html := string(b)
+	assert.True(t, strings.Contains(html, `8 of 100 groups drawn`))
+	i := strings.Index(html, `data-chart="cdf-wait"`)
+	require.Positive(t, i)
+	cdf := html[i : i+strings.Index(html[i:], "</figure>")]
+	assert.Equal(t, 9, strings.Count(cdf, `class="cdf-line"`)) // 8 jobs and (all)
+	assert.True(t, strings.Contains(cdf, `data-series="j002"`)) // three rows: among the largest
+	assert.False(t, strings.Contains(cdf, `data-series="j000"`))
+}
