@@ -340,7 +340,7 @@ func TestReportHTMLManyGroups(t *testing.T) {
 	i := strings.Index(html, `data-chart="cdf-wait"`)
 	require.Positive(t, i)
 	cdf := html[i : i+strings.Index(html[i:], "</figure>")]
-	assert.Equal(t, 9, strings.Count(cdf, `class="cdf-line"`)) // 8 jobs and (all)
+	assert.Equal(t, 9, strings.Count(cdf, `class="cdf-line"`))  // 8 jobs and (all)
 	assert.True(t, strings.Contains(cdf, `data-series="j002"`)) // three rows: among the largest
 	assert.False(t, strings.Contains(cdf, `data-series="j000"`))
 }
