@@ -29,6 +29,7 @@ type CheckOptions struct {
 	ThresholdLines []int
 	SlowAfter      time.Duration
 	Retry          admit.RetryPolicy // the retry rules the replay judges by
+	HTML           string            // check --html: the page (check_html.go)
 }
 
 // CheckThreshold is one parsed threshold and where the policy wrote it.
@@ -145,6 +146,9 @@ no pipe.` +
 			if opts.Files, err = logFiles(cfg, args); err != nil {
 				return err
 			}
+			if err := checkHTMLFlag(c, opts.HTML); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -156,6 +160,7 @@ no pipe.` +
 	fl.BoolVar(&opts.JSON, "json", false, "write JSON (the same as --format json)")
 	fl.StringVar(&opts.Format, "format", "", "output: github adds workflow annotations, junit is a JUnit XML report (default: table on a terminal, tsv piped)")
 	fl.StringVar(&opts.JUnitFile, "junit", "", "also write a JUnit XML report to `file`")
+	fl.StringVar(&opts.HTML, "html", "", "also write a page of each threshold's limit over the observed distribution, and the flipped decisions, to `FILE`")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
 	return cmd
 }
@@ -205,6 +210,11 @@ func runCheck(opts *CheckOptions) error {
 	res := chk.Close()
 	if res.HeldOut.Rows == 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on\n")
+	}
+	if opts.HTML != "" {
+		if err := writeCheckHTML(opts.HTML, opts, res, displayNames(logs)); err != nil {
+			return err
+		}
 	}
 	if opts.JUnitFile != "" {
 		if err := writeCheckJUnitFile(opts, logs, res); err != nil {

@@ -29,6 +29,7 @@ const (
 	phUSD      = "usd"      // an amount in US dollars
 	phRate     = "rate"     // a share: 0.05 or 5%
 	phFile     = "file"
+	phDir      = "dir"
 	phName     = "name"
 	phID       = "id"
 	phText     = "text"
@@ -39,7 +40,7 @@ const (
 	phRates    = "n,n,.../s"
 )
 
-var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phName, phID, phText, phTime, phAddr, phLayers, phSpec, phRates}
+var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phDir, phName, phID, phText, phTime, phAddr, phLayers, phSpec, phRates}
 
 // flagVocabulary maps a flag's name to its meta, the same under every
 // command; flagOverrides holds the few that mean something else under one
@@ -49,6 +50,8 @@ var flagVocabulary = map[string]flagMeta{
 	"state": {placeholder: phFile, files: true}, "prompt-file": {placeholder: phFile, files: true},
 	"policy": {placeholder: phFile, files: true}, "vs": {placeholder: phFile, files: true},
 	"script": {placeholder: phFile, files: true}, "junit": {placeholder: phFile, files: true},
+	"html": {placeholder: phFile, files: true},
+	"svg": {placeholder: phDir, files: true}, "png": {placeholder: phDir, files: true},
 
 	"deadline": {placeholder: phDuration}, "max-wait": {placeholder: phDuration},
 	"hard-timeout": {placeholder: phDuration}, "wait-cap": {placeholder: phDuration},
@@ -80,7 +83,7 @@ var flagVocabulary = map[string]flagMeta{
 var flagOverrides = map[string]flagMeta{
 	"simulate --model":    {placeholder: phSpec},
 	"report --by":         {values: []string{"seat", "model", "job", "outcome"}},
-	"report --hist":       {values: []string{"wait", "elapsed", "tokens"}},
+	"report --hist":       {values: []string{"wait", "elapsed", "tokens", "cdf"}},
 	"seat serve --format": {values: []string{"openai", "anthropic", "ollama"}},
 	"check --format":      {values: checkFormats},
 	"record --outcome":    {values: outcomeNames()},

@@ -159,6 +159,9 @@ var flagSpecs = map[string]flagSpec{
 	"report --hist":       {bad: []string{"bogus", "wait,tokens", "5s"}},
 	"report --skip-bad":   {bad: flagBadBool},
 	"report --max-tokens": {bad: flagWith(flagBadInt, "9223372036854775807")},
+	"report --html":       {bad: flagBadOutPath, path: true},
+	"report --svg":        {bad: []string{"", "no-such-dir/charts"}, path: true},
+	"report --png":        {bad: []string{"", "no-such-dir/charts"}, path: true},
 
 	// check.
 	"check --policy":   {bad: flagBadPath, path: true},
@@ -166,6 +169,7 @@ var flagSpecs = map[string]flagSpec{
 	"check --skip-bad": {bad: flagBadBool},
 	"check --format":   {bad: []string{"", "githb", "xml", "JSON "}},
 	"check --junit":    {bad: flagBadOutPath, path: true},
+	"check --html":     {bad: flagBadOutPath, path: true},
 
 	// tune.
 	"tune --json":     {bad: flagBadBool},
@@ -184,6 +188,7 @@ var flagSpecs = map[string]flagSpec{
 	"simulate --duration":  {bad: flagBadPositive},
 	"simulate --ramp":      {bad: flagBadRamp},
 	"simulate --ramp-step": {bad: flagBadPositive, base: []string{"--ramp", "1,2"}},
+	"simulate --html":      {bad: flagBadOutPath, path: true},
 
 	// cost.
 	"cost --fail-rate":            {bad: flagBadRate},

@@ -18,6 +18,7 @@ type logSet struct {
 	io    *IOStreams
 	names []string
 	spool string
+	wrap  func(io.Reader) io.Reader // watches the bytes the strict read reads (report --html)
 }
 
 func (l *logSet) display(name string) string {
@@ -96,7 +97,11 @@ func (l *logSet) scan(skipBad bool, fn func(r *ledgerfile.Row, file string)) (to
 			return torn, skipped, err
 		}
 		disp := l.display(name)
-		t, s, err := summary.Scan(rc, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) })
+		var in io.Reader = rc
+		if l.wrap != nil {
+			in = l.wrap(rc)
+		}
+		t, s, err := summary.Scan(in, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) })
 		rc.Close()
 		torn, skipped = append(torn, t...), append(skipped, s...)
 		for _, e := range t {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"retrygate/admit"
+	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/summary"
 )
 
@@ -31,6 +33,11 @@ type ReportOptions struct {
 	// or budget.token_ceiling), and HistCapLabel says where it was set.
 	HistCap      float64
 	HistCapLabel string
+	// HTML is the page report --html writes, SVGDir where --svg writes
+	// one image per chart (report_html.go).
+	HTML, SVGDir, PNGDir string
+	Budget               admit.Budget // the caps the pictures draw when the log has no # policy line
+	BudgetFrom           string
 }
 
 func newReportCmd(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
@@ -64,12 +71,18 @@ clock); rows without a ts are always kept.
 
 Output is tables on a terminal, tab-separated lines when piped (one line
 per group, header first, stable column order), --csv, or --json.
+--html FILE also writes one self-contained page of charts (no network:
+inline SVG), --svg DIR one SVG image per chart and --png DIR the same
+charts as PNG; --hist cdf draws the
+CDFs of wait, ttfb and elapsed in the terminal under a sparkline row of
+their percentiles.
 A malformed row stops the report (exit 2, naming file and line) unless
 --skip-bad; a torn last line is a warning, never an error.` +
 			exitStatus("report written", "(not used)"),
 		Example: `  retrygate report
   retrygate report --by outcome --since 24h rehearsal.log
   retrygate report --hist wait
+  retrygate report --html report.html rehearsal.log
   retrygate report --json | jq '.all.retry_tax'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -95,9 +108,12 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if opts.JSON && opts.CSV {
 				return badInput("--json and --csv: choose one")
 			}
+			if err := fillPictureOpts(c, cfg, opts); err != nil {
+				return err
+			}
 			switch opts.Hist {
 			case "":
-			case "wait", "elapsed", "tokens":
+			case "wait", "elapsed", "tokens", "cdf":
 				if opts.JSON || opts.CSV {
 					return badInput("--hist draws for a terminal; it does not combine with --json or --csv")
 				}
@@ -105,9 +121,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 				if err != nil {
 					return err
 				}
-				key := map[string]string{"wait": "budget.max_wait", "elapsed": "budget.deadline", "tokens": "budget.token_ceiling"}[opts.Hist]
+				key := map[string]string{"wait": "budget.max_wait", "cdf": "budget.max_wait", "elapsed": "budget.deadline", "tokens": "budget.token_ceiling"}[opts.Hist]
 				switch opts.Hist {
-				case "wait":
+				case "wait", "cdf":
 					opts.HistCap = b.MaxWait.Seconds()
 				case "elapsed":
 					opts.HistCap = b.Deadline.Seconds()
@@ -116,7 +132,7 @@ A malformed row stops the report (exit 2, naming file and line) unless
 				}
 				opts.HistCapLabel = cfg.where(key)
 			default:
-				return badInput("--hist: unknown metric %q (want wait, elapsed or tokens)", opts.Hist)
+				return badInput("--hist: unknown metric %q (want wait, elapsed, tokens or cdf)", opts.Hist)
 			}
 			if opts.MaxTokens < 0 {
 				return badInput("--max-tokens: must not be negative, got %d", opts.MaxTokens)
@@ -138,7 +154,10 @@ A malformed row stops the report (exit 2, naming file and line) unless
 	fl.StringVar(&since, "since", "", "only rows from this RFC 3339 `time`, or this duration back from the newest row")
 	fl.BoolVar(&opts.JSON, "json", false, "write JSON")
 	fl.BoolVar(&opts.CSV, "csv", false, "write CSV (one line per group)")
-	fl.StringVar(&opts.Hist, "hist", "", "draw a histogram of `wait`, elapsed or tokens, with the cap marked")
+	fl.StringVar(&opts.Hist, "hist", "", "draw a histogram of `wait`, elapsed or tokens, with the cap marked, or cdf: the CDFs of wait, ttfb and elapsed")
+	fl.StringVar(&opts.HTML, "html", "", "also write one self-contained HTML page of charts to `FILE`")
+	fl.StringVar(&opts.SVGDir, "svg", "", "also write each chart as an SVG image into `DIR`")
+	fl.StringVar(&opts.PNGDir, "png", "", "also write each chart as a PNG image into `DIR`")
 	fl.BoolVar(&opts.SkipBad, "skip-bad", false, "skip malformed rows (reported on stderr) instead of stopping")
 	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "also suggest the timeout a `N`-token answer needs at the observed rate")
 	return cmd
@@ -166,12 +185,25 @@ func runReport(opts *ReportOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := summary.New(summary.Options{By: opts.By, Since: since, SlowAfter: opts.SlowAfter})
-	torn, skipped, err := logs.scan(opts.SkipBad, sum.Add)
+	sumOpts := summary.Options{By: opts.By, Since: since, SlowAfter: opts.SlowAfter}
+	sum := summary.New(sumOpts)
+	add := sum.Add
+	var draw *drawData
+	if opts.HTML != "" || opts.SVGDir != "" || opts.PNGDir != "" {
+		draw = newDrawData(sum, sumOpts)
+		logs.wrap = draw.policy.wrap
+		add = func(r *ledgerfile.Row, file string) { sum.Add(r, file); draw.add(r, file) }
+	}
+	torn, skipped, err := logs.scan(opts.SkipBad, add)
 	if err != nil {
 		return err
 	}
 	s := sum.Close()
+	if draw != nil {
+		if err := writePictures(opts, s, draw, displayNames(logs)); err != nil {
+			return err
+		}
+	}
 	recs := summary.Recommend(s, opts.MaxTokens)
 	var warnings []string
 	for _, r := range recs {
@@ -213,6 +245,8 @@ func runReport(opts *ReportOptions) error {
 		}
 		w.Flush()
 		return w.Error()
+	case opts.Hist == "cdf":
+		return drawCDFs(opts.IO.Out, s.All, opts.HistCap, opts.HistCapLabel, opts.IO.Width)
 	case opts.Hist != "":
 		return drawHist(opts.IO.Out, opts.Hist, s.All, opts.HistCap, opts.HistCapLabel, opts.IO.Width)
 	case !opts.IO.OutTTY:

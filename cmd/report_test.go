@@ -223,7 +223,7 @@ func TestReportBadFlags(t *testing.T) {
 	}{
 		{[]string{"report", "--by", "seats", mixedLog}, `--by: unknown grouping "seats" (want seat, model, job or outcome)`},
 		{[]string{"report", "--since", "yesterday", mixedLog}, `--since: "yesterday" is neither an RFC 3339 time`},
-		{[]string{"report", "--hist", "ttfb", mixedLog}, `--hist: unknown metric "ttfb" (want wait, elapsed or tokens)`},
+		{[]string{"report", "--hist", "ttfb", mixedLog}, `--hist: unknown metric "ttfb" (want wait, elapsed, tokens or cdf)`},
 		{[]string{"report", "--json", "--csv", mixedLog}, "--json and --csv: choose one"},
 		{[]string{"report", "--hist", "wait", "--json", mixedLog}, "--hist draws for a terminal"},
 		{[]string{"report", "--max-tokens", "-1", mixedLog}, "--max-tokens: must not be negative"},

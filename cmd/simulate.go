@@ -33,7 +33,8 @@ type SimulateOptions struct {
 	Seed     uint64
 	JSON     bool
 	Layers   []admit.Layer
-	Progress bool // draw a progress bar on stderr
+	Progress bool   // draw a progress bar on stderr
+	HTML     string // --html: a page of the policies' distributions and costs on the same axes (simulate_html.go)
 }
 
 // simPolicy is a policy file, resolved.
@@ -125,11 +126,15 @@ retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before ever
 	fl.String("seed", "1", "random `seed`: the same seed gives the same result")
 	fl.String("layers", "", "retry layers innermost first, `name=attempts,...` (e.g. sdk=2,app=3,queue=3)")
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
+	fl.StringVar(&opts.HTML, "html", "", "also write a page of the policies' distributions and costs on the same axes to `FILE`")
 	return c
 }
 
 func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 	o.Ctx = f.Ctx
+	if err := checkHTMLFlag(c, o.HTML); err != nil {
+		return err
+	}
 	fl := c.Flags()
 	n, _, err := countFlag(c, "jobs")
 	if err != nil {
@@ -272,7 +277,7 @@ func runSimulate(o *SimulateOptions) error {
 		if err != nil {
 			return badInput("%s: %v", sp.Label, err)
 		}
-		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Ramp: o.Ramp, Duration: o.Duration, Seed: o.Seed, Ctx: o.Ctx}
+		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Ramp: o.Ramp, Duration: o.Duration, Seed: o.Seed, Ctx: o.Ctx, KeepSummary: o.HTML != ""}
 		if bar != nil {
 			offset := i * o.Jobs
 			sim.Progress = func(done int) { _ = bar.Set(offset + done) }
@@ -319,6 +324,12 @@ func runSimulate(o *SimulateOptions) error {
 		modelName = o.Model.String()
 	}
 	var err error
+	metrics := simMetrics()
+	if o.HTML != "" {
+		if err := writeSimHTML(o, sums, metrics, modelName); err != nil {
+			return err
+		}
+	}
 	if o.JSON {
 		err = printSimulateJSON(o, sums, lj, modelName)
 	} else {

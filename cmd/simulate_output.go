@@ -112,6 +112,17 @@ func (m simMetric) formatRaw(v float64, diff bool) string {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// diff is policy B's figure minus A's: the one difference the table, the
+// JSON and the page show. Seconds are milliseconds, as the log writes
+// durations (a difference may be negative).
+func (m simMetric) diff(a, b *model.Summary) float64 {
+	d := m.get(b) - m.get(a)
+	if m.kind == 's' && finite(d) {
+		d = time.Duration(d * float64(time.Second)).Round(time.Millisecond).Seconds()
+	}
+	return d
+}
+
 // printSimulateJSON writes --json: every policy's figures, and with two
 // the difference of each table metric.
 func printSimulateJSON(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, modelName string) error {
@@ -122,12 +133,7 @@ func printSimulateJSON(o *SimulateOptions, sums []*model.Summary, lj *layersJSON
 	if len(sums) == 2 {
 		out.Difference = map[string]summary.Figure{}
 		for _, m := range simMetrics() {
-			d := m.get(sums[1]) - m.get(sums[0])
-			if m.kind == 's' && finite(d) {
-				// Milliseconds, as the log writes durations (a difference may be negative).
-				d = time.Duration(d * float64(time.Second)).Round(time.Millisecond).Seconds()
-			}
-			out.Difference[m.key] = summary.Figure(d)
+			out.Difference[m.key] = summary.Figure(m.diff(sums[0], sums[1]))
 		}
 	}
 	return printJSON(o.IO.Out, out)
@@ -155,7 +161,7 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 		}
 		if len(sums) == 2 {
 			a, b := m.get(sums[0]), m.get(sums[1])
-			d := m.format(b-a, true)
+			d := m.format(m.diff(sums[0], sums[1]), true)
 			if m.kind != 'r' && a != 0 && b != a && finite(a) && finite(b) {
 				d += " (" + fmtIncrease(b/a-1) + ")"
 			}

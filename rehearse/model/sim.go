@@ -37,6 +37,8 @@ type Sim struct {
 	Progress func(done int)
 	// Rows, if set, also receives every row (reused after it returns).
 	Rows func(*ledgerfile.Row)
+	// KeepSummary keeps the summary behind the figures in Summary.Source.
+	KeepSummary bool
 }
 
 // LoopRand is the jitter source a simulation with seed uses. It is seeded
@@ -99,7 +101,11 @@ func Run(s Sim) (*Summary, error) {
 	for i := range s.Seats {
 		open[i] = l.Breaker(i).OpenTime(end)
 	}
-	out := View(sum.Close(), priced(s.Seats), res.Elapsed, open)
+	whole := sum.Close()
+	out := View(whole, priced(s.Seats), res.Elapsed, open)
+	if s.KeepSummary {
+		out.Source = whole
+	}
 	out.Interrupted = res.Interrupted
 	out.Rate = s.Rate
 	return out, nil
@@ -189,6 +195,10 @@ type Summary struct {
 	Outcomes map[string]int `json:"outcomes"`
 	Refusals map[string]int `json:"refusals"`
 	Seats    []SeatFigures  `json:"seats"`
+
+	// Source is the summary the figures were read from, when Sim.KeepSummary
+	// asked for it (simulate --html draws its distributions).
+	Source *summary.Summary `json:"-"`
 }
 
 // SeatFigures is one seat's part.

@@ -1,0 +1,346 @@
+package chart
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/fogleman/gg"
+	"github.com/golang/freetype/truetype"
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/gofont/gobold"
+	"golang.org/x/image/font/gofont/goregular"
+)
+
+// PNG paints a chart this package drew as SVG into a PNG, at scale times
+// its size, so --png gives the same charts as --svg. It reads only the
+// elements and attributes this package writes (line, rect, path, circle,
+// text and its fill patterns), not SVG at large.
+func PNG(svg io.Reader, w io.Writer, scale float64) error {
+	dec := xml.NewDecoder(svg)
+	p := &painter{patterns: map[string]*fillPattern{}, scale: scale}
+	var skip int // inside title, desc, or a pattern's content
+	var pat *fillPattern
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			a := attrs(t.Attr)
+			switch t.Name.Local {
+			case "svg":
+				if err := p.start(a); err != nil {
+					return err
+				}
+			case "title", "desc":
+				skip++
+			case "pattern":
+				pat = &fillPattern{}
+				p.patterns[a["id"]] = pat
+			case "text":
+				if skip == 0 {
+					var s struct {
+						Text string `xml:",chardata"`
+					}
+					if err := dec.DecodeElement(&s, &t); err != nil {
+						return fmt.Errorf("chart: %w", err)
+					}
+					p.text(a, s.Text)
+				}
+			default:
+				if pat != nil {
+					pat.shapes = append(pat.shapes, shape{t.Name.Local, a})
+				} else if skip == 0 && p.dc != nil {
+					p.shape(t.Name.Local, a)
+				}
+			}
+		case xml.EndElement:
+			switch t.Name.Local {
+			case "title", "desc":
+				skip--
+			case "pattern":
+				pat = nil
+			}
+		}
+	}
+	if p.dc == nil {
+		return errors.New("chart: no svg element")
+	}
+	return p.dc.EncodePNG(w)
+}
+
+type shape struct {
+	name  string
+	attrs map[string]string
+}
+
+type fillPattern struct{ shapes []shape }
+
+type painter struct {
+	dc       *gg.Context
+	scale    float64
+	patterns map[string]*fillPattern
+}
+
+func attrs(as []xml.Attr) map[string]string {
+	m := make(map[string]string, len(as))
+	for _, a := range as {
+		m[a.Name.Local] = a.Value
+	}
+	return m
+}
+
+func f(a map[string]string, k string) float64 {
+	v, _ := strconv.ParseFloat(a[k], 64)
+	return v
+}
+
+func (p *painter) start(a map[string]string) error {
+	w, h := f(a, "width"), f(a, "height")
+	if w <= 0 || h <= 0 || w > 10000 || h > 10000 {
+		return fmt.Errorf("chart: svg size %gx%g", w, h)
+	}
+	p.dc = gg.NewContext(int(math.Ceil(w*p.scale)), int(math.Ceil(h*p.scale)))
+	p.dc.Scale(p.scale, p.scale)
+	p.dc.SetColor(color.White)
+	p.dc.Clear()
+	return nil
+}
+
+// paint parses "#RRGGBB" (and "none", "#fff").
+func paint(s string, opacity string) (color.Color, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" || !strings.HasPrefix(s, "#") {
+		return nil, false
+	}
+	h := s[1:]
+	if len(h) == 3 {
+		h = string([]byte{h[0], h[0], h[1], h[1], h[2], h[2]})
+	}
+	v, err := strconv.ParseUint(h, 16, 32)
+	if err != nil || len(h) != 6 {
+		return nil, false
+	}
+	al := 1.0
+	if opacity != "" {
+		al, _ = strconv.ParseFloat(opacity, 64)
+	}
+	c := color.NRGBA{uint8(v >> 16), uint8(v >> 8), uint8(v), uint8(math.Round(al * 255))}
+	return c, true
+}
+
+func (p *painter) stroke(a map[string]string) {
+	c, ok := paint(a["stroke"], "")
+	if !ok {
+		p.dc.ClearPath()
+		return
+	}
+	p.dc.SetColor(c)
+	wd := f(a, "stroke-width")
+	if wd == 0 {
+		wd = 1
+	}
+	p.dc.SetLineWidth(wd)
+	var dash []float64
+	for _, d := range strings.Fields(a["stroke-dasharray"]) {
+		v, _ := strconv.ParseFloat(d, 64)
+		dash = append(dash, v)
+	}
+	p.dc.SetDash(dash...)
+	p.dc.Stroke()
+	p.dc.SetDash()
+}
+
+// fill fills the current path with a colour or one of the chart's
+// patterns (its base colour, then its marks tiled over it, clipped).
+func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
+	fl := a["fill"]
+	if strings.HasPrefix(fl, "url(#") {
+		pat := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
+		if pat == nil {
+			return
+		}
+		p.dc.Push()
+		p.dc.Clip()
+		for tx := math.Floor(x/6) * 6; tx < x+w; tx += 6 {
+			for ty := math.Floor(y/6) * 6; ty < y+h; ty += 6 {
+				p.dc.Push()
+				p.dc.Translate(tx, ty)
+				for _, s := range pat.shapes {
+					p.shape(s.name, s.attrs)
+				}
+				p.dc.Pop()
+			}
+		}
+		p.dc.ResetClip()
+		p.dc.Pop()
+		return
+	}
+	c, ok := paint(fl, a["fill-opacity"])
+	if !ok {
+		if !keep {
+			p.dc.ClearPath()
+		}
+		return
+	}
+	p.dc.SetColor(c)
+	if keep {
+		p.dc.FillPreserve()
+	} else {
+		p.dc.Fill()
+	}
+}
+
+func (p *painter) shape(name string, a map[string]string) {
+	dc := p.dc
+	switch name {
+	case "line":
+		dc.DrawLine(f(a, "x1"), f(a, "y1"), f(a, "x2"), f(a, "y2"))
+		p.stroke(a)
+	case "rect":
+		x, y, w, h := f(a, "x"), f(a, "y"), f(a, "width"), f(a, "height")
+		dc.DrawRectangle(x, y, w, h)
+		p.fill(a, x, y, w, h, true)
+		dc.DrawRectangle(x, y, w, h)
+		p.stroke(a)
+	case "circle":
+		cx, cy, r := f(a, "cx"), f(a, "cy"), f(a, "r")
+		dc.DrawCircle(cx, cy, r)
+		p.fill(a, cx-r, cy-r, 2*r, 2*r, true)
+		dc.DrawCircle(cx, cy, r)
+		p.stroke(a)
+	case "path":
+		p.path(a["d"])
+		if fl := a["fill"]; fl != "" && fl != "none" {
+			p.fill(a, 0, 0, 0, 0, true)
+		}
+		p.stroke(a)
+	}
+}
+
+// path traces the commands this package writes: M L H V m l.
+func (p *painter) path(d string) {
+	dc := p.dc
+	var x, y float64
+	fields := strings.FieldsFunc(d, func(r rune) bool { return r == ' ' || r == ',' })
+	nums := func(i, n int) ([]float64, int) {
+		out := make([]float64, 0, n)
+		for len(out) < n && i < len(fields) {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				break
+			}
+			out = append(out, v)
+			i++
+		}
+		return out, i
+	}
+	for i := 0; i < len(fields); {
+		tok := fields[i]
+		cmd := tok[0]
+		if (cmd >= 'A' && cmd <= 'Z') || (cmd >= 'a' && cmd <= 'z') {
+			fields[i] = tok[1:]
+			if fields[i] == "" {
+				i++
+			}
+		} else {
+			i++ // a stray number: skip it
+			continue
+		}
+		need := map[byte]int{'M': 2, 'L': 2, 'm': 2, 'l': 2, 'H': 1, 'V': 1}[cmd]
+		if need == 0 {
+			return
+		}
+		v, next := nums(i, need)
+		if len(v) < need {
+			return
+		}
+		i = next
+		switch cmd {
+		case 'M':
+			x, y = v[0], v[1]
+			dc.MoveTo(x, y)
+		case 'm':
+			x, y = x+v[0], y+v[1]
+			dc.MoveTo(x, y)
+		case 'L':
+			x, y = v[0], v[1]
+			dc.LineTo(x, y)
+		case 'l':
+			x, y = x+v[0], y+v[1]
+			dc.LineTo(x, y)
+		case 'H':
+			x = v[0]
+			dc.LineTo(x, y)
+		case 'V':
+			y = v[0]
+			dc.LineTo(x, y)
+		}
+	}
+}
+
+var (
+	fontsOnce sync.Once
+	regular   *truetype.Font
+	bold      *truetype.Font
+	faces     sync.Map // size and weight → font.Face
+)
+
+func face(size float64, isBold bool) font.Face {
+	fontsOnce.Do(func() {
+		regular, _ = truetype.Parse(goregular.TTF)
+		bold, _ = truetype.Parse(gobold.TTF)
+	})
+	key := fmt.Sprint(size, isBold)
+	if f, ok := faces.Load(key); ok {
+		return f.(font.Face)
+	}
+	ft := regular
+	if isBold {
+		ft = bold
+	}
+	fc := truetype.NewFace(ft, &truetype.Options{Size: size, DPI: 72, Hinting: font.HintingNone})
+	faces.Store(key, fc)
+	return fc
+}
+
+func (p *painter) text(a map[string]string, s string) {
+	if p.dc == nil || strings.TrimSpace(s) == "" {
+		return
+	}
+	size := f(a, "font-size")
+	if size == 0 {
+		size = 11
+	}
+	// Faces are drawn at the pixel size, so text stays sharp when scaled.
+	dc := p.dc
+	dc.Push()
+	defer dc.Pop()
+	x, y := f(a, "x"), f(a, "y")
+	if tr := a["transform"]; strings.HasPrefix(tr, "translate(") {
+		var tx, ty, rot float64
+		fmt.Sscanf(tr, "translate(%g %g) rotate(%g)", &tx, &ty, &rot)
+		dc.Translate(tx, ty)
+		dc.Rotate(gg.Radians(rot))
+	}
+	dc.Scale(1/p.scale, 1/p.scale)
+	dc.SetFontFace(face(size*p.scale, a["font-weight"] == "bold"))
+	c, ok := paint(a["fill"], "")
+	if !ok {
+		c = color.Black
+	}
+	dc.SetColor(c)
+	ax := map[string]float64{"middle": 0.5, "end": 1}[a["text-anchor"]]
+	dc.DrawStringAnchored(s, x*p.scale, y*p.scale, ax, 0)
+}
