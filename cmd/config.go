@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,16 +35,19 @@ type config struct {
 }
 
 // knownKeys are the config file's keys; '*' is a seat or metric name.
-var knownKeys = []*regexp.Regexp{
-	regexp.MustCompile(`^budget\.(deadline|token_ceiling|max_attempts|max_wait|max_spend_usd)$`),
-	regexp.MustCompile(`^retry\.(base_delay|max_delay|slow_5xx_after|honor_retry_after|timeouts_retried)$`),
-	regexp.MustCompile(`^timeouts\.(soft|hard)$`),
-	regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
-	regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param|cold)$`),
-	regexp.MustCompile(`^seats\.[^.]+\.(headers|extra_body)\..+$`),
-	regexp.MustCompile(`^thresholds\.[^.]+$`),
-	regexp.MustCompile(`^(fallback|log)$`),
-}
+// compiled on first use: a command that reads no config pays nothing.
+var knownKeys = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`^budget\.(deadline|token_ceiling|max_attempts|max_wait|max_spend_usd)$`),
+		regexp.MustCompile(`^retry\.(base_delay|max_delay|slow_5xx_after|honor_retry_after|timeouts_retried)$`),
+		regexp.MustCompile(`^timeouts\.(soft|hard)$`),
+		regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
+		regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param|cold)$`),
+		regexp.MustCompile(`^seats\.[^.]+\.(headers|extra_body)\..+$`),
+		regexp.MustCompile(`^thresholds\.[^.]+$`),
+		regexp.MustCompile(`^(fallback|log)$`),
+	}
+})
 
 // keyNames spells out knownKeys for suggestions ('*' stands for a name).
 var keyNames = []string{
@@ -57,7 +61,9 @@ var keyNames = []string{
 	"fallback", "log", "thresholds.*",
 }
 
-var literalKey = regexp.MustCompile(`^seats\.[^.]+\.(api_key|apikey|key|token|authorization|secret|password)$`)
+var literalKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^seats\.[^.]+\.(api_key|apikey|key|token|authorization|secret|password)$`)
+})
 
 // loadConfig reads the config file (--config, or ./retrygate.yaml when it
 // exists) and binds the given flags (dotted key → flag name). The whole
@@ -132,7 +138,7 @@ func (c *config) load(path, ext string, data []byte) error {
 	}
 	c.file, c.tree = path, tree
 	for _, k := range tree.leaves() {
-		if literalKey.MatchString(k) {
+		if literalKey().MatchString(k) {
 			return withHint(badInput("%s: a literal API key in a config file is refused", c.fileRef(k)),
 				"name the environment variable that holds it instead: api_key_env: OPENAI_API_KEY")
 		}
@@ -159,7 +165,7 @@ func (c *config) load(path, ext string, data []byte) error {
 var sections = []string{"budget", "retry", "timeouts", "breaker", "seats", "thresholds"}
 
 func known(k string) bool {
-	for _, re := range knownKeys {
+	for _, re := range knownKeys() {
 		if re.MatchString(k) {
 			return true
 		}
@@ -607,7 +613,7 @@ func (c *config) seats() (map[string]seat.Config, error) {
 				return nil, err
 			}
 		}
-		if sc.APIKeyEnv != "" && !envVarName.MatchString(sc.APIKeyEnv) || looksLikeKey(sc.APIKeyEnv) {
+		if sc.APIKeyEnv != "" && !envVarName().MatchString(sc.APIKeyEnv) || looksLikeKey(sc.APIKeyEnv) {
 			// Never echo it: it may be the key itself.
 			return nil, withHint(badInput("%s: holds something that looks like a key, not a variable name", c.where(key+".api_key_env")),
 				"put the key in an environment variable and name the variable: api_key_env: OPENAI_API_KEY")
@@ -661,7 +667,7 @@ func (c *config) scriptPath(key, path string) (string, error) {
 }
 
 // envVarName is what an environment variable's name may be.
-var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envVarName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // looksLikeKey tells a pasted key from a variable's name: names are words
 // joined by '_' (OPENAI_API_KEY, AZURE_KEY_2); keys are long runs of

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // The state file is one inode for its whole life: it is locked itself (no
@@ -38,7 +39,8 @@ const MaxStateBytes = 64 << 20
 // vanished or was replaced while it waited.
 const maxReopen = 10000
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is built on first use, not at every start of the binary.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // ErrVanishing is returned when the state file keeps disappearing.
 var ErrVanishing = errors.New("the state file keeps being removed or replaced while claiming")
@@ -234,7 +236,7 @@ func decodeLine(line []byte) (*State, bool) {
 		return nil, false
 	}
 	js := body[9:]
-	if crc32.Checksum(js, castagnoli) != sum {
+	if crc32.Checksum(js, castagnoli()) != sum {
 		return nil, false
 	}
 	s := emptyState()
@@ -248,7 +250,7 @@ func decodeLine(line []byte) (*State, bool) {
 }
 
 func encodeLine(js []byte) []byte {
-	return fmt.Appendf(nil, "%08x %s\n", crc32.Checksum(js, castagnoli), js)
+	return fmt.Appendf(nil, "%08x %s\n", crc32.Checksum(js, castagnoli()), js)
 }
 
 // writeState records js after the last good line (at end), then cuts off
