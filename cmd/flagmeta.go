@@ -51,7 +51,7 @@ var flagVocabulary = map[string]flagMeta{
 	"policy": {placeholder: phFile, files: true}, "vs": {placeholder: phFile, files: true},
 	"script": {placeholder: phFile, files: true}, "junit": {placeholder: phFile, files: true},
 	"html": {placeholder: phFile, files: true},
-	"svg": {placeholder: phDir, files: true}, "png": {placeholder: phDir, files: true},
+	"svg":  {placeholder: phDir, files: true}, "png": {placeholder: phDir, files: true},
 
 	"deadline": {placeholder: phDuration}, "max-wait": {placeholder: phDuration},
 	"hard-timeout": {placeholder: phDuration}, "wait-cap": {placeholder: phDuration},
