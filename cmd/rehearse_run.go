@@ -1,0 +1,176 @@
+// A rehearsal's run: the chain of seats built from the options, the run
+// numbered in its log with its # policy line, the loop driven, the rows
+// written and summed.
+
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
+	"retrygate/rehearse"
+	"retrygate/rehearse/script"
+	"retrygate/rehearse/seat"
+)
+
+// chainConfigs is the chain as it runs: each seat's config.
+func (o *RehearseOptions) chainConfigs(specs []rehearse.SeatSpec) []seat.Config {
+	out := make([]seat.Config, len(specs))
+	for i, s := range specs {
+		out[i] = s.Config
+	}
+	return out
+}
+
+// buildChain turns the chain's configs into seats: script seats become
+// planners (played on the virtual clock, or in real time by the loop),
+// the others live seats.
+func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool, err error) {
+	virtual = true
+	for _, sc := range o.Chain {
+		spec := rehearse.SeatSpec{Config: sc}
+		if sc.Kind == "script" {
+			s, err := script.Open(sc.Script)
+			if err != nil {
+				return nil, false, badInput("seats.%s.script: %v", sc.Name, err)
+			}
+			if spec.Config.Model == "" {
+				spec.Config.Model = s.Model()
+			}
+			spec.Planner = s
+		} else {
+			s, err := seat.NewWithOptions(sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
+			if err != nil {
+				return nil, false, badInputErr(err)
+			}
+			spec.Seat = s
+			virtual = false
+		}
+		specs = append(specs, spec)
+	}
+	return specs, virtual, nil
+}
+
+func runRehearse(o *RehearseOptions) error {
+	specs, virtual, err := o.buildChain()
+	if err != nil {
+		return err
+	}
+	seed := o.Seed
+	if !o.SeedSet {
+		seed = 1
+		if !virtual {
+			seed = rand.Uint64() // parallel live rehearsals must not jitter in lockstep
+		}
+	}
+	if o.Demo {
+		fmt.Fprintln(o.IO.ErrOut, "retrygate: built-in demo: the free-seat scenario on a script seat, virtual clock, no key, no network; "+
+			"to rehearse a real seat, put seats: and fallback: in retrygate.yaml (or --config FILE)")
+	}
+	clock := "real"
+	if virtual {
+		clock = "virtual"
+	}
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Config.Name
+	}
+
+	w, err := openRunLog(o.Ctx, o.IO.ErrOut, o.LogPath)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	desc := fmt.Sprintf("seed=%d jobs=%d concurrency=%d seats=%s clock=%s", seed, o.Jobs, o.Concurrency, strings.Join(names, ","), clock) + o.Load.describe()
+	if o.Holdout {
+		desc += " holdout=true"
+	}
+	run, err := w.reserve(desc)
+	if err != nil {
+		return badInputErr(err)
+	}
+	if err := w.comment(rehearse.PolicyLine(run, o.Policy, o.chainConfigs(specs), o.Thresholds)); err != nil {
+		return badInputErr(err)
+	}
+	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, logDisplay(o.LogPath))
+
+	ctx, stop := context.WithCancel(o.Ctx)
+	defer stop()
+	out := newAttemptPrinter(o.IO, o.JSON, virtual, o.Jobs)
+	defer out.finish(true) // on an early return; the run's own finish comes first
+	var conns connTally
+	// The end-of-run tables are the one summary's, over this run's rows,
+	// seats in chain order.
+	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
+		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true})
+	var writeErr error
+	var ramp *rampTable
+	start := o.Now()
+	if len(o.Load.Ramp) > 0 {
+		ramp = newRampTable(start, o.Load.Ramp)
+	}
+	sink := func(r *ledgerfile.Row) {
+		if writeErr != nil {
+			return
+		}
+		if err := w.append(r); err != nil {
+			writeErr = err
+			stop() // no log, no rehearsal: stop sending
+			return
+		}
+		sum.Add(r, o.LogPath)
+		conns.add(r)
+		if ramp != nil {
+			ramp.add(r)
+		}
+		out.row(r)
+	}
+	loop, err := rehearse.New(rehearse.Config{
+		Policy: o.Policy, Seats: specs, Rand: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
+		Sink: sink, Run: run, Jobs: o.Load.idWidthJobs(o.Jobs), Prompt: o.Prompt, MaxTokens: o.MaxTokens, Holdout: o.Holdout,
+	})
+	if err != nil {
+		return badInputErr(err)
+	}
+	var res rehearse.Result
+	if virtual {
+		res, err = loop.RunVirtual(rehearse.VirtualOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, Start: start, Ctx: ctx,
+			Rate: o.Load.Rate, Ramp: o.Load.Ramp, Duration: o.Load.Duration})
+	} else {
+		if ramp != nil {
+			ramp.start = time.Now() // the wall clock the arrivals are scheduled on
+		}
+		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft,
+			Rate: o.Load.Rate, Ramp: o.Load.Ramp, Duration: o.Load.Duration})
+	}
+	out.finish(res.Interrupted || err != nil)
+	if err != nil {
+		return err
+	}
+	if writeErr != nil {
+		return writeErr
+	}
+	if err := o.printSummary(sum.Close(), out, run, seed, clock, res); err != nil {
+		return err
+	}
+	if ramp != nil && !o.JSON {
+		if err := ramp.print(o.IO); err != nil {
+			return err
+		}
+	}
+	if o.Load.open() {
+		printArrivals(o.IO.ErrOut, res.Arrivals, clock)
+	}
+	if res.Interrupted {
+		if o.Jobs == 0 {
+			return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d jobs finished before the time was up; every row so far is in %s", res.Ends.Total(), logDisplay(o.LogPath))}
+		}
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
+	}
+	return conns.report(o.IO.ErrOut, o.chainConfigs(specs))
+}
