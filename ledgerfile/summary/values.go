@@ -29,21 +29,50 @@ type values struct {
 // enough to stay in cache); past it, a map holds the rarer values.
 const denseUnits = 1 << 15
 
+// fewValues is how many values a distribution keeps in its map before it
+// gets the dense array: a group of a few rows (report --by job keeps one
+// group per job) then costs bytes, not the array's kilobytes.
+const fewValues = 256
+
 func (v *values) addUnits(k int64) {
 	v.n++
-	if k < denseUnits {
-		if k >= int64(len(v.dense)) {
-			grown := make([]uint32, max(int(k)+1, min(2*len(v.dense), denseUnits)))
-			copy(grown, v.dense)
-			v.dense = grown
+	if v.dense == nil && v.n <= fewValues {
+		if v.sparse == nil {
+			v.sparse = map[int64]uint32{}
 		}
-		v.dense[k]++
+		v.sparse[k]++
+		return
+	}
+	if v.dense == nil {
+		// Past a few values: the units within the dense range move there.
+		for u, c := range v.sparse {
+			if u < denseUnits {
+				*v.denseAt(u) += c
+				delete(v.sparse, u)
+			}
+		}
+		if v.dense == nil {
+			v.dense = []uint32{}
+		}
+	}
+	if k < denseUnits {
+		*v.denseAt(k)++
 		return
 	}
 	if v.sparse == nil {
 		v.sparse = map[int64]uint32{}
 	}
 	v.sparse[k]++
+}
+
+// denseAt is the dense count of k units (k < denseUnits), growing the array.
+func (v *values) denseAt(k int64) *uint32 {
+	if k >= int64(len(v.dense)) {
+		grown := make([]uint32, max(int(k)+1, min(2*len(v.dense), denseUnits)))
+		copy(grown, v.dense)
+		v.dense = grown
+	}
+	return &v.dense[k]
 }
 
 // addDur counts a duration as the log keeps it (milliseconds), read in
