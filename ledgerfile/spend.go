@@ -94,8 +94,10 @@ func Estimate(rows []Row, seat string) admit.Next {
 // MaxBookRows is how far back a reader of one job's last rows goes for
 // its books: a job's first row, or this many rows back, whichever comes
 // first. Past it, the track starts from the spend that row carries, and
-// the retry history and estimates from the rows read.
-const MaxBookRows = 4096
+// the retry history and estimates from the rows read: exact for any job
+// of up to this many rows, and a shell loop recording thousands of
+// attempts of one job pays a bounded read per record, not a growing one.
+const MaxBookRows = 64
 
 // BookRows is ReadJobTail's stop rule for the gate's books (record and
 // admit --log): it stops at the job's first row, or MaxBookRows back at a
