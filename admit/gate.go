@@ -2,6 +2,7 @@ package admit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -152,6 +153,13 @@ func Decide(b Budget, s Spent, n Next) Decision {
 		return Decision{Admit: true, Remaining: rem}
 	}
 	return Decision{Reason: failing[0], Failing: failing, Remaining: rem}
+}
+
+// Final reports whether a refusal is one no waiting can undo: the attempt
+// cap, or too little of the deadline for the estimate. The loop refuses
+// such an attempt before its backoff, and the proxy ends the job.
+func (d Decision) Final() bool {
+	return !d.Admit && (d.Failing[0] == ReasonAttemptCap || slices.Contains(d.Failing, ReasonDeadline))
 }
 
 // usdEpsilon absorbs float rounding so that spending exactly the ceiling

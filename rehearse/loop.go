@@ -317,25 +317,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	}
 	cost, priced := st.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
 
-	var note string
-	if j.probe {
-		note = "half-open probe"
-	}
-	if obs.Outcome != admit.Cancelled {
-		// The operator's Ctrl-C says nothing about the seat's health.
-		before := st.br.State(now)
-		st.br.Record(now, obs.Outcome != admit.OK && obs.Outcome != admit.ClientError)
-		switch after := st.br.State(now); {
-		case after == before:
-		case after == admit.Open:
-			note = joinNote(note, "breaker opened")
-		default:
-			note = joinNote(note, "breaker "+after.String())
-		}
-	}
-	if obs.Detail != "" {
-		note = joinNote(note, obs.Detail)
-	}
+	note := RecordBreaker(st.br, now, obs, j.probe)
 	l.sentRow(j, obs, st, cost, priced, note)
 	a := ledgerfile.AttemptOf(&l.row)
 	j.track.Sent(&a)
@@ -364,13 +346,12 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	// Before sleeping: an attempt the gate must refuse after the sleep
 	// (the cap is reached, or the sleep leaves too little of the deadline
 	// for the estimate) is refused now, not after a pointless wait.
-	if d := l.before(j, &l.seats[next], step.Delay); !d.Admit &&
-		(d.Failing[0] == admit.ReasonAttemptCap || hasReason(d.Failing, admit.ReasonDeadline)) {
+	if d := l.before(j, &l.seats[next], step.Delay); d.Final() {
 		l.emit(j)
 		// The row carries the sleep this refusal saved: the gate charged it.
 		l.refusalRow(j, now, &l.seats[next], d, l.spent(j), step.Delay)
 		if step.Delay > 0 {
-			l.row.Note = joinNote("refused before sleeping", l.row.Note)
+			l.row.Note = JoinNote("refused before sleeping", l.row.Note)
 		}
 		return l.finish(j, l.endState(j))
 	}
@@ -398,25 +379,6 @@ func decisionString(d admit.Decision) string {
 		return s
 	}
 	return d.String()
-}
-
-func hasReason(rs []admit.Reason, r admit.Reason) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
-func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
 }
 
 // endState is how a job that ends on a refusal ended: by its last sent attempt.

@@ -94,3 +94,37 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 // DecisionString is the printed decision, without building the string
 // again for a known refusal.
 func DecisionString(d admit.Decision) string { return decisionString(d) }
+
+// RecordBreaker takes an attempt's outcome into its seat's breaker and
+// returns the row's note: "half-open probe" when it was one, the
+// breaker's change of state, and the seat's detail. The operator's
+// Ctrl-C says nothing about the seat's health and is not recorded.
+func RecordBreaker(br *admit.Breaker, now time.Time, o *seat.Observation, probe bool) string {
+	var note string
+	if probe {
+		note = "half-open probe"
+	}
+	if o.Outcome != admit.Cancelled {
+		before := br.State(now)
+		br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
+		switch after := br.State(now); {
+		case after == before:
+		case after == admit.Open:
+			note = JoinNote(note, "breaker opened")
+		default:
+			note = JoinNote(note, "breaker "+after.String())
+		}
+	}
+	return JoinNote(note, o.Detail)
+}
+
+// JoinNote joins two parts of a row's note.
+func JoinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}

@@ -99,22 +99,7 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
 	cost, priced := u.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
-	var note string
-	if a.probe {
-		note = "half-open probe"
-	}
-	if obs.Outcome != admit.Cancelled {
-		before := u.br.State(now)
-		u.br.Record(now, obs.Outcome != admit.OK && obs.Outcome != admit.ClientError)
-		switch after := u.br.State(now); {
-		case after == before:
-		case after == admit.Open:
-			note = joinNote(note, "breaker opened")
-		default:
-			note = joinNote(note, "breaker "+after.String())
-		}
-	}
-	note = joinNote(note, obs.Detail)
+	note := rehearse.RecordBreaker(u.br, now, obs, a.probe)
 	var row ledgerfile.Row
 	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
 	at := ledgerfile.AttemptOf(&row)
@@ -165,7 +150,7 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	// cap is reached, or too little of the deadline is left for the
 	// estimate) ends the job now, as the loop refuses before sleeping.
 	d := j.track.Before(p.opts.Policy.Budget, p.seats[next].cfg.Name, admit.AddDuration(spent.Time, ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))), 0)
-	if !d.Admit && (d.Failing[0] == admit.ReasonAttemptCap || hasReason(d.Failing, admit.ReasonDeadline)) {
+	if d.Final() {
 		j.final = &d
 		return true
 	}
@@ -180,25 +165,6 @@ func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent a
 	j.rows++
 	row.JobEnd, j.ended = j.track.End(), true
 	p.write(&row, "")
-}
-
-func hasReason(rs []admit.Reason, r admit.Reason) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
-func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
 }
 
 // sweep forgets jobs past their deadline and retention; one that never
