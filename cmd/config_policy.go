@@ -325,3 +325,24 @@ func (c *config) thresholds() ([]thresholdEntry, error) {
 	})
 	return out, nil
 }
+
+// runSettings is what a command that runs the policy reads from the
+// resolved config: where to log, the policy and its seats, and the
+// thresholds its run writes on the # policy line.
+func (c *config) runSettings() (log string, p rehearse.Policy, seats map[string]seat.Config, ths []rehearse.Threshold, err error) {
+	if log, err = c.str("log"); err != nil {
+		return
+	}
+	if strings.TrimSpace(log) == "" {
+		err = badInput("--log: empty path")
+		return
+	}
+	if p, seats, err = c.policy(); err != nil {
+		return
+	}
+	entries, err := c.thresholds()
+	for _, e := range entries {
+		ths = append(ths, rehearse.Threshold{Metric: e.Metric, Exprs: e.Exprs})
+	}
+	return
+}

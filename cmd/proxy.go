@@ -135,24 +135,12 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 	if err != nil {
 		return err
 	}
-	if o.LogPath, err = cfg.str("log"); err != nil {
-		return err
-	}
-	if strings.TrimSpace(o.LogPath) == "" {
-		return badInput("--log: empty path")
-	}
-	p, seats, err := cfg.policy()
-	if err != nil {
+	var p rehearse.Policy
+	var seats map[string]seat.Config
+	if o.LogPath, p, seats, o.Thresholds, err = cfg.runSettings(); err != nil {
 		return err
 	}
 	o.Policy = p
-	entries, err := cfg.thresholds()
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		o.Thresholds = append(o.Thresholds, rehearse.Threshold{Metric: e.Metric, Exprs: e.Exprs})
-	}
 	names := p.Fallback
 	if seatName != "" {
 		name := strings.ToLower(seatName)

@@ -198,25 +198,12 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	if err != nil {
 		return err
 	}
-	if o.LogPath, err = cfg.str("log"); err != nil {
-		return err
-	}
-	if strings.TrimSpace(o.LogPath) == "" {
-		return badInput("--log: empty path")
-	}
-	p, seats, err := cfg.policy()
-	if err != nil {
+	var p rehearse.Policy
+	var seats map[string]seat.Config
+	if o.LogPath, p, seats, o.Thresholds, err = cfg.runSettings(); err != nil {
 		return err
 	}
 	o.Policy = p
-	entries, err := cfg.thresholds()
-	if err != nil {
-		return err
-	}
-	o.Thresholds = o.Thresholds[:0]
-	for _, e := range entries {
-		o.Thresholds = append(o.Thresholds, rehearse.Threshold{Metric: e.Metric, Exprs: e.Exprs})
-	}
 	switch {
 	case seatName != "":
 		sc, ok := seats[strings.ToLower(seatName)]
