@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"strconv"
 	"strings"
 
 	"retrygate/ledgerfile"
@@ -91,16 +92,15 @@ func parsePromptLine(line []byte, maxTokens int) (Prompt, error) {
 	var raw struct {
 		Prompt    *string          `json:"prompt"`
 		Messages  *json.RawMessage `json:"messages"`
-		MaxTokens *json.Number     `json:"max_tokens"`
+		MaxTokens *json.RawMessage `json:"max_tokens"`
 		Tags      *json.RawMessage `json:"tags"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.UseNumber()
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return Prompt{}, fmt.Errorf("%s: want %s", te.Field, map[string]string{"prompt": "a string", "max_tokens": "a whole number"}[te.Field])
+			return Prompt{}, fmt.Errorf("%s: want %s", te.Field, "a string")
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return Prompt{}, fmt.Errorf("unknown field %s (want prompt, messages, max_tokens, tags)", f)
@@ -143,9 +143,9 @@ func parsePromptLine(line []byte, maxTokens int) (Prompt, error) {
 		return p, errors.New("no prompt or messages")
 	}
 	if raw.MaxTokens != nil {
-		n, err := raw.MaxTokens.Int64()
+		n, err := strconv.ParseInt(string(*raw.MaxTokens), 10, 64)
 		if err != nil || n < 1 || n > int64(maxTokens) {
-			return p, fmt.Errorf("max_tokens: want a whole number from 1 to %d, got %s", maxTokens, truncate(raw.MaxTokens.String()))
+			return p, fmt.Errorf("max_tokens: want a whole number from 1 to %d, got %s", maxTokens, truncate(string(*raw.MaxTokens)))
 		}
 		p.MaxTokens = int(n)
 	}
