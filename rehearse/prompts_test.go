@@ -215,3 +215,26 @@ func TestTokenCeilingRefusesLongPrompts(t *testing.T) {
 	assert.True(t, longRows[1].Unsent)
 	assert.Equal(t, "refuse: "+string(admit.ReasonTokenCeiling), longRows[1].Decision)
 }
+
+// TestPromptReservation: a first attempt's spend reservation is its own
+// prompt's tokens and max_tokens, not the run's.
+func TestPromptReservation(t *testing.T) {
+	p := quiet()
+	p.Budget.MaxSpendUSD = 1
+	s := spec("priced", plans{okPlan})
+	s.Config.PriceIn, s.Config.PriceOut = 4, 8
+	long := strings.Repeat("retry budget wait deadline ", 1000)
+	var out rows
+	l, err := New(Config{
+		Policy: p, Seats: []SeatSpec{s}, Rand: seeded(1), Sink: out.sink, Run: 1, Jobs: 2,
+		MaxTokens: 256, PromptOrder: OrderSeq,
+		Prompts: []Prompt{{Prompt: "hi", MaxTokens: 10}, {Prompt: long}},
+	})
+	require.NoError(t, err)
+	_, err = l.RunVirtual(VirtualOptions{Jobs: 2, Start: t0})
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	assert.InDelta(t, admit.Reservation(4, 8, seat.PromptTokens(s.Config, "hi"), 10), out[0].ReserveUSD, 1e-12)
+	assert.InDelta(t, admit.Reservation(4, 8, seat.PromptTokens(s.Config, long), 256), out[1].ReserveUSD, 1e-12)
+	assert.Greater(t, out[1].ReserveUSD, 10*out[0].ReserveUSD)
+}
