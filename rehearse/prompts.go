@@ -38,6 +38,7 @@ var PromptOrders = []string{OrderRandom, OrderSeq}
 const (
 	MaxPromptSetLine  = 1 << 20 // bytes a line may hold
 	MaxPromptSetLines = 100_000
+	MaxPromptSetBytes = 64 << 20 // the whole set's text, held in memory
 	MaxPromptTags     = 16
 	MaxPromptTagLen   = 64
 	maxPromptMsgs     = 1024
@@ -62,6 +63,7 @@ func LoadPrompts(path string, maxTokens int) ([]Prompt, error) {
 func ReadPrompts(r io.Reader, name string, maxTokens int) ([]Prompt, error) {
 	lr := ledgerfile.NewLineReader(r, name, MaxPromptSetLine)
 	var out []Prompt
+	total := 0
 	for {
 		line, no, _, err := lr.Next()
 		if errors.Is(err, io.EOF) {
@@ -72,6 +74,9 @@ func ReadPrompts(r io.Reader, name string, maxTokens int) ([]Prompt, error) {
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
+		}
+		if total += len(line); total > MaxPromptSetBytes {
+			return nil, fmt.Errorf("%s:%d: the set passes %d MiB", name, no, MaxPromptSetBytes>>20)
 		}
 		if len(out) == MaxPromptSetLines {
 			return nil, fmt.Errorf("%s:%d: more than %d prompts", name, no, MaxPromptSetLines)
