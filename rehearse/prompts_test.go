@@ -238,3 +238,28 @@ func TestPromptReservation(t *testing.T) {
 	assert.InDelta(t, admit.Reservation(4, 8, seat.PromptTokens(s.Config, long), 256), out[1].ReserveUSD, 1e-12)
 	assert.Greater(t, out[1].ReserveUSD, 10*out[0].ReserveUSD)
 }
+
+// FuzzReadPrompts: any input is a set or an error naming the file, never
+// a panic; a set's lines are valid and their tags join back apart.
+func FuzzReadPrompts(f *testing.F) {
+	f.Add(`{"prompt": "hi", "tags": ["a"]}`)
+	f.Add(`{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], "max_tokens": 9}`)
+	f.Add("{\"prompt\": \"x\"}\n\n{}")
+	f.Fuzz(func(t *testing.T, in string) {
+		set, err := ReadPrompts(strings.NewReader(in), "f.jsonl", 1000)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.jsonl") {
+				t.Fatalf("error without the file: %v", err)
+			}
+			return
+		}
+		for _, p := range set {
+			if (p.Prompt == "") == (len(p.Messages) == 0) || p.MaxTokens < 0 || p.MaxTokens > 1000 {
+				t.Fatalf("bad prompt accepted: %+v", p)
+			}
+			if len(p.Tags) > 0 && len(strings.Split(strings.Join(p.Tags, ","), ",")) != len(p.Tags) {
+				t.Fatalf("tags do not split back: %q", p.Tags)
+			}
+		}
+	})
+}
