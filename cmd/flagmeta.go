@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"retrygate/admit"
+	"retrygate/rehearse"
 )
 
 // flagMeta is what help and completion show for a flag's value: one word
@@ -49,7 +50,7 @@ var flagVocabulary = map[string]flagMeta{
 	"config": {placeholder: phFile, files: true}, "log": {placeholder: phFile, files: true},
 	"state": {placeholder: phFile, files: true}, "prompt-file": {placeholder: phFile, files: true},
 	"policy": {placeholder: phFile, files: true}, "vs": {placeholder: phFile, files: true},
-	"script": {placeholder: phFile, files: true}, "junit": {placeholder: phFile, files: true},
+	"script": {placeholder: phFile, files: true}, "junit": {placeholder: phFile, files: true}, "prompts": {placeholder: phFile, files: true},
 	"html": {placeholder: phFile, files: true},
 	"svg":  {placeholder: phDir, files: true}, "png": {placeholder: phDir, files: true},
 
@@ -87,6 +88,8 @@ var flagOverrides = map[string]flagMeta{
 	"seat serve --format": {values: []string{"openai", "anthropic", "ollama"}},
 	"check --format":      {values: checkFormats},
 	"record --outcome":    {values: outcomeNames()},
+
+	"rehearse --prompt-order": {values: rehearse.PromptOrders},
 }
 
 func outcomeNames() []string {

@@ -140,6 +140,10 @@ var flagSpecs = map[string]flagSpec{
 	"seat serve --slots":     {bad: flagWith(flagBadInt, "1000001"), base: []string{"--script", "builtin:seed003"}},
 	"rehearse --ramp-step":   {bad: flagBadPositive, base: []string{"--ramp", "1,2"}},
 
+	// a prompt set: a file, read in order or drawn with the seed.
+	"rehearse --prompts":      {bad: flagBadPath, path: true},
+	"rehearse --prompt-order": {bad: []string{"", "bogus", "seq,random"}},
+
 	"proxy --deadline":       {bad: flagBadPositive},
 	"proxy --token-ceiling":  {bad: flagWith(flagBadCount, "0")},
 	"proxy --max-attempts":   {bad: flagWith(flagBadCount, "0", "1001")},

@@ -44,6 +44,8 @@ type RehearseOptions struct {
 	Concurrency int
 	Load        loadShape // --rate, --ramp, --duration
 	Prompt      string
+	Prompts     []rehearse.Prompt // --prompts: each job sends one
+	PromptOrder string
 	MaxTokens   int
 	LogPath     string
 	Holdout     bool
@@ -55,7 +57,7 @@ type RehearseOptions struct {
 func newRehearseCmd(f *Factory, runF func(*RehearseOptions) error) *cobra.Command {
 	opts := &RehearseOptions{IO: f.IO}
 	var budgetKeys map[string]string
-	var seatName, promptFile string
+	var seatName, promptFile, promptSet string
 	c := &cobra.Command{
 		Use:   "rehearse",
 		Short: "Run scratch jobs against seats under the retry policy, logging every attempt",
@@ -122,7 +124,7 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
   retrygate rehearse --seat cheap --jobs 5 --holdout`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys, seatName, promptFile); err != nil {
+			if err := opts.fill(f, c, budgetKeys, seatName, promptFile, promptSet); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -139,6 +141,8 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
 	addLoadFlags(fl, true)
 	fl.StringVar(&opts.Prompt, "prompt", "", "scratch prompt `text` (never logged; rows carry prompt_sha)")
 	fl.StringVar(&promptFile, "prompt-file", "", "read the scratch prompt from `file`")
+	fl.StringVar(&promptSet, "prompts", "", "prompt set `file`: JSONL, one {prompt|messages, max_tokens, tags} a line; each job sends one")
+	fl.StringVar(&opts.PromptOrder, "prompt-order", rehearse.OrderRandom, "which prompt a job sends: random (drawn with --seed) or seq (the file's order)")
 	fl.IntVar(&opts.MaxTokens, "max-tokens", 256, "completion `tokens` to ask for")
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to (default rehearsal.log; config log)")
 	fl.BoolVar(&opts.Holdout, "holdout", false, "mark every row holdout=true (kept out of tuning)")
@@ -147,7 +151,7 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
 	return c
 }
 
-func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, promptFile string) error {
+func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, promptFile, promptSet string) error {
 	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
 	switch {
 	case o.Jobs < 1:
@@ -168,6 +172,12 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return badInput("--prompt-file: empty path")
 	case c.Flags().Changed("prompt") && promptFile != "":
 		return badInput("--prompt and --prompt-file: give one or the other")
+	case c.Flags().Changed("prompts") && strings.TrimSpace(promptSet) == "":
+		return badInput("--prompts: empty path")
+	case promptSet != "" && (c.Flags().Changed("prompt") || promptFile != ""):
+		return badInput("--prompts and --prompt/--prompt-file: give one or the other")
+	case !slices.Contains(rehearse.PromptOrders, o.PromptOrder):
+		return badInput("--prompt-order: %q is not one of %s", o.PromptOrder, strings.Join(rehearse.PromptOrders, ", "))
 	}
 	o.SeedSet = c.Flags().Changed("seed")
 	load, err := parseLoadFlags(c)
@@ -181,7 +191,13 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	if load.timed() && !c.Flags().Changed("jobs") {
 		o.Jobs = 0 // bounded by time alone
 	}
-	if promptFile != "" {
+	if promptSet != "" {
+		set, err := rehearse.LoadPrompts(promptSet, maxTokensFlag)
+		if err != nil {
+			return badInput("--prompts: %v", unwrapPathErr(err))
+		}
+		o.Prompts, o.Prompt = set, ""
+	} else if promptFile != "" {
 		p, err := readPromptFile(promptFile)
 		if err != nil {
 			return err
@@ -190,7 +206,7 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	} else if !c.Flags().Changed("prompt") {
 		o.Prompt = defaultPrompt
 	}
-	if strings.TrimSpace(o.Prompt) == "" {
+	if o.Prompts == nil && strings.TrimSpace(o.Prompt) == "" {
 		return badInput("--prompt: empty prompt")
 	}
 

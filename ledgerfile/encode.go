@@ -115,7 +115,7 @@ func Normalize(r *Row) {
 	if r.HTTPStatus < 100 || r.HTTPStatus > 999 {
 		r.HTTPStatus = 0
 	}
-	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Note, &r.Decision} {
+	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Tags, &r.Note, &r.Decision} {
 		*s = cleanValue(*s)
 	}
 	foldSources(r)
@@ -322,6 +322,9 @@ func appendRow(dst []byte, r *Row) []byte {
 	}
 	if r.PromptSHA != "" {
 		kv("prompt_sha", r.PromptSHA)
+	}
+	if r.Tags != "" {
+		kv("tags", r.Tags)
 	}
 	if r.Note != "" {
 		kv("note", r.Note)

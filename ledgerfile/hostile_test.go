@@ -243,7 +243,7 @@ func hostileRow(t *rapid.T) Row {
 		Decision: word("decision", "admit", "refuse: queue wait", "refuse: deadline", "refuse: "+hostileString().Draw(t, "reason")),
 		Unsent:   rapid.Bool().Draw(t, "unsent"), Holdout: rapid.Bool().Draw(t, "holdout"), Fallback: rapid.Bool().Draw(t, "fallback"),
 		JobEnd:    word("job_end", JobSucceeded, JobFailed, JobUnknown, JobCancelled),
-		PromptSHA: hostileString().Draw(t, "prompt_sha"), Note: hostileString().Draw(t, "note"),
+		PromptSHA: hostileString().Draw(t, "prompt_sha"), Tags: hostileString().Draw(t, "tags"), Note: hostileString().Draw(t, "note"),
 	}
 	if rapid.Bool().Draw(t, "has_ts") {
 		r.TS = time.Unix(rapid.Int64Range(-1e12, 1e12).Draw(t, "ts"), rapid.Int64Range(0, 1e9-1).Draw(t, "ns"))

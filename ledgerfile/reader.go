@@ -475,6 +475,7 @@ const (
 	bitConnect
 	bitPromptFrom
 	bitCompletionFrom
+	bitTags
 )
 
 // knownKeys are the keys this version reads; knownKeyCount bounds the
@@ -489,6 +490,7 @@ var knownKeys = map[string]bool{
 	"spent_s": true, "spent_tokens": true, "spent_usd": true, "used": true,
 	"decision": true, "sent": true, "holdout": true, "fallback": true,
 	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
+	"tags": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -649,6 +651,9 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 	case "prompt_sha":
 		row.PromptSHA = string(v)
 		return bitPromptSHA, nil
+	case "tags":
+		row.Tags = string(v)
+		return bitTags, nil
 	case "note":
 		row.Note = string(v)
 		return bitNote, nil

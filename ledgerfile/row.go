@@ -76,6 +76,7 @@ type Row struct {
 	Fallback  bool   // sent to a seat other than the job's first
 	JobEnd    string // succeeded | failed | unknown, on a job's last row
 	PromptSHA string
+	Tags      string // the prompt set line's tags, comma-joined (tags)
 	Note      string
 
 	Extra []KV // keys this version does not know, in order (forward compatible)

@@ -4,12 +4,11 @@
 package rehearse
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -46,6 +45,12 @@ type Config struct {
 	Prompt    string
 	MaxTokens int
 	Holdout   bool // mark every row holdout=true (kept out of tuning)
+	// Prompts, when set, replace Prompt: each job sends one of them (its
+	// own max_tokens, else MaxTokens) for all its attempts, picked by
+	// PromptOrder (OrderRandom with PromptSeed, or OrderSeq).
+	Prompts     []Prompt
+	PromptOrder string
+	PromptSeed  uint64
 }
 
 // Ends counts finished jobs by how they ended.
@@ -96,6 +101,7 @@ type Job struct {
 	spent    admit.Spent
 	sendSeat int
 	probe    bool // sent as a half-open breaker's probe
+	prompt   int  // index into the loop's prompts
 
 	obs  seat.Observation // the virtual driver's resolved attempt
 	free *Job             // the virtual driver's free list
@@ -115,8 +121,16 @@ type seatState struct {
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
-	calls   int     // plans drawn (the virtual driver's PlanFor index)
-	reserve float64 // USD a first attempt here reserves under a spend ceiling
+	calls   int       // plans drawn (the virtual driver's PlanFor index)
+	reserve []float64 // per prompt: USD a first attempt here reserves under a spend ceiling
+}
+
+// loopPrompt is one prompt as the loop sends and logs it.
+type loopPrompt struct {
+	prompt    string
+	messages  []seat.Message
+	maxTokens int
+	sha, tags string
 }
 
 // Loop is the one attempt loop: every rule of a job's life between its
@@ -124,19 +138,19 @@ type seatState struct {
 // goroutine and is not safe for concurrent use; the real-time driver
 // serialises calls with its own lock.
 type Loop struct {
-	pol       Policy
-	seats     []seatState
-	rng       *rand.Rand
-	sink      func(*ledgerfile.Row)
-	run       int
-	width     int
-	prompt    string
-	maxTokens int
-	holdout   bool
-	promptSHA string
-	row       ledgerfile.Row
-	ends      Ends
-	idbuf     []byte
+	pol     Policy
+	seats   []seatState
+	rng     *rand.Rand
+	sink    func(*ledgerfile.Row)
+	run     int
+	width   int
+	prompts []loopPrompt
+	order   string
+	seed    uint64
+	holdout bool
+	row     ledgerfile.Row
+	ends    Ends
+	idbuf   []byte
 
 	mu    sync.Mutex // the real-time driver's
 	vheap []event    // the virtual driver's, kept between runs
@@ -155,15 +169,25 @@ func New(c Config) (*Loop, error) {
 	}
 	l := &Loop{
 		pol: c.Policy, rng: c.Rand, sink: c.Sink, run: c.Run,
-		prompt: c.Prompt, maxTokens: c.MaxTokens, holdout: c.Holdout,
+		order: c.PromptOrder, seed: c.PromptSeed, holdout: c.Holdout,
 		width: len(strconv.Itoa(max(c.Jobs, 1))),
 	}
 	if l.sink == nil {
 		l.sink = func(*ledgerfile.Row) {}
 	}
-	if c.Prompt != "" {
-		sum := sha256.Sum256([]byte(c.Prompt))
-		l.promptSHA = hex.EncodeToString(sum[:])[:12]
+	set := c.Prompts
+	if len(set) == 0 {
+		set = []Prompt{{Prompt: c.Prompt}}
+	}
+	for _, p := range set {
+		mt := p.MaxTokens
+		if mt <= 0 {
+			mt = c.MaxTokens
+		}
+		l.prompts = append(l.prompts, loopPrompt{
+			prompt: p.Prompt, messages: p.Messages, maxTokens: mt,
+			sha: seat.PromptSHA(p.Prompt, p.Messages), tags: strings.Join(p.Tags, ","),
+		})
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Seats {
@@ -179,10 +203,12 @@ func New(c Config) (*Loop, error) {
 		}
 		seen[name] = true
 		_, priced := s.Config.Cost(0, 0)
-		var reserve float64
+		reserve := make([]float64, len(l.prompts))
 		if priced && c.Policy.Budget.HasSpendCeiling() {
-			reserve = admit.Reservation(s.Config.PriceIn, s.Config.PriceOut,
-				seat.PromptTokens(s.Config, c.Prompt), int64(c.MaxTokens))
+			for i, p := range l.prompts {
+				reserve[i] = admit.Reservation(s.Config.PriceIn, s.Config.PriceOut,
+					seat.PromptTokens(s.Config, seat.RequestText(p.prompt, p.messages)), int64(p.maxTokens))
+			}
 		}
 		l.seats = append(l.seats, seatState{
 			name: name, model: s.Config.Model, cfg: s.Config, priced: priced,
@@ -208,7 +234,8 @@ func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
 // Start begins job k (1-based) at now: the deadline is made here, once.
 func (l *Loop) Start(j *Job, k int, now time.Time) Action {
 	free := j.free
-	*j = Job{ID: l.jobID(k), start: now, deadline: now.Add(l.pol.Budget.Deadline), free: free}
+	*j = Job{ID: l.jobID(k), start: now, deadline: now.Add(l.pol.Budget.Deadline), free: free,
+		prompt: pickPrompt(l.order, l.seed, k, len(l.prompts))}
 	return l.next(j, now)
 }
 
@@ -261,7 +288,7 @@ func (l *Loop) spent(j *Job) admit.Spent { return j.track.Spent() }
 // before is the gate before the job's next attempt on seat st, after a
 // backoff of delay: the sleep is charged to the deadline.
 func (l *Loop) before(j *Job, st *seatState, delay time.Duration) admit.Decision {
-	return j.track.Before(l.pol.Budget, st.name, admit.AddDuration(j.track.Spent().Time, delay), st.reserve)
+	return j.track.Before(l.pol.Budget, st.name, admit.AddDuration(j.track.Spent().Time, delay), st.reserve[j.prompt])
 }
 
 // next runs the checks before an attempt: the breakers along the chain,
@@ -298,9 +325,11 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 
 // Request is the seat request for a job's attempt (the real-time driver's).
 func (l *Loop) Request(j *Job, a Action) seat.Request {
+	p := &l.prompts[j.prompt]
 	return seat.Request{
-		Prompt:         l.prompt,
-		MaxTokens:      l.maxTokens,
+		Prompt:         p.prompt,
+		Messages:       p.messages,
+		MaxTokens:      p.maxTokens,
 		IdempotencyKey: j.ID,
 		WaitCap:        a.WaitCap,
 		SoftTimeout:    l.pol.Timeouts.Soft,
@@ -412,7 +441,7 @@ func (l *Loop) base(j *Job, ts time.Time, st *seatState, spent admit.Spent, dela
 	return RowBase{
 		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
 		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: st != &l.seats[0],
-		PromptSHA: l.promptSHA, Reserve: st.reserve,
+		PromptSHA: l.prompts[j.prompt].sha, Tags: l.prompts[j.prompt].tags, Reserve: st.reserve[j.prompt],
 	}
 }
 

@@ -24,6 +24,7 @@ type RowBase struct {
 	Holdout   bool
 	Fallback  bool // a seat other than the chain's first
 	PromptSHA string
+	Tags      string
 	// Reserve is what a first attempt on this seat reserves under a
 	// spend ceiling (0 without one).
 	Reserve float64
@@ -34,7 +35,7 @@ func (b *RowBase) fill(r *ledgerfile.Row) {
 		TS: b.TS, Job: b.Job, Attempt: b.Attempt, Seat: b.Seat, Model: b.Model,
 		Delay:  ledgerfile.Resolution(b.Delay),
 		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true,
-		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA,
+		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA, Tags: b.Tags,
 	}
 }
 

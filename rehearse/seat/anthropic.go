@@ -3,6 +3,7 @@ package seat
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"retrygate/admit"
 )
@@ -19,6 +20,7 @@ const anthropicDefaultMax = 1024
 type anthropicRequest struct {
 	Model     string        `json:"model"`
 	MaxTokens int           `json:"max_tokens"`
+	System    string        `json:"system,omitempty"`
 	Messages  []chatMessage `json:"messages"`
 	Stream    bool          `json:"stream"`
 }
@@ -38,9 +40,18 @@ func (anthropicWire) body(model string, req Request) []byte {
 	r := anthropicRequest{
 		Model:     model,
 		MaxTokens: req.MaxTokens,
-		Messages:  []chatMessage{{Role: "user", Content: req.Prompt}},
 		Stream:    true,
 	}
+	// Anthropic takes the system prompt as a field, not a message.
+	var system []string
+	for _, m := range req.chat() {
+		if m.Role == "system" {
+			system = append(system, m.Content)
+			continue
+		}
+		r.Messages = append(r.Messages, m)
+	}
+	r.System = strings.Join(system, "\n\n")
 	if r.MaxTokens <= 0 {
 		r.MaxTokens = anthropicDefaultMax
 	}

@@ -184,7 +184,7 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	}
 	if obs.Outcome != admit.ServerError || st.content {
 		out.usage(st)
-		fillTokens(&obs, st, s.codec, req.Prompt)
+		fillTokens(&obs, st, s.codec, req.Text())
 	}
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 	return obs

@@ -490,7 +490,7 @@ func cleanEnd(err error) error {
 // server wraps it in, so they run a few tokens low; after a cancellation,
 // text the countGrace did not reach is estimated at four bytes a token.
 func (s *httpSeat) countTokens(obs *Observation, st *stream, req Request) {
-	fillTokens(obs, st, s.codec, req.Prompt)
+	fillTokens(obs, st, s.codec, req.Text())
 }
 
 func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {

@@ -35,7 +35,7 @@ func (ollamaWire) header(h http.Header, key string) {
 func (ollamaWire) body(model string, req Request) []byte {
 	r := ollamaRequest{
 		Model:    model,
-		Messages: []chatMessage{{Role: "user", Content: req.Prompt}},
+		Messages: req.chat(),
 		Stream:   true,
 	}
 	if req.MaxTokens > 0 {

@@ -63,7 +63,7 @@ func (openaiWire) header(h http.Header, key string) {
 func (w openaiWire) body(model string, req Request) []byte {
 	r := openaiRequest{
 		Model:    model,
-		Messages: []chatMessage{{Role: "user", Content: req.Prompt}},
+		Messages: req.chat(),
 		Stream:   true,
 	}
 	r.StreamOptions.IncludeUsage = true // the only way a stream reports usage

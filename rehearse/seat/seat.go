@@ -16,6 +16,7 @@ import (
 // fires (close the connection, kill the process), not merely stop reading.
 type Request struct {
 	Prompt         string
+	Messages       []Message // when set, sent as the chat in place of Prompt
 	MaxTokens      int
 	IdempotencyKey string        // the job id: the logical request (seed 001)
 	WaitCap        time.Duration // 0: none. No first content by then → cancel, outcome wait_cap
