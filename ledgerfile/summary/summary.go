@@ -237,6 +237,18 @@ type StreamFigures struct {
 	// OutputTPS: completion_tokens ÷ elapsed, over ok attempts with a
 	// token split and elapsed > 0.
 	OutputTPS Dist `json:"output_tps"`
+	// ITL: each sent attempt's mean gap between chunks carrying text,
+	// over the attempts whose rows have itl_mean_s.
+	ITL Dist `json:"itl_s"`
+}
+
+// ITL is a row's mean inter-token latency in seconds; false when the row
+// has none (fewer than two chunks carrying text, or not sent).
+func ITL(r *ledgerfile.Row) (float64, bool) {
+	if r.Unsent || !r.HasITL {
+		return 0, false
+	}
+	return logged(r.ITLMean).Seconds(), true
 }
 
 // TPOT is a row's time per output token in seconds; false when the row
@@ -320,7 +332,7 @@ type Summarizer struct {
 	wasteKeys []wasteKey
 
 	okElapsed, okWait values
-	tpot, outTPS      values
+	tpot, outTPS, itl values
 	contentWait       values
 	asideWait         [numOutcomes]values
 	// Per-job distributions, gathered as jobs end.
@@ -767,6 +779,9 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	if x, ok := OutputTPS(r); ok {
 		s.outTPS.addFloat(x)
 	}
+	if x, ok := ITL(r); ok {
+		s.itl.addFloat(x)
+	}
 	if oi == okIndex {
 		s.okElapsed.addDur(r.Elapsed)
 		s.okWait.addDur(r.Wait)
@@ -972,7 +987,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1))}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(1))}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}

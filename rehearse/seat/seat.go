@@ -54,6 +54,11 @@ type Observation struct {
 	// reused (or none was made).
 	Connect    time.Duration
 	HasConnect bool
+	// ITLMean and ITLMax summarise the gaps between consecutive chunks
+	// carrying content or reasoning text, whatever their token count
+	// (docs/load.md); HasITL is false with fewer than two such chunks.
+	ITLMean, ITLMax time.Duration
+	HasITL          bool
 
 	PromptTokens     int64
 	CompletionTokens int64
@@ -206,6 +211,11 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true
 		o.CompletionTokens = p.CompletionTokens
+		if p.CompletionTokens >= 2 && end > contentAt {
+			// The plan's tokens come one a chunk, evenly spread.
+			o.ITLMean = (end - contentAt) / time.Duration(p.CompletionTokens-1)
+			o.ITLMax, o.HasITL = o.ITLMean, true
+		}
 	case admit.Reset:
 		if hasContent && contentAt <= end {
 			o.Wait, o.HasWait = contentAt, true
