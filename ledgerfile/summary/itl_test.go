@@ -40,6 +40,13 @@ func TestStreamFiguresITL(t *testing.T) {
 	assert.InDelta(t, 0.050, float64(sum.Stream.ITL.P50), 1e-12)
 	assert.InDelta(t, 0.150, float64(sum.Stream.ITL.Max), 1e-12, "exact: each attempt's mean, not a histogram bucket")
 
+	require.Len(t, sum.Groups, 1)
+	for _, g := range []*Group{sum.Groups[0], sum.All} {
+		require.NotNil(t, g.ITL, "report --json shows itl_s per group")
+		assert.Equal(t, int64(3), g.ITL.N)
+		assert.InDelta(t, 0.050, float64(g.ITL.P50), 1e-12)
+	}
+
 	eval := func(expr string) ThresholdResult {
 		th, err := admit.ParseThreshold("itl_s", expr)
 		require.NoError(t, err)
@@ -53,6 +60,11 @@ func TestStreamFiguresITL(t *testing.T) {
 	fail := eval("p(50) < 40ms")
 	assert.False(t, fail.Pass, "%+v", fail)
 	assert.InDelta(t, 0.050, fail.Value, 1e-12)
+
+	old := New(Options{})
+	r := ledgerfile.Row{Job: "x", Attempt: 1, Seat: "s", Outcome: admit.OK, Decision: "admit"}
+	old.Add(&r, "old.log")
+	assert.Nil(t, old.Close().All.ITL, "a log without itl keys has no itl_s in report --json")
 
 	_, err := admit.ParseThreshold("itl", "p(95) < 200ms")
 	assert.ErrorContains(t, err, "itl", "a typo is refused as today")
