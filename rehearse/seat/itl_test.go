@@ -2,6 +2,7 @@ package seat
 
 import (
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -147,4 +148,25 @@ func TestITLGapsNoAlloc(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, time.Millisecond, mean)
 	require.Equal(t, time.Millisecond, most)
+}
+
+// TestExecITL: a command seat's chunks are its stdout writes; three
+// writes about 60 ms apart give a mean and max gap near 60 ms (sleep(1)
+// starts a process, so the bound is loose: the exact chunk timing is
+// TestITL's).
+func TestExecITL(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("uses sh")
+	}
+	s := execSeatFor(t, "cat >/dev/null; printf a; sleep 0.06; printf b; sleep 0.06; printf c")
+	obs := do(t, s, 5*time.Second, Request{MaxTokens: 16})
+	require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
+	require.True(t, obs.HasITL)
+	t.Logf("exec ITL mean %v max %v", obs.ITLMean, obs.ITLMax)
+	require.GreaterOrEqual(t, obs.ITLMean, 55*time.Millisecond)
+	require.GreaterOrEqual(t, obs.ITLMax, obs.ITLMean)
+	require.Less(t, obs.ITLMean, 60*time.Millisecond+lateTol)
+
+	one := do(t, execSeatFor(t, "cat >/dev/null; printf once"), 5*time.Second, Request{MaxTokens: 16})
+	require.False(t, one.HasITL, "one chunk: no gap")
 }
