@@ -46,6 +46,7 @@ var Metrics = []MetricSpec{
 	{Name: "elapsed_s", Kind: TrendMetric, Time: true, Doc: "submit → last byte, of each sent attempt"},
 	{Name: "tokens", Kind: TrendMetric, Doc: "prompt + completion tokens of each sent attempt"},
 	{Name: "tpot_s", Kind: TrendMetric, Time: true, Doc: "time per output token of each ok attempt: (elapsed − wait) ÷ (completion tokens − 1) (docs/load.md)"},
+	{Name: "itl_s", Kind: TrendMetric, Time: true, Doc: "mean gap between chunks carrying text, of each sent attempt with two or more such chunks (docs/load.md)"},
 	{Name: "output_tps", Kind: TrendMetric, Doc: "output tokens per second of each ok attempt: completion tokens ÷ elapsed (docs/load.md)"},
 	{Name: "goodput", Kind: ValueMetric, Doc: "jobs per second that succeeded with every per-attempt threshold met by their ok attempt (docs/load.md)"},
 	{Name: "attempts_per_success", Kind: ValueMetric, Doc: "sent attempts ÷ jobs that succeeded (+Inf with no success)"},

@@ -105,7 +105,7 @@ func Normalize(r *Row) {
 	}
 	r.Attempt = min(max(r.Attempt, 0), admit.MaxAttempts)
 	r.Used = min(max(r.Used, 0), admit.MaxAttempts)
-	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.RetryAfter, &r.Delay, &r.SpentS} {
+	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.ITLMean, &r.ITLMax, &r.RetryAfter, &r.Delay, &r.SpentS} {
 		*d = admit.ClampDuration(*d).Round(time.Millisecond)
 	}
 	for _, n := range [...]*int64{&r.Tokens, &r.PromptTokens, &r.CompletionTokens, &r.SpentTokens} {
@@ -251,6 +251,10 @@ func appendRow(dst []byte, r *Row) []byte {
 	}
 	if r.HasConnect {
 		sec("connect_s", r.Connect)
+	}
+	if r.HasITL {
+		sec("itl_mean_s", r.ITLMean)
+		sec("itl_max_s", r.ITLMax)
 	}
 	sec("elapsed_s", r.Elapsed)
 	integer("tokens", r.Tokens)

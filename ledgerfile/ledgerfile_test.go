@@ -233,6 +233,9 @@ func rowGen() *rapid.Generator[Row] {
 		if rapid.Bool().Draw(t, "spent") {
 			r.SpentS, r.SpentTokens, r.Used, r.HasSpent = secs.Draw(t, "spent_s"), rapid.Int64Range(0, 1e9).Draw(t, "st"), rapid.IntRange(0, 100).Draw(t, "used"), true
 		}
+		if rapid.Bool().Draw(t, "itl") {
+			r.ITLMean, r.ITLMax, r.HasITL = secs.Draw(t, "itl_mean"), secs.Draw(t, "itl_max"), true
+		}
 		if rapid.Bool().Draw(t, "cost") {
 			r.CostUSD, r.HasCost = float64(rapid.IntRange(0, 1e7).Draw(t, "micro"))/1e6, true
 		}

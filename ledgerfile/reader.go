@@ -476,6 +476,8 @@ const (
 	bitPromptFrom
 	bitCompletionFrom
 	bitTags
+	bitITLMean
+	bitITLMax
 )
 
 // knownKeys are the keys this version reads; knownKeyCount bounds the
@@ -490,7 +492,8 @@ var knownKeys = map[string]bool{
 	"spent_s": true, "spent_tokens": true, "spent_usd": true, "used": true,
 	"decision": true, "sent": true, "holdout": true, "fallback": true,
 	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
-	"tags": true,
+	"tags":       true,
+	"itl_mean_s": true, "itl_max_s": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -593,6 +596,14 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		row.Connect, err = parseSeconds(val)
 		row.HasConnect = true
 		return bitConnect, err
+	case "itl_mean_s":
+		row.ITLMean, err = parseSeconds(val)
+		row.HasITL = true
+		return bitITLMean, err
+	case "itl_max_s":
+		row.ITLMax, err = parseSeconds(val)
+		row.HasITL = true
+		return bitITLMax, err
 	case "reserve_usd":
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err

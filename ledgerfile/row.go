@@ -37,6 +37,10 @@ type Row struct {
 	// TLS); absent when a kept-alive connection was reused.
 	Connect    time.Duration
 	HasConnect bool
+	// ITLMean and ITLMax are the mean and max gap between the attempt's
+	// chunks carrying text (docs/load.md); absent under two such chunks.
+	ITLMean, ITLMax time.Duration
+	HasITL          bool
 
 	Tokens           int64
 	PromptTokens     int64

@@ -75,6 +75,7 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 		r.ReserveUSD = b.Reserve
 	}
 	r.TTFB, r.HasTTFB = ledgerfile.Resolution(o.TTFB), o.HasTTFB
+	r.ITLMean, r.ITLMax, r.HasITL = ledgerfile.Resolution(o.ITLMean), ledgerfile.Resolution(o.ITLMax), o.HasITL
 	r.Tokens = o.Tokens()
 	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
 	r.HasSplit = o.TokensFrom != ""

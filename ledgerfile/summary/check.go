@@ -184,6 +184,8 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		return admit.Observed{Values: s.Stream.TPOT.Values}, s.Stream.TPOT.N
 	case "output_tps":
 		return admit.Observed{Values: s.Stream.OutputTPS.Values}, s.Stream.OutputTPS.N
+	case "itl_s":
+		return admit.Observed{Values: s.Stream.ITL.Values}, s.Stream.ITL.N
 	case "goodput":
 		if s.Goodput == nil {
 			return admit.Observed{Value: math.NaN()}, 0

@@ -49,7 +49,7 @@ func newGoodput(ts []Threshold) *goodput {
 
 func perAttempt(metric string) bool {
 	switch metric {
-	case "wait_s", "ttfb_s", "elapsed_s", "tokens", "tpot_s", "output_tps":
+	case "wait_s", "ttfb_s", "elapsed_s", "tokens", "tpot_s", "output_tps", "itl_s":
 		return true
 	}
 	return false
@@ -70,6 +70,8 @@ func attemptValue(metric string, r *ledgerfile.Row) (float64, bool) {
 		return TPOT(r)
 	case "output_tps":
 		return OutputTPS(r)
+	case "itl_s":
+		return ITL(r)
 	}
 	return 0, false
 }

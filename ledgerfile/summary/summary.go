@@ -128,6 +128,9 @@ type Group struct {
 	TTFB    Dist `json:"ttfb_s"`
 	Elapsed Dist `json:"elapsed_s"`
 	Tokens  Dist `json:"tokens"`
+	// ITL is the group's sent attempts' mean ITL (docs/load.md); absent
+	// when none has one (logs written before itl_mean_s).
+	ITL *Dist `json:"itl_s,omitempty"`
 
 	Outcomes map[string]int64 `json:"outcomes"`
 	Refusals map[string]int64 `json:"refusals"`
@@ -237,6 +240,18 @@ type StreamFigures struct {
 	// OutputTPS: completion_tokens ÷ elapsed, over ok attempts with a
 	// token split and elapsed > 0.
 	OutputTPS Dist `json:"output_tps"`
+	// ITL: each sent attempt's mean gap between chunks carrying text,
+	// over the attempts whose rows have itl_mean_s.
+	ITL Dist `json:"itl_s"`
+}
+
+// ITL is a row's mean inter-token latency in seconds; false when the row
+// has none (fewer than two chunks carrying text, or not sent).
+func ITL(r *ledgerfile.Row) (float64, bool) {
+	if r.Unsent || !r.HasITL {
+		return 0, false
+	}
+	return logged(r.ITLMean).Seconds(), true
 }
 
 // TPOT is a row's time per output token in seconds; false when the row
@@ -320,7 +335,7 @@ type Summarizer struct {
 	wasteKeys []wasteKey
 
 	okElapsed, okWait values
-	tpot, outTPS      values
+	tpot, outTPS, itl values
 	contentWait       values
 	asideWait         [numOutcomes]values
 	// Per-job distributions, gathered as jobs end.
@@ -344,6 +359,8 @@ type groupAcc struct {
 	merged                          bool
 	wait, ttfb, elapsed, tokens     values
 	sWait, sTTFB, sElapsed, sTokens Sorted
+	itl                             values
+	sITL                            Sorted
 	outcomes                        [numOutcomes]int64
 	refusals                        map[string]int64
 	tokensAll, keptTokens           int64
@@ -630,6 +647,9 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		if r.HasTTFB {
 			g.ttfb.addDur(r.TTFB)
 		}
+		if x, ok := ITL(r); ok {
+			g.itl.addFloat(x)
+		}
 	}
 	oi := f.oi
 	g.outcomes[oi]++
@@ -766,6 +786,9 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	}
 	if x, ok := OutputTPS(r); ok {
 		s.outTPS.addFloat(x)
+	}
+	if x, ok := ITL(r); ok {
+		s.itl.addFloat(x)
 	}
 	if oi == okIndex {
 		s.okElapsed.addDur(r.Elapsed)
@@ -932,10 +955,11 @@ func (s *Summarizer) Close() *Summary {
 	jf.USDSE = stdErr(s.jobs1, s.sumUSD, s.sqUSD)
 	out := &Summary{By: s.opts.By, Rows: s.rows, Before: s.before, Jobs: jf,
 		RefusedRows: s.refusedRows, RefusedRate: ratio(float64(s.refusedRows), float64(s.rows))}
-	var wait, ttfb, elapsed, tokens []Sorted
+	var wait, ttfb, elapsed, tokens, itl []Sorted
 	for _, g := range s.groups {
 		out.Groups = append(out.Groups, g.finish())
 		wait, ttfb = append(wait, g.sWait), append(ttfb, g.sTTFB)
+		itl = append(itl, g.sITL)
 		elapsed, tokens = append(elapsed, g.sElapsed), append(tokens, g.sTokens)
 	}
 	if !s.opts.KeepOrder {
@@ -946,6 +970,7 @@ func (s *Summarizer) Close() *Summary {
 	}
 	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
 	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
+	s.all.sITL = merge(itl...)
 	out.All = s.all.finish()
 	all, n := out.All, float64(s.jobs1)
 	jf = out.Jobs
@@ -972,7 +997,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1))}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(1))}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
@@ -1004,8 +1029,13 @@ func (a *groupAcc) finish() *Group {
 	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
+		a.sITL = a.itl.sorted(1)
 	}
 	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
+	if a.sITL.Len() > 0 {
+		itl := newDist(a.sITL)
+		g.ITL = &itl
+	}
 	g.Outcomes = map[string]int64{}
 	for i, n := range a.outcomes {
 		if n > 0 {

@@ -135,7 +135,9 @@ func TestSeed003Resolve(t *testing.T) {
 	)
 	ms := time.Millisecond
 
-	a1 := seat.Resolve(s.PlanFor(0), hard, waitCap, slowAfter)
+	p0 := s.PlanFor(0)
+	planGap := (p0.Elapsed - p0.Wait) / time.Duration(p0.CompletionTokens-1)
+	a1 := seat.Resolve(p0, hard, waitCap, slowAfter)
 	assert.Equal(t, seat.Observation{
 		TTFB: 1200 * ms, HasTTFB: true,
 		Wait: 1200 * ms, HasWait: true,
@@ -143,6 +145,8 @@ func TestSeed003Resolve(t *testing.T) {
 		PromptTokens: 1500, CompletionTokens: 600, TokensFrom: seat.FromScript,
 		HTTPStatus: 200,
 		Outcome:    admit.Reset, Billing: admit.Billable,
+		// One token a chunk, evenly spread over the plan's decode time.
+		ITLMean: planGap, ITLMax: planGap, HasITL: true,
 	}, a1)
 	assert.EqualValues(t, 2100, a1.Tokens())
 

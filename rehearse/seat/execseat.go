@@ -67,9 +67,11 @@ func (o *execOut) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	now := time.Since(o.start)
 	if o.n == 0 && o.g.answer() {
-		o.wait, o.hasWait = time.Since(o.start), true
+		o.wait, o.hasWait = now, true
 	}
+	o.st.itl.chunk(now) // a read of stdout is a chunk for ITL
 	o.n += int64(len(p))
 	o.st.counter.add(string(p))
 	for rest := p; len(rest) > 0; {
@@ -166,6 +168,7 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	killMarked(mark) // and whatever left the group
 	obs.Bytes = out.n
 	obs.Wait, obs.HasWait = out.wait, out.hasWait
+	obs.ITLMean, obs.ITLMax, obs.HasITL = st.itl.figures()
 	st.content = out.n > 0
 
 	var exitErr *exec.ExitError

@@ -54,6 +54,45 @@ type stream struct {
 	code       string
 	done       bool // the terminal event arrived
 	bad        int  // malformed events, tolerated
+	chunkText  bool // the event being read carried text
+	itl        itlGaps
+}
+
+// itlGaps keeps the gaps between chunks carrying text, without a slice:
+// a count, a sum and a max (docs/load.md's ITL).
+type itlGaps struct {
+	chunks   int64
+	prev     time.Duration
+	sum, max time.Duration
+}
+
+// chunk records a text-carrying chunk that arrived at t.
+func (g *itlGaps) chunk(t time.Duration) {
+	if g.chunks > 0 {
+		gap := max(t-g.prev, 0)
+		g.sum = admit.AddDuration(g.sum, gap)
+		g.max = max(g.max, gap)
+	}
+	g.chunks++
+	g.prev = t
+}
+
+// figures are the mean and max gap; ok is false with under two chunks.
+func (g *itlGaps) figures() (mean, most time.Duration, ok bool) {
+	if g.chunks < 2 {
+		return 0, 0, false
+	}
+	return g.sum / time.Duration(g.chunks-1), g.max, true
+}
+
+// event hands one event to the wire format and, when it carried text,
+// records its arrival for ITL.
+func (s *httpSeat) event(typ string, data []byte, st *stream, body *countingReader) {
+	s.w.event(typ, data, st)
+	if st.chunkText {
+		st.chunkText = false
+		st.itl.chunk(body.last)
+	}
 }
 
 // text records generated text (content, reasoning or tool-call
@@ -66,6 +105,7 @@ func (st *stream) text(s string) {
 		st.content = true
 		st.onContent()
 	}
+	st.chunkText = true
 	st.counter.add(s)
 }
 
@@ -323,6 +363,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	}
 	obs.Bytes = body.n
 	obs.Elapsed = body.end
+	obs.ITLMean, obs.ITLMax, obs.HasITL = st.itl.figures()
 	if obs.Elapsed < obs.TTFB {
 		obs.Elapsed = obs.TTFB
 	}
@@ -429,7 +470,7 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 // readStream feeds SSE events or NDJSON lines to the wire until the
 // terminal event, an error event, the end of the body or a read error.
 // It returns nil on a clean end.
-func (s *httpSeat) readStream(body io.Reader, st *stream) error {
+func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 	if s.w.ndjson() {
 		r := NewNDJSONReader(body, MaxLine)
 		for !st.done && !st.failed {
@@ -437,7 +478,7 @@ func (s *httpSeat) readStream(body io.Reader, st *stream) error {
 			if err != nil {
 				return cleanEnd(err)
 			}
-			s.w.event("", line, st)
+			s.event("", line, st, body)
 		}
 		return nil
 	}
@@ -447,7 +488,7 @@ func (s *httpSeat) readStream(body io.Reader, st *stream) error {
 		if err != nil {
 			return cleanEnd(err)
 		}
-		s.w.event(ev.Type, ev.Data, st)
+		s.event(ev.Type, ev.Data, st, body)
 	}
 	return nil
 }

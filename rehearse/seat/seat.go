@@ -55,6 +55,11 @@ type Observation struct {
 	// reused (or none was made).
 	Connect    time.Duration
 	HasConnect bool
+	// ITLMean and ITLMax summarise the gaps between consecutive chunks
+	// carrying content or reasoning text, whatever their token count
+	// (docs/load.md); HasITL is false with fewer than two such chunks.
+	ITLMean, ITLMax time.Duration
+	HasITL          bool
 
 	PromptTokens     int64
 	CompletionTokens int64
@@ -189,6 +194,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 			o.Wait, o.HasWait = contentAt, true
 			// Partial output: tokens produced so far, pro rata.
 			o.CompletionTokens = partialTokens(p, cut.at)
+			o.ITLMean, o.ITLMax, o.HasITL = planITL(p, cut.at)
 		}
 		o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
 		o.HTTPStatus = 0
@@ -207,10 +213,12 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true
 		o.CompletionTokens = p.CompletionTokens
+		o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
 	case admit.Reset:
 		if hasContent && contentAt <= end {
 			o.Wait, o.HasWait = contentAt, true
 			o.CompletionTokens = partialTokens(p, end)
+			o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
 		}
 		if ttfb > end {
 			// Dropped before the headers: no status, code or Retry-After was seen.
@@ -228,6 +236,21 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 // partialTokens is the completion tokens p has streamed by at: pro rata
 // from the first content to the plan's last byte, never more than all of
 // them. The 128-bit product cannot overflow.
+// planITL is the ITL a plan implies for a stream read until at: one
+// token a chunk, the first at the wait and the last at the plan's elapsed,
+// evenly spread, so every gap is (elapsed − wait) ÷ (completion tokens − 1).
+// ok is false until two chunks have come.
+func planITL(p Plan, at time.Duration) (mean, most time.Duration, ok bool) {
+	if p.CompletionTokens < 2 || p.Elapsed <= p.Wait || at <= p.Wait {
+		return 0, 0, false
+	}
+	gap := (p.Elapsed - p.Wait) / time.Duration(p.CompletionTokens-1)
+	if at < p.Elapsed && (gap <= 0 || at-p.Wait < gap) {
+		return 0, 0, false
+	}
+	return gap, gap, true
+}
+
 func partialTokens(p Plan, at time.Duration) int64 {
 	if p.CompletionTokens <= 0 || p.Elapsed <= p.Wait || at <= p.Wait {
 		return 0
