@@ -36,6 +36,7 @@ type checkJSON struct {
 	ChangesTotal   int64                     `json:"changes_total"`
 	Changes        []summary.Replayed        `json:"changes"`
 	HeldOutRefused []summary.Replayed        `json:"held_out_refused"`
+	Goodput        summary.Goodput           `json:"goodput"` // jobs meeting every threshold, per second (docs/load.md)
 	Torn           []string                  `json:"torn"`
 	Skipped        []string                  `json:"skipped"`
 }
@@ -43,7 +44,7 @@ type checkJSON struct {
 func printCheckJSON(opts *CheckOptions, logs *logSet, res *summary.CheckResult, torn, skipped []*ledgerfile.LineError) error {
 	return printJSON(opts.IO.Out, checkJSON{
 		Pass: res.Pass, Policy: opts.Policy, Budget: toBudgetJSON(opts.Budget), Logs: displayNames(logs),
-		Rows: res.Judged, Jobs: res.Summary.All.Jobs, HeldOutRows: res.HeldOut.Rows, Thresholds: res.Thresholds,
+		Rows: res.Judged, Jobs: res.Summary.All.Jobs, HeldOutRows: res.HeldOut.Rows, Thresholds: res.Thresholds, Goodput: res.Goodput,
 		Failed: res.Failed, ChangesTotal: res.ChangesTotal, Changes: res.Changes, HeldOutRefused: res.HeldOut.Refused,
 		Torn: lineRefs(torn), Skipped: lineRefs(skipped),
 	})

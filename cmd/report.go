@@ -221,7 +221,7 @@ func runReport(opts *ReportOptions) error {
 	case opts.JSON:
 		out := reportJSON{
 			Files: displayNames(logs), By: string(s.By), Rows: s.Rows, RowsBeforeSince: s.Before,
-			Groups: s.Groups, All: s.All, WastedCalls: s.Wasted, Recommendations: recs,
+			Groups: s.Groups, All: s.All, WastedCalls: s.Wasted, Stream: s.Stream, Recommendations: recs,
 			Torn: lineRefs(torn), Skipped: lineRefs(skipped), Warnings: warnings,
 		}
 		if out.Groups == nil {

@@ -20,6 +20,7 @@ type reportJSON struct {
 	Groups          []*summary.Group         `json:"groups"`
 	All             *summary.Group           `json:"all"`
 	WastedCalls     []summary.Wasted         `json:"wasted_calls"`
+	Stream          summary.StreamFigures    `json:"stream"` // TPOT, output tokens/s, ITL (docs/load.md)
 	Recommendations []summary.Recommendation `json:"recommendations"`
 	Torn            []string                 `json:"torn"`
 	Skipped         []string                 `json:"skipped"`
