@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/buger/jsonparser"
+
 	"retrygate/admit"
 )
 
@@ -97,56 +99,91 @@ type anthropicEvent struct {
 	Content []anthropicBlock `json:"content"`
 }
 
+// event reads one event by targeted field extraction (see
+// openaiWire.chunk).
 func (anthropicWire) event(typ string, data []byte, st *stream) {
-	var e anthropicEvent
-	if err := json.Unmarshal(data, &e); err != nil {
+	obj, ok, bad := jsonObject(data)
+	if !ok {
+		if bad {
+			st.bad++
+		}
+		return
+	}
+	et := typ // the data's type names the event; the SSE name is a fallback
+	if v, present, wrong := member(obj, jsonparser.String, "type"); wrong {
+		st.bad++
+		return
+	} else if present && len(v) > 0 {
+		et = string(v)
+	}
+	// The members each event type reads must have their shapes, as
+	// encoding/json would insist for every member.
+	msg, _, w1 := member(obj, jsonparser.Object, "message")
+	block, _, w2 := member(obj, jsonparser.Object, "content_block")
+	delta, _, w3 := member(obj, jsonparser.Object, "delta")
+	usage, hasUsage, w4 := member(obj, jsonparser.Object, "usage")
+	if w1 || w2 || w3 || w4 {
 		st.bad++
 		return
 	}
-	if e.Type == "" {
-		e.Type = typ // the data's type names the event; the SSE name is a fallback
-	}
-	switch e.Type {
+	switch et {
 	case "message_start":
-		if e.Message != nil && e.Message.Usage != nil {
-			if n, ok := e.Message.Usage.input(); ok {
+		if u, ok, _ := member(msg, jsonparser.Object, "usage"); ok {
+			if n, ok := anthropicInput(u); ok {
 				st.usagePrompt(n)
 			}
 			// Its output_tokens is a provisional count; message_delta
 			// carries the total.
 		}
 	case "content_block_start":
-		if b := e.ContentBlock; b != nil {
-			st.text(string(b.Text))
-			st.text(string(b.Thinking))
+		for _, k := range [...]string{"text", "thinking"} {
+			if v, vt, _, err := jsonparser.Get(block, k); err == nil {
+				textOf(v, vt, st)
+			}
 		}
 	case "content_block_delta":
-		if d := e.Delta; d != nil {
-			switch d.Type {
-			case "text_delta":
-				st.text(string(d.Text))
-			case "thinking_delta":
-				st.text(string(d.Thinking))
-			case "input_json_delta":
-				st.text(string(d.PartialJSON))
+		dt, _, _ := member(delta, jsonparser.String, "type")
+		field := ""
+		switch string(dt) {
+		case "text_delta":
+			field = "text"
+		case "thinking_delta":
+			field = "thinking"
+		case "input_json_delta":
+			field = "partial_json"
+		}
+		if field != "" {
+			if v, vt, _, err := jsonparser.Get(delta, field); err == nil {
+				textOf(v, vt, st)
 			}
 		}
 	case "message_delta":
-		if u := e.Usage; u != nil {
+		if hasUsage {
 			// Cumulative: replace message_start's numbers, never add.
-			if u.OutputTokens.present() {
-				st.usageCompletion(u.OutputTokens.value())
+			if n, ok := countOf(usage, "output_tokens"); ok {
+				st.usageCompletion(n)
 			}
-			if n, ok := u.input(); ok {
+			if n, ok := anthropicInput(usage); ok {
 				st.usagePrompt(n)
 			}
 		}
 	case "message_stop":
 		st.done = true
 	case "error":
-		st.fail(errorCode(data))
+		st.fail(errorCode(obj))
 	}
 	// ping and event types added later are ignored, as the API asks.
+}
+
+// anthropicInput is every prompt token a usage object bills: fresh,
+// cache writes and cache reads; ok is false when it names none.
+func anthropicInput(u []byte) (n int64, ok bool) {
+	for _, k := range [...]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} {
+		if v, present := countOf(u, k); present {
+			n, ok = admit.AddTokens(n, v), true
+		}
+	}
+	return n, ok
 }
 
 func (w anthropicWire) whole(data []byte, st *stream) {

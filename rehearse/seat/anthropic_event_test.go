@@ -1,0 +1,86 @@
+package seat
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The reference decoder: the encoding/json reading of an Anthropic event
+// that the targeted extraction in anthropicWire.event replaced.
+func referenceAnthropic(_ anthropicWire, typ string, data []byte, st *stream) {
+	var e anthropicEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		st.bad++
+		return
+	}
+	if e.Type == "" {
+		e.Type = typ // the data's type names the event; the SSE name is a fallback
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil && e.Message.Usage != nil {
+			if n, ok := e.Message.Usage.input(); ok {
+				st.usagePrompt(n)
+			}
+			// Its output_tokens is a provisional count; message_delta
+			// carries the total.
+		}
+	case "content_block_start":
+		if b := e.ContentBlock; b != nil {
+			st.text(string(b.Text))
+			st.text(string(b.Thinking))
+		}
+	case "content_block_delta":
+		if d := e.Delta; d != nil {
+			switch d.Type {
+			case "text_delta":
+				st.text(string(d.Text))
+			case "thinking_delta":
+				st.text(string(d.Thinking))
+			case "input_json_delta":
+				st.text(string(d.PartialJSON))
+			}
+		}
+	case "message_delta":
+		if u := e.Usage; u != nil {
+			// Cumulative: replace message_start's numbers, never add.
+			if u.OutputTokens.present() {
+				st.usageCompletion(u.OutputTokens.value())
+			}
+			if n, ok := u.input(); ok {
+				st.usagePrompt(n)
+			}
+		}
+	case "message_stop":
+		st.done = true
+	case "error":
+		st.fail(errorCode(data))
+	}
+	// ping and event types added later are ignored, as the API asks.
+}
+
+// FuzzAnthropicEvent: the fast event reader agrees with encoding/json.
+func FuzzAnthropicEvent(f *testing.F) {
+	for _, s := range []string{
+		anText("hello"), anText("caf\u00e9"),
+		`{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":9e18,"output_tokens":1}}}`,
+		`{"type":"content_block_start","content_block":{"type":"thinking","thinking":"hm"}}`,
+		`{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`,
+		`{"type":"message_delta","usage":{"output_tokens":40}}`, `{"type":"message_stop"}`,
+		`{"type":"error","error":{"type":"overloaded_error"}}`, `{"type":7}`, `{"delta":"x"}`, `null`,
+	} {
+		f.Add([]byte(s), "")
+	}
+	f.Add([]byte(`{"delta":{"type":"text_delta","text":"x"}}`), "content_block_delta")
+	f.Fuzz(func(t *testing.T, data []byte, typ string) {
+		if !json.Valid(data) || skipKeyQuirks(data, "type", "message", "content_block", "delta", "usage", "text", "thinking", "partial_json",
+			"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens", "error", "content") {
+			return
+		}
+		var got, want stream
+		got.onContent, want.onContent = func() {}, func() {}
+		anthropicWire{}.event(typ, data, &got)
+		referenceAnthropic(anthropicWire{}, typ, data, &want)
+		compareStreams(t, &got, &want)
+	})
+}
