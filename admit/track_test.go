@@ -80,3 +80,17 @@ func TestReservation(t *testing.T) {
 	assert.InDelta(t, 1.5025, Reservation(2.5, 10, 1000, 150000), 1e-12)
 	assert.Equal(t, MaxUSD, Reservation(1e12, 1e12, MaxTokens, MaxTokens))
 }
+
+// A reset track is a new job's: nothing spent, nothing observed, no
+// history, whatever the last job left.
+func TestTrackReset(t *testing.T) {
+	var tr Track
+	tr.Sent(&Attempt{Seat: "s", Outcome: Timeout, Wait: sec(5), Elapsed: sec(25), Tokens: 100})
+	tr.Reset()
+	assert.Equal(t, Track{seats: tr.seats}, tr)
+	assert.Empty(t, tr.seats)
+	assert.False(t, tr.Observed("s"))
+	assert.Equal(t, Next{USD: 0.5}, tr.Estimate("s", 0.5))
+	assert.Equal(t, "failed", tr.End())
+	assert.Equal(t, JobHistory{}, tr.History())
+}

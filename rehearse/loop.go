@@ -233,9 +233,10 @@ func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
 
 // Start begins job k (1-based) at now: the deadline is made here, once.
 func (l *Loop) Start(j *Job, k int, now time.Time) Action {
-	free := j.free
+	free, track := j.free, j.track
+	track.Reset() // a reused Job keeps its books' memory
 	*j = Job{ID: l.jobID(k), start: now, deadline: now.Add(l.pol.Budget.Deadline), free: free,
-		prompt: pickPrompt(l.order, l.seed, k, len(l.prompts))}
+		prompt: pickPrompt(l.order, l.seed, k, len(l.prompts)), track: track}
 	return l.next(j, now)
 }
 

@@ -218,7 +218,10 @@ func (v *vrun) schedule(at int64, j *Job, kind uint8) {
 	v.l.push(event{at: at, seq: v.seq, job: j, kind: kind})
 }
 
-func (v *vrun) startJob(at int64) {
+func (v *vrun) startJob(at int64) { v.apply(v.begin(at)) }
+
+// begin starts the next job at at, on a Job from the free list.
+func (v *vrun) begin(at int64) (*Job, Action) {
 	j := v.free
 	if j != nil {
 		v.free = j.free
@@ -226,25 +229,35 @@ func (v *vrun) startJob(at int64) {
 		j = new(Job)
 	}
 	v.started++
-	v.apply(j, v.l.Start(j, v.started, v.start.Add(time.Duration(at))))
+	return j, v.l.Start(j, v.started, v.start.Add(time.Duration(at)))
 }
 
 // apply carries out a job's next action at the current virtual instant.
+// With jobs one after another, a job that ends at once (refused before
+// it sent anything: an open breaker takes no virtual time) starts the
+// next here, in a loop: a run of such jobs must not grow the stack.
 func (v *vrun) apply(j *Job, a Action) {
-	switch a.Kind {
-	case Send:
-		st := &v.l.seats[a.Seat]
-		plan := st.planner.PlanFor(st.calls)
-		st.calls++
-		j.obs = seat.Resolve(plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
-		j.obs.Seat = st.name
-		v.schedule(addNS(v.now, j.obs.Elapsed), j, evDone)
-	case Sleep:
-		v.schedule(addNS(v.now, a.Sleep), j, evWake)
-	case Finished:
-		j.free, v.free = v.free, j
-		if !v.arr.open() && v.started < v.o.Jobs && v.now < v.end {
-			v.startJob(v.now)
+	for {
+		switch a.Kind {
+		case Send:
+			st := &v.l.seats[a.Seat]
+			plan := st.planner.PlanFor(st.calls)
+			st.calls++
+			j.obs = seat.Resolve(plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
+			j.obs.Seat = st.name
+			v.schedule(addNS(v.now, j.obs.Elapsed), j, evDone)
+			return
+		case Sleep:
+			v.schedule(addNS(v.now, a.Sleep), j, evWake)
+			return
+		case Finished:
+			j.free, v.free = v.free, j
+			if v.arr.open() || v.started >= v.o.Jobs || v.now >= v.end {
+				return
+			}
+			j, a = v.begin(v.now)
+		default:
+			return
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -254,3 +255,20 @@ func TestSimulateProgressAndErrors(t *testing.T) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// Jobs one after another behind an open breaker: each is refused at once,
+// with no virtual time passing, so the next starts at the same instant.
+// Those starts must not nest: 200,000 refusals in a row once grew the
+// stack to hundreds of megabytes (simulate's RSS), and here would
+// overflow the 1 MiB the test allows.
+func TestSimulateRefusalsInARowKeepTheStackFlat(t *testing.T) {
+	const jobs = 200_000
+	p := rehearse.DefaultPolicy()
+	p.Breaker.MinRequests = 2
+	m := mustParse(t, "fixed elapsed=1s 5xx=100%")
+	old := debug.SetMaxStack(1 << 20)
+	defer debug.SetMaxStack(old)
+	s := simulate(t, p, []seat.Config{{Name: "a"}}, []Model{m}, jobs, 1)
+	assert.Equal(t, jobs, s.Failed)
+	assert.Greater(t, s.Refusals[string(admit.ReasonBreakerOpen)], jobs-10, "the breaker refuses nearly every job")
+}
