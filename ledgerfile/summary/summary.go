@@ -60,6 +60,10 @@ type Options struct {
 	// sorts by key.
 	Groups    []string
 	KeepOrder bool
+	// NoStream leaves the streaming figures (Stream: TPOT, output TPS,
+	// ITL, and each group's ITL) uncounted and empty: simulate reads none
+	// of them, and their exact values are its costliest to count.
+	NoStream bool
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -647,7 +651,7 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		if r.HasTTFB {
 			g.ttfb.addDur(r.TTFB)
 		}
-		if x, ok := ITL(r); ok {
+		if x, ok := ITL(r); ok && !s.opts.NoStream {
 			g.itl.addFloat(x)
 		}
 	}
@@ -781,14 +785,16 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 		// Elapsed holds the wait: the gate charges wait + gen = elapsed.
 		js.keptTime = admit.AddDuration(before, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
 	}
-	if x, ok := TPOT(r); ok {
-		s.tpot.addFloat(x)
-	}
-	if x, ok := OutputTPS(r); ok {
-		s.outTPS.addFloat(x)
-	}
-	if x, ok := ITL(r); ok {
-		s.itl.addFloat(x)
+	if !s.opts.NoStream {
+		if x, ok := TPOT(r); ok {
+			s.tpot.addFloat(x)
+		}
+		if x, ok := OutputTPS(r); ok {
+			s.outTPS.addFloat(x)
+		}
+		if x, ok := ITL(r); ok {
+			s.itl.addFloat(x)
+		}
 	}
 	if oi == okIndex {
 		s.okElapsed.addDur(r.Elapsed)

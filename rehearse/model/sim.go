@@ -113,9 +113,10 @@ func Run(s Sim) (*Summary, error) {
 
 // SummaryOptions are the summary a simulation of p on seats keeps: the
 // policy's deadline for the deadline-miss rule, and one group per seat
-// in chain order.
+// in chain order. It leaves out the streaming figures (TPOT, output
+// TPS, ITL), which no simulation figure reads.
 func SummaryOptions(p rehearse.Policy, seats []rehearse.SeatSpec) summary.Options {
-	o := summary.Options{By: summary.BySeat, SlowAfter: p.Retry.SlowServerAfter, Deadline: p.Budget.Deadline, KeepOrder: true}
+	o := summary.Options{By: summary.BySeat, SlowAfter: p.Retry.SlowServerAfter, Deadline: p.Budget.Deadline, KeepOrder: true, NoStream: true}
 	for _, sp := range seats {
 		o.Groups = append(o.Groups, sp.Config.Name)
 	}
@@ -197,7 +198,8 @@ type Summary struct {
 	Seats    []SeatFigures  `json:"seats"`
 
 	// Source is the summary the figures were read from, when Sim.KeepSummary
-	// asked for it (simulate --html draws its distributions).
+	// asked for it (simulate --html draws its distributions). Its
+	// streaming figures are empty (SummaryOptions).
 	Source *summary.Summary `json:"-"`
 }
 
