@@ -151,6 +151,8 @@ type Loop struct {
 	row     ledgerfile.Row
 	ends    Ends
 	idbuf   []byte
+	// idPrefix is "r<run>-", made once.
+	idPrefix []byte
 
 	mu    sync.Mutex // the real-time driver's
 	vheap []event    // the virtual driver's, kept between runs
@@ -247,15 +249,15 @@ func (l *Loop) Start(j *Job, k int, now time.Time) Action {
 func (l *Loop) jobID(k int) string {
 	var d [20]byte
 	digits := strconv.AppendInt(d[:0], int64(k), 10)
-	var p [24]byte
-	prefix := strconv.AppendInt(append(p[:0], 'r'), int64(l.run), 10)
-	n := len(prefix) + 1 + max(len(digits), l.width)
+	if l.idPrefix == nil {
+		l.idPrefix = append(strconv.AppendInt([]byte{'r'}, int64(l.run), 10), '-')
+	}
+	n := len(l.idPrefix) + max(len(digits), l.width)
 	if cap(l.idbuf)-len(l.idbuf) < n {
 		l.idbuf = make([]byte, 0, max(64<<10, n))
 	}
 	start := len(l.idbuf)
-	b := append(l.idbuf, prefix...)
-	b = append(b, '-')
+	b := append(l.idbuf, l.idPrefix...)
 	for i := len(digits); i < l.width; i++ {
 		b = append(b, '0')
 	}

@@ -61,19 +61,25 @@ func (a *event) before(b *event) bool {
 	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
 
-// A hand-rolled binary heap of values: container/heap would box each
-// event in an interface, an allocation per push.
+// A hand-rolled 4-ary heap of values: container/heap would box each
+// event in an interface, an allocation per push. Four children a node
+// halve the levels a pop walks down, and each level moves one event into
+// the hole instead of swapping two. (at, seq) orders events totally, so
+// any heap pops them in the same order.
+const heapArity = 4
+
 func (l *Loop) push(e event) {
 	h := append(l.vheap, e)
 	i := len(h) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(&h[p]) {
+		p := (i - 1) / heapArity
+		if !e.before(&h[p]) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = e
 	l.vheap = h
 }
 
@@ -81,24 +87,32 @@ func (l *Loop) pop() event {
 	h := l.vheap
 	top := h[0]
 	n := len(h) - 1
-	h[0] = h[n]
+	last := h[n]
 	h = h[:n]
+	l.vheap = h
+	if n == 0 {
+		return top
+	}
 	i := 0
 	for {
-		c := 2*i + 1
+		c := heapArity*i + 1
 		if c >= n {
 			break
 		}
-		if c+1 < n && h[c+1].before(&h[c]) {
-			c++
+		// the earliest of up to four children
+		m := c
+		for k := c + 1; k < c+heapArity && k < n; k++ {
+			if h[k].before(&h[m]) {
+				m = k
+			}
 		}
-		if !h[c].before(&h[i]) {
+		if !h[m].before(&last) {
 			break
 		}
-		h[i], h[c] = h[c], h[i]
-		i = c
+		h[i] = h[m]
+		i = m
 	}
-	l.vheap = h
+	h[i] = last
 	return top
 }
 

@@ -128,7 +128,7 @@ var termOrder = []string{
 }
 
 // failureKeys are the failure shares, in the order a draw walks them.
-var failureKeys = []string{"hang", "conn", "429", "5xx", "slow5xx", "4xx", "reset"}
+var failureKeys = [...]string{"hang", "conn", "429", "5xx", "slow5xx", "4xx", "reset"}
 
 // ParseParametric reads `KIND key=value …`.
 func ParseParametric(spec string) (*Parametric, error) {

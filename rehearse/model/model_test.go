@@ -361,3 +361,10 @@ func FuzzModel(f *testing.F) {
 		}
 	})
 }
+
+// The planner's failure indexes name failureKeys in order.
+func TestFailureIndexes(t *testing.T) {
+	assert.Equal(t, [...]string{"hang", "conn", "429", "5xx", "slow5xx", "4xx", "reset"},
+		[...]string{failureKeys[fHang], failureKeys[fConn], failureKeys[f429], failureKeys[f5xx], failureKeys[fSlow5xx], failureKeys[f4xx], failureKeys[fReset]})
+	assert.Equal(t, len(failureKeys), fNone)
+}

@@ -38,13 +38,34 @@ func unit(x uint64) float64 { return (float64(x>>11) + 0.5) / (1 << 53) }
 
 // Planner plays m on one seat.
 func (m *Parametric) Planner(seed uint64, seatIndex int) seat.Planner {
-	return &paramPlanner{m: m, s: newStream(seed, seatIndex)}
+	p := &paramPlanner{m: m, s: newStream(seed, seatIndex)}
+	acc := 0.0
+	for i, k := range failureKeys {
+		acc += *m.failure(k)
+		p.upTo[i] = acc
+	}
+	return p
 }
 
 type paramPlanner struct {
 	m *Parametric
 	s stream
+	// upTo[i] is the sum of the failure shares through failureKeys[i]: a
+	// draw below it and above upTo[i-1] is that failure.
+	upTo [len(failureKeys)]float64
 }
+
+// Indexes into failureKeys.
+const (
+	fHang = iota
+	fConn
+	f429
+	f5xx
+	fSlow5xx
+	f4xx
+	fReset
+	fNone
+)
 
 // PlanFor draws call n: first its outcome, then its latency.
 func (p *paramPlanner) PlanFor(n int) seat.Plan {
@@ -52,27 +73,25 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 	r := p.s.at(n)
 	uOutcome, uLatency := unit(r.Uint64()), unit(r.Uint64())
 
-	which := ""
-	acc := 0.0
-	for _, k := range failureKeys {
-		acc += *m.failure(k)
+	which := fNone
+	for i, acc := range p.upTo {
 		if uOutcome < acc {
-			which = k
+			which = i
 			break
 		}
 	}
 	switch which {
-	case "conn":
+	case fConn:
 		return seat.Plan{ConnError: true}
-	case "hang":
+	case fHang:
 		return seat.Plan{Hang: true, Wait: script.Never, TTFB: script.Never, PromptTokens: m.Prompt}
-	case "429":
+	case f429:
 		return seat.Plan{Status: 429, Wait: m.FastAfter, Elapsed: m.FastAfter, RetryAfter: m.RetryAfter, HasRetryAfter: m.HasRetryAfter}
-	case "5xx":
+	case f5xx:
 		return seat.Plan{Status: 503, Wait: m.FastAfter, Elapsed: m.FastAfter}
-	case "slow5xx":
+	case fSlow5xx:
 		return seat.Plan{Status: 500, Wait: m.SlowAfter, Elapsed: m.SlowAfter}
-	case "4xx":
+	case f4xx:
 		return seat.Plan{Status: 400, Wait: m.FastAfter, Elapsed: m.FastAfter}
 	}
 
@@ -93,7 +112,7 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 		completion = int64(min(math.Round(m.Rate*(elapsed-wait).Seconds()), maxTokens))
 	}
 	plan := seat.Plan{Wait: wait, Elapsed: elapsed, PromptTokens: m.Prompt, CompletionTokens: max(completion, 0)}
-	if which == "reset" {
+	if which == fReset {
 		// Halfway through the stream; a reset is always before the end.
 		plan.ResetAfter = max(wait+(elapsed-wait)/2, time.Millisecond)
 		if plan.ResetAfter >= plan.Elapsed {
