@@ -50,3 +50,21 @@ func TestEventHeapOrder(t *testing.T) {
 	require.Empty(t, l.vheap)
 	require.Greater(t, pops, 5000)
 }
+
+// BenchmarkEventHeap is the open-loop simulator's heap traffic: about 64
+// jobs in flight, each pop followed by a push a random time later.
+func BenchmarkEventHeap(b *testing.B) {
+	rng := seeded(1)
+	var l Loop
+	seq := uint64(0)
+	for range 64 {
+		seq++
+		l.push(event{at: rng.Int64N(3e9), seq: seq})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		e := l.pop()
+		seq++
+		l.push(event{at: e.at + rng.Int64N(3e9), seq: seq})
+	}
+}
