@@ -272,3 +272,21 @@ func TestSimulateRefusalsInARowKeepTheStackFlat(t *testing.T) {
 	assert.Equal(t, jobs, s.Failed)
 	assert.Greater(t, s.Refusals[string(admit.ReasonBreakerOpen)], jobs-10, "the breaker refuses nearly every job")
 }
+
+// A simulated job allocates nothing of its own beyond its share of the
+// job-id arena: the loop reuses each finished job's state, its books
+// included. (Before, every job's per-seat estimate was a fresh slice.)
+func TestSimulateAllocatesNothingPerJob(t *testing.T) {
+	const jobs = 20_000
+	m := mustParse(t, "lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100")
+	specs, err := Planners([]seat.Config{{Name: "a"}, {Name: "b"}}, m, 1)
+	require.NoError(t, err)
+	p := rehearse.DefaultPolicy()
+	for _, rate := range []float64{0, 20} {
+		allocs := testing.AllocsPerRun(1, func() {
+			_, err := Run(Sim{Policy: p, Seats: specs, Jobs: jobs, Rate: rate, Seed: 1})
+			require.NoError(t, err)
+		})
+		assert.Less(t, allocs, float64(jobs/20), "rate %g: %v allocations for %d jobs", rate, allocs, jobs)
+	}
+}
