@@ -64,6 +64,12 @@ type Options struct {
 	// ITL, and each group's ITL) uncounted and empty: simulate reads none
 	// of them, and their exact values are its costliest to count.
 	NoStream bool
+	// OnlyEndToEnd leaves every distribution but the jobs' end-to-end
+	// times uncounted and empty: each group's wait, TTFB, elapsed and
+	// tokens, OK, Content, and the jobs' Time, TimeToSuccess, Tokens, USD
+	// and AttemptsPerSuccess. Counts, sums, means and rates are kept.
+	// simulate reads no other distribution (but for --html).
+	OnlyEndToEnd bool
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -470,6 +476,14 @@ func New(opts Options) *Summarizer {
 		wasted:   map[wasteKey]*Wasted{},
 		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
+	if opts.OnlyEndToEnd {
+		for _, v := range []*values{&s.okElapsed, &s.okWait, &s.contentWait, &s.jobTime, &s.jobTTS, &s.jobTokens, &s.jobUSD, &s.jobAPS} {
+			v.off = true
+		}
+		for i := range s.asideWait {
+			s.asideWait[i].off = true
+		}
+	}
 	for _, g := range opts.Groups {
 		s.group(g)
 	}
@@ -518,7 +532,11 @@ func (s *Summarizer) group(key string) int32 {
 		return i
 	}
 	i := int32(len(s.groups))
-	s.groups = append(s.groups, &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}})
+	g := &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}}
+	if s.opts.OnlyEndToEnd {
+		g.wait.off, g.ttfb.off, g.elapsed.off, g.tokens.off = true, true, true, true
+	}
+	s.groups = append(s.groups, g)
 	s.groupIdx[key] = i
 	s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
 	return i

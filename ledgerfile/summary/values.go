@@ -22,6 +22,7 @@ type values struct {
 	sparse map[int64]uint32   // whole units past the dense range
 	other  map[float64]uint32 // values that are not a whole number of units
 	n      int64
+	off    bool // counts nothing: a figure the summary's Options leave out
 }
 
 // denseUnits bounds the counted range that lives in an array: 32.8 s in
@@ -35,6 +36,9 @@ const denseUnits = 1 << 15
 const fewValues = 256
 
 func (v *values) addUnits(k int64) {
+	if v.off {
+		return
+	}
 	v.n++
 	if v.dense == nil && v.n <= fewValues {
 		if v.sparse == nil {
@@ -78,6 +82,9 @@ func (v *values) denseAt(k int64) *uint32 {
 // addDur counts a duration as the log keeps it (milliseconds), read in
 // seconds.
 func (v *values) addDur(d time.Duration) {
+	if v.off {
+		return
+	}
 	ms := int64(logged(d) / time.Millisecond)
 	if ms >= 0 {
 		v.addUnits(ms)
@@ -97,6 +104,9 @@ func (v *values) addCount(k int64) {
 
 // addFloat counts a value that has no unit (USD).
 func (v *values) addFloat(x float64) {
+	if v.off {
+		return
+	}
 	v.n++
 	if v.other == nil {
 		v.other = map[float64]uint32{}

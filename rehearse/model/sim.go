@@ -65,7 +65,9 @@ func Run(s Sim) (*Summary, error) {
 	if start.IsZero() {
 		start = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	sum := summary.New(SummaryOptions(s.Policy, s.Seats))
+	opts := SummaryOptions(s.Policy, s.Seats)
+	opts.OnlyEndToEnd = !s.KeepSummary // the figures read no other distribution
+	sum := summary.New(opts)
 	jobs := 0
 	sink := func(row *ledgerfile.Row) { sum.Add(row, "") }
 	if s.Progress != nil || s.Rows != nil {
