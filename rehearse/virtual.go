@@ -170,7 +170,6 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			ev = l.pop()
 		}
 		v.now = ev.at
-		now := v.start.Add(time.Duration(ev.at))
 		switch ev.kind {
 		case evArrive:
 			if v.started+1 < v.o.Jobs {
@@ -187,9 +186,9 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			continue
 		case evDone:
 			j := ev.job
-			v.apply(j, l.Done(j, &j.obs, now))
+			v.apply(j, l.Done(j, &j.obs, v.start.Add(time.Duration(ev.at))))
 		case evWake:
-			v.apply(ev.job, l.Woke(ev.job, now))
+			v.apply(ev.job, l.Woke(ev.job, v.start.Add(time.Duration(ev.at))))
 		}
 	}
 	if o.Ctx != nil && o.Ctx.Err() != nil && (len(l.vheap) > 0 || v.arriving) {
