@@ -669,8 +669,10 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		if r.HasTTFB {
 			g.ttfb.addDur(r.TTFB)
 		}
-		if x, ok := ITL(r); ok && !s.opts.NoStream {
-			g.itl.addFloat(x)
+		if !s.opts.NoStream {
+			if x, ok := ITL(r); ok {
+				g.itl.addFloat(x)
+			}
 		}
 	}
 	oi := f.oi
