@@ -16,7 +16,7 @@ var (
 
 // retrygateBinary builds the real binary once per test run, for tests
 // that need separate processes (many writers, SIGKILL).
-func retrygateBinary(t *testing.T) string {
+func retrygateBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "retrygate-bin-")
@@ -25,7 +25,10 @@ func retrygateBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "retrygate")
-		out, err := exec.Command("go", "build", "-o", binPath, "..").CombinedOutput()
+		// Built as README's install line builds it: static, no cgo.
+		build := exec.Command("go", "build", "-o", binPath, "..")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			binErr = &buildError{out: string(out), err: err}
 		}

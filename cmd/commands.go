@@ -2,22 +2,58 @@ package cmd
 
 import "github.com/spf13/cobra"
 
-// addCommands registers every subcommand. Shell completion comes from
-// cobra's built-in `completion` command.
-func addCommands(root *cobra.Command, f *Factory) {
-	root.AddCommand(
-		newAdmitCmd(f, nil),
-		newRecordCmd(f, nil),
-		newClaimCmd(f, nil),
-		newRehearseCmd(f, nil),
-		newTimeCmd(f, nil),
-		newSeatCmd(f),
-		newProxyCmd(f, nil),
-		newReportCmd(f, nil),
-		newCheckCmd(f, nil),
-		newTuneCmd(f, nil),
-		newSimulateCmd(f, nil),
-		newCostCmd(f, nil),
-		newDBCmd(f), newLogCmd(f),
-	)
+// subcommands lists every subcommand by name with its constructor, so a
+// command line that names one builds only that one (see NewRootCmd).
+// Shell completion comes from cobra's built-in `completion` command.
+var subcommands = []struct {
+	name string
+	make func(*Factory) *cobra.Command
+}{
+	{"admit", func(f *Factory) *cobra.Command { return newAdmitCmd(f, nil) }},
+	{"record", func(f *Factory) *cobra.Command { return newRecordCmd(f, nil) }},
+	{"claim", func(f *Factory) *cobra.Command { return newClaimCmd(f, nil) }},
+	{"rehearse", func(f *Factory) *cobra.Command { return newRehearseCmd(f, nil) }},
+	{"time", func(f *Factory) *cobra.Command { return newTimeCmd(f, nil) }},
+	{"seat", newSeatCmd},
+	{"proxy", func(f *Factory) *cobra.Command { return newProxyCmd(f, nil) }},
+	{"report", func(f *Factory) *cobra.Command { return newReportCmd(f, nil) }},
+	{"check", func(f *Factory) *cobra.Command { return newCheckCmd(f, nil) }},
+	{"tune", func(f *Factory) *cobra.Command { return newTuneCmd(f, nil) }},
+	{"simulate", func(f *Factory) *cobra.Command { return newSimulateCmd(f, nil) }},
+	{"cost", func(f *Factory) *cobra.Command { return newCostCmd(f, nil) }},
+	{"db", newDBCmd},
+	{"log", newLogCmd},
+}
+
+// noSubcommands, as newRootCmd's only, builds the root alone: `--version`
+// needs no command under it.
+const noSubcommands = "-"
+
+// addCommands registers every subcommand, or only the one named by only
+// when only is not empty.
+func addCommands(root *cobra.Command, f *Factory, only string) {
+	for _, s := range subcommands {
+		if only == "" || s.name == only {
+			root.AddCommand(s.make(f))
+		}
+	}
+}
+
+// invoked is the subcommand a command line runs directly, or "" when the
+// line needs the whole tree: root flags first (--version, --config, --help),
+// `help`, cobra's completion commands, or a word that names no command
+// (so the unknown-command hint can list the others).
+func invoked(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-v") {
+		return noSubcommands
+	}
+	for _, s := range subcommands {
+		if s.name == args[0] {
+			return s.name
+		}
+	}
+	return ""
 }

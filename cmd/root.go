@@ -62,7 +62,7 @@ func Run(f *Factory, args []string) (code int) {
 	if f.Ctx == nil {
 		f.Ctx = context.Background()
 	}
-	root := NewRootCmd(f)
+	root := newRootCmd(f, invoked(args))
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
@@ -93,8 +93,14 @@ func Run(f *Factory, args []string) (code int) {
 	return ExitBad
 }
 
-// NewRootCmd builds the command tree.
-func NewRootCmd(f *Factory) *cobra.Command {
+// NewRootCmd builds the whole command tree.
+func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, "") }
+
+// newRootCmd builds the root with every subcommand, or with only the one
+// named by only: a shell retry loop runs `admit` and `record` many times a
+// second, and building and decorating fifteen command trees it never uses
+// was a third of their start-up.
+func newRootCmd(f *Factory, only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "retrygate",
 		Short: "Rehearse and gate LLM retry policies before they cost you",
@@ -140,7 +146,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		}
 		return nil
 	}
-	addCommands(root, f)
+	addCommands(root, f, only)
 	// Cobra's own completion and help commands get the same EXIT STATUS
 	// section as every other command.
 	root.InitDefaultCompletionCmd()
