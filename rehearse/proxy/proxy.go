@@ -17,6 +17,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
 	"retrygate/rehearse"
 	"retrygate/rehearse/seat"
 )
@@ -56,6 +57,13 @@ type Options struct {
 	// Now is the wall clock for rows' ts; durations are monotonic.
 	Now func() time.Time
 	Run int // requests naming no job become jobs r<Run>-<k>
+
+	// Books, when set, keeps named jobs' books in a store that several
+	// proxies share (PostgreSQL): each job's deadline, attempts, tokens and
+	// spend are read and charged there under the job's lock, so proxies
+	// in front of one database share one budget per job. Nil keeps them
+	// in this process (one proxy). Unnamed jobs stay in process either way.
+	Books store.Books
 
 	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
@@ -99,9 +107,12 @@ type job struct {
 	final    *admit.Decision // a refusal no later request can change
 	seat     int
 	rows     int
-	inflight int
-	ended    bool // a row carried job_end
+	flights  []flight // attempts sent and not yet taken into the books
+	ended    bool     // a row carried job_end
 	named    bool
+	shared   bool            // its books live in Options.Books
+	sent     []admit.Attempt // what track took, kept for a shared book
+	forget   bool            // a sweep is done with it
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -221,7 +232,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	clientRetry := retryCount(r.Header)
-	a, ref := p.admit(id, named, &req, clientRetry)
+	a, ref, err := p.admit(r.Context(), id, named, &req, clientRetry)
+	if err != nil {
+		if r.Context().Err() == nil {
+			p.opts.OnError(fmt.Errorf("the books of job %s: %w", id, err))
+			refusal{status: http.StatusServiceUnavailable, code: "books_unavailable", retryAfter: time.Second,
+				message: "retrygate: the job's books are out of reach; nothing was sent"}.write(w, p.kind)
+		}
+		return
+	}
 	if ref != nil {
 		ref.write(w, p.kind)
 		return

@@ -1,0 +1,172 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store/pgstore"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+// sharedPair is two proxies in front of one seat server, keeping their
+// books in one throwaway PostgreSQL database, on one clock.
+type sharedPair struct {
+	px  [2]*running
+	db  *pgstore.Store
+	srv *seatserver.Server
+	clk *clock
+}
+
+func startShared(t *testing.T, pol rehearse.Policy, c seat.Config, plan seat.Plan) *sharedPair {
+	t.Helper()
+	u := pgtest.DB(t) // skips without a test server (.ci/postgres.sh)
+	_, err := pgstore.Init(context.Background(), u)
+	require.NoError(t, err)
+	base, srv := upstreamAt(t, seatserver.OpenAI, plan)
+	c.BaseURL = base
+	sp := &sharedPair{srv: srv, clk: &clock{}}
+	for i := range sp.px {
+		// Each proxy has a store of its own, as two machines would; the
+		// stores' clock is the test's (else the server's).
+		st, err := pgstore.Open(context.Background(), u, pgstore.Options{Now: sp.clk.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		sp.px[i] = start(t, pol, []seat.Config{c}, func(o *Options) { o.Books, o.Now, o.Run = st, sp.clk.Now, i+1 })
+		if i == 0 {
+			sp.db = st
+		}
+	}
+	return sp
+}
+
+func (sp *sharedPair) jobRows(t *testing.T, job string) []ledgerfile.Row {
+	t.Helper()
+	rs, err := sp.db.ReadJob(context.Background(), job)
+	require.NoError(t, err)
+	return rs
+}
+
+const sharedBody = `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
+
+// Two proxies on one database share one attempt cap per job: of ten
+// concurrent requests for one job, split between them, three are sent
+// and seven get 503 attempt cap, whichever proxy they reach; the log
+// holds the three attempts once each.
+func TestSharedBooksAttemptCap(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 3
+	plan := okPlan
+	plan.Elapsed = 80 * ms // long enough for the ten to overlap
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), plan)
+
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan answer, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			resp, body := post(t, sp.px[i%2].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "cap-job")
+			answers <- answer{resp.StatusCode, body}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	byStatus := map[int]int{}
+	for a := range answers {
+		byStatus[a.status]++
+		if a.status == 503 {
+			assert.Contains(t, a.body, "refuse: attempt cap for job cap-job")
+		}
+	}
+	assert.Equal(t, map[int]int{200: 3, 503: 7}, byStatus)
+	assert.Equal(t, 3, sp.srv.Total(), "the seat saw three attempts in all")
+
+	sent := 0
+	seen := map[int]bool{}
+	for _, r := range sp.jobRows(t, "cap-job") {
+		assert.False(t, seen[r.Attempt], "attempt %d logged twice", r.Attempt)
+		seen[r.Attempt] = true
+		if r.WasSent() {
+			sent++
+			assert.Equal(t, admit.OK, r.Outcome)
+		} else {
+			assert.Equal(t, "refuse: attempt cap", r.Decision)
+		}
+	}
+	assert.Equal(t, 3, sent)
+
+	// The next request, to either proxy, is refused the same way.
+	for _, px := range sp.px {
+		resp, body := post(t, px.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "cap-job")
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Contains(t, body, "attempt cap")
+	}
+	assert.Equal(t, 3, sp.srv.Total())
+}
+
+// The spend ceiling is one per job across proxies: two answers of $0.02
+// (one through each proxy) leave too little of $0.05 for a third, which
+// either proxy refuses. With books of its own, the first proxy would
+// have seen $0.02 spent and sent it.
+func TestSharedBooksSpendCeiling(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 10
+	pol.Budget.MaxSpendUSD = 0.05
+	c := seatCfg("s", "openai", "")
+	c.PriceIn, c.PriceOut = 1000, 1000 // 12 + 8 tokens: $0.02 an answer
+	sp := startShared(t, pol, c, okPlan)
+
+	for i := range 2 {
+		resp, _ := post(t, sp.px[i].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "spend-job")
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	resp, body := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "spend-job")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body, "refuse: spend ceiling for job spend-job: the job spent $0.0400 of $0.0500")
+	assert.Equal(t, 2, sp.srv.Total())
+
+	// The first answer ended the job (its row says succeeded): the
+	// refusal is answered, not logged again.
+	rs := sp.jobRows(t, "spend-job")
+	require.Len(t, rs, 2)
+	assert.Equal(t, []int{1, 2}, []int{rs[0].Attempt, rs[1].Attempt})
+	assert.InDelta(t, 0.02, rs[1].SpentUSD, 1e-9, "the second proxy's row carries the first proxy's spend")
+}
+
+// The deadline is made at the job's first request, by whichever proxy
+// gets it, and inherited by the other: past it, the second proxy answers
+// 504 without sending.
+func TestSharedBooksDeadlineInherited(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 5
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), okPlan)
+
+	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "late-job")
+	require.Equal(t, 200, resp.StatusCode)
+	sp.clk.Advance(pol.Budget.Deadline + time.Second)
+	resp, body := post(t, sp.px[1].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "late-job")
+	assert.Equal(t, 504, resp.StatusCode)
+	assert.Contains(t, body, fmt.Sprintf("the job's %s deadline is gone", pol.Budget.Deadline))
+	assert.Equal(t, 1, sp.srv.Total())
+
+	// A job the second proxy starts now gets a deadline of its own.
+	resp, _ = post(t, sp.px[1].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "new-job")
+	assert.Equal(t, 200, resp.StatusCode)
+	for _, r := range sp.jobRows(t, "late-job") {
+		assert.False(t, strings.HasPrefix(r.Decision, "admit") && r.Attempt > 1, "no second attempt was admitted")
+	}
+}
