@@ -286,6 +286,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
 	defer cancel()
 	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	defer f.finish()
 	ctx = context.WithValue(ctx, forwardKey{}, f)
 	hreq, _ := http.NewRequestWithContext(ctx, r.Method, f.url, nil)
 	if u.inject {

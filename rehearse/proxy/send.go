@@ -26,6 +26,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		body = withModel(body, u.cfg.Model)
 	}
 	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	defer f.finish()
 	// The hard timeout: min(timeouts.hard, what is left of the deadline).
 	// The client hanging up cancels the attempt too, unless the answer is
 	// an error status (see forward.errStatus).
@@ -61,6 +62,9 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
 	}
+	if a.j.shared {
+		f.flush() // the client's last bytes go before a round trip to the books
+	}
 	ended := p.done(a, &obs)
 
 	if !f.wrote {
@@ -77,7 +81,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		}
 		return
 	}
-	if cut || f.writeErr != nil {
+	if cut || f.failed() {
 		panic(http.ErrAbortHandler) // the row is written: drop the client's connection
 	}
 }
