@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -193,6 +194,9 @@ func without(names []string, drop string) []string {
 
 func runProxy(o *ProxyOptions) error {
 	e := o.IO.ErrOut
+	if o.Getenv("GOGC") == "" {
+		debug.SetGCPercent(proxy.GCPercent)
+	}
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()

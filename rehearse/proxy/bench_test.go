@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,9 @@ func benchUpstream(b *testing.B, think time.Duration) string {
 //
 //	go test ./rehearse/proxy/ -run '^$' -bench AddedLatency -benchtime 3000x
 func BenchmarkAddedLatency(b *testing.B) {
+	// As the command runs it (one process holds the client, the proxy
+	// and the upstream here, so all three collect at this setting).
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
 	for _, tc := range []struct {
 		name  string
 		conc  int
