@@ -182,3 +182,12 @@ func BenchmarkParseRequest(b *testing.B) {
 		parseRequest(body)
 	}
 }
+
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("x", 5000)
+	for _, declared := range []int64{5000, 0, -1, 100, 1 << 20} {
+		got, err := readBody(strings.NewReader(body), declared, 1<<16)
+		require.NoError(t, err)
+		assert.Equal(t, body, string(got), "declared %d", declared)
+	}
+}

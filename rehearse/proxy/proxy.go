@@ -214,7 +214,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A client dribbling its body holds a slot: it gets bodyTimeout.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opts.MaxBody))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, p.opts.MaxBody), r.ContentLength, p.opts.MaxBody)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -253,6 +253,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.send(w, r, body, &req, a)
+}
+
+// readBody reads a request body in one allocation when its length is
+// declared (io.ReadAll grows from 512 bytes, copying a 40 KB chat seven
+// times over).
+func readBody(r io.Reader, declared, bound int64) ([]byte, error) {
+	if declared <= 0 || declared > bound {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, declared+1) // +1: the read that sees the end
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // a body longer than declared: grow
+		}
+	}
 }
 
 // jobName is the job a request belongs to: X-Retrygate-Job, else
