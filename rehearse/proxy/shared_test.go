@@ -170,3 +170,38 @@ func TestSharedBooksDeadlineInherited(t *testing.T) {
 		assert.False(t, strings.HasPrefix(r.Decision, "admit") && r.Attempt > 1, "no second attempt was admitted")
 	}
 }
+
+// A job left open (its last attempt failed, its client never came back)
+// is ended at its deadline by the sweep of whichever proxy gets to it
+// first, once, and forgotten by the store after its retention.
+func TestSharedBooksSweep(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 5
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), seat.Plan{Status: 500, Elapsed: 5 * ms})
+
+	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "open-job")
+	require.Equal(t, 500, resp.StatusCode)
+	sp.clk.Advance(pol.Budget.Deadline + time.Second)
+	var wg sync.WaitGroup
+	for _, px := range sp.px {
+		wg.Go(px.px.Sweep)
+	}
+	wg.Wait()
+	rs := sp.jobRows(t, "open-job")
+	require.Len(t, rs, 2, "the failed attempt, then one row that ends the job")
+	assert.Equal(t, "refuse: deadline", rs[1].Decision)
+	assert.Equal(t, 2, rs[1].Attempt)
+	assert.Equal(t, "failed", rs[1].JobEnd)
+
+	count := func() int {
+		keys, err := sp.db.Due(context.Background(), 10)
+		require.NoError(t, err)
+		return len(keys)
+	}
+	assert.Equal(t, 0, count(), "ended: not due again until its retention is over")
+	sp.clk.Advance(DefaultRetention)
+	assert.Equal(t, 1, count())
+	sp.px[1].px.Sweep()
+	assert.Equal(t, 0, count())
+	assert.Len(t, sp.jobRows(t, "open-job"), 2, "forgetting writes nothing")
+}
