@@ -390,3 +390,25 @@ func TestBreakerOpen503(t *testing.T) {
 	assert.Contains(t, rs[1].Note, "breaker opened")
 	assert.Equal(t, "refuse: breaker open", rs[2].Decision)
 }
+
+// The answer's headers wait for its first bytes only briefly: a stream
+// whose model takes 400 ms to start gives the client its headers (and
+// the SDK its stream object) long before the first chunk, and the
+// chunks after them as they come.
+func TestHeadersBeforeSlowFirstChunk(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 5 * ms, Wait: 400 * ms, Elapsed: 450 * ms, CompletionTokens: 5})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+	require.NoError(t, err)
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	headers := time.Since(t0)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	last := time.Since(t0)
+	assert.Less(t, headers, 200*ms, "headers came with the first chunk")
+	assert.GreaterOrEqual(t, last, 400*ms)
+	assert.Contains(t, string(body), "[DONE]")
+}
