@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,4 +207,67 @@ func TestSharedBooksSweep(t *testing.T) {
 	sp.px[1].px.Sweep()
 	assert.Equal(t, 0, count())
 	assert.Len(t, sp.jobRows(t, "open-job"), 2, "forgetting writes nothing")
+}
+
+// BenchmarkSharedBooks is what the shared books cost a named request:
+// the same request through a proxy keeping its books in process, then
+// through one keeping them in PostgreSQL (two transactions a request),
+// each request its own job. It needs the test server:
+//
+//	.ci/postgres.sh go test ./rehearse/proxy -run '^$' -bench SharedBooks -benchtime 2000x
+func BenchmarkSharedBooks(b *testing.B) {
+	u := pgtest.DB(b)
+	_, err := pgstore.Init(context.Background(), u)
+	require.NoError(b, err)
+	st, err := pgstore.Open(context.Background(), u, pgstore.Options{MaxConns: 32})
+	require.NoError(b, err)
+	b.Cleanup(func() { st.Close() })
+	base, _ := upstreamAt(b, seatserver.OpenAI, seat.Plan{PromptTokens: 5, CompletionTokens: 5})
+	pol := testPolicy()
+	mem := start(b, pol, []seat.Config{seatCfg("s", "openai", base)})
+	shared := start(b, pol, []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) { o.Books = st })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			run := func(url string, n int) []time.Duration {
+				lat := make([]time.Duration, n)
+				var wg sync.WaitGroup
+				next := make(chan int)
+				for range conc {
+					wg.Go(func() {
+						for i := range next {
+							req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(sharedBody))
+							req.Header.Set("X-Retrygate-Job", fmt.Sprintf("bench-%p-%d", &lat, i))
+							t0 := time.Now()
+							resp, err := client.Do(req)
+							if err != nil {
+								b.Error(err)
+								continue
+							}
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							lat[i] = time.Since(t0)
+						}
+					})
+				}
+				for i := range n {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				slices.Sort(lat)
+				return lat
+			}
+			n := max(b.N, 100)
+			b.ResetTimer()
+			m, s := run(mem.url, n), run(shared.url, n)
+			b.StopTimer()
+			ms := func(l []time.Duration, p float64) float64 {
+				return float64(l[min(len(l)-1, int(p*float64(len(l))))]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(ms(m, 0.5), "in-process-p50-ms")
+			b.ReportMetric(ms(s, 0.5), "shared-p50-ms")
+			b.ReportMetric(ms(s, 0.99), "shared-p99-ms")
+		})
+	}
 }

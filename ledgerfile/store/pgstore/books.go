@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
@@ -23,43 +24,80 @@ const lockBook = `INSERT INTO retrygate_books AS b (key, due, book) VALUES ($1, 
 
 // Book runs fn on key's record under the row's lock, then stores fn's
 // record and appends its rows in the same transaction (see store.Books).
-// Each row settles its claim reservation, as Append does.
+// Unlike Append it settles no claim reservation: a book's rows are
+// charged in the book itself, never claimed.
+//
+// It is on the path of every named request a proxy forwards, twice, so
+// it takes two round trips, not four: BEGIN goes with the statement that
+// locks the row, and COMMIT with the writes.
 func (s *Store) Book(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		var old []byte
-		var now time.Time
-		if err := tx.QueryRow(ctx, lockBook, key, s.clock()).Scan(&old, &now); err != nil {
-			return err
-		}
-		rec, rows, err := fn(old, now)
+	return s.retry(ctx, func(ctx context.Context) error { return s.bookOnce(ctx, key, fn) })
+}
+
+func (s *Store) bookOnce(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left inside the transaction (an error before COMMIT)
+	// is closed by the pool on release, which rolls the transaction back.
+	defer c.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(lockBook, key, s.clock())
+	br := c.SendBatch(ctx, b)
+	var old []byte
+	var now time.Time
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&old, &now)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	rec, rows, err := fn(old, now)
+	if err != nil {
+		rollback(ctx, c)
+		return err
+	}
+	b = &pgx.Batch{}
+	if rec.Data == nil {
+		b.Queue(`DELETE FROM retrygate_books WHERE key = $1`, key)
+	} else {
+		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, key, rec.Data, rec.Due.UTC())
+	}
+	for i := range rows {
+		args, err := rowArgs(&rows[i])
 		if err != nil {
+			rollback(ctx, c)
 			return err
 		}
-		b := &pgx.Batch{}
-		if rec.Data == nil {
-			b.Queue(`DELETE FROM retrygate_books WHERE key = $1`, key)
-		} else {
-			b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, key, rec.Data, rec.Due.UTC())
-		}
-		for i := range rows {
-			args, err := rowArgs(&rows[i])
-			if err != nil {
-				return err
-			}
-			b.Queue(insertRow, args...)
-		}
-		for i := range rows {
-			if r := &rows[i]; r.Job != "" && r.Attempt > 0 {
-				queueSettle(b, r)
-			}
-		}
-		err = tx.SendBatch(ctx, b).Close()
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
+		b.Queue(insertRow, args...)
+	}
+	b.Queue(`COMMIT`)
+	err = c.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		// The server answered: a statement failed, COMMIT never ran.
+		rollback(ctx, c)
+		if pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
 			return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
 		}
 		return err
-	})
+	}
+	return errCommit{err} // the connection failed with COMMIT sent, or not
+}
+
+func rollback(ctx context.Context, c *pgxpool.Conn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = c.Exec(rctx, `ROLLBACK`)
 }
 
 // Due lists up to n keys whose due time has passed by the store's clock.
