@@ -19,11 +19,12 @@ import (
 // (admitJob, doneJob, sweepJob) runs on the books it read, then keeps the
 // books and the rows that decision wrote in one transaction.
 
-// flightGrace is how long past its hard timeout an attempt in flight is
-// still counted by a shared book: longer than forwarding its last bytes
-// and writing its row. Past it, the proxy that sent it is taken to be
-// gone, and the attempt stops holding the job's budget (its row is lost
-// with that proxy).
+// flightGrace is how long past its hard timeout an attempt in flight
+// waits for its row in a shared book: longer than forwarding its last
+// bytes and writing its row. Past it, the proxy that sent it is taken to
+// be gone: its row is lost with it, and the attempt is counted as lost,
+// still used, with its estimate as spent (the call may have been billed),
+// as an expired claim is.
 const flightGrace = 30 * time.Second
 
 // bookTimeout bounds one update of a shared book that no client waits on
@@ -49,6 +50,7 @@ type book struct {
 	Seat     string           `json:"seat,omitempty"`
 	Rows     int              `json:"rows"`
 	Flights  []flight         `json:"flights,omitempty"`
+	Lost     int              `json:"lost,omitempty"`
 	Ended    bool             `json:"ended,omitempty"`
 }
 
@@ -134,7 +136,7 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
 	if err := json.Unmarshal(old, &b); err != nil {
 		return nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
 	}
-	j.start, j.deadline, j.rows, j.ended, j.final = b.Start, b.Deadline, b.Rows, b.Ended, b.Final
+	j.start, j.deadline, j.rows, j.ended, j.final, j.lost = b.Start, b.Deadline, b.Rows, b.Ended, b.Final, b.Lost
 	for i := range b.Sent {
 		j.take(&b.Sent[i])
 	}
@@ -147,14 +149,20 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
 		}
 	}
 	// An attempt past its hard timeout and grace was sent by a proxy that
-	// is gone: it holds nothing any more.
-	j.flights = slices.DeleteFunc(b.Flights, func(f flight) bool { return !now.Before(f.Until) })
+	// is gone: lost, no longer in flight.
+	j.flights = slices.DeleteFunc(b.Flights, func(f flight) bool {
+		if now.Before(f.Until) {
+			return false
+		}
+		j.lost = min(j.lost+1, admit.MaxAttempts)
+		return true
+	})
 	return j, nil
 }
 
 func (p *Proxy) bookOf(j *job) *book {
 	b := &book{Start: j.start, Deadline: j.deadline, Sent: j.sent, Final: j.final,
-		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Flights: j.flights, Ended: j.ended}
+		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Flights: j.flights, Lost: j.lost, Ended: j.ended}
 	if j.stepSet {
 		b.Step = &j.step
 	}

@@ -103,15 +103,18 @@ func (p *Proxy) admitJob(j *job, now time.Time, req *request, retry string, out 
 
 // gate is admit.Track's gate. With another request of the job still in
 // flight, that attempt counts as used and its estimate as spent, so two
-// concurrent requests cannot both take the last attempt.
+// concurrent requests cannot both take the last attempt; so does an
+// attempt whose proxy died before its row (a shared book's lost one: the
+// call may have been billed).
 func (p *Proxy) gate(j *job, b admit.Budget, seat string, spentTime time.Duration, reserve float64) admit.Decision {
-	if j.inflight() == 0 {
+	held := j.inflight() + j.lost
+	if held == 0 {
 		return j.track.Before(b, seat, spentTime, reserve)
 	}
 	s := j.track.Spent()
 	s.Time = spentTime
 	n := j.track.Estimate(seat, reserve)
-	for range j.inflight() {
+	for range held {
 		s.Attempts = min(s.Attempts+1, admit.MaxAttempts)
 		s.Tokens = admit.AddTokens(s.Tokens, n.Tokens)
 		s.USD = admit.AddUSD(s.USD, n.USD)

@@ -115,6 +115,7 @@ type job struct {
 	seat     int
 	rows     int
 	flights  []flight // attempts sent and not yet taken into the books
+	lost     int      // attempts whose proxy died before their row (shared books)
 	ended    bool     // a row carried job_end
 	named    bool
 	shared   bool            // its books live in Options.Books
