@@ -84,7 +84,7 @@ func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 	resp, body := post(t, other.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "lost-job")
 	assert.Equal(t, 503, resp.StatusCode)
-	assert.Contains(t, body, "refuse: attempt cap")
+	assert.Contains(t, body, "refuse: attempt cap for job lost-job: the job used 2 of 2 attempts")
 	assert.Equal(t, 1, srv.Total())
 	rs := fb.rows.all()
 	require.NotEmpty(t, rs)

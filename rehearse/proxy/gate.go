@@ -202,7 +202,8 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision) *refusal {
 		r.status = http.StatusGatewayTimeout
 		why = fmt.Sprintf("the job's %s deadline is gone", b.Deadline)
 	case admit.ReasonAttemptCap:
-		why = fmt.Sprintf("the job used %d of %d attempts", spent.Attempts, b.MaxAttempts)
+		// Attempts in flight (and lost ones) count as used, as the gate counts them.
+		why = fmt.Sprintf("the job used %d of %d attempts", min(spent.Attempts+j.inflight()+j.lost, admit.MaxAttempts), b.MaxAttempts)
 	case admit.ReasonTokenCeiling:
 		why = fmt.Sprintf("the job used %d of %d tokens", spent.Tokens, b.TokenCeiling)
 	case admit.ReasonSpendCeiling:
