@@ -480,6 +480,70 @@ row "elapsed p50 / p95 the client adds at c=$conc (the seat plans 0 ms)" \
 	"vegeta, keep-alive: $(ms "$ka_p50") / $(ms "$ka_p95") ms; without: $(ms "$co_p50") / $(ms "$co_p95") ms" \
 	"p50 $(calc '%+.1f' "($re_p50 - $ka_p50) * 1000") / $(calc '%+.1f' "($re_p50 - $co_p50) * 1000") ms"
 
+# ---------------------------------------------------------------- proxy vs direct
+
+# The same vegeta attack (keep-alive, concurrency 64, the streaming body)
+# straight at `seat serve` and through `retrygate proxy` in front of it.
+# The seat answers at 20 ms, as the fastest model does: an instant one
+# would measure three HTTP stacks sharing these cores, not what an
+# application sees.
+say "proxy vs direct: vegeta keep-alive, concurrency $conc, ${vegeta_s}s each, a seat answering at 20 ms"
+cat >"$tmp/model-seat.yaml" <<'EOF'
+name: model
+model: gpt-4o-mini
+then: loop
+steps:
+  - {ttfb: 20ms, wait: 20ms, elapsed: 20ms, prompt_tokens: 20, completion_tokens: 10}
+EOF
+pattack() { # NAME URL: sets va_rate va_p50 va_p95 va_n
+	local name=$1 wall
+	printf 'POST %s/chat/completions\nContent-Type: application/json\n@%s\n' "$2" "$tmp/body.json" >"$tmp/targets-$name.txt"
+	run "$name" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/$name.time" \
+		timeout $((vegeta_s + 60)) "$vegeta" attack -targets "$tmp/targets-$name.txt" -rate 0 \
+		-workers "$conc" -max-workers "$conc" -duration "${vegeta_s}s" -keepalive=true -output "$tmp/$name.bin"
+	run "$name-report" "$vegeta" report -type json "$tmp/$name.bin"
+	jq -e '.success == 1' "$tmp/logs/$name-report.out" >/dev/null || say "warning: vegeta ($name) saw errors: $(jq -c '.errors' "$tmp/logs/$name-report.out")"
+	va_n=$(jq '.requests' "$tmp/logs/$name-report.out")
+	read -r wall _ <"$tmp/m/$name.time"
+	va_rate=$(calc '%.0f' "$va_n / $wall")
+	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
+	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
+}
+serve model "$tmp/model-seat.yaml"
+pattack direct "$url"
+di_rate=$va_rate di_p50=$va_p50 di_p95=$va_p95
+cat >"$tmp/proxied.yaml" <<EOF
+budget: {deadline: 30s, max_attempts: 3}
+timeouts: {hard: 10s}
+seats:
+  served: {kind: openai, base_url: $url, model: gpt-4o-mini}
+fallback: [served]
+EOF
+"$rg" --config "$tmp/proxied.yaml" proxy --listen 127.0.0.1:0 --log "$tmp/proxy.log" \
+	>"$tmp/logs/proxy.out" 2>"$tmp/logs/proxy.err" &
+px_pid=$!
+pids+=("$px_pid")
+px_url=
+for ((i = 0; i < 100; i++)); do
+	px_url=$(head -n 1 "$tmp/logs/proxy.out" 2>/dev/null || true)
+	[[ $px_url == http://127.0.0.1:* ]] && break
+	kill -0 "$px_pid" 2>/dev/null || break
+	sleep 0.1
+done
+[[ $px_url == http://127.0.0.1:* ]] || { cat "$tmp/logs/proxy.err" >&2; die "retrygate proxy printed no URL"; }
+cpu0=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
+pattack proxied "$px_url"
+cpu1=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
+stop "$px_pid" # SIGTERM: the proxy drains and writes every row
+stop "$srv_pid"
+logged=$(grep -c '^ts=' "$tmp/proxy.log" || true)
+[[ $logged == "$va_n" ]] || say "warning: proxy: $logged rows for $va_n requests"
+px_cpu1k=$(calc '%.3f' "($cpu1 - $cpu0) / $(getconf CLK_TCK) / $va_n * 1000")
+row "\`proxy\` in front of \`seat serve\` answering at 20 ms: vegeta keep-alive, concurrency $conc, ${vegeta_s}s" \
+	"$(commas "$va_rate")/s, p50 / p95 $(ms "$va_p50") / $(ms "$va_p95") ms; the proxy: $px_cpu1k CPU-s per 1,000, a row each" \
+	"direct: $(commas "$di_rate")/s, p50 / p95 $(ms "$di_p50") / $(ms "$di_p95") ms" \
+	"$(ratio "$va_rate" "$di_rate") rate; p50 $(calc '%+.1f' "($va_p50 - $di_p50) * 1000") ms (goal: ≥ 0.8×, ≤ +1 ms)"
+
 # ---------------------------------------------------------------- simulate
 
 say "simulate $sim_jobs jobs on one core, one after another and with --rate 20"

@@ -3,8 +3,10 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
 	"retrygate/rehearse"
 	"retrygate/rehearse/proxy"
 	"retrygate/rehearse/seat"
@@ -74,6 +77,12 @@ connection after them. An OpenAI stream with no stream_options is sent
 with stream_options.include_usage, so the client sees one extra chunk
 with "choices":[] and the usage before [DONE].
 
+With a file log, one proxy keeps its jobs' books in memory. With a
+PostgreSQL log (--log postgres://...), named jobs' books live in that
+database: a job's deadline, attempts, tokens and spend are read and
+charged there under the job's lock, so every proxy on the database
+shares one budget per job (each proxy keeps its own circuit breakers).
+
 The client's Authorization or x-api-key is forwarded and never logged;
 a seat with api_key_env sends its own key instead. Other requests
 (GET /v1/models) pass through to the seat untimed and unlogged.
@@ -106,7 +115,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl := c.Flags()
 	fl.StringVar(&opts.Listen, "listen", defaultProxyListen, "listen on `addr` (loopback unless named here)")
 	fl.StringVar(&seatName, "seat", "", "front this `seat` (a name under seats:; default the first of fallback:)")
-	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to (default rehearsal.log; config log)")
+	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
 	return c
@@ -185,17 +194,26 @@ func without(names []string, drop string) []string {
 
 func runProxy(o *ProxyOptions) error {
 	e := o.IO.ErrOut
-	w := ledgerfile.NewWriter(o.LogPath, false)
-	defer w.Close()
+	if o.Getenv("GOGC") == "" {
+		debug.SetGCPercent(proxy.GCPercent)
+	}
+	ctx := o.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	lg, books, err := openProxyLog(ctx, e, o.LogPath)
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
 	names := make([]string, len(o.Chain))
 	for i, s := range o.Chain {
 		names[i] = s.Name
 	}
-	var run int
 	var writeFailed atomic.Bool
 	px, err := proxy.New(proxy.Options{
 		Policy: o.Policy, Chain: o.Chain, Getenv: o.Getenv, Now: o.Now,
-		Sink: func(rs []ledgerfile.Row) error { return w.Append(rs...) },
+		Sink: lg.appendRows, Books: books,
 		OnError: func(err error) {
 			if writeFailed.CompareAndSwap(false, true) {
 				fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
@@ -212,10 +230,11 @@ func runProxy(o *ProxyOptions) error {
 		return badInput("--listen: cannot listen on %q: %v", o.Listen, unwrapListenErr(err))
 	}
 	defer ln.Close()
-	if run, err = rehearse.ReserveRun(w, fmt.Sprintf("proxy seats=%s listen=%s", strings.Join(names, ","), ln.Addr())); err != nil {
+	run, err := lg.reserve(fmt.Sprintf("proxy seats=%s listen=%s", strings.Join(names, ","), ln.Addr()))
+	if err != nil {
 		return badInputErr(err)
 	}
-	if err := w.Comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.Thresholds)); err != nil {
+	if err := lg.comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.Thresholds)); err != nil {
 		return badInputErr(err)
 	}
 	px.SetRun(run)
@@ -232,17 +251,45 @@ func runProxy(o *ProxyOptions) error {
 	for _, n := range o.Skipped {
 		fmt.Fprintf(e, "retrygate: fallback seat %s left out: it speaks another wire format than %s\n", n, o.Chain[0].Kind)
 	}
-	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s; Ctrl-C or SIGTERM drains\n",
-		run, strings.Join(names, " → "), o.Chain[0].Kind, o.LogPath)
-	ctx := o.Ctx
-	if ctx == nil {
-		ctx = context.Background()
+	shared := ""
+	if books != nil {
+		shared = " (job budgets shared with every proxy on it)"
 	}
+	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s%s; Ctrl-C or SIGTERM drains\n",
+		run, strings.Join(names, " → "), o.Chain[0].Kind, logDisplay(o.LogPath), shared)
 	if err := px.Serve(ctx, ln, e); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", o.LogPath)
+	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", logDisplay(o.LogPath))
 	return nil
+}
+
+// proxyLog is where the proxy writes: a file (its job books stay in the
+// process), or a PostgreSQL log, whose database also keeps named jobs'
+// books, so that every proxy on it shares one budget per job.
+type proxyLog struct {
+	runLog
+	appendRows func([]ledgerfile.Row) error
+}
+
+func openProxyLog(ctx context.Context, errOut io.Writer, name string) (*proxyLog, store.Books, error) {
+	rl, err := openRunLog(ctx, errOut, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch l := rl.(type) {
+	case fileRunLog:
+		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.Append(rs...) }}, nil, nil
+	case *dbRunLog:
+		var books store.Books
+		if rep, ok := l.l.(*reportingLog); ok {
+			books, _ = rep.Log.(store.Books)
+		}
+		// Rows are written while the proxy drains, after ctx is done.
+		bg := context.WithoutCancel(ctx)
+		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.l.Append(bg, rs...) }}, books, nil
+	}
+	return nil, nil, fmt.Errorf("proxy: log %s: no writer", logDisplay(name))
 }
 
 // proxyBaseURL is the base URL a client is given: the proxy's origin and

@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"retrygate/ledgerfile/store/pgstore"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
@@ -147,4 +149,80 @@ func TestProxySIGTERMDrains(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `job=streaming attempt=1 .*outcome=ok .*job_end=succeeded`, string(log))
 	assert.Regexp(t, `job=open attempt=2 .*decision="refuse: cancelled" sent=false .*job_end=cancelled`, string(log))
+}
+
+// Two proxy processes on one PostgreSQL log share one budget per job:
+// the job's two attempts go one through each, and its third request is
+// refused by either, 503 attempt cap; both stop cleanly, and the log
+// holds the job's rows from both.
+func TestProxySharedBudgetPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	u := pgtest.DB(t)
+	_, err := pgstore.Init(context.Background(), u)
+	require.NoError(t, err)
+	bin := retrygateBinary(t)
+	srv, err := seatserver.New(seatserver.Options{Format: seatserver.OpenAI, Planner: proxyPlans{
+		{TTFB: 5 * time.Millisecond, Wait: 10 * time.Millisecond, Elapsed: 20 * time.Millisecond, CompletionTokens: 5},
+	}})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(served) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("budget: {deadline: 30s, max_attempts: 2}\nseats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n", ln.Addr())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
+	var procs []*exec.Cmd
+	var bases []string
+	var errs []*bytes.Buffer
+	for range 2 {
+		cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0", "--log", u)
+		cmd.Dir = dir
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		stderr := &bytes.Buffer{}
+		cmd.Stderr = stderr
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		base, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err, stderr.String())
+		procs, bases, errs = append(procs, cmd), append(bases, strings.TrimSpace(base)), append(errs, stderr)
+	}
+	postTo := func(base string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("X-Retrygate-Job", "both")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i := range 2 {
+		code, _ := postTo(bases[i])
+		require.Equal(t, 200, code)
+	}
+	for i := range 2 {
+		code, body := postTo(bases[i])
+		assert.Equal(t, 503, code)
+		assert.Contains(t, body, "refuse: attempt cap for job both: the job used 2 of 2 attempts")
+	}
+	assert.Equal(t, 2, srv.Total())
+	for i, cmd := range procs {
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, cmd.Wait(), errs[i].String())
+		assert.Contains(t, errs[i].String(), "job budgets shared with every proxy on it")
+		assert.NotContains(t, errs[i].String(), "rows are being lost")
+	}
+	st, err := pgstore.Open(context.Background(), u, pgstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	rows, err := st.ReadJob(context.Background(), "both")
+	require.NoError(t, err)
+	require.Len(t, rows, 2, "two sent rows; the refusals of an ended job are answered, not logged")
+	assert.Equal(t, []int{1, 2}, []int{rows[0].Attempt, rows[1].Attempt})
 }

@@ -6,9 +6,11 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,13 @@ import (
 // provider answers at once: the benchmark measures the proxy, not a model.
 var benchStream = strings.Repeat(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" word"}}]}`+"\n\n", 20) +
 	`data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":20}}` + "\n\ndata: [DONE]\n\n"
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func benchUpstream(b *testing.B, think time.Duration) string {
 	b.Helper()
@@ -53,6 +62,9 @@ func benchUpstream(b *testing.B, think time.Duration) string {
 //
 //	go test ./rehearse/proxy/ -run '^$' -bench AddedLatency -benchtime 3000x
 func BenchmarkAddedLatency(b *testing.B) {
+	// As the command runs it (one process holds the client, the proxy
+	// and the upstream here, so all three collect at this setting).
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
 	for _, tc := range []struct {
 		name  string
 		conc  int
@@ -85,8 +97,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxIdleConns: 256, DisableCompression: true}}
 			body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
-			run := func(origin string, n int) (lat []time.Duration, took time.Duration) {
+			run := func(origin string, n int) (lat []time.Duration, took, cpu time.Duration) {
 				lat = make([]time.Duration, n)
+				cpu0 := cpuTime()
+				defer func() { cpu = cpuTime() - cpu0 }()
 				var next sync.WaitGroup
 				jobs := make(chan int)
 				began := time.Now()
@@ -112,14 +126,14 @@ func BenchmarkAddedLatency(b *testing.B) {
 				}
 				close(jobs)
 				next.Wait()
-				return lat, time.Since(began)
+				return lat, time.Since(began), 0
 			}
 			n := max(b.N, conc*4)
 			run(up, min(n, 200)) // warm both paths' connections
 			run(via, min(n, 200))
 			b.ResetTimer()
-			direct, dTook := run(up, n)
-			proxied, pTook := run(via, n)
+			direct, dTook, dCPU := run(up, n)
+			proxied, pTook, pCPU := run(via, n)
 			b.StopTimer()
 			pct := func(l []time.Duration, p float64) time.Duration {
 				s := slices.Clone(l)
@@ -133,6 +147,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 			b.ReportMetric(float64(n)/dTook.Seconds(), "direct-req/s")
 			b.ReportMetric(float64(n)/pTook.Seconds(), "proxy-req/s")
 			b.ReportMetric(dTook.Seconds()/pTook.Seconds(), "proxy/direct")
+			// CPU time per request of this process (client, proxy and
+			// upstream alike), proxied minus direct: what the proxy costs,
+			// steadier than wall-clock figures on a shared machine.
+			b.ReportMetric(us(pCPU-dCPU)/float64(n), "added-cpu-µs/req")
 		})
 	}
 }

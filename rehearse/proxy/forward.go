@@ -24,14 +24,21 @@ var hopHeaders = map[string]bool{
 	headerJob:         true,
 }
 
+// copyHeaders shares src's value slices: neither side changes a value
+// in place (a Set or Del replaces the map entry), so no copy is needed.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		if hopHeaders[k] {
 			continue
 		}
-		dst[k] = append([]string(nil), vs...)
+		dst[k] = vs
 	}
 }
+
+// headerHold is how long the answer's headers wait for its first bytes,
+// so that both leave in one write: past it they go alone (a model that
+// has not started its stream yet).
+const headerHold = 200 * time.Microsecond
 
 // forward is one client request on its way upstream: what the seat's
 // transport sends, and where the answer's bytes go as the seat reads them.
@@ -52,9 +59,17 @@ type forward struct {
 	// cancelled.
 	errStatus atomic.Bool
 
-	mu       sync.Mutex
-	resp     *http.Response // upstream's, once its headers came
-	wrote    bool           // headers went to the client
+	mu   sync.Mutex
+	resp *http.Response // upstream's, once its headers came
+
+	wrote bool // headers were written for the client
+
+	// The client's ResponseWriter is written by the handler and, once,
+	// by the header timer: wmu orders them.
+	wmu      sync.Mutex
+	dirty    bool // written, not yet flushed
+	finished bool // the handler is returning: no more writes
+	hold     *time.Timer
 	writeErr error
 }
 
@@ -131,8 +146,8 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 		h.Set("Content-Length", itoa(resp.ContentLength))
 	}
 	f.w.WriteHeader(resp.StatusCode)
-	f.wrote = true
-	f.writeErr = f.rc.Flush()
+	f.wrote, f.dirty = true, true
+	f.hold = time.AfterFunc(headerHold, f.flush)
 	out := *resp
 	out.Body = &tee{f: f, r: resp.Body, left: resp.ContentLength}
 	return &out, nil
@@ -152,7 +167,6 @@ func (t *tee) Read(p []byte) (int, error) {
 	}
 	n, err := t.r.Read(p)
 	if n > 0 {
-		t.f.send(p[:n])
 		if t.left > 0 {
 			t.left -= int64(n)
 			if t.left <= 0 && err == nil {
@@ -163,6 +177,11 @@ func (t *tee) Read(p []byte) (int, error) {
 				t.left, err = 0, io.EOF
 			}
 		}
+		// A stream's reads are flushed as they come, but the last: the
+		// handler ends at once, and net/http sends it with the body's end.
+		// A body of known length is one document no client reads in part:
+		// it goes as net/http's buffer fills, and its end with the handler's.
+		t.f.send(p[:n], err == nil && t.left < 0)
 	}
 	return n, err
 }
@@ -176,15 +195,53 @@ func (t *tee) Close() error {
 	return nil
 }
 
-func (f *forward) send(b []byte) {
-	if f.writeErr != nil {
+func (f *forward) send(b []byte, flush bool) {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if f.writeErr != nil || f.finished {
 		return
 	}
 	if _, err := f.w.Write(b); err != nil {
 		f.writeErr = err
 		return
 	}
-	f.writeErr = f.rc.Flush()
+	f.dirty = true
+	if flush {
+		f.flushLocked()
+	}
+}
+
+// flush sends what is written and not yet sent: the held headers when
+// the answer's first bytes are slow to come, or the last bytes before the
+// proxy does anything slower than ending the handler.
+func (f *forward) flush() {
+	f.wmu.Lock()
+	f.flushLocked()
+	f.wmu.Unlock()
+}
+
+func (f *forward) flushLocked() {
+	if f.dirty && !f.finished && f.writeErr == nil {
+		f.dirty = false
+		f.writeErr = f.rc.Flush()
+	}
+}
+
+// finish is the handler returning: the header timer must not touch the
+// ResponseWriter after it.
+func (f *forward) finish() {
+	if f.hold != nil {
+		f.hold.Stop()
+	}
+	f.wmu.Lock()
+	f.finished = true
+	f.wmu.Unlock()
+}
+
+func (f *forward) failed() bool {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	return f.writeErr != nil
 }
 
 // rest forwards what the seat left unread (after a stream's terminal
@@ -201,11 +258,15 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 	defer resp.Body.Close()
 	stop := context.AfterFunc(ctx, f.upCancel)
 	defer stop()
-	buf := make([]byte, 32<<10)
-	for f.writeErr == nil {
+	// Most answers have nothing left once the seat has read its last
+	// event: a pooled buffer, not 32 KiB a request for an EOF.
+	bp := restBufs.Get().(*[restBuf]byte)
+	defer restBufs.Put(bp)
+	buf := bp[:]
+	for !f.failed() {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			f.send(buf[:n])
+			f.send(buf[:n], err == nil)
 		}
 		if err == io.EOF {
 			return false
@@ -216,6 +277,10 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 	}
 	return true
 }
+
+const restBuf = 32 << 10
+
+var restBufs = sync.Pool{New: func() any { return new([restBuf]byte) }}
 
 func itoa(n int64) string {
 	var b [20]byte

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -25,18 +26,22 @@ type attempt struct {
 	retry string // the client's own retry counter
 }
 
-// admit runs the checks before forwarding, under the proxy's lock: the
-// retry rules after the job's last failure, the breakers along the chain,
-// then the gate (admit.Track) on the job's spend and the seat's estimate.
-// A refusal is written as its row and returned as the client's answer.
-func (p *Proxy) admit(id string, named bool, req *request, retry string) (*attempt, *refusal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.opts.Now()
-	j, ref := p.job(id, named, now)
-	if ref != nil {
-		return nil, ref
+// admit runs the checks before forwarding, under the job's lock (see
+// withJob): the retry rules after the job's last failure, the breakers
+// along the chain, then the gate (admit.Track) on the job's spend and the
+// seat's estimate. A refusal is written as its row and returned as the
+// client's answer.
+func (p *Proxy) admit(ctx context.Context, id string, named bool, req *request, retry string) (a *attempt, ref *refusal, err error) {
+	busy, err := p.withJob(ctx, id, named, nil, func(j *job, now time.Time, out *rowOut) {
+		a, ref = p.admitJob(j, now, req, retry, out)
+	})
+	if busy != nil {
+		return nil, busy, err
 	}
+	return a, ref, err
+}
+
+func (p *Proxy) admitJob(j *job, now time.Time, req *request, retry string, out *rowOut) (*attempt, *refusal) {
 	b := p.opts.Policy.Budget
 	// The client's time between its requests (its backoff) is charged to
 	// the deadline as the row's delay, so spent_s + delay_s is the time
@@ -57,7 +62,7 @@ func (p *Proxy) admit(id string, named bool, req *request, retry string) (*attem
 		ab := p.base(j, now, st, spent, delay, req)
 		var row ledgerfile.Row
 		rehearse.RefusalRow(&row, &ab, &j.track, d)
-		p.finishRefusal(j, &row, retry)
+		p.finishRefusal(j, &row, retry, out)
 		return nil, p.refusalFor(j, d)
 	}
 	switch {
@@ -88,25 +93,28 @@ func (p *Proxy) admit(id string, named bool, req *request, retry string) (*attem
 	j.seat = s
 	probe := u.br.State(now) == admit.HalfOpen
 	u.br.Allow(now)
-	j.inflight++
 	a := &attempt{j: j, seat: s, hard: hard, probe: probe, retry: retry}
 	a.base = p.base(j, now, s, spent, delay, req)
 	a.base.Reserve = reserve
 	j.rows++
+	j.flights = append(j.flights, flight{Attempt: a.base.Attempt, Until: now.Add(hard + flightGrace)})
 	return a, nil
 }
 
 // gate is admit.Track's gate. With another request of the job still in
 // flight, that attempt counts as used and its estimate as spent, so two
-// concurrent requests cannot both take the last attempt.
+// concurrent requests cannot both take the last attempt; so does an
+// attempt whose proxy died before its row (a shared book's lost one: the
+// call may have been billed).
 func (p *Proxy) gate(j *job, b admit.Budget, seat string, spentTime time.Duration, reserve float64) admit.Decision {
-	if j.inflight == 0 {
+	held := j.inflight() + j.lost
+	if held == 0 {
 		return j.track.Before(b, seat, spentTime, reserve)
 	}
 	s := j.track.Spent()
 	s.Time = spentTime
 	n := j.track.Estimate(seat, reserve)
-	for range j.inflight {
+	for range held {
 		s.Attempts = min(s.Attempts+1, admit.MaxAttempts)
 		s.Tokens = admit.AddTokens(s.Tokens, n.Tokens)
 		s.USD = admit.AddUSD(s.USD, n.USD)
@@ -194,7 +202,8 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision) *refusal {
 		r.status = http.StatusGatewayTimeout
 		why = fmt.Sprintf("the job's %s deadline is gone", b.Deadline)
 	case admit.ReasonAttemptCap:
-		why = fmt.Sprintf("the job used %d of %d attempts", spent.Attempts, b.MaxAttempts)
+		// Attempts in flight (and lost ones) count as used, as the gate counts them.
+		why = fmt.Sprintf("the job used %d of %d attempts", min(spent.Attempts+j.inflight()+j.lost, admit.MaxAttempts), b.MaxAttempts)
 	case admit.ReasonTokenCeiling:
 		why = fmt.Sprintf("the job used %d of %d tokens", spent.Tokens, b.TokenCeiling)
 	case admit.ReasonSpendCeiling:
@@ -230,21 +239,14 @@ func code(r admit.Reason) string {
 //
 // A request naming no job is a job no later request can join: its one
 // row ends it, and it is forgotten at once.
-func (p *Proxy) finishRefusal(j *job, row *ledgerfile.Row, retry string) {
+func (p *Proxy) finishRefusal(j *job, row *ledgerfile.Row, retry string, out *rowOut) {
 	j.rows++
-	if !j.ended && j.inflight == 0 && (j.final != nil || !j.named) {
+	if !j.ended && j.inflight() == 0 && (j.final != nil || !j.named) {
 		row.JobEnd = j.track.End()
 		j.ended = true
 	}
 	if !j.named {
 		delete(p.jobs, j.id)
 	}
-	p.write(row, retry)
-}
-
-func (p *Proxy) write(row *ledgerfile.Row, retry string) {
-	if retry != "" {
-		row.Extra = append(row.Extra, ledgerfile.KV{Key: KeyClientRetry, Value: retry})
-	}
-	p.q.add(row)
+	out.add(row, retry)
 }

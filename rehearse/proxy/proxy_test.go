@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -389,4 +390,33 @@ func TestBreakerOpen503(t *testing.T) {
 	rs := px.rows.wait(t, 3)
 	assert.Contains(t, rs[1].Note, "breaker opened")
 	assert.Equal(t, "refuse: breaker open", rs[2].Decision)
+}
+
+// The answer's headers wait for its first bytes only briefly: an
+// upstream that sends its headers and then nothing for 400 ms gives the
+// client its headers (and the SDK its stream object) long before the
+// first chunk.
+func TestHeadersBeforeSlowFirstChunk(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		http.NewResponseController(w).Flush()
+		time.Sleep(400 * ms) // the model starting: a real delay on loopback
+		_, _ = io.WriteString(w, benchStream)
+	}))
+	t.Cleanup(up.Close)
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", up.URL+"/v1")})
+	req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+	require.NoError(t, err)
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	headers := time.Since(t0)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Less(t, headers, 200*ms, "the headers were held for the first chunk")
+	assert.GreaterOrEqual(t, time.Since(t0), 400*ms)
+	assert.Equal(t, benchStream, string(body))
 }

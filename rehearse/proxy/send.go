@@ -26,6 +26,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		body = withModel(body, u.cfg.Model)
 	}
 	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	defer f.finish()
 	// The hard timeout: min(timeouts.hard, what is left of the deadline).
 	// The client hanging up cancels the attempt too, unless the answer is
 	// an error status (see forward.errStatus).
@@ -61,6 +62,9 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
 	}
+	if a.j.shared {
+		f.flush() // the client's last bytes go before a round trip to the books
+	}
 	ended := p.done(a, &obs)
 
 	if !f.wrote {
@@ -77,7 +81,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		}
 		return
 	}
-	if cut || f.writeErr != nil {
+	if cut || f.failed() {
 		panic(http.ErrAbortHandler) // the row is written: drop the client's connection
 	}
 }
@@ -90,11 +94,22 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 // gets it when the proxy sweeps or stops. It reports whether a named job
 // can have no next attempt.
 func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.opts.Now()
-	j, u := a.j, &p.seats[a.seat]
-	j.inflight--
+	ended := false
+	// The client may be gone: the row is written all the same.
+	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
+	defer cancel()
+	_, err := p.withJob(ctx, a.j.id, a.j.named, a.j, func(j *job, now time.Time, out *rowOut) {
+		ended = p.doneJob(j, a, obs, now, out)
+	})
+	if err != nil {
+		p.opts.OnError(fmt.Errorf("the books of job %s: %w (its attempt %d's row is lost)", a.j.id, err, a.base.Attempt))
+	}
+	return ended
+}
+
+func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time, out *rowOut) bool {
+	u := &p.seats[a.seat]
+	j.land(a.base.Attempt)
 	if obs.Billing == "" {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
@@ -103,7 +118,7 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	var row ledgerfile.Row
 	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
 	at := ledgerfile.AttemptOf(&row)
-	j.track.Sent(&at)
+	j.take(&at)
 	if !j.named {
 		// No later request can join this job: this row ends it.
 		row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
@@ -111,28 +126,28 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 			row.JobEnd = j.track.End()
 		}
 		delete(p.jobs, j.id)
-		p.write(&row, a.retry)
+		out.add(&row, a.retry)
 		return false // a retry is a job of its own: nothing to tell the client
 	}
 	switch obs.Outcome {
 	case admit.OK:
 		j.stepSet = false
-		if !j.ended && j.inflight == 0 {
+		if !j.ended && j.inflight() == 0 {
 			row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
 		}
-		p.write(&row, a.retry)
+		out.add(&row, a.retry)
 		return j.ended
 	case admit.Cancelled:
 		// The client left: it may come back under the same job.
-		p.write(&row, a.retry)
+		out.add(&row, a.retry)
 		return false
 	}
-	p.write(&row, a.retry)
+	out.add(&row, a.retry)
 	j.step = admit.AfterFailure(p.opts.Policy.Retry, admit.Failure{
 		Outcome: at.Outcome, Billing: at.Billing, RetryAfter: at.RetryAfter, HasRetry: at.HasRetryAfter,
 	}, j.track.History(), nil)
 	j.stepSet = true
-	if j.inflight > 0 || j.ended {
+	if j.inflight() > 0 || j.ended {
 		return j.ended
 	}
 	spent := j.track.Spent()
@@ -158,52 +173,67 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 }
 
 // closeJob writes the refusal row that ends j.
-func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent admit.Spent, delay time.Duration) {
+func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent admit.Spent, delay time.Duration, out *rowOut) {
 	b := p.base(j, now, s, spent, delay, &request{})
 	var row ledgerfile.Row
 	rehearse.RefusalRow(&row, &b, &j.track, d)
 	j.rows++
 	row.JobEnd, j.ended = j.track.End(), true
-	p.write(&row, "")
+	out.add(&row, "")
 }
 
-// sweep forgets jobs past their deadline and retention; one that never
-// ended gets the row that ends it (its deadline is gone).
+// sweep forgets in-process jobs past their deadline and retention.
 func (p *Proxy) sweep(now time.Time) {
+	out := &rowOut{p: p}
 	for id, j := range p.jobs {
-		if j.inflight > 0 || now.Before(j.deadline) {
-			continue
-		}
-		if !j.ended {
-			d := admit.Refuse(admit.ReasonDeadline)
-			if j.final != nil {
-				d = *j.final
-			}
-			p.closeJob(j, now, j.seat, d, j.track.Spent(), ledgerfile.Resolution(max(now.Sub(j.start)-j.track.Spent().Time, 0)))
-		}
-		if !now.Before(j.deadline.Add(p.opts.Retention)) {
+		if p.sweepJob(j, now, out) {
 			delete(p.jobs, id)
 		}
 	}
 }
 
-// Sweep ends and forgets old jobs at now; the command calls it on a ticker.
+// sweepJob ends a job whose deadline is gone with the row that says so,
+// unless it ended already; it reports (and marks) a job past its
+// retention too, to be forgotten.
+func (p *Proxy) sweepJob(j *job, now time.Time, out *rowOut) (forget bool) {
+	if j.inflight() > 0 || now.Before(j.deadline) {
+		return false
+	}
+	if !j.ended {
+		d := admit.Refuse(admit.ReasonDeadline)
+		if j.final != nil {
+			d = *j.final
+		}
+		p.closeJob(j, now, j.seat, d, j.track.Spent(), ledgerfile.Resolution(max(now.Sub(j.start)-j.track.Spent().Time, 0)), out)
+	}
+	j.forget = !now.Before(j.deadline.Add(p.opts.Retention))
+	return j.forget
+}
+
+// Sweep ends and forgets old jobs at now, in process and in the shared
+// books; the command calls it on a ticker.
 func (p *Proxy) Sweep() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.sweep(p.opts.Now())
+	p.mu.Unlock()
+	if p.opts.Books != nil {
+		p.sweepShared()
+	}
 }
 
 // Close waits for the requests in flight (each is bounded by its hard
-// timeout, so this ends), writes the row that ends every job still open
-// (refuse: cancelled, job_end cancelled, as the loop's Ctrl-C), and
-// returns once every row is in the log.
+// timeout, so this ends), writes the row that ends every in-process job
+// still open (refuse: cancelled, job_end cancelled, as the loop's
+// Ctrl-C), and returns once every row is in the log. Jobs in shared books
+// are left open: another proxy may serve their next request, and the
+// sweep of any proxy on the store ends them at their deadline.
 func (p *Proxy) Close() {
 	p.wg.Wait()
 	defer p.q.close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.opts.Now()
+	out := &rowOut{p: p}
 	for _, j := range p.jobs {
 		if j.ended {
 			continue
@@ -211,7 +241,7 @@ func (p *Proxy) Close() {
 		spent := j.track.Spent()
 		delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
 		if j.final != nil {
-			p.closeJob(j, now, j.seat, *j.final, spent, delay)
+			p.closeJob(j, now, j.seat, *j.final, spent, delay, out)
 			continue
 		}
 		b := p.base(j, now, j.seat, spent, delay, &request{})
@@ -221,6 +251,6 @@ func (p *Proxy) Close() {
 		row.Note = "proxy stopped before the job's next request"
 		j.rows++
 		row.JobEnd, j.ended = ledgerfile.JobCancelled, true
-		p.write(&row, "")
+		out.add(&row, "")
 	}
 }

@@ -208,6 +208,12 @@ func (e errCommit) Unwrap() error { return e.err }
 // tx runs fn in a transaction, again after a failure that certainly did
 // not commit, for at most RetryFor or until ctx ends.
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.retry(ctx, func(ctx context.Context) error { return s.once(ctx, fn) })
+}
+
+// retry runs once, again after a failure that certainly did not commit,
+// for at most RetryFor or until ctx ends.
+func (s *Store) retry(ctx context.Context, once func(context.Context) error) error {
 	deadline := time.Now().Add(s.opts.RetryFor)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -216,7 +222,7 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	defer cancel()
 	delay := 50 * time.Millisecond
 	for {
-		err := s.once(ctx, fn)
+		err := once(ctx)
 		if err == nil {
 			return nil
 		}

@@ -85,6 +85,16 @@ var migrations = []string{
 		PRIMARY KEY (job, attempt)
 	);
 	CREATE INDEX retrygate_reservations_held ON retrygate_reservations (expires) WHERE state = 'held'`,
+	// 3: books (books.go). One record per key, opaque to the store: the
+	// proxy's job books, read and replaced under the row's lock so that
+	// several proxies share one budget per job. due is when a sweep looks
+	// at the key again (a job's deadline, then the end of its retention).
+	`CREATE TABLE retrygate_books (
+		key  text PRIMARY KEY,
+		due  timestamptz NOT NULL,
+		book bytea
+	);
+	CREATE INDEX retrygate_books_due ON retrygate_books (due)`,
 }
 
 // SchemaVersion is the schema this binary writes and reads.

@@ -1,0 +1,129 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+)
+
+// lockBook makes the key's row if it is new, or locks it as it is: one
+// statement, so two holders reaching a new key at once both see one row,
+// the second after the first commits. It returns the record (NULL when
+// new) and the store's clock.
+const lockBook = `INSERT INTO retrygate_books AS b (key, due, book) VALUES ($1, 'infinity', NULL)
+	ON CONFLICT (key) DO UPDATE SET key = b.key
+	RETURNING b.book, COALESCE($2::timestamptz, statement_timestamp())`
+
+// Book runs fn on key's record under the row's lock, then stores fn's
+// record and appends its rows in the same transaction (see store.Books).
+// Unlike Append it settles no claim reservation: a book's rows are
+// charged in the book itself, never claimed.
+//
+// It is on the path of every named request a proxy forwards, twice, so
+// it takes two round trips, not four: BEGIN goes with the statement that
+// locks the row, and COMMIT with the writes.
+func (s *Store) Book(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
+	return s.retry(ctx, func(ctx context.Context) error { return s.bookOnce(ctx, key, fn) })
+}
+
+func (s *Store) bookOnce(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A connection left inside the transaction (an error before COMMIT)
+	// is closed by the pool on release, which rolls the transaction back.
+	defer c.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(lockBook, key, s.clock())
+	br := c.SendBatch(ctx, b)
+	var old []byte
+	var now time.Time
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&old, &now)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	rec, rows, err := fn(old, now)
+	if err != nil {
+		rollback(ctx, c)
+		return err
+	}
+	b = &pgx.Batch{}
+	if rec.Data == nil {
+		b.Queue(`DELETE FROM retrygate_books WHERE key = $1`, key)
+	} else {
+		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, key, rec.Data, rec.Due.UTC())
+	}
+	for i := range rows {
+		args, err := rowArgs(&rows[i])
+		if err != nil {
+			rollback(ctx, c)
+			return err
+		}
+		b.Queue(insertRow, args...)
+	}
+	b.Queue(`COMMIT`)
+	err = c.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		// The server answered: a statement failed, COMMIT never ran.
+		rollback(ctx, c)
+		if pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
+			return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
+		}
+		return err
+	}
+	return errCommit{err} // the connection failed with COMMIT sent, or not
+}
+
+func rollback(ctx context.Context, c *pgxpool.Conn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = c.Exec(rctx, `ROLLBACK`)
+}
+
+// Due lists up to n keys whose due time has passed by the store's clock.
+func (s *Store) Due(ctx context.Context, n int) ([]string, error) {
+	var keys []string
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		keys = keys[:0]
+		rs, err := tx.Query(ctx, `SELECT key FROM retrygate_books
+			WHERE due <= COALESCE($1::timestamptz, statement_timestamp()) ORDER BY due LIMIT $2`, s.clock(), n)
+		if err != nil {
+			return err
+		}
+		keys, err = pgx.CollectRows(rs, pgx.RowTo[string])
+		return err
+	})
+	return keys, err
+}
+
+// clock is the claim clock when one is set (tests), else nil: the
+// server's.
+func (s *Store) clock() *time.Time {
+	if s.opts.Now == nil {
+		return nil
+	}
+	t := s.opts.Now().UTC()
+	return &t
+}
+
+var _ store.Books = (*Store)(nil)

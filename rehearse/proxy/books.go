@@ -1,0 +1,204 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+)
+
+// This file is where a job's books live between its requests: in this
+// process (the jobs map, under the proxy's lock), or, for named jobs when
+// Options.Books is set, in a store several proxies share (PostgreSQL),
+// which holds the job's lock across proxies while the one decision code
+// (admitJob, doneJob, sweepJob) runs on the books it read, then keeps the
+// books and the rows that decision wrote in one transaction.
+
+// flightGrace is how long past its hard timeout an attempt in flight
+// waits for its row in a shared book: longer than forwarding its last
+// bytes and writing its row. Past it, the proxy that sent it is taken to
+// be gone: its row is lost with it, and the attempt is counted as lost,
+// still used, with its estimate as spent (the call may have been billed),
+// as an expired claim is.
+const flightGrace = 30 * time.Second
+
+// bookTimeout bounds one update of a shared book that no client waits on
+// (an attempt's row, a sweep).
+const bookTimeout = 20 * time.Second
+
+// flight is an attempt sent and not yet taken into the books: the gate
+// counts it as used, with its estimate as spent.
+type flight struct {
+	Attempt int       `json:"attempt"`
+	Until   time.Time `json:"until"` // its hard timeout + flightGrace
+}
+
+// book is a job's books as a shared store keeps them. The track is not
+// stored: it is rebuilt from the attempts it took, in order, so the
+// estimate and the retry history are admit.Track's own.
+type book struct {
+	Start    time.Time        `json:"start"`
+	Deadline time.Time        `json:"deadline"`
+	Sent     []admit.Attempt  `json:"sent,omitempty"`
+	Step     *admit.RetryStep `json:"step,omitempty"`
+	Final    *admit.Decision  `json:"final,omitempty"`
+	Seat     string           `json:"seat,omitempty"`
+	Rows     int              `json:"rows"`
+	Flights  []flight         `json:"flights,omitempty"`
+	Lost     int              `json:"lost,omitempty"`
+	Ended    bool             `json:"ended,omitempty"`
+}
+
+// rowOut takes the rows a decision writes: straight to the row queue
+// (in-process books, under the proxy's lock, so a job's rows keep their
+// order), or gathered to be stored with a shared book.
+type rowOut struct {
+	p    *Proxy
+	rows []ledgerfile.Row // gathered, when p is nil
+}
+
+func (o *rowOut) add(row *ledgerfile.Row, retry string) {
+	if retry != "" {
+		row.Extra = append(row.Extra, ledgerfile.KV{Key: KeyClientRetry, Value: retry})
+	}
+	if o.p != nil {
+		o.p.q.add(row)
+		return
+	}
+	o.rows = append(o.rows, *row)
+}
+
+// jobFn is a decision on a job's books at now; rows go to out.
+type jobFn func(j *job, now time.Time, out *rowOut)
+
+// withJob runs fn on the books of the job named id (known, when the
+// caller holds it in process; a new job when id is "" or unknown) under
+// the job's lock. It returns a refusal when no job can be opened.
+func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, fn jobFn) (*refusal, error) {
+	if named && p.opts.Books != nil {
+		return nil, p.withShared(ctx, id, false, fn)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.opts.Now()
+	j := known
+	if j == nil {
+		var ref *refusal
+		if j, ref = p.job(id, named, now); ref != nil {
+			return ref, nil
+		}
+	}
+	fn(j, now, &rowOut{p: p})
+	return nil, nil
+}
+
+// withShared runs fn on a shared book. A sweep (sweeping) never makes a
+// job: a key another proxy forgot meanwhile is left forgotten.
+func (p *Proxy) withShared(ctx context.Context, id string, sweeping bool, fn jobFn) error {
+	return p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
+		if old == nil && sweeping {
+			return store.Record{}, nil, nil
+		}
+		j, err := p.openBook(id, old, now)
+		if err != nil {
+			return store.Record{}, nil, err
+		}
+		out := rowOut{}
+		p.mu.Lock() // the breakers and the seat chain are this proxy's own
+		fn(j, now, &out)
+		p.mu.Unlock()
+		if j.forget {
+			return store.Record{}, out.rows, nil
+		}
+		data, err := json.Marshal(p.bookOf(j))
+		due := j.deadline
+		if j.ended {
+			due = j.deadline.Add(p.opts.Retention)
+		}
+		return store.Record{Data: data, Due: due}, out.rows, err
+	})
+}
+
+// openBook is a job from its shared book, or a new one made at now (its
+// deadline is made here, once, and every proxy inherits it).
+func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
+	j := &job{id: id, named: true, shared: true}
+	if old == nil {
+		j.start, j.deadline = now, now.Add(p.opts.Policy.Budget.Deadline)
+		return j, nil
+	}
+	var b book
+	if err := json.Unmarshal(old, &b); err != nil {
+		return nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
+	}
+	j.start, j.deadline, j.rows, j.ended, j.final, j.lost = b.Start, b.Deadline, b.Rows, b.Ended, b.Final, b.Lost
+	for i := range b.Sent {
+		j.take(&b.Sent[i])
+	}
+	if b.Step != nil {
+		j.step, j.stepSet = *b.Step, true
+	}
+	for s := range p.seats {
+		if p.seats[s].cfg.Name == b.Seat {
+			j.seat = s
+		}
+	}
+	// An attempt past its hard timeout and grace was sent by a proxy that
+	// is gone: lost, no longer in flight.
+	j.flights = slices.DeleteFunc(b.Flights, func(f flight) bool {
+		if now.Before(f.Until) {
+			return false
+		}
+		j.lost = min(j.lost+1, admit.MaxAttempts)
+		return true
+	})
+	return j, nil
+}
+
+func (p *Proxy) bookOf(j *job) *book {
+	b := &book{Start: j.start, Deadline: j.deadline, Sent: j.sent, Final: j.final,
+		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Flights: j.flights, Lost: j.lost, Ended: j.ended}
+	if j.stepSet {
+		b.Step = &j.step
+	}
+	return b
+}
+
+// take takes a sent attempt into the job's track; a shared book keeps
+// the attempt to rebuild the track from.
+func (j *job) take(a *admit.Attempt) {
+	j.track.Sent(a)
+	if j.shared {
+		j.sent = append(j.sent, *a)
+	}
+}
+
+func (j *job) inflight() int { return len(j.flights) }
+
+func (j *job) land(attempt int) {
+	j.flights = slices.DeleteFunc(j.flights, func(f flight) bool { return f.Attempt == attempt })
+}
+
+// sweepShared ends and forgets the shared jobs whose time has come, as
+// sweep does the in-process ones; any proxy on the store may do it, and
+// each job is swept once.
+func (p *Proxy) sweepShared() {
+	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
+	defer cancel()
+	keys, err := p.opts.Books.Due(ctx, 256)
+	if err != nil {
+		p.opts.OnError(fmt.Errorf("sweeping the shared books: %w", err))
+		return
+	}
+	for _, k := range keys {
+		if err := p.withShared(ctx, k, true, func(j *job, now time.Time, out *rowOut) { p.sweepJob(j, now, out) }); err != nil {
+			p.opts.OnError(fmt.Errorf("sweeping the shared books: %w", err))
+			return
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+// fakeBooks is store.Books in memory, one lock for every key: the
+// shared path without a database.
+type fakeBooks struct {
+	mu   sync.Mutex
+	now  func() time.Time
+	recs map[string]store.Record
+	rows rows
+}
+
+func (f *fakeBooks) Book(_ context.Context, key string, fn func([]byte, time.Time) (store.Record, []ledgerfile.Row, error)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, ok := f.recs[key]
+	var data []byte
+	if ok {
+		data = slices.Clone(old.Data)
+	}
+	rec, rs, err := fn(data, f.now())
+	if err != nil {
+		return err
+	}
+	if rec.Data == nil {
+		delete(f.recs, key)
+	} else {
+		f.recs[key] = rec
+	}
+	return f.rows.add(rs)
+}
+
+func (f *fakeBooks) Due(_ context.Context, n int) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var keys []string
+	for k, r := range f.recs {
+		if !r.Due.After(f.now()) && len(keys) < n {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// A proxy that dies mid-attempt leaves its attempt in the job's shared
+// book: past its hard timeout and grace it is lost, and still counted as
+// used, so the job's other proxy sends one more attempt under a cap of
+// two, not two more.
+func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
+	pol := testPolicy() // max_attempts 2, hard 5s
+	pol.Budget.Deadline = 10 * time.Minute
+	base, srv := upstreamAt(t, seatserver.OpenAI, okPlan)
+	clk := &clock{}
+	fb := &fakeBooks{now: clk.Now, recs: map[string]store.Record{}}
+	chain := []seat.Config{seatCfg("s", "openai", base)}
+	dying, err := New(Options{Policy: pol, Chain: chain, Books: fb, Now: clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(dying.Close)
+	req, ok := parseRequest([]byte(sharedBody))
+	require.True(t, ok)
+	a, ref, err := dying.admit(context.Background(), "lost-job", true, &req, "")
+	require.NoError(t, err)
+	require.Nil(t, ref)
+	require.NotNil(t, a, "admitted, then the proxy dies before sending")
+
+	other := start(t, pol, chain, func(o *Options) { o.Books, o.Now = fb, clk.Now })
+	clk.Advance(pol.Timeouts.Hard + flightGrace + time.Second)
+	resp, _ := post(t, other.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "lost-job")
+	assert.Equal(t, 200, resp.StatusCode)
+	resp, body := post(t, other.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "lost-job")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body, "refuse: attempt cap for job lost-job: the job used 2 of 2 attempts")
+	assert.Equal(t, 1, srv.Total())
+	rs := fb.rows.all()
+	require.NotEmpty(t, rs)
+	assert.Equal(t, 2, rs[0].Attempt, "attempt 1 is the lost one: no row")
+}

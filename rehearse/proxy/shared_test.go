@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store/pgstore"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+// sharedPair is two proxies in front of one seat server, keeping their
+// books in one throwaway PostgreSQL database, on one clock.
+type sharedPair struct {
+	px  [2]*running
+	db  *pgstore.Store
+	srv *seatserver.Server
+	clk *clock
+}
+
+func startShared(t *testing.T, pol rehearse.Policy, c seat.Config, plan seat.Plan) *sharedPair {
+	t.Helper()
+	u := pgtest.DB(t) // skips without a test server (.ci/postgres.sh)
+	_, err := pgstore.Init(context.Background(), u)
+	require.NoError(t, err)
+	base, srv := upstreamAt(t, seatserver.OpenAI, plan)
+	c.BaseURL = base
+	sp := &sharedPair{srv: srv, clk: &clock{}}
+	for i := range sp.px {
+		// Each proxy has a store of its own, as two machines would; the
+		// stores' clock is the test's (else the server's).
+		st, err := pgstore.Open(context.Background(), u, pgstore.Options{Now: sp.clk.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		sp.px[i] = start(t, pol, []seat.Config{c}, func(o *Options) { o.Books, o.Now, o.Run = st, sp.clk.Now, i+1 })
+		if i == 0 {
+			sp.db = st
+		}
+	}
+	return sp
+}
+
+func (sp *sharedPair) jobRows(t *testing.T, job string) []ledgerfile.Row {
+	t.Helper()
+	rs, err := sp.db.ReadJob(context.Background(), job)
+	require.NoError(t, err)
+	return rs
+}
+
+const sharedBody = `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
+
+// Two proxies on one database share one attempt cap per job: of ten
+// concurrent requests for one job, split between them, three are sent
+// and seven get 503 attempt cap, whichever proxy they reach; the log
+// holds the three attempts once each.
+func TestSharedBooksAttemptCap(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 3
+	plan := okPlan
+	plan.Elapsed = 80 * ms // long enough for the ten to overlap
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), plan)
+
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan answer, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			resp, body := post(t, sp.px[i%2].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "cap-job")
+			answers <- answer{resp.StatusCode, body}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	byStatus := map[int]int{}
+	for a := range answers {
+		byStatus[a.status]++
+		if a.status == 503 {
+			assert.Contains(t, a.body, "refuse: attempt cap for job cap-job")
+		}
+	}
+	assert.Equal(t, map[int]int{200: 3, 503: 7}, byStatus)
+	assert.Equal(t, 3, sp.srv.Total(), "the seat saw three attempts in all")
+
+	sent := 0
+	seen := map[int]bool{}
+	for _, r := range sp.jobRows(t, "cap-job") {
+		assert.False(t, seen[r.Attempt], "attempt %d logged twice", r.Attempt)
+		seen[r.Attempt] = true
+		if r.WasSent() {
+			sent++
+			assert.Equal(t, admit.OK, r.Outcome)
+		} else {
+			assert.Equal(t, "refuse: attempt cap", r.Decision)
+		}
+	}
+	assert.Equal(t, 3, sent)
+
+	// The next request, to either proxy, is refused the same way.
+	for _, px := range sp.px {
+		resp, body := post(t, px.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "cap-job")
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Contains(t, body, "attempt cap")
+	}
+	assert.Equal(t, 3, sp.srv.Total())
+}
+
+// The spend ceiling is one per job across proxies: two answers of $0.02
+// (one through each proxy) leave too little of $0.05 for a third, which
+// either proxy refuses. With books of its own, the first proxy would
+// have seen $0.02 spent and sent it.
+func TestSharedBooksSpendCeiling(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 10
+	pol.Budget.MaxSpendUSD = 0.05
+	c := seatCfg("s", "openai", "")
+	c.PriceIn, c.PriceOut = 1000, 1000 // 12 + 8 tokens: $0.02 an answer
+	sp := startShared(t, pol, c, okPlan)
+
+	for i := range 2 {
+		resp, _ := post(t, sp.px[i].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "spend-job")
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	resp, body := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "spend-job")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body, "refuse: spend ceiling for job spend-job: the job spent $0.0400 of $0.0500")
+	assert.Equal(t, 2, sp.srv.Total())
+
+	// The first answer ended the job (its row says succeeded): the
+	// refusal is answered, not logged again.
+	rs := sp.jobRows(t, "spend-job")
+	require.Len(t, rs, 2)
+	assert.Equal(t, []int{1, 2}, []int{rs[0].Attempt, rs[1].Attempt})
+	assert.InDelta(t, 0.02, rs[1].SpentUSD, 1e-9, "the second proxy's row carries the first proxy's spend")
+}
+
+// The deadline is made at the job's first request, by whichever proxy
+// gets it, and inherited by the other: past it, the second proxy answers
+// 504 without sending.
+func TestSharedBooksDeadlineInherited(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 5
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), okPlan)
+
+	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "late-job")
+	require.Equal(t, 200, resp.StatusCode)
+	sp.clk.Advance(pol.Budget.Deadline + time.Second)
+	resp, body := post(t, sp.px[1].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "late-job")
+	assert.Equal(t, 504, resp.StatusCode)
+	assert.Contains(t, body, fmt.Sprintf("the job's %s deadline is gone", pol.Budget.Deadline))
+	assert.Equal(t, 1, sp.srv.Total())
+
+	// A job the second proxy starts now gets a deadline of its own.
+	resp, _ = post(t, sp.px[1].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "new-job")
+	assert.Equal(t, 200, resp.StatusCode)
+	for _, r := range sp.jobRows(t, "late-job") {
+		assert.False(t, strings.HasPrefix(r.Decision, "admit") && r.Attempt > 1, "no second attempt was admitted")
+	}
+}
+
+// A job left open (its last attempt failed, its client never came back)
+// is ended at its deadline by the sweep of whichever proxy gets to it
+// first, once, and forgotten by the store after its retention.
+func TestSharedBooksSweep(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 5
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), seat.Plan{Status: 500, Elapsed: 5 * ms})
+
+	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "open-job")
+	require.Equal(t, 500, resp.StatusCode)
+	sp.clk.Advance(pol.Budget.Deadline + time.Second)
+	var wg sync.WaitGroup
+	for _, px := range sp.px {
+		wg.Go(px.px.Sweep)
+	}
+	wg.Wait()
+	rs := sp.jobRows(t, "open-job")
+	require.Len(t, rs, 2, "the failed attempt, then one row that ends the job")
+	assert.Equal(t, "refuse: deadline", rs[1].Decision)
+	assert.Equal(t, 2, rs[1].Attempt)
+	assert.Equal(t, "failed", rs[1].JobEnd)
+
+	count := func() int {
+		keys, err := sp.db.Due(context.Background(), 10)
+		require.NoError(t, err)
+		return len(keys)
+	}
+	assert.Equal(t, 0, count(), "ended: not due again until its retention is over")
+	sp.clk.Advance(DefaultRetention)
+	assert.Equal(t, 1, count())
+	sp.px[1].px.Sweep()
+	assert.Equal(t, 0, count())
+	assert.Len(t, sp.jobRows(t, "open-job"), 2, "forgetting writes nothing")
+}
+
+// BenchmarkSharedBooks is what the shared books cost a named request:
+// the same request through a proxy keeping its books in process, then
+// through one keeping them in PostgreSQL (two transactions a request),
+// each request its own job. It needs the test server:
+//
+//	.ci/postgres.sh go test ./rehearse/proxy -run '^$' -bench SharedBooks -benchtime 2000x
+func BenchmarkSharedBooks(b *testing.B) {
+	u := pgtest.DB(b)
+	_, err := pgstore.Init(context.Background(), u)
+	require.NoError(b, err)
+	st, err := pgstore.Open(context.Background(), u, pgstore.Options{MaxConns: 32})
+	require.NoError(b, err)
+	b.Cleanup(func() { st.Close() })
+	base, _ := upstreamAt(b, seatserver.OpenAI, seat.Plan{PromptTokens: 5, CompletionTokens: 5})
+	pol := testPolicy()
+	mem := start(b, pol, []seat.Config{seatCfg("s", "openai", base)})
+	shared := start(b, pol, []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) { o.Books = st })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			run := func(url string, n int) []time.Duration {
+				lat := make([]time.Duration, n)
+				var wg sync.WaitGroup
+				next := make(chan int)
+				for range conc {
+					wg.Go(func() {
+						for i := range next {
+							req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(sharedBody))
+							req.Header.Set("X-Retrygate-Job", fmt.Sprintf("bench-%p-%d", &lat, i))
+							t0 := time.Now()
+							resp, err := client.Do(req)
+							if err != nil {
+								b.Error(err)
+								continue
+							}
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							lat[i] = time.Since(t0)
+						}
+					})
+				}
+				for i := range n {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				slices.Sort(lat)
+				return lat
+			}
+			n := max(b.N, 100)
+			b.ResetTimer()
+			m, s := run(mem.url, n), run(shared.url, n)
+			b.StopTimer()
+			ms := func(l []time.Duration, p float64) float64 {
+				return float64(l[min(len(l)-1, int(p*float64(len(l))))]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(ms(m, 0.5), "in-process-p50-ms")
+			b.ReportMetric(ms(s, 0.5), "shared-p50-ms")
+			b.ReportMetric(ms(s, 0.99), "shared-p99-ms")
+		})
+	}
+}
