@@ -473,6 +473,7 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 	if s.w.ndjson() {
 		r := NewNDJSONReader(body, MaxLine)
+		defer r.Release()
 		for !st.done && !st.failed {
 			line, err := r.Next()
 			if err != nil {
@@ -483,6 +484,7 @@ func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 		return nil
 	}
 	r := NewSSEReader(body, MaxLine)
+	defer r.Release()
 	for !st.done && !st.failed {
 		ev, err := r.Next()
 		if err != nil {
