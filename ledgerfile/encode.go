@@ -411,7 +411,6 @@ func needsQuotes(v string) bool {
 	return false
 }
 
-
 // FormatRow is AppendRow into a new string, without the newline.
 func FormatRow(r *Row) string {
 	b := AppendRow(nil, r)
