@@ -83,7 +83,7 @@ func (l *lineReader) next() ([]byte, error) {
 				continue
 			}
 		}
-		i := bytes.IndexAny(buf, "\r\n")
+		i := lineEnd(buf)
 		end := len(buf)
 		if i >= 0 {
 			end = i
@@ -115,4 +115,18 @@ func (l *lineReader) next() ([]byte, error) {
 		}
 		return l.line, nil
 	}
+}
+
+// lineEnd is bytes.IndexAny(buf, "\r\n"), as two byte searches: a
+// stream's lines end in \n, and the \r search stops there.
+func lineEnd(buf []byte) int {
+	n := bytes.IndexByte(buf, '\n')
+	head := buf
+	if n >= 0 {
+		head = buf[:n]
+	}
+	if r := bytes.IndexByte(head, '\r'); r >= 0 {
+		return r
+	}
+	return n
 }
