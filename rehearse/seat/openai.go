@@ -105,7 +105,7 @@ func (w openaiWire) whole(data []byte, st *stream) {
 // the wrong shape, is a malformed event, as encoding/json would have it.
 func (openaiWire) chunk(data []byte, st *stream) {
 	data = bytes.TrimSpace(data)
-	if !json.Valid(data) || len(data) == 0 || data[0] != '{' {
+	if !validJSON(data) || len(data) == 0 || data[0] != '{' {
 		if !bytes.Equal(data, []byte("null")) {
 			st.bad++
 		}
