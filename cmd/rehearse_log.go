@@ -55,7 +55,7 @@ func (f fileRunLog) reserve(describe string) (int, error) {
 	return rehearse.ReserveRun(f.Writer, describe)
 }
 func (f fileRunLog) comment(text string) error      { return f.Comment(text) }
-func (f fileRunLog) append(r *ledgerfile.Row) error { return f.Append(*r) }
+func (f fileRunLog) append(r *ledgerfile.Row) error { return f.AppendOne(r) }
 func (f fileRunLog) flush() error                   { return f.Flush() }
 
 type dbRunLog struct {

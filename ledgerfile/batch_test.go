@@ -39,7 +39,12 @@ func TestBatchWritesTheSameBytes(t *testing.T) {
 	for _, w := range []*Writer{pw, bw} {
 		require.NoError(t, w.Comment("run r1"))
 		for i := 1; i <= 20; i++ {
-			require.NoError(t, w.Append(batchRow(fmt.Sprintf("r1-%02d", i), 1)))
+			r := batchRow(fmt.Sprintf("r1-%02d", i), 1)
+			if i%2 == 0 {
+				require.NoError(t, w.AppendOne(&r))
+				continue
+			}
+			require.NoError(t, w.Append(r))
 		}
 		require.NoError(t, w.Comment("after twenty rows"))
 		require.NoError(t, w.Append(batchRow("r1-21", 1), batchRow("r1-21", 2)))
@@ -100,6 +105,7 @@ func TestBatchRefusesABadRowWhole(t *testing.T) {
 	bad := batchRow("r1-2", 1)
 	bad.Outcome = "exploded"
 	assert.ErrorContains(t, w.Append(batchRow("r1-1", 1), bad), "outcome")
+	assert.ErrorContains(t, w.AppendOne(&bad), "outcome")
 	require.NoError(t, w.Append(batchRow("r1-3", 1)))
 	require.NoError(t, w.Close())
 	rows, _, err := ReadFile(path)

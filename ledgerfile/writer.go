@@ -145,14 +145,45 @@ func (w *Writer) Append(rows ...Row) error {
 	}
 	start := len(w.held)
 	for i := range rows {
-		n := rows[i]
-		Normalize(&n)
-		if err := Check(&n); err != nil {
+		if err := w.hold(&rows[i]); err != nil {
 			w.held = w.held[:start] // all of rows, or none
-			return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+			return err
 		}
-		w.held = appendNormalized(w.held, &n)
 	}
+	return w.scheduleHeld()
+}
+
+// AppendOne is Append for one row, which it does not keep: a batching
+// writer holds its encoded line, so a row a second costs no copy of it.
+func (w *Writer) AppendOne(r *Row) error {
+	if !w.batch {
+		return w.Append(*r)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.hold(r); err != nil {
+		return err
+	}
+	return w.scheduleHeld()
+}
+
+// hold encodes r onto the held rows, or refuses it.
+func (w *Writer) hold(r *Row) error {
+	n := *r
+	Normalize(&n)
+	if err := Check(&n); err != nil {
+		return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+	}
+	w.held = appendNormalized(w.held, &n)
+	return nil
+}
+
+// scheduleHeld writes the held rows when they fill a batch, else makes sure a
+// write is due within every.
+func (w *Writer) scheduleHeld() error {
 	if len(w.held) >= w.maxHeld {
 		return w.flushHeld()
 	}

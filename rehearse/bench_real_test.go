@@ -120,7 +120,7 @@ func BenchmarkRealLoop64(b *testing.B) {
 		Policy: DefaultPolicy(), Seats: []SeatSpec{{Config: cfg, Seat: st}}, Rand: seeded(1),
 		Run: 1, Jobs: 1_000_000, Prompt: "Say hi.", MaxTokens: 256,
 		Sink: func(r *ledgerfile.Row) {
-			if err := w.Append(*r); err != nil && werr == nil {
+			if err := w.AppendOne(r); err != nil && werr == nil {
 				werr = err
 			}
 		},
