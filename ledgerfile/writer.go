@@ -14,8 +14,9 @@ import (
 // each row is then one write(2) on the O_APPEND descriptor, made while
 // holding an advisory lock on that descriptor, so rows from many
 // processes never interleave: lock, fstat, write, unlock — four system
-// calls a row, or a batch of whole rows (see Batch). It never truncates, rewrites or reorders what is there,
-// follows no symbolic link and appends only to a regular file.
+// calls a row, or a batch of whole rows (see Batch). It never truncates,
+// rewrites or reorders what is there, follows no symbolic link and
+// appends only to a regular file.
 type Writer struct {
 	path  string
 	fsync bool
@@ -181,8 +182,8 @@ func (w *Writer) hold(r *Row) error {
 	return nil
 }
 
-// scheduleHeld writes the held rows when they fill a batch, else makes sure a
-// write is due within every.
+// scheduleHeld writes the held rows when they fill a batch, else makes
+// sure a write is due within every.
 func (w *Writer) scheduleHeld() error {
 	if len(w.held) >= w.maxHeld {
 		return w.flushHeld()
