@@ -166,7 +166,7 @@ func (s *httpSeat) baseHeader() http.Header {
 }
 
 // header is a request's header: base, and the attempt's idempotency key
-// unless the seat's headers: set one.
+// (a seat's headers: may not set one; see seatHeaders).
 func (s *httpSeat) header(idem string) http.Header {
 	h := make(http.Header, len(s.base)+1)
 	if idem != "" {
