@@ -149,6 +149,9 @@ func runRehearse(o *RehearseOptions) error {
 		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft,
 			Rate: o.Load.Rate, Ramp: o.Load.Ramp, Duration: o.Load.Duration})
 	}
+	if ferr := w.flush(); ferr != nil && writeErr == nil {
+		writeErr = ferr
+	}
 	out.finish(res.Interrupted || err != nil)
 	if err != nil {
 		return err

@@ -212,9 +212,15 @@ func validExtraKey(k string) bool {
 func AppendRow(dst []byte, r *Row) []byte {
 	n := *r
 	Normalize(&n)
+	return appendNormalized(dst, &n)
+}
+
+// appendNormalized is AppendRow for a row already normalized; it may
+// drop n's unknown keys to keep the line within MaxLine.
+func appendNormalized(dst []byte, n *Row) []byte {
 	start := len(dst)
 	for {
-		dst = appendRow(dst[:start], &n)
+		dst = appendRow(dst[:start], n)
 		if len(dst)-start <= MaxLine+1 || len(n.Extra) == 0 {
 			return dst
 		}
@@ -223,15 +229,12 @@ func AppendRow(dst []byte, r *Row) []byte {
 }
 
 func appendRow(dst []byte, r *Row) []byte {
-	buf := bytes.NewBuffer(dst)
-	enc := logfmt.NewEncoder(buf)
-	kv := func(k string, v string) { _ = enc.EncodeKeyval(k, v) }
-	var num [32]byte
-	sec := func(k string, d time.Duration) { kv(k, string(appendSeconds(num[:0], d))) }
-	integer := func(k string, n int64) { kv(k, string(strconv.AppendInt(num[:0], n, 10))) }
+	e := rowEncoder{b: dst, start: len(dst)}
+	kv, sec, integer := e.kv, e.sec, e.integer
 
 	if !r.TS.IsZero() {
-		kv("ts", r.TS.UTC().Format(time.RFC3339Nano))
+		e.key("ts")
+		e.b = r.TS.UTC().AppendFormat(e.b, time.RFC3339Nano) // never quoted
 	}
 	if r.Job != "" {
 		kv("job", r.Job)
@@ -333,11 +336,79 @@ func appendRow(dst []byte, r *Row) []byte {
 	if r.Note != "" {
 		kv("note", r.Note)
 	}
-	for _, e := range r.Extra {
-		kv(e.Key, e.Value)
+	for _, x := range r.Extra {
+		e.extra(x.Key, x.Value)
 	}
-	_ = enc.EndRecord()
-	return buf.Bytes()
+	return append(e.b, '\n')
+}
+
+// rowEncoder appends one logfmt record without an allocation a key: the
+// keys above are plain words and numbers never need quotes, so only a
+// value that needs quoting (and an unknown key) goes through the logfmt
+// library, which makes the line's bytes exactly those its encoder makes.
+type rowEncoder struct {
+	b     []byte
+	start int // where the record began: no space before its first key
+}
+
+func (e *rowEncoder) key(k string) {
+	if len(e.b) > e.start {
+		e.b = append(e.b, ' ')
+	}
+	e.b = append(append(e.b, k...), '=')
+}
+
+func (e *rowEncoder) kv(k, v string) {
+	if v == "null" || needsQuotes(v) {
+		e.extra(k, v)
+		return
+	}
+	e.key(k)
+	e.b = append(e.b, v...)
+}
+
+func (e *rowEncoder) sec(k string, d time.Duration) {
+	e.key(k)
+	e.b = appendSeconds(e.b, d)
+}
+
+func (e *rowEncoder) integer(k string, n int64) {
+	e.key(k)
+	e.b = strconv.AppendInt(e.b, n, 10)
+}
+
+// extra is one key=value as the logfmt library encodes it.
+func (e *rowEncoder) extra(k, v string) {
+	var buf bytes.Buffer
+	enc := logfmt.NewEncoder(&buf)
+	if enc.EncodeKeyval(k, v) != nil {
+		return // a key the library refuses is left out, as it always was
+	}
+	if len(e.b) > e.start {
+		e.b = append(e.b, ' ')
+	}
+	e.b = append(e.b, buf.Bytes()...)
+}
+
+// needsQuotes is logfmt's rule for a value: a space or control
+// character, '=', '"', DEL, or anything that is not valid UTF-8.
+func needsQuotes(v string) bool {
+	for i := 0; i < len(v); {
+		c := v[i]
+		if c < utf8.RuneSelf {
+			if c <= ' ' || c == '=' || c == '"' || c == 0x7f {
+				return true
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError {
+			return true
+		}
+		i += n
+	}
+	return false
 }
 
 // FormatRow is AppendRow into a new string, without the newline.

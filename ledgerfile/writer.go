@@ -7,14 +7,16 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Writer appends rows to a log. The log is opened once, at the first row;
 // each row is then one write(2) on the O_APPEND descriptor, made while
 // holding an advisory lock on that descriptor, so rows from many
 // processes never interleave: lock, fstat, write, unlock — four system
-// calls a row. It never truncates, rewrites or reorders what is there,
-// follows no symbolic link and appends only to a regular file.
+// calls a row, or a batch of whole rows (see Batch). It never truncates,
+// rewrites or reorders what is there, follows no symbolic link and
+// appends only to a regular file.
 type Writer struct {
 	path  string
 	fsync bool
@@ -24,12 +26,35 @@ type Writer struct {
 	lock fileLock
 	end  int64 // the file's size after our last write: its last byte is our newline; -1 unknown
 	buf  []byte
+
+	// batching (see Batch): rows encoded but not yet written, and when
+	// they will be
+	batch   bool
+	maxHeld int
+	every   time.Duration
+	held    []byte
+	timer   *time.Timer
+	err     error // a batched write's failure, reported by the next call
 }
 
 // NewWriter prepares to append to path. Nothing is opened until the first
 // row, so a run that fails before its first row leaves no file behind.
 func NewWriter(path string, fsync bool) *Writer {
 	return &Writer{path: path, fsync: fsync, end: -1}
+}
+
+// Batch makes Append hold whole rows in memory and write them together:
+// when maxBytes of them are held, when every has passed since the first
+// of them, before any locked call (a comment lands after the rows before
+// it), and at Flush and Close. Each write is still whole rows, appended
+// under the lock in one write(2), so the many-writers contract holds; a
+// process killed outright loses at most the rows it held. A failed
+// batched write is reported by the next Append, Flush or Close. Call it
+// before the first Append.
+func (w *Writer) Batch(maxBytes int, every time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.batch, w.maxHeld, w.every = true, max(maxBytes, 1), every
 }
 
 // Path is the log's path.
@@ -75,6 +100,9 @@ func (w *Writer) Locked(fn func() ([]Row, error)) error {
 func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.flushHeld(); err != nil {
+		return err
+	}
 	if err := w.lockOpen(); err != nil {
 		return err
 	}
@@ -105,9 +133,118 @@ func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error))
 	return w.write(size)
 }
 
-// Append writes rows, each as one line, in one write.
+// Append writes rows, each as one line, in one write (or, batching,
+// holds them for the next one).
 func (w *Writer) Append(rows ...Row) error {
-	return w.LockedTail(func(io.ReaderAt, int64) ([]Row, error) { return rows, nil })
+	if !w.batch {
+		return w.LockedTail(func(io.ReaderAt, int64) ([]Row, error) { return rows, nil })
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	start := len(w.held)
+	for i := range rows {
+		if err := w.hold(&rows[i]); err != nil {
+			w.held = w.held[:start] // all of rows, or none
+			return err
+		}
+	}
+	return w.scheduleHeld()
+}
+
+// AppendOne is Append for one row, which it does not keep: a batching
+// writer holds its encoded line, so a row a second costs no copy of it.
+func (w *Writer) AppendOne(r *Row) error {
+	if !w.batch {
+		return w.Append(*r)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.hold(r); err != nil {
+		return err
+	}
+	return w.scheduleHeld()
+}
+
+// hold encodes r onto the held rows, or refuses it.
+func (w *Writer) hold(r *Row) error {
+	n := *r
+	Normalize(&n)
+	if err := Check(&n); err != nil {
+		return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+	}
+	w.held = appendNormalized(w.held, &n)
+	return nil
+}
+
+// scheduleHeld writes the held rows when they fill a batch, else makes
+// sure a write is due within every.
+func (w *Writer) scheduleHeld() error {
+	if len(w.held) >= w.maxHeld {
+		return w.flushHeld()
+	}
+	if w.timer == nil && len(w.held) > 0 {
+		w.timer = time.AfterFunc(w.every, w.flushLater)
+	}
+	return nil
+}
+
+// Flush writes the rows Append holds, if any, and reports a batched
+// write that failed.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushHeld()
+}
+
+// flushLater is the timer's flush: its failure waits for the next call.
+func (w *Writer) flushLater() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = nil
+	_ = w.flushHeld()
+}
+
+// flushHeld writes the held rows in one write(2) under the lock. A
+// failure is kept for every later call: the rows it held are not in the
+// log, and the caller must stop rather than go on with a gap.
+func (w *Writer) flushHeld() error {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if w.err != nil || len(w.held) == 0 {
+		return w.err
+	}
+	held := w.held
+	w.held = w.held[:0]
+	if err := w.lockOpen(); err != nil {
+		w.err = err
+		return err
+	}
+	defer w.lock.unlock()
+	size, err := w.size()
+	if err != nil {
+		w.err = err
+		return err
+	}
+	prefix, err := w.prefix(size)
+	if err != nil {
+		w.err = err
+		return err
+	}
+	if len(prefix) == 0 {
+		w.err = w.writeBytes(size, held)
+		return w.err
+	}
+	w.buf = append(append(w.buf[:0], prefix...), held...)
+	w.err = w.write(size)
+	return w.err
 }
 
 // CommentLocked runs fn while holding the log's lock, then appends the
@@ -118,6 +255,9 @@ func (w *Writer) Append(rows ...Row) error {
 func (w *Writer) CommentLocked(fn func() (string, error)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.flushHeld(); err != nil {
+		return err
+	}
 	if err := w.lockOpen(); err != nil {
 		return err
 	}
@@ -155,8 +295,10 @@ func (w *Writer) size() (int64, error) {
 // write appends w.buf in one write(2). A short write (a full disk) must
 // not leave half a row: the file is put back as it was. We hold the lock,
 // so the bytes past size are ours alone.
-func (w *Writer) write(size int64) error {
-	n, err := w.f.Write(w.buf)
+func (w *Writer) write(size int64) error { return w.writeBytes(size, w.buf) }
+
+func (w *Writer) writeBytes(size int64, b []byte) error {
+	n, err := w.f.Write(b)
 	if err != nil {
 		if n > 0 {
 			_ = w.f.Truncate(size)
@@ -194,17 +336,19 @@ func (w *Writer) prefix(size int64) ([]byte, error) {
 	return nil, nil
 }
 
-// Close releases the log.
+// Close writes any rows Append holds and releases the log; it reports a
+// batched write that failed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	ferr := w.flushHeld()
 	if w.f == nil {
-		return nil
+		return ferr
 	}
 	err := w.f.Close()
 	w.lock.close()
 	w.f = nil
-	return err
+	return errors.Join(ferr, err)
 }
 
 // ReadJob reads every row of one job from the log at path (all rows when

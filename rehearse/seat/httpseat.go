@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -135,6 +134,63 @@ type httpSeat struct {
 	// header values are secrets like the key: never printed.
 	headers http.Header
 	extra   map[string]json.RawMessage
+	// base is every header but the idempotency key, built once: requests
+	// share its value slices, which nothing writes to.
+	base http.Header
+	// last is the most recent request body, reused while the next
+	// attempt sends the same prompt (every attempt, in most runs).
+	// (A pointer: a copy of the seat, see WithTransport, shares it.)
+	last *atomic.Pointer[payload]
+}
+
+// payload is a request body and what it was built from.
+type payload struct {
+	prompt    string
+	messages  *Message // the first message, when messages were sent
+	n         int      // how many messages
+	maxTokens int
+	body      []byte
+}
+
+// baseHeader is the headers every request carries, in the order they
+// always overrode each other: ours, the wire's, then the seat's headers:.
+func (s *httpSeat) baseHeader() http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "retrygate")
+	s.w.header(h, s.key)
+	for k, v := range s.headers {
+		h[k] = v
+	}
+	return h
+}
+
+// header is a request's header: base, and the attempt's idempotency key
+// (a seat's headers: may not set one; see seatHeaders).
+func (s *httpSeat) header(idem string) http.Header {
+	h := make(http.Header, len(s.base)+1)
+	if idem != "" {
+		h["Idempotency-Key"] = []string{idem}
+	}
+	for k, v := range s.base {
+		h[k] = v
+	}
+	return h
+}
+
+// payload is the request body for req: the last one when req asks for
+// the same thing, else built (and kept for the next attempt).
+func (s *httpSeat) payload(req Request) []byte {
+	var first *Message
+	if len(req.Messages) > 0 {
+		first = &req.Messages[0]
+	}
+	if p := s.last.Load(); p != nil && p.maxTokens == req.MaxTokens && p.n == len(req.Messages) && p.messages == first && p.prompt == req.Prompt {
+		return p.body
+	}
+	body := mergeBody(s.w.body(s.cfg.Model, req), s.extra)
+	s.last.Store(&payload{prompt: req.Prompt, messages: first, n: len(req.Messages), maxTokens: req.MaxTokens, body: body})
+	return body
 }
 
 func (s *httpSeat) Name() string { return s.cfg.Name }
@@ -223,6 +279,48 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// attemptTrace is what the transport tells one attempt, from its own
+// goroutines: one allocation for all of it. A dial the attempt started
+// may report after the attempt is over (it goes on to fill the idle
+// pool); it writes here, where nobody reads any more.
+type attemptTrace struct {
+	start     time.Time
+	wrote     atomic.Bool
+	reused    atomic.Bool
+	firstByte atomic.Int64 // ns since start; 0: not yet
+	dialStart atomic.Int64 // ns since start of a new connection's set-up
+	dialEnd   atomic.Int64
+	trace     httptrace.ClientTrace
+}
+
+func newAttemptTrace(start time.Time) *attemptTrace {
+	t := &attemptTrace{start: start}
+	t.trace = httptrace.ClientTrace{
+		DNSStart:             func(httptrace.DNSStartInfo) { t.dialStart.CompareAndSwap(0, t.since()) },
+		ConnectStart:         func(string, string) { t.dialStart.CompareAndSwap(0, t.since()) },
+		GotConn:              t.gotConn,
+		WroteRequest:         t.wroteRequest,
+		GotFirstResponseByte: func() { t.firstByte.CompareAndSwap(0, t.since()) },
+	}
+	return t
+}
+
+// since is nanoseconds since the attempt began, at least 1 (0 is "not yet").
+func (t *attemptTrace) since() int64 { return int64(max(time.Since(t.start), 1)) }
+
+func (t *attemptTrace) gotConn(info httptrace.GotConnInfo) {
+	t.reused.Store(info.Reused)
+	if !info.Reused {
+		t.dialEnd.Store(t.since())
+	}
+}
+
+func (t *attemptTrace) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		t.wrote.Store(true)
+	}
+}
+
 // Do makes one attempt. It never returns an error: whatever happened is
 // the Observation.
 func (s *httpSeat) Do(parent context.Context, req Request) Observation {
@@ -233,42 +331,17 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	g := startGuard(start, req, cancel)
 	defer g.stop()
 
-	// The transport calls these from its own goroutines.
-	var wrote, reused atomic.Bool
-	var firstByte atomic.Int64          // ns since start; 0: not yet
-	var dialStart, dialEnd atomic.Int64 // ns since start of a new connection's set-up
-	trace := &httptrace.ClientTrace{
-		DNSStart:     func(httptrace.DNSStartInfo) { dialStart.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
-		ConnectStart: func(string, string) { dialStart.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
-		GotConn: func(info httptrace.GotConnInfo) {
-			reused.Store(info.Reused)
-			if !info.Reused {
-				dialEnd.Store(int64(max(time.Since(start), 1)))
-			}
-		},
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
-		GotFirstResponseByte: func() { firstByte.CompareAndSwap(0, int64(max(time.Since(start), 1))) },
-	}
-	payload := mergeBody(s.w.body(s.cfg.Model, req), s.extra)
+	t := newAttemptTrace(start)
+	trace := &t.trace
+	wrote, reused, firstByte, dialStart, dialEnd := &t.wrote, &t.reused, &t.firstByte, &t.dialStart, &t.dialEnd
+	payload := s.payload(req)
 	send := func() (*http.Response, error) {
 		hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(payload))
 		if err != nil {
 			return nil, err
 		}
 		hreq.GetBody = nil // not replayable: the transport must never resend it
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("User-Agent", "retrygate")
-		if req.IdempotencyKey != "" {
-			hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
-		}
-		s.w.header(hreq.Header, s.key)
-		for k, v := range s.headers {
-			hreq.Header[k] = v
-		}
+		hreq.Header = s.header(req.IdempotencyKey)
 		return s.client.Do(hreq)
 	}
 	resp, err := send()
@@ -473,6 +546,7 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 	if s.w.ndjson() {
 		r := NewNDJSONReader(body, MaxLine)
+		defer r.Release()
 		for !st.done && !st.failed {
 			line, err := r.Next()
 			if err != nil {
@@ -483,6 +557,7 @@ func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 		return nil
 	}
 	r := NewSSEReader(body, MaxLine)
+	defer r.Release()
 	for !st.done && !st.failed {
 		ev, err := r.Next()
 		if err != nil {
@@ -565,12 +640,12 @@ func streamOutcome(code string) admit.Outcome {
 	return admit.ClassifyHTTP(http.StatusOK, code)
 }
 
+// mediaType is a Content-Type's media type, lower-cased, without its
+// parameters: what mime.ParseMediaType returns for it, or for a malformed
+// one the same words, without parsing parameters nobody reads.
 func mediaType(ct string) string {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
-	}
-	return mt
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
 }
 
 // streamType says whether a 200's content type is read as a stream. A

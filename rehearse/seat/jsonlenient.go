@@ -138,7 +138,7 @@ func member(obj []byte, want jsonparser.ValueType, keys ...string) (v []byte, pr
 // one, as encoding/json has it); bad is false only for those.
 func jsonObject(data []byte) (obj []byte, ok, bad bool) {
 	data = bytes.TrimSpace(data)
-	if !json.Valid(data) {
+	if !validJSON(data) {
 		return nil, false, true
 	}
 	if len(data) > 0 && data[0] == '{' {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // MaxLine bounds one SSE or NDJSON line (and one SSE event's data): no
@@ -28,11 +29,33 @@ type lineReader struct {
 	skipping bool // inside an over-long line: discard through its end
 }
 
+// lineReaders keeps the readers of finished answers, buffers and all:
+// every attempt reads one body, and a fresh 32 KiB buffer per attempt was
+// most of what an attempt allocated.
+var lineReaders = sync.Pool{New: func() any { return &lineReader{br: bufio.NewReaderSize(nil, 32<<10)} }}
+
+// keepLine is the largest line buffer a released reader keeps: one
+// over-long line must not pin its memory in the pool.
+const keepLine = 64 << 10
+
 func newLineReader(r io.Reader, max int) *lineReader {
 	if max <= 0 {
 		max = MaxLine
 	}
-	return &lineReader{br: bufio.NewReaderSize(r, 32<<10), max: max}
+	l := lineReaders.Get().(*lineReader)
+	l.br.Reset(r)
+	l.max, l.line, l.skipLF, l.skipping = max, l.line[:0], false, false
+	return l
+}
+
+// release returns the reader to the pool; neither it nor a line it
+// returned may be used afterwards.
+func (l *lineReader) release() {
+	l.br.Reset(nil)
+	if cap(l.line) > keepLine {
+		l.line = nil
+	}
+	lineReaders.Put(l)
 }
 
 // next returns the next line without its terminator; the slice is valid
@@ -60,7 +83,7 @@ func (l *lineReader) next() ([]byte, error) {
 				continue
 			}
 		}
-		i := bytes.IndexAny(buf, "\r\n")
+		i := lineEnd(buf)
 		end := len(buf)
 		if i >= 0 {
 			end = i
@@ -92,4 +115,18 @@ func (l *lineReader) next() ([]byte, error) {
 		}
 		return l.line, nil
 	}
+}
+
+// lineEnd is bytes.IndexAny(buf, "\r\n"), as two byte searches: a
+// stream's lines end in \n, and the \r search stops there.
+func lineEnd(buf []byte) int {
+	n := bytes.IndexByte(buf, '\n')
+	head := buf
+	if n >= 0 {
+		head = buf[:n]
+	}
+	if r := bytes.IndexByte(head, '\r'); r >= 0 {
+		return r
+	}
+	return n
 }

@@ -36,3 +36,13 @@ func (n *NDJSONReader) Next() ([]byte, error) {
 		}
 	}
 }
+
+// Release hands the reader's buffers back for the next body's reader.
+// Neither the reader nor a line it returned may be used afterwards.
+func (n *NDJSONReader) Release() {
+	if n.lines == nil {
+		return
+	}
+	n.lines.release()
+	n.lines = nil
+}

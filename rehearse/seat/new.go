@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,8 +130,10 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + w.path()
 	u.RawPath = ""
-	return &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(cfg.Cold), codec: codec, now: opts.Now,
-		headers: headers, extra: extra}, nil
+	s := &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(cfg.Cold), codec: codec, now: opts.Now,
+		headers: headers, extra: extra, last: new(atomic.Pointer[payload])}
+	s.base = s.baseHeader()
+	return s, nil
 }
 
 // checkBaseURL accepts an absolute http(s) URL with a host and no

@@ -99,53 +99,88 @@ func (w openaiWire) whole(data []byte, st *stream) {
 
 // chunk reads one chat.completion.chunk (or a whole answer) by targeted
 // field extraction: this runs for every event inside the timed window,
-// so it decodes only the fields it uses, and a plain string is read in
-// place. A document that is not valid JSON, or whose choices, choice or
-// delta has the wrong shape, is a malformed event, as encoding/json
-// would have it.
+// so it walks each object once, keeps only the members it uses (the
+// first of a repeated key), and reads a plain string in place. A
+// document that is not valid JSON, or whose choices, choice or delta has
+// the wrong shape, is a malformed event, as encoding/json would have it.
 func (openaiWire) chunk(data []byte, st *stream) {
 	data = bytes.TrimSpace(data)
-	if !json.Valid(data) || len(data) == 0 || data[0] != '{' {
+	if !validJSON(data) || len(data) == 0 || data[0] != '{' {
 		if !bytes.Equal(data, []byte("null")) {
 			st.bad++
 		}
 		return
 	}
-	if _, t, _, err := jsonparser.Get(data, "error"); err == nil && t != jsonparser.Null {
+	var errm, choices, usage jsonMember
+	_ = jsonparser.ObjectEach(data, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+		switch string(k) {
+		case "error":
+			errm.keep(v, t)
+		case "choices":
+			choices.keep(v, t)
+		case "usage":
+			usage.keep(v, t)
+		}
+		return nil
+	})
+	if errm.present() {
 		st.fail(errorCode(data))
 		return
 	}
-	choices, t, _, err := jsonparser.Get(data, "choices")
 	switch {
-	case err != nil || t == jsonparser.Null:
-	case t != jsonparser.Array:
+	case !choices.present():
+	case choices.t != jsonparser.Array:
 		st.bad++
 		return
 	default:
 		bad := false
-		_, _ = jsonparser.ArrayEach(choices, func(ch []byte, t jsonparser.ValueType, _ int, _ error) {
+		_, _ = jsonparser.ArrayEach(choices.v, func(ch []byte, t jsonparser.ValueType, _ int, _ error) {
 			if bad || t != jsonparser.Object {
 				bad = bad || t != jsonparser.Null
 				return
 			}
-			d, dt, _, err := jsonparser.Get(ch, "message") // a non-streamed answer
-			if err != nil || dt == jsonparser.Null {
-				d, dt, _, err = jsonparser.Get(ch, "delta")
+			var message, delta jsonMember
+			_ = jsonparser.ObjectEach(ch, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+				switch string(k) {
+				case "message": // a non-streamed answer
+					message.keep(v, t)
+				case "delta":
+					delta.keep(v, t)
+				}
+				return nil
+			})
+			d := message
+			if !d.present() {
+				d = delta
 			}
-			if err != nil || dt == jsonparser.Null {
+			if !d.present() {
 				return
 			}
-			if dt != jsonparser.Object {
+			if d.t != jsonparser.Object {
 				bad = true
 				return
 			}
-			for _, k := range openaiTextFields {
-				if v, vt, _, err := jsonparser.Get(d, k); err == nil {
-					textOf(v, vt, st)
+			var texts [len(openaiTextFields)]jsonMember
+			var calls jsonMember
+			_ = jsonparser.ObjectEach(d.v, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+				if string(k) == "tool_calls" {
+					calls.keep(v, t)
+					return nil
+				}
+				for i, f := range openaiTextFields {
+					if string(k) == f {
+						texts[i].keep(v, t)
+					}
+				}
+				return nil
+			})
+			for i := range texts {
+				if texts[i].seen {
+					textOf(texts[i].v, texts[i].t, st)
 				}
 			}
-			if calls, ct, _, err := jsonparser.Get(d, "tool_calls"); err == nil && ct == jsonparser.Array {
-				_, _ = jsonparser.ArrayEach(calls, func(c []byte, _ jsonparser.ValueType, _ int, _ error) {
+			if calls.seen && calls.t == jsonparser.Array {
+				_, _ = jsonparser.ArrayEach(calls.v, func(c []byte, _ jsonparser.ValueType, _ int, _ error) {
 					if v, vt, _, err := jsonparser.Get(c, "function", "arguments"); err == nil {
 						textOf(v, vt, st)
 					}
@@ -157,15 +192,32 @@ func (openaiWire) chunk(data []byte, st *stream) {
 			return
 		}
 	}
-	if u, t, _, err := jsonparser.Get(data, "usage"); err == nil && t == jsonparser.Object {
-		if n, ok := countOf(u, "prompt_tokens"); ok {
+	if usage.seen && usage.t == jsonparser.Object {
+		if n, ok := countOf(usage.v, "prompt_tokens"); ok {
 			st.usagePrompt(n)
 		}
-		if n, ok := countOf(u, "completion_tokens"); ok {
+		if n, ok := countOf(usage.v, "completion_tokens"); ok {
 			st.usageCompletion(n)
 		}
 	}
 }
+
+// jsonMember is one member of an object walked once: its value and type,
+// the first time its key appears (as jsonparser.Get finds it).
+type jsonMember struct {
+	v    []byte
+	t    jsonparser.ValueType
+	seen bool
+}
+
+func (m *jsonMember) keep(v []byte, t jsonparser.ValueType) {
+	if !m.seen {
+		m.v, m.t, m.seen = v, t, true
+	}
+}
+
+// present says the member is there and not null.
+func (m *jsonMember) present() bool { return m.seen && m.t != jsonparser.Null }
 
 // openaiTextFields are a delta's generated text, in order: reasoning
 // (DeepSeek and vLLM's reasoning_content, OpenRouter's reasoning), the

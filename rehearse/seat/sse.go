@@ -3,6 +3,7 @@ package seat
 import (
 	"bytes"
 	"io"
+	"sync"
 )
 
 // SSEEvent is one dispatched server-sent event. Data is valid until the
@@ -32,8 +33,13 @@ func NewSSEReader(r io.Reader, max int) *SSEReader {
 	if max <= 0 {
 		max = MaxLine
 	}
-	return &SSEReader{lines: newLineReader(r, max), max: max}
+	s := sseReaders.Get().(*SSEReader)
+	*s = SSEReader{lines: newLineReader(r, max), max: max, typ: s.typ[:0], data: s.data[:0]}
+	return s
 }
+
+// sseReaders keeps released readers' event buffers for the next body.
+var sseReaders = sync.Pool{New: func() any { return new(SSEReader) }}
 
 // Next returns the next event with data. It returns ErrTooLong once for
 // an over-long line or event (and may be called again to carry on), and
@@ -104,6 +110,23 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 // event builds the dispatched event: the data buffer loses its final \n.
 func (s *SSEReader) event() SSEEvent {
 	return SSEEvent{Type: string(s.typ), Data: s.data[:len(s.data)-1]}
+}
+
+// Release hands the reader's buffers back for the next body's reader.
+// Neither the reader nor an event it returned may be used afterwards.
+func (s *SSEReader) Release() {
+	if s.lines == nil {
+		return
+	}
+	s.lines.release()
+	s.lines = nil
+	if cap(s.data) > keepLine {
+		s.data = nil
+	}
+	if cap(s.typ) > keepLine {
+		s.typ = nil
+	}
+	sseReaders.Put(s)
 }
 
 func (s *SSEReader) reset() {

@@ -167,3 +167,15 @@ func FuzzNDJSON(f *testing.F) {
 		t.Fatal("reader did not end")
 	})
 }
+
+// FuzzLineEnd: the line search finds what bytes.IndexAny finds.
+func FuzzLineEnd(f *testing.F) {
+	for _, s := range []string{"", "a", "\n", "\r", "a\r\nb", "ab\nc\rd", "abc\rd\ne", "\n\r"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := lineEnd(b), bytes.IndexAny(b, "\r\n"); got != want {
+			t.Fatalf("lineEnd(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
