@@ -29,16 +29,24 @@ type Goodput struct {
 
 // goodput counts good jobs as rows stream past; memory is per open job.
 type goodput struct {
-	ts       []Threshold // the per-job ones
-	okMet    map[string]bool
-	first    time.Time
-	last     time.Time
-	has      bool
-	good, of int64
+	ts    []Threshold // the per-job ones
+	okMet map[string]bool
+	// The current job's verdict stays out of the map while its rows are
+	// adjacent (see Replayer).
+	cur            string
+	hasCur         bool
+	curMet, curSet bool
+	one            admit.SortedValues // one value to judge, reused
+	oneTrend       admit.Trend        // one, boxed once
+	first          time.Time
+	last           time.Time
+	has            bool
+	good, of       int64
 }
 
 func newGoodput(ts []Threshold) *goodput {
-	g := &goodput{okMet: map[string]bool{}}
+	g := &goodput{okMet: map[string]bool{}, one: make(admit.SortedValues, 1)}
+	g.oneTrend = g.one
 	for _, t := range ts {
 		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
 			g.ts = append(g.ts, t)
@@ -88,7 +96,12 @@ func (g *goodput) add(r *ledgerfile.Row) {
 		g.last = end
 	}
 	g.has = true
-	if !r.Unsent && r.Outcome == admit.OK {
+	ok := !r.Unsent && r.Outcome == admit.OK
+	if !ok && r.JobEnd == "" {
+		return
+	}
+	g.current(r.Job)
+	if ok {
 		met := true
 		for _, t := range g.ts {
 			x, ok := attemptValue(t.Metric, r)
@@ -96,20 +109,35 @@ func (g *goodput) add(r *ledgerfile.Row) {
 				met = false
 				break
 			}
-			if _, pass := t.Eval(admit.Observed{Values: admit.SortedValues{x}}); !pass {
+			g.one[0] = x
+			if _, pass := t.Eval(admit.Observed{Values: g.oneTrend}); !pass {
 				met = false
 				break
 			}
 		}
-		g.okMet[r.Job] = met
+		g.curMet, g.curSet = met, true
 	}
 	if r.JobEnd != "" {
 		g.of++
-		if r.JobEnd == ledgerfile.JobSucceeded && g.okMet[r.Job] {
+		if r.JobEnd == ledgerfile.JobSucceeded && g.curSet && g.curMet {
 			g.good++
 		}
-		delete(g.okMet, r.Job)
+		g.curSet = false
 	}
+}
+
+// current makes job the current job, its verdict so far in curMet and
+// curSet (set once an ok attempt was judged).
+func (g *goodput) current(job string) {
+	if g.hasCur && job == g.cur {
+		return
+	}
+	if g.hasCur && g.curSet {
+		g.okMet[g.cur] = g.curMet
+	}
+	g.curMet, g.curSet = g.okMet[job]
+	delete(g.okMet, job)
+	g.cur, g.hasCur = job, true
 }
 
 func (g *goodput) close() Goodput {

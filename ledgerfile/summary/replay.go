@@ -16,7 +16,14 @@ import (
 // that followed it.
 type Replayer struct {
 	rules ledgerfile.Rules
-	jobs  map[string]*ledgerfile.JobGate
+	jobs  map[string]*ledgerfile.JobGate // open jobs other than the current one
+	// The current job's books stay out of the map while its rows are
+	// adjacent, as they are unless jobs interleave: most jobs never touch
+	// the map, and their books are not allocated one by one.
+	cur    ledgerfile.JobGate
+	curJob string
+	hasCur bool
+	single ledgerfile.JobGate // a row without a job id: a job of its own
 }
 
 // Replayed is one row's two decisions.
@@ -59,13 +66,7 @@ func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own.
 func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
-	var g *ledgerfile.JobGate
-	if r.Job == "" {
-		g = &ledgerfile.JobGate{}
-	} else if g = p.jobs[r.Job]; g == nil {
-		g = &ledgerfile.JobGate{}
-		p.jobs[r.Job] = g
-	}
+	g := p.gate(r.Job)
 	d, before := g.Judge(p.rules, r)
 	next := admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
 	logged := LoggedDecision(r)
@@ -79,7 +80,31 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 	out.WaitS, out.ElapsedS, out.Tokens = r.Wait.Seconds(), r.Elapsed.Seconds(), r.Tokens
 	out.SpentS, out.SpentTokens, out.Used = before.Time.Seconds(), before.Tokens, before.Attempts
 	if r.Job != "" && r.JobEnd != "" {
-		delete(p.jobs, r.Job) // job_end is on a job's last row: its books are closed
+		p.hasCur = false // job_end is on a job's last row: its books are closed
 	}
 	return out
+}
+
+// gate is the books of job, which becomes the current job.
+func (p *Replayer) gate(job string) *ledgerfile.JobGate {
+	if job == "" {
+		p.single = ledgerfile.JobGate{}
+		return &p.single
+	}
+	if p.hasCur && job == p.curJob {
+		return &p.cur
+	}
+	if p.hasCur {
+		// Jobs interleave: the current one's books wait in the map.
+		g := new(ledgerfile.JobGate)
+		*g = p.cur
+		p.jobs[p.curJob] = g
+	}
+	p.cur = ledgerfile.JobGate{}
+	if g, ok := p.jobs[job]; ok {
+		p.cur = *g
+		delete(p.jobs, job)
+	}
+	p.curJob, p.hasCur = job, true
+	return &p.cur
 }
