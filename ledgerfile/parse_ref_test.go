@@ -440,3 +440,55 @@ func FuzzParseLineMatchesReference(f *testing.F) {
 		}
 	})
 }
+
+// Every known key has a slot of its own in keyTable, and is found there;
+// no other word is.
+func TestKeyHashPlacesEveryKnownKey(t *testing.T) {
+	if len(keyNames)-1 != len(knownKeys) {
+		t.Fatalf("keyNames has %d keys, knownKeys %d", len(keyNames)-1, len(knownKeys))
+	}
+	slots := map[int]string{}
+	for id, k := range keyNames[1:] {
+		if !knownKeys[k] {
+			t.Errorf("%s is not in knownKeys", k)
+		}
+		if other, ok := slots[keyHash(k)]; ok {
+			t.Errorf("%s and %s share slot %d", k, other, keyHash(k))
+		}
+		slots[keyHash(k)] = k
+		if got := keyID([]byte(k)); got != id+1 {
+			t.Errorf("keyID(%s) = %d, want %d", k, got, id+1)
+		}
+	}
+	for _, w := range []string{"", "t", "x", "tsx", "Ts", "job_", "tokens_fro", "wait_S", "\uFEFFts"} {
+		if id := keyID([]byte(w)); id != keyUnknown {
+			t.Errorf("keyID(%q) = %d, want unknown", w, id)
+		}
+	}
+}
+
+// wordEnd finds what a byte-by-byte scan finds, for every byte value at
+// every place in a word, after any run of word bytes.
+func TestWordEndIsTheBytewiseScan(t *testing.T) {
+	bytewise := func(line []byte, p int) int {
+		for p < len(line) && line[p] > ' ' && line[p] != '=' && line[p] != '"' {
+			p++
+		}
+		return p
+	}
+	for n := range 20 {
+		for at := 0; at <= n; at++ {
+			for c := range 256 {
+				line := bytes.Repeat([]byte{'a' | 0x80*byte(at&1)}, n)
+				if at < n {
+					line[at] = byte(c)
+				}
+				for p := 0; p <= min(n, 3); p++ {
+					if got, want := wordEnd(line, p), bytewise(line, p); got != want {
+						t.Fatalf("wordEnd(%q, %d) = %d, want %d", line, p, got, want)
+					}
+				}
+			}
+		}
+	}
+}

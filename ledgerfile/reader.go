@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -652,6 +653,29 @@ const (
 	isQuote
 )
 
+// wordEnd is the offset of the first byte from p on that ends a word or
+// an unquoted value (a blank, '=' or '"'), or len(line). It looks at
+// eight bytes at a time: in each, the lowest byte the masks flag is the
+// first such byte (a borrow only ever flags bytes above a true one).
+func wordEnd(line []byte, p int) int {
+	for p+8 <= len(line) {
+		w := binary.LittleEndian.Uint64(line[p:])
+		m := (w - ('!' * lowBytes)) &^ w // a byte below '!'
+		e := w ^ ('=' * lowBytes)
+		m |= (e - lowBytes) &^ e // a '='
+		q := w ^ ('"' * lowBytes)
+		m |= (q - lowBytes) &^ q // a '"'
+		if m &= highBytes; m != 0 {
+			return p + bits.TrailingZeros64(m)/8
+		}
+		p += 8
+	}
+	for p < len(line) && byteClass[line[p]] == inWord {
+		p++
+	}
+	return p
+}
+
 var byteClass = func() (t [256]uint8) {
 	for c := range ' ' + 1 {
 		t[c] = isSpace
@@ -682,9 +706,7 @@ func parseLine(line []byte, row *Row, in *interner) error {
 			break
 		}
 		start := p
-		for p < len(line) && byteClass[line[p]] == inWord {
-			p++
-		}
+		p = wordEnd(line, p)
 		word := line[start:p]
 		if p < len(line) && line[p] == '"' {
 			return fmt.Errorf("unexpected '\"' at column %d", p+1)
@@ -738,9 +760,7 @@ func parseLine(line []byte, row *Row, in *interner) error {
 			}
 		} else {
 			start := p
-			for p < len(line) && byteClass[line[p]] == inWord {
-				p++
-			}
+			p = wordEnd(line, p)
 			if p < len(line) && byteClass[line[p]] != isSpace {
 				return fmt.Errorf("%s: unexpected %q in value (quote values that contain it)", word, line[p])
 			}
@@ -840,11 +860,84 @@ var knownKeyCount = len(knownKeys)
 
 func knownKey(k string) bool { return knownKeys[k] }
 
+// Known keys by number, for setField's switch: a key is found with a
+// small hash and one comparison (a switch on the string compared it with
+// several).
+const (
+	keyUnknown = iota
+	keyTS
+	keyJob
+	keyAttempt
+	keySeat
+	keyModel
+	keyWaitS
+	keyElapsedS
+	keyTTFB
+	keyTokens
+	keyPromptTokens
+	keyCompletionTokens
+	keyTokensFrom
+	keyPromptTokensFrom
+	keyCompletionTokensFrom
+	keyOutcome
+	keyHTTPStatus
+	keyBilling
+	keyCostUSD
+	keyRetryAfterS
+	keyErrorCode
+	keyDelayS
+	keySpentS
+	keySpentTokens
+	keySpentUSD
+	keyUsed
+	keyDecision
+	keySent
+	keyHoldout
+	keyFallback
+	keyJobEnd
+	keyPromptSHA
+	keyNote
+	keyReserveUSD
+	keyConnectS
+	keyTags
+	keyITLMean
+	keyITLMax
+)
+
+// keyNames are the known keys, in keyID's order from 1.
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s"}
+
+// keyHash places a key of two bytes or more in keyTable; no two known
+// keys share a slot (TestKeyHashPlacesEveryKnownKey).
+func keyHash(k string) int {
+	return (len(k) + int(k[0])*55 + int(k[len(k)-2])*2 + int(k[1])) & 127
+}
+
+var keyTable = func() (t [128]uint8) {
+	for id, k := range keyNames[1:] {
+		t[keyHash(k)] = uint8(id + 1)
+	}
+	return t
+}()
+
+// keyID is a known key's number, or keyUnknown.
+func keyID(key []byte) int {
+	if len(key) < 2 {
+		return keyUnknown
+	}
+	k := unsafeString(key)
+	id := int(keyTable[keyHash(k)])
+	if id == keyUnknown || keyNames[id] != k {
+		return keyUnknown
+	}
+	return id
+}
+
 func setField(row *Row, key, v []byte, in *interner) (uint64, error) {
 	var err error
 	val := unsafeString(v) // valid only in this call; stored strings are copied or interned
-	switch string(key) {
-	case "ts":
+	switch keyID(key) {
+	case keyTS:
 		ts, ok := writtenTS(val)
 		if !ok {
 			if ts, err = time.Parse(time.RFC3339Nano, val); err != nil {
@@ -856,53 +949,53 @@ func setField(row *Row, key, v []byte, in *interner) (uint64, error) {
 			return 0, err
 		}
 		return bitTS, nil
-	case "job":
+	case keyJob:
 		if val == "" {
 			return 0, errors.New("empty job id")
 		}
 		row.Job = in.recent(slotJob, v)
 		return bitJob, nil
-	case "attempt":
+	case keyAttempt:
 		n, err := parseCount(val)
 		if err != nil || n < 1 || n > admit.MaxAttempts {
 			return 0, fmt.Errorf("not an attempt number in 1…%d %q", admit.MaxAttempts, truncate(val))
 		}
 		row.Attempt = int(n)
 		return bitAttempt, nil
-	case "seat":
+	case keySeat:
 		row.Seat = in.str(slotSeat, v)
 		return bitSeat, nil
-	case "model":
+	case keyModel:
 		row.Model = in.str(slotModel, v)
 		return bitModel, nil
-	case "wait_s":
+	case keyWaitS:
 		row.Wait, err = parseSeconds(val)
 		return bitWait, err
-	case "elapsed_s":
+	case keyElapsedS:
 		row.Elapsed, err = parseSeconds(val)
 		return bitElapsed, err
-	case "ttfb_s":
+	case keyTTFB:
 		row.TTFB, err = parseSeconds(val)
 		row.HasTTFB = true
 		return bitTTFB, err
-	case "tokens":
+	case keyTokens:
 		row.Tokens, err = parseCount(val)
 		return bitTokens, err
-	case "prompt_tokens":
+	case keyPromptTokens:
 		row.PromptTokens, err = parseCount(val)
 		row.HasSplit = true
 		return bitPrompt, err
-	case "completion_tokens":
+	case keyCompletionTokens:
 		row.CompletionTokens, err = parseCount(val)
 		row.HasSplit = true
 		return bitCompletion, err
-	case "tokens_from":
+	case keyTokensFrom:
 		if !knownSource(val, true) {
 			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script, hand or mixed)", truncate(val))
 		}
 		row.TokensFrom = in.str(slotTokensFrom, v)
 		return bitTokensFrom, nil
-	case "prompt_tokens_from", "completion_tokens_from":
+	case keyPromptTokensFrom, keyCompletionTokensFrom:
 		if !knownSource(val, false) {
 			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(val))
 		}
@@ -912,65 +1005,65 @@ func setField(row *Row, key, v []byte, in *interner) (uint64, error) {
 		}
 		row.CompletionFrom = in.str(slotCompletionFrom, v)
 		return bitCompletionFrom, nil
-	case "outcome":
+	case keyOutcome:
 		o, err := admit.ParseOutcome(val)
 		row.Outcome = o // one of the package's constants, not val
 		return bitOutcome, err
-	case "http_status":
+	case keyHTTPStatus:
 		n, err := parseCount(val)
 		if err != nil || n < 100 || n > 999 {
 			return 0, fmt.Errorf("not an HTTP status %q", truncate(val))
 		}
 		row.HTTPStatus = int(n)
 		return bitStatus, nil
-	case "billing":
+	case keyBilling:
 		switch admit.Billing(val) {
 		case admit.Billable, admit.Free, admit.Ambiguous:
 			row.Billing = admit.Billing(in.str(slotBilling, v))
 			return bitBilling, nil
 		}
 		return 0, fmt.Errorf("unknown billing %q (want billable, free or ambiguous)", truncate(val))
-	case "cost_usd":
+	case keyCostUSD:
 		row.CostUSD, err = parseUSD(val)
 		row.HasCost = true
 		return bitCost, err
-	case "connect_s":
+	case keyConnectS:
 		row.Connect, err = parseSeconds(val)
 		row.HasConnect = true
 		return bitConnect, err
-	case "itl_mean_s":
+	case keyITLMean:
 		row.ITLMean, err = parseSeconds(val)
 		row.HasITL = true
 		return bitITLMean, err
-	case "itl_max_s":
+	case keyITLMax:
 		row.ITLMax, err = parseSeconds(val)
 		row.HasITL = true
 		return bitITLMax, err
-	case "reserve_usd":
+	case keyReserveUSD:
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err
-	case "retry_after_s":
+	case keyRetryAfterS:
 		row.RetryAfter, err = parseSeconds(val)
 		row.HasRetryAfter = true
 		return bitRetryAfter, err
-	case "error_code":
+	case keyErrorCode:
 		row.ErrorCode = in.str(slotErrorCode, v)
 		return bitErrorCode, nil
-	case "delay_s":
+	case keyDelayS:
 		row.Delay, err = parseSeconds(val)
 		return bitDelay, err
-	case "spent_s":
+	case keySpentS:
 		row.SpentS, err = parseSeconds(val)
 		row.HasSpent = true
 		return bitSpentS, err
-	case "spent_tokens":
+	case keySpentTokens:
 		row.SpentTokens, err = parseCount(val)
 		row.HasSpent = true
 		return bitSpentTokens, err
-	case "spent_usd":
+	case keySpentUSD:
 		row.SpentUSD, err = parseUSD(val)
 		return bitSpentUSD, err
-	case "used":
+	case keyUsed:
 		n, err := parseCount(val)
 		if err != nil || n > admit.MaxAttempts {
 			return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(val))
@@ -978,36 +1071,36 @@ func setField(row *Row, key, v []byte, in *interner) (uint64, error) {
 		row.Used = int(n)
 		row.HasSpent = true
 		return bitUsed, nil
-	case "decision":
+	case keyDecision:
 		if _, err := admit.ParseDecision(val); err != nil {
 			return 0, err
 		}
 		row.Decision = in.str(slotDecision, v)
 		return bitDecision, nil
-	case "sent":
+	case keySent:
 		b, err := parseBool(val)
 		row.Unsent = !b
 		return bitSent, err
-	case "holdout":
+	case keyHoldout:
 		row.Holdout, err = parseBool(val)
 		return bitHoldout, err
-	case "fallback":
+	case keyFallback:
 		row.Fallback, err = parseBool(val)
 		return bitFallback, err
-	case "job_end":
+	case keyJobEnd:
 		switch val {
 		case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
 			row.JobEnd = in.str(slotJobEnd, v)
 			return bitJobEnd, nil
 		}
 		return 0, fmt.Errorf("unknown job end %q (want succeeded, failed, unknown or cancelled)", truncate(val))
-	case "prompt_sha":
+	case keyPromptSHA:
 		row.PromptSHA = in.recent(slotPromptSHA, v)
 		return bitPromptSHA, nil
-	case "tags":
+	case keyTags:
 		row.Tags = string(v)
 		return bitTags, nil
-	case "note":
+	case keyNote:
 		row.Note = string(v)
 		return bitNote, nil
 	}

@@ -66,10 +66,23 @@ func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own.
 func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
-	g := p.gate(r.Job)
-	d, before := g.Judge(p.rules, r)
+	d, before := p.judge(r)
+	return replayed(r, file, d, before, LoggedDecision(r))
+}
+
+// judge re-decides one row and takes it into its job's books: the
+// decision and the job's spend before the row.
+func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
+	d, before := p.gate(r.Job).Judge(p.rules, r)
+	if r.Job != "" && r.JobEnd != "" {
+		p.hasCur = false // job_end is on a job's last row: its books are closed
+	}
+	return d, before
+}
+
+// replayed is one row's two decisions, the logged one and d.
+func replayed(r *ledgerfile.Row, file string, d admit.Decision, before admit.Spent, logged string) Replayed {
 	next := admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
-	logged := LoggedDecision(r)
 	out := Replayed{
 		File: file, Line: r.Line, Job: r.Job, Attempt: r.Attempt, Seat: r.Seat, HeldOut: r.Holdout,
 		Logged: logged, Now: d.String(), Spent: before, Next: next, Gate: d,
@@ -79,9 +92,6 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 	}
 	out.WaitS, out.ElapsedS, out.Tokens = r.Wait.Seconds(), r.Elapsed.Seconds(), r.Tokens
 	out.SpentS, out.SpentTokens, out.Used = before.Time.Seconds(), before.Tokens, before.Attempts
-	if r.Job != "" && r.JobEnd != "" {
-		p.hasCur = false // job_end is on a job's last row: its books are closed
-	}
 	return out
 }
 

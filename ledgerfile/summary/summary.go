@@ -647,8 +647,8 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		if r.HasTTFB {
 			g.ttfb.addDur(r.TTFB)
 		}
-		if x, ok := ITL(r); ok {
-			g.itl.addFloat(x)
+		if !r.Unsent && r.HasITL { // ITL's rule, counted at the log's millisecond
+			g.itl.addDur(r.ITLMean)
 		}
 	}
 	oi := f.oi
@@ -787,8 +787,8 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	if x, ok := OutputTPS(r); ok {
 		s.outTPS.addFloat(x)
 	}
-	if x, ok := ITL(r); ok {
-		s.itl.addFloat(x)
+	if !r.Unsent && r.HasITL {
+		s.itl.addDur(r.ITLMean)
 	}
 	if oi == okIndex {
 		s.okElapsed.addDur(r.Elapsed)
@@ -997,7 +997,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(1))}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sortedSeconds())}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
@@ -1029,7 +1029,7 @@ func (a *groupAcc) finish() *Group {
 	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
-		a.sITL = a.itl.sorted(1)
+		a.sITL = a.itl.sortedSeconds()
 	}
 	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
 	if a.sITL.Len() > 0 {
