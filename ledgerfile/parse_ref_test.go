@@ -424,11 +424,20 @@ func FuzzParseLineMatchesReference(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte("ts=2026-11-30T23:15:50Z job job=x attempt=1 seat=s modelx=1 wait_s=1 elapsed_s=1 tokens=1"))
+	f.Add([]byte(`ts="2026-11-30T23:15:50Z" jobs=x job=x attempt=1 seat="s t" wait_s=1 elapsed_s=1 tokens=1 tokens=1`))
+	primer := []byte(`ts=2026-11-30T23:15:50.306395512Z job=r1-000047 attempt=1 seat=s model=bench-mini wait_s=0.500 ttfb_s=0.120 itl_mean_s=0.008 itl_max_s=0.008 elapsed_s=3.660 tokens=1876 prompt_tokens=1462 completion_tokens=414 tokens_from=script outcome=ok http_status=200 billing=billable spent_s=0.000 spent_tokens=0 used=0 decision=admit job_end=succeeded prompt_sha=bd049bb2fd2e`)
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var want Row
 		werr := parseLineRef(line, &want)
 		in := newInterner()
-		for pass := range 2 {
+		var primed Row
+		if err := parseLine(primer, &primed, in); err != nil {
+			t.Fatal(err)
+		}
+		// After a line of the writer's, whose keys the parser then
+		// expects in its order; then after line itself, twice.
+		for pass := range 3 {
 			var got Row
 			gerr := parseLine(line, &got, in)
 			if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) {

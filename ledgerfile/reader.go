@@ -513,6 +513,10 @@ func ParseLine(line []byte, row *Row) error {
 type interner struct {
 	m    map[string]string
 	last [numSlots]string
+	// after[k] is the key that followed key k (0: the line's start) on
+	// the line before: a writer writes its keys in one order, so the key
+	// there is compared in place instead of scanned for and looked up.
+	after [numKeys]uint8
 }
 
 // Interned fields, each with its last string.
@@ -576,11 +580,11 @@ type lineParser struct {
 	err  error
 }
 
-func (lp *lineParser) apply(key, val []byte) {
+func (lp *lineParser) apply(id int, key, val []byte) {
 	if lp.err != nil {
 		return
 	}
-	bit, err := setField(lp.row, key, val, lp.in)
+	bit, err := setField(lp.row, id, key, val, lp.in)
 	if err != nil {
 		lp.err = fmt.Errorf("%s: %w", key, err)
 		return
@@ -694,8 +698,10 @@ func parseLine(line []byte, row *Row, in *interner) error {
 	var (
 		n        int    // pairs so far
 		key, val []byte // the last pair, not yet applied
+		id       int    // its key's number
 		vs       int    // offset of its value in the line, when unquoted
 		quoted   bool   // it was quoted: it takes no bare words after it
+		prev     int    // the number of the key before, for in.after
 	)
 	p := 0
 	for p < len(line) {
@@ -706,7 +712,20 @@ func parseLine(line []byte, row *Row, in *interner) error {
 			break
 		}
 		start := p
-		p = wordEnd(line, p)
+		wordID := -1 // not known yet
+		if in != nil {
+			// The key that came next on the line before, when it is here:
+			// the scan would stop at its '=' too.
+			if k := in.after[prev]; k != 0 {
+				name := keyNames[k]
+				if end := p + len(name); end < len(line) && line[end] == '=' && string(line[p:end]) == name {
+					wordID, p = int(k), end
+				}
+			}
+		}
+		if wordID < 0 {
+			p = wordEnd(line, p)
+		}
 		word := line[start:p]
 		if p < len(line) && line[p] == '"' {
 			return fmt.Errorf("unexpected '\"' at column %d", p+1)
@@ -770,13 +789,20 @@ func parseLine(line []byte, row *Row, in *interner) error {
 			return fmt.Errorf("more than %d keys", MaxKeys)
 		}
 		if n > 0 {
-			lp.apply(key, val)
+			lp.apply(id, key, val)
 		}
-		key, val, quoted = word, v, q
+		if wordID < 0 {
+			wordID = keyID(word)
+		}
+		if in != nil && wordID != keyUnknown {
+			in.after[prev] = uint8(wordID)
+			prev = wordID
+		}
+		key, val, quoted, id = word, v, q, wordID
 		n++
 	}
 	if n > 0 {
-		lp.apply(key, val)
+		lp.apply(id, key, val)
 	}
 	if lp.err != nil {
 		return lp.err
@@ -904,6 +930,9 @@ const (
 	keyITLMax
 )
 
+// numKeys is one more than the known keys' count: 0 is keyUnknown.
+const numKeys = len(keyNames)
+
 // keyNames are the known keys, in keyID's order from 1.
 var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s"}
 
@@ -933,10 +962,11 @@ func keyID(key []byte) int {
 	return id
 }
 
-func setField(row *Row, key, v []byte, in *interner) (uint64, error) {
+// setField sets the field of key, whose number is id, from its value v.
+func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 	var err error
 	val := unsafeString(v) // valid only in this call; stored strings are copied or interned
-	switch keyID(key) {
+	switch id {
 	case keyTS:
 		ts, ok := writtenTS(val)
 		if !ok {
