@@ -27,21 +27,18 @@ type Goodput struct {
 	PerSecond Figure        `json:"per_second"` // good ÷ window
 }
 
-// goodput counts good jobs as rows stream past; memory is per open job.
+// goodput counts good jobs as rows stream past; memory is per open job
+// whose answer came before its last row (an answer on the last row, the
+// usual case, is judged there and kept nowhere).
 type goodput struct {
-	ts    []Threshold // the per-job ones
-	okMet map[string]bool
-	// The current job's verdict stays out of the map while its rows are
-	// adjacent (see Replayer).
-	cur            string
-	hasCur         bool
-	curMet, curSet bool
-	one            admit.SortedValues // one value to judge, reused
-	oneTrend       admit.Trend        // one, boxed once
-	first          time.Time
-	last           time.Time
-	has            bool
-	good, of       int64
+	ts       []Threshold // the per-job ones
+	okMet    map[string]bool
+	one      admit.SortedValues // one value to judge, reused
+	oneTrend admit.Trend        // one, boxed once
+	first    time.Time
+	last     time.Time
+	has      bool
+	good, of int64
 }
 
 func newGoodput(ts []Threshold) *goodput {
@@ -96,13 +93,9 @@ func (g *goodput) add(r *ledgerfile.Row) {
 		g.last = end
 	}
 	g.has = true
-	ok := !r.Unsent && r.Outcome == admit.OK
-	if !ok && r.JobEnd == "" {
-		return
-	}
-	g.current(r.Job)
-	if ok {
-		met := true
+	judged, met := false, false
+	if !r.Unsent && r.Outcome == admit.OK {
+		judged, met = true, true
 		for _, t := range g.ts {
 			x, ok := attemptValue(t.Metric, r)
 			if !ok {
@@ -115,29 +108,23 @@ func (g *goodput) add(r *ledgerfile.Row) {
 				break
 			}
 		}
-		g.curMet, g.curSet = met, true
 	}
-	if r.JobEnd != "" {
-		g.of++
-		if r.JobEnd == ledgerfile.JobSucceeded && g.curSet && g.curMet {
-			g.good++
+	if r.JobEnd == "" {
+		if judged {
+			g.okMet[r.Job] = met
 		}
-		g.curSet = false
-	}
-}
-
-// current makes job the current job, its verdict so far in curMet and
-// curSet (set once an ok attempt was judged).
-func (g *goodput) current(job string) {
-	if g.hasCur && job == g.cur {
 		return
 	}
-	if g.hasCur && g.curSet {
-		g.okMet[g.cur] = g.curMet
+	g.of++
+	if len(g.okMet) > 0 {
+		if !judged {
+			met = g.okMet[r.Job]
+		}
+		delete(g.okMet, r.Job)
 	}
-	g.curMet, g.curSet = g.okMet[job]
-	delete(g.okMet, job)
-	g.cur, g.hasCur = job, true
+	if r.JobEnd == ledgerfile.JobSucceeded && met {
+		g.good++
+	}
 }
 
 func (g *goodput) close() Goodput {

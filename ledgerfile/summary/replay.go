@@ -16,13 +16,13 @@ import (
 // that followed it.
 type Replayer struct {
 	rules ledgerfile.Rules
-	jobs  map[string]*ledgerfile.JobGate // open jobs other than the current one
-	// The current job's books stay out of the map while its rows are
-	// adjacent, as they are unless jobs interleave: most jobs never touch
-	// the map, and their books are not allocated one by one.
-	cur    ledgerfile.JobGate
+	jobs  map[string]*ledgerfile.JobGate // open jobs that another job's rows interrupted
+	// The current job's books: own, while its rows are adjacent (as they
+	// are unless jobs interleave), so that most jobs are never allocated
+	// or put in the map; once interrupted, its books move to the map.
+	cur    *ledgerfile.JobGate
 	curJob string
-	hasCur bool
+	own    ledgerfile.JobGate
 	single ledgerfile.JobGate // a row without a job id: a job of its own
 }
 
@@ -75,7 +75,11 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
 	d, before := p.gate(r.Job).Judge(p.rules, r)
 	if r.Job != "" && r.JobEnd != "" {
-		p.hasCur = false // job_end is on a job's last row: its books are closed
+		// job_end is on a job's last row: its books are closed.
+		if p.cur != &p.own {
+			delete(p.jobs, r.Job)
+		}
+		p.cur = nil
 	}
 	return d, before
 }
@@ -101,20 +105,21 @@ func (p *Replayer) gate(job string) *ledgerfile.JobGate {
 		p.single = ledgerfile.JobGate{}
 		return &p.single
 	}
-	if p.hasCur && job == p.curJob {
-		return &p.cur
+	if p.cur != nil && job == p.curJob {
+		return p.cur
 	}
-	if p.hasCur {
-		// Jobs interleave: the current one's books wait in the map.
+	if p.cur == &p.own {
+		// Jobs interleave: the current one's books move to the map.
 		g := new(ledgerfile.JobGate)
-		*g = p.cur
+		*g = p.own
 		p.jobs[p.curJob] = g
 	}
-	p.cur = ledgerfile.JobGate{}
 	if g, ok := p.jobs[job]; ok {
-		p.cur = *g
-		delete(p.jobs, job)
+		p.cur = g
+	} else {
+		p.own = ledgerfile.JobGate{}
+		p.cur = &p.own
 	}
-	p.curJob, p.hasCur = job, true
-	return &p.cur
+	p.curJob = job
+	return p.cur
 }

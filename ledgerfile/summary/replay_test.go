@@ -125,7 +125,29 @@ func TestCheckOfInterleavedJobsEqualsAdjacentJobs(t *testing.T) {
 		}
 		return now, c2.Close()
 	}
+	// Goodput's rule, by hand: a job is good when its answer, counted
+	// (not held out), waited under 3 s and it ended succeeded.
+	var good, ended int64
+	for _, j := range jobs {
+		met := false
+		for _, r := range j {
+			if r.Holdout {
+				continue
+			}
+			if r.Outcome == admit.OK && !r.Unsent {
+				met = r.Wait.Round(time.Millisecond) < 3*time.Second
+			}
+			if r.JobEnd != "" {
+				ended++
+				if met && r.JobEnd == ledgerfile.JobSucceeded {
+					good++
+				}
+			}
+		}
+	}
 	nowA, resA := run(adjacent)
+	assert.Equal(t, good, resA.Goodput.Good)
+	assert.Equal(t, ended, resA.Goodput.Jobs)
 	nowI, resI := run(interleaved)
 	assert.Equal(t, nowA, nowI)
 	assert.Equal(t, resA.Goodput, resI.Goodput)
