@@ -24,6 +24,10 @@ type seatEstimate struct {
 	est  Estimator
 }
 
+// Reset empties the track for another job, keeping the room its seats
+// took (a replay of a million jobs then allocates none per job).
+func (t *Track) Reset() { *t = Track{seats: t.seats[:0]} }
+
 // Restore starts a track from a job's spend carried on a log row (its
 // cumulative spend before that row), for readers that read only a job's
 // last rows. The retry history is not carried, so it restarts at zero.

@@ -109,15 +109,17 @@ func (p *Replayer) gate(job string) *ledgerfile.JobGate {
 		return p.cur
 	}
 	if p.cur == &p.own {
-		// Jobs interleave: the current one's books move to the map.
+		// Jobs interleave: the current one's books move to the map (and
+		// take their room with them).
 		g := new(ledgerfile.JobGate)
 		*g = p.own
 		p.jobs[p.curJob] = g
+		p.own = ledgerfile.JobGate{}
 	}
 	if g, ok := p.jobs[job]; ok {
 		p.cur = g
 	} else {
-		p.own = ledgerfile.JobGate{}
+		p.own.Reset()
 		p.cur = &p.own
 	}
 	p.curJob = job
