@@ -716,11 +716,8 @@ func parseLine(line []byte, row *Row, in *interner) error {
 		if in != nil {
 			// The key that came next on the line before, when it is here:
 			// the scan would stop at its '=' too.
-			if k := in.after[prev]; k != 0 {
-				name := keyNames[k]
-				if end := p + len(name); end < len(line) && line[end] == '=' && string(line[p:end]) == name {
-					wordID, p = int(k), end
-				}
+			if k := in.after[prev]; k != 0 && keyPats[k].at(line, p) {
+				wordID, p = int(k), p+len(keyNames[k])
 			}
 		}
 		if wordID < 0 {
@@ -948,6 +945,39 @@ var keyTable = func() (t [128]uint8) {
 	}
 	return t
 }()
+
+// keyPat is a known key and its '=' as little-endian words, for a
+// comparison in place of a few loads (a call to compare strings branches
+// on their length, which no predictor guesses across a line's keys).
+type keyPat struct {
+	w, m [3]uint64 // the bytes, and which bytes of each word count
+	n    int       // len(key) + 1
+	s    string    // key + "="
+}
+
+var keyPats = func() (t [numKeys]keyPat) {
+	for id, k := range keyNames[1:] {
+		kp := &t[id+1]
+		kp.s = k + "="
+		kp.n = len(kp.s)
+		for i := 0; i < kp.n; i++ {
+			kp.w[i/8] |= uint64(kp.s[i]) << (8 * (i % 8))
+			kp.m[i/8] |= 0xff << (8 * (i % 8))
+		}
+	}
+	return t
+}()
+
+// at reports whether the key and its '=' start line at p.
+func (k *keyPat) at(line []byte, p int) bool {
+	if len(line)-p < 24 {
+		return len(line)-p >= k.n && string(line[p:p+k.n]) == k.s
+	}
+	b := line[p : p+24]
+	return binary.LittleEndian.Uint64(b)&k.m[0] == k.w[0] &&
+		binary.LittleEndian.Uint64(b[8:])&k.m[1] == k.w[1] &&
+		binary.LittleEndian.Uint64(b[16:])&k.m[2] == k.w[2]
+}
 
 // keyID is a known key's number, or keyUnknown.
 func keyID(key []byte) int {
