@@ -21,10 +21,14 @@ import (
 // it stores, so a row outlives the line it came from. The reader keeps a
 // bounded number of lines in flight, so memory stays bounded whatever the
 // log's size.
+// maxParsers bounds the goroutines that parse for one scan: past a few,
+// the one aggregator is the bottleneck, and each holds batches in memory.
+const maxParsers = 4
+
 func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
 	rd := ledgerfile.NewReader(r, name)
 	rd.SkipBad(skipBad)
-	rd.Workers(runtime.GOMAXPROCS(0))
+	rd.Workers(min(runtime.GOMAXPROCS(0), maxParsers))
 	defer rd.Close()
 	var row ledgerfile.Row
 	for {
