@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,49 @@ func TestParallelReadOfALongLog(t *testing.T) {
 			require.Contains(t, got.Err, "f.log: line 8: wait_s: not a number")
 		}
 	}
+}
+
+// A parallel read that stops early, on a bad line or by Close, leaves no
+// goroutine behind.
+func TestParallelReadStopsItsGoroutines(t *testing.T) {
+	var b strings.Builder
+	for i := range 50000 {
+		fmt.Fprintf(&b, "job=j%d attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=succeeded\n", i)
+		if i == 100 {
+			b.WriteString("wait_s=x elapsed_s=1 tokens=1\n")
+		}
+	}
+	data := []byte(b.String())
+	before := runtime.NumGoroutine()
+	settled := func() bool { // the goroutines end soon after, not at once
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if runtime.NumGoroutine() <= before {
+				return true
+			}
+		}
+		return false
+	}
+	r := NewReader(bytes.NewReader(data), "f.log")
+	r.Workers(2)
+	var row Row
+	var err error
+	for err == nil {
+		err = r.Next(&row)
+	}
+	require.ErrorContains(t, err, "line 102: wait_s")
+	require.NoError(t, r.Next(&row), "after a bad line, the read goes on as a plain one does")
+	require.Equal(t, 103, row.Line)
+	r.Close()
+	require.Equal(t, io.EOF, r.Next(&row), "a closed read is over")
+	require.True(t, settled(), "the reader's goroutines stopped at Close")
+
+	r = NewReader(bytes.NewReader(data), "f.log")
+	r.Workers(2)
+	r.SkipBad(true)
+	n := 0
+	for r.Next(&row) == nil {
+		n++
+	}
+	require.Equal(t, 50000, n)
+	require.True(t, settled(), "the reader's goroutines stopped at the end")
 }

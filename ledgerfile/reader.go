@@ -77,6 +77,7 @@ type Reader struct {
 	batchLines int       // lines per batch of a parallel read (tests make it small)
 	ev         lineEvent // the line a plain read read last
 	par        *pipeline // the goroutines of a parallel read, once started
+	closed     bool      // Close stopped a parallel read
 }
 
 // lineKind is what a line is to the reader.
@@ -132,11 +133,13 @@ func NewReader(r io.Reader, name string) *Reader {
 func (r *Reader) SkipBad(on bool) { r.skipBad = on }
 
 // Workers makes the reader parse lines on n goroutines (and read them on
-// one more), up to a few hundred kilobytes of lines ahead of Next; n <= 1
-// reads on the caller's goroutine alone. Call it before the first Next,
-// and Close the reader when stopping before io.EOF or an error. The input
-// is then read on another goroutine, which may still be inside a Read of
-// it when Close returns: an *os.File or an io.Pipe may be closed then.
+// one more), up to a few megabytes of lines ahead of Next; n <= 1 reads
+// on the caller's goroutine alone. Call it before the first Next, and
+// Close the reader when stopping before io.EOF (after a bad line, Next
+// may be called again, as on a plain read). The input is then read on
+// another goroutine, which may still be inside a Read of it when Close
+// returns: an *os.File or an io.Pipe may be closed then. After Close,
+// Next returns io.EOF.
 func (r *Reader) Workers(n int) { r.workers = n }
 
 // Close stops a parallel read's goroutines. It is a no-op otherwise, and
@@ -144,6 +147,7 @@ func (r *Reader) Workers(n int) { r.workers = n }
 func (r *Reader) Close() {
 	if r.par != nil {
 		r.par.stop()
+		r.closed = true
 	}
 }
 
@@ -158,11 +162,14 @@ func (r *Reader) Skipped() []*LineError { return r.skipped }
 // A row is held back until the line after it is read: only then is it
 // known not to be the torn line a TornMarker names.
 func (r *Reader) Next(row *Row) error {
+	if r.closed {
+		return io.EOF
+	}
 	for {
 		ev := r.next()
 		switch ev.kind {
 		case lineEOF:
-			r.Close()
+			r.par.stopIfAny()
 			if !r.hasPending {
 				return io.EOF
 			}
@@ -176,11 +183,10 @@ func (r *Reader) Next(row *Row) error {
 			*row = r.pending
 			return nil
 		case lineFatal:
-			r.Close()
+			r.par.stopIfAny()
 			return ev.err
 		case lineBad:
 			if e := r.bad(ev.err); e != nil {
-				r.Close()
 				return e
 			}
 			continue
@@ -212,7 +218,6 @@ func (r *Reader) Next(row *Row) error {
 		if emit {
 			if err := r.finish(row, outErr); err != nil {
 				if e := r.bad(err); e != nil {
-					r.Close()
 					return e
 				}
 				continue
@@ -379,12 +384,25 @@ func (r *Reader) startPipeline(workers int) *pipeline {
 
 func (p *pipeline) stop() { p.once.Do(func() { close(p.quit) }) }
 
+// stopIfAny stops a parallel read's goroutines at its end; a plain read
+// has none.
+func (p *pipeline) stopIfAny() {
+	if p != nil {
+		p.stop()
+	}
+}
+
 // split reads lines into batches and sends them out, in order.
 func (r *Reader) split(p *pipeline, batches int) {
 	defer close(p.work)
 	defer close(p.order)
 	made := 0
 	for {
+		select {
+		case <-p.quit:
+			return
+		default:
+		}
 		var b *batch
 		if made < batches {
 			b = &batch{ready: make(chan struct{}, 1)}
@@ -430,6 +448,13 @@ func (r *Reader) split(p *pipeline, batches int) {
 func (r *Reader) parseBatches(p *pipeline) {
 	in := newInterner()
 	for b := range p.work {
+		select {
+		case <-p.quit:
+			// Stopped: what is left is not read; say it is ready unparsed.
+			b.ready <- struct{}{}
+			continue
+		default:
+		}
 		for i := range b.ev {
 			if ev := &b.ev[i]; ev.kind == lineText {
 				r.classify(ev, b.buf[ev.start:ev.end], ev.torn, in)
@@ -439,8 +464,14 @@ func (r *Reader) parseBatches(p *pipeline) {
 	}
 }
 
-// next is the next line in order; after the end, the end again.
+// next is the next line in order; after the end, the end again, and
+// after stop, the end.
 func (p *pipeline) next() *lineEvent {
+	select {
+	case <-p.quit:
+		return &p.last
+	default:
+	}
 	for p.cur == nil || p.i == len(p.cur.ev) {
 		if p.cur != nil {
 			p.free <- p.cur
