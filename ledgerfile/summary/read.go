@@ -11,6 +11,10 @@ import (
 	"retrygate/ledgerfile"
 )
 
+// maxParsers bounds the goroutines that parse for one scan: past a few,
+// the one aggregator is the bottleneck, and each holds batches in memory.
+const maxParsers = 4
+
 // Scan reads every row of one log and hands each to fn, in order, on
 // the caller's goroutine. With skipBad, malformed lines are collected in
 // Skipped instead of stopping the scan; torn lines are never fatal and
@@ -21,10 +25,6 @@ import (
 // it stores, so a row outlives the line it came from. The reader keeps a
 // bounded number of lines in flight, so memory stays bounded whatever the
 // log's size.
-// maxParsers bounds the goroutines that parse for one scan: past a few,
-// the one aggregator is the bottleneck, and each holds batches in memory.
-const maxParsers = 4
-
 func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
 	rd := ledgerfile.NewReader(r, name)
 	rd.SkipBad(skipBad)
