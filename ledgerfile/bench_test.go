@@ -2,6 +2,7 @@ package ledgerfile
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -124,6 +125,37 @@ func BenchmarkJobTail10MOneJob(b *testing.B) {
 		rows, err := JobTail(path, "solo", CarriesSpend)
 		if err != nil || len(rows) == 0 {
 			b.Fatal(len(rows), err)
+		}
+	}
+}
+
+// BenchmarkParseLine parses the rows of a log held in memory, one row
+// per operation: the parser's own cost per row, without reading or any
+// goroutine. The rows are the first 100,000 of $RETRYGATE_BENCH_LOG (a
+// log `retrygate rehearse` wrote, as bench/compare.sh makes it) when
+// set, else of a written log.
+func BenchmarkParseLine(b *testing.B) {
+	path := os.Getenv("RETRYGATE_BENCH_LOG")
+	if path == "" {
+		path = cachedLog(b, "1m", 1_000_000, false)
+	}
+	f, err := os.Open(path)
+	require.NoError(b, err)
+	defer f.Close()
+	var lines [][]byte
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && len(lines) < 100_000 {
+		if l := sc.Bytes(); len(l) > 0 && l[0] != '#' {
+			lines = append(lines, bytes.Clone(l))
+		}
+	}
+	in := newInterner()
+	var row Row
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := parseLine(lines[i%len(lines)], &row, in); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

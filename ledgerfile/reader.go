@@ -2,13 +2,16 @@ package ledgerfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -51,12 +54,17 @@ func (e *LineError) Unwrap() error { return e.Err }
 // (on the job string, not a hash) and keeps one entry per open job (a job
 // is forgotten at its job_end): a bit per attempt number, so its memory
 // grows with open jobs and their attempts, never with the rows of the log.
+//
+// With Workers, lines are parsed on several goroutines ahead of Next;
+// everything that depends on the lines before (torn markers, duplicate
+// attempts, skipped lines) is still settled by Next, in line order, so
+// the rows, errors and lists are the same as a plain read's.
 type Reader struct {
 	name    string
 	lr      *LineReader
 	skipBad bool
 	jobs    map[string]*attemptSet // open jobs; see checkOrder
-	intern  interner
+	intern  *interner
 
 	pending    Row
 	pendingErr error
@@ -64,6 +72,36 @@ type Reader struct {
 
 	torn    []*LineError
 	skipped []*LineError
+
+	workers    int
+	batchLines int       // lines per batch of a parallel read (tests make it small)
+	ev         lineEvent // the line a plain read read last
+	par        *pipeline // the goroutines of a parallel read, once started
+	closed     bool      // Close stopped a parallel read
+}
+
+// lineKind is what a line is to the reader.
+type lineKind uint8
+
+const (
+	lineEOF    lineKind = iota // the end of the input
+	lineText                   // a line not yet looked at (a parallel read's, before its worker)
+	lineRow                    // a row: row, or err when it did not parse
+	lineSkip                   // blank, a comment, or an empty unterminated tail
+	lineMarker                 // a writer's TornMarker
+	lineTorn                   // the unterminated tail a crashed writer left
+	lineBad                    // a line past MaxLine: err
+	lineFatal                  // the input failed: err
+)
+
+// lineEvent is one line as Next takes it, parsed already when it is a row.
+type lineEvent struct {
+	no         int
+	kind       lineKind
+	torn       bool // lineText: no newline at its end
+	start, end int  // lineText: its bytes in its batch
+	err        error
+	row        Row
 }
 
 // attemptSet is the attempt numbers read for one open job, one bit each,
@@ -88,11 +126,30 @@ func (s *attemptSet) add(a int) bool {
 
 // NewReader reads rows from r; name is the file name used in errors.
 func NewReader(r io.Reader, name string) *Reader {
-	return &Reader{name: name, lr: NewLineReader(r, name, MaxLine), jobs: map[string]*attemptSet{}, intern: interner{}}
+	return &Reader{name: name, lr: NewLineReader(r, name, MaxLine), jobs: map[string]*attemptSet{}, intern: newInterner()}
 }
 
 // SkipBad makes malformed lines warnings (see Skipped) instead of errors.
 func (r *Reader) SkipBad(on bool) { r.skipBad = on }
+
+// Workers makes the reader parse lines on n goroutines (and read them on
+// one more), up to a few megabytes of lines ahead of Next; n <= 1 reads
+// on the caller's goroutine alone. Call it before the first Next, and
+// Close the reader when stopping before io.EOF (after a bad line, Next
+// may be called again, as on a plain read). The input is then read on
+// another goroutine, which may still be inside a Read of it when Close
+// returns: an *os.File or an io.Pipe may be closed then. After Close,
+// Next returns io.EOF.
+func (r *Reader) Workers(n int) { r.workers = n }
+
+// Close stops a parallel read's goroutines. It is a no-op otherwise, and
+// after Next returned io.EOF or an error.
+func (r *Reader) Close() {
+	if r.par != nil {
+		r.par.stop()
+		r.closed = true
+	}
+}
 
 // Torn lists the torn lines skipped so far.
 func (r *Reader) Torn() []*LineError { return r.torn }
@@ -105,9 +162,14 @@ func (r *Reader) Skipped() []*LineError { return r.skipped }
 // A row is held back until the line after it is read: only then is it
 // known not to be the torn line a TornMarker names.
 func (r *Reader) Next(row *Row) error {
+	if r.closed {
+		return io.EOF
+	}
 	for {
-		line, lineNo, torn, err := r.readLine()
-		if err == io.EOF {
+		ev := r.next()
+		switch ev.kind {
+		case lineEOF:
+			r.par.stopIfAny()
 			if !r.hasPending {
 				return io.EOF
 			}
@@ -120,54 +182,83 @@ func (r *Reader) Next(row *Row) error {
 			}
 			*row = r.pending
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		trimmed := trimLine(line)
-		if string(trimmed) == TornMarker {
+		case lineFatal:
+			r.par.stopIfAny()
+			return ev.err
+		case lineBad:
+			if e := r.bad(ev.err); e != nil {
+				return e
+			}
+			continue
+		case lineMarker:
 			// The marker names the line directly above it, and only that one.
-			if r.hasPending && r.pending.Line == lineNo-1 {
+			if r.hasPending && r.pending.Line == ev.no-1 {
 				r.hasPending = false
 				r.torn = append(r.torn, &LineError{File: r.name, Line: r.pending.Line, Err: ErrTorn})
 			}
 			continue
-		}
-		if torn {
+		case lineTorn:
 			// The file's last bytes with no newline: a crashed writer.
-			if len(trimmed) > 0 {
-				r.torn = append(r.torn, &LineError{File: r.name, Line: lineNo, Err: ErrTorn})
-			}
+			r.torn = append(r.torn, &LineError{File: r.name, Line: ev.no, Err: ErrTorn})
 			continue
-		}
-		if len(trimmed) == 0 || trimmed[0] == '#' {
+		case lineSkip:
 			continue
 		}
 		// Emit the previous row now that we know it was not marked torn.
-		var out Row
-		var outErr error
 		emit := r.hasPending
+		var outErr error
 		if emit {
-			out, outErr = r.pending, r.pendingErr
+			*row, outErr = r.pending, r.pendingErr
 		}
-		r.pending = Row{}
-		r.pendingErr = nil
-		if perr := parseLine(trimmed, &r.pending, r.intern); perr != nil {
-			r.pendingErr = &LineError{File: r.name, Line: lineNo, Err: perr}
-		}
+		r.pending, r.pendingErr = ev.row, ev.err
 		// Kept even when the line did not parse: a torn marker after it
 		// names the torn line by this number.
-		r.pending.Line = lineNo
+		r.pending.Line = ev.no
 		r.hasPending = true
 		if emit {
-			if err := r.finish(&out, outErr); err != nil {
+			if err := r.finish(row, outErr); err != nil {
 				if e := r.bad(err); e != nil {
 					return e
 				}
 				continue
 			}
-			*row = out
 			return nil
+		}
+	}
+}
+
+// next is the next line, read and parsed here, or by a parallel read's
+// goroutines.
+func (r *Reader) next() *lineEvent {
+	if r.par == nil && r.workers > 1 {
+		r.par = r.startPipeline(r.workers)
+	}
+	if r.par != nil {
+		return r.par.next()
+	}
+	ev := &r.ev
+	line, no, torn, kind, err := r.readRaw()
+	ev.no, ev.kind, ev.err = no, kind, err
+	if kind == lineText {
+		r.classify(ev, line, torn, r.intern)
+	}
+	return ev
+}
+
+// classify settles what a line is, and parses it when it is a row.
+func (r *Reader) classify(ev *lineEvent, line []byte, torn bool, in *interner) {
+	trimmed := trimLine(line)
+	switch {
+	case string(trimmed) == TornMarker:
+		ev.kind = lineMarker
+	case torn && len(trimmed) > 0:
+		ev.kind = lineTorn
+	case torn || len(trimmed) == 0 || trimmed[0] == '#':
+		ev.kind = lineSkip
+	default:
+		ev.kind, ev.err = lineRow, nil
+		if perr := parseLine(trimmed, &ev.row, in); perr != nil {
+			ev.err = &LineError{File: r.name, Line: ev.no, Err: perr}
 		}
 	}
 }
@@ -201,45 +292,204 @@ func (r *Reader) checkOrder(row *Row) error {
 	}
 	set := r.jobs[row.Job]
 	if set == nil {
+		if row.JobEnd != "" {
+			return nil // the job's first row is its last: nothing to compare or keep
+		}
 		set = &attemptSet{first: int32(min(row.Line, math.MaxInt32))}
+		r.jobs[row.Job] = set
 	}
 	if !set.add(row.Attempt) {
 		return fmt.Errorf("duplicate attempt: job %q attempt %d appears twice (the job's rows start on line %d)", truncate(row.Job), row.Attempt, set.first)
 	}
 	if row.JobEnd != "" {
 		delete(r.jobs, row.Job)
-	} else if r.jobs[row.Job] == nil {
-		r.jobs[row.Job] = set
 	}
 	return nil
 }
 
-// readLine returns the next line without its newline; torn is true for a
+// readRaw reads the next line without its newline; torn is true for a
 // final line that has none. A line past MaxLine is a bad line (a torn one
-// when it is the file's unterminated tail).
-func (r *Reader) readLine() (line []byte, no int, torn bool, err error) {
-	for {
-		line, no, torn, err = r.lr.Next()
-		if err == nil || err == io.EOF {
-			return line, no, torn, err
-		}
-		var le *LineError
-		if !errors.As(err, &le) {
-			return nil, no, false, fmt.Errorf("failed to read log %q: %w", r.name, err)
-		}
-		if !torn {
-			var serr error
-			if torn, serr = r.lr.SkipRest(); serr != nil {
-				return nil, no, false, serr
-			}
-		}
-		if torn {
-			return []byte("x"), no, true, nil // an unterminated over-long tail is torn
-		}
-		if e := r.bad(err); e != nil {
-			return nil, no, false, e
+// when it is the file's unterminated tail). kind is lineText for a line,
+// lineBad, lineFatal or lineEOF.
+func (r *Reader) readRaw() (line []byte, no int, torn bool, kind lineKind, err error) {
+	line, no, torn, err = r.lr.Next()
+	if err == io.EOF {
+		return nil, no, false, lineEOF, nil
+	}
+	if err == nil {
+		return line, no, torn, lineText, nil
+	}
+	var le *LineError
+	if !errors.As(err, &le) {
+		return nil, no, false, lineFatal, fmt.Errorf("failed to read log %q: %w", r.name, err)
+	}
+	if !torn {
+		var serr error
+		if torn, serr = r.lr.SkipRest(); serr != nil {
+			return nil, no, false, lineFatal, serr
 		}
 	}
+	if torn {
+		return []byte("x"), no, true, lineText, nil // an unterminated over-long tail is torn
+	}
+	return nil, no, false, lineBad, err
+}
+
+// A parallel read: one goroutine reads lines into batches, workers parse
+// them, and Next takes the batches back in order. A fixed number of
+// batches circulate, so memory stays bounded whatever the log's size.
+type pipeline struct {
+	order chan *batch // batches in line order, as the reader sends them out
+	work  chan *batch // batches for the workers
+	free  chan *batch // batches Next is done with
+	quit  chan struct{}
+	once  sync.Once
+
+	cur  *batch
+	i    int
+	last lineEvent // the end (or the failure) once it has been read
+}
+
+type batch struct {
+	buf   []byte      // the lines' bytes
+	ev    []lineEvent // one per line
+	ready chan struct{}
+}
+
+// A batch closes at batchLines lines or batchBytes bytes, whichever
+// comes first.
+const (
+	batchLines = 512
+	batchBytes = 256 << 10
+)
+
+// batchesPerWorker is how many batches each worker may have in flight.
+const batchesPerWorker = 3
+
+func (r *Reader) startPipeline(workers int) *pipeline {
+	n := workers * batchesPerWorker
+	if r.batchLines <= 0 {
+		r.batchLines = batchLines
+	}
+	p := &pipeline{
+		order: make(chan *batch, n), work: make(chan *batch, n), free: make(chan *batch, n),
+		quit: make(chan struct{}),
+	}
+	go r.split(p, n)
+	for range workers {
+		go r.parseBatches(p)
+	}
+	return p
+}
+
+func (p *pipeline) stop() { p.once.Do(func() { close(p.quit) }) }
+
+// stopIfAny stops a parallel read's goroutines at its end; a plain read
+// has none.
+func (p *pipeline) stopIfAny() {
+	if p != nil {
+		p.stop()
+	}
+}
+
+// split reads lines into batches and sends them out, in order.
+func (r *Reader) split(p *pipeline, batches int) {
+	defer close(p.work)
+	defer close(p.order)
+	made := 0
+	for {
+		select {
+		case <-p.quit:
+			return
+		default:
+		}
+		var b *batch
+		if made < batches {
+			b = &batch{ready: make(chan struct{}, 1)}
+			made++
+		} else {
+			select {
+			case b = <-p.free:
+			case <-p.quit:
+				return
+			}
+		}
+		b.buf, b.ev = b.buf[:0], b.ev[:0]
+		end := false
+		for !end && len(b.ev) < r.batchLines && len(b.buf) < batchBytes {
+			line, no, torn, kind, err := r.readRaw()
+			if n := len(b.ev); n < cap(b.ev) {
+				b.ev = b.ev[:n+1]
+			} else {
+				b.ev = append(b.ev, lineEvent{})
+			}
+			ev := &b.ev[len(b.ev)-1]
+			ev.no, ev.kind, ev.torn, ev.err = no, kind, torn, err
+			ev.start = len(b.buf)
+			b.buf = append(b.buf, line...)
+			ev.end = len(b.buf)
+			end = kind == lineEOF || kind == lineFatal
+		}
+		p.order <- b
+		p.work <- b
+		if end {
+			return
+		}
+		select {
+		case <-p.quit:
+			return
+		default:
+		}
+	}
+}
+
+// parseBatches parses the rows of each batch it takes, with an interner
+// of its own.
+func (r *Reader) parseBatches(p *pipeline) {
+	in := newInterner()
+	for b := range p.work {
+		select {
+		case <-p.quit:
+			// Stopped: what is left is not read; say it is ready unparsed.
+			b.ready <- struct{}{}
+			continue
+		default:
+		}
+		for i := range b.ev {
+			if ev := &b.ev[i]; ev.kind == lineText {
+				r.classify(ev, b.buf[ev.start:ev.end], ev.torn, in)
+			}
+		}
+		b.ready <- struct{}{}
+	}
+}
+
+// next is the next line in order; after the end, the end again, and
+// after stop, the end.
+func (p *pipeline) next() *lineEvent {
+	select {
+	case <-p.quit:
+		return &p.last
+	default:
+	}
+	for p.cur == nil || p.i == len(p.cur.ev) {
+		if p.cur != nil {
+			p.free <- p.cur
+			p.cur = nil
+		}
+		b, ok := <-p.order
+		if !ok {
+			return &p.last
+		}
+		<-b.ready
+		p.cur, p.i = b, 0
+	}
+	ev := &p.cur.ev[p.i]
+	p.i++
+	if ev.kind == lineEOF || ev.kind == lineFatal {
+		p.last = lineEvent{no: ev.no, kind: ev.kind, err: ev.err}
+	}
+	return ev
 }
 
 // ReadAll reads every row of r, strictly.
@@ -287,48 +537,202 @@ func ParseLine(line []byte, row *Row) error {
 	return parseLine(line, row, nil)
 }
 
-// span is one key=value pair as offsets into the line; quoted values with
-// escapes are unquoted into val.
-type span struct {
-	key    []byte
-	val    []byte
-	vs     int  // offset of an unquoted value in the line
-	quoted bool // a quoted value takes no bare words after it
-}
-
 // interner shares the strings that repeat from row to row (seat, model,
 // decision), so a million-row log does not allocate a million copies.
-type interner map[string]string
+// Each field remembers its last string first: rows in a run repeat them,
+// and comparing with the last beats a map lookup. A nil interner copies.
+type interner struct {
+	m    map[string]string
+	last [numSlots]string
+	// after[k] is the key that followed key k (0: the line's start) on
+	// the line before: a writer writes its keys in one order, so the key
+	// there is compared in place instead of scanned for and looked up.
+	after [numKeys]uint8
+}
 
-func (in interner) str(b []byte) string {
+// Interned fields, each with its last string.
+const (
+	slotSeat = iota
+	slotModel
+	slotTokensFrom
+	slotPromptFrom
+	slotCompletionFrom
+	slotBilling
+	slotErrorCode
+	slotDecision
+	slotJobEnd
+	slotJob       // last only: a job's attempts are adjacent
+	slotPromptSHA // last only: one prompt's rows run together
+	numSlots
+)
+
+func newInterner() *interner { return &interner{m: map[string]string{}} }
+
+func (in *interner) str(slot int, b []byte) string {
 	if in == nil {
 		return string(b)
 	}
-	if s, ok := in[string(b)]; ok {
+	if s := in.last[slot]; s == string(b) {
 		return s
 	}
-	s := string(b)
-	if len(in) < 4096 {
-		in[s] = s
+	s, ok := in.m[string(b)]
+	if !ok {
+		s = string(b)
+		if len(in.m) < 4096 {
+			in.m[s] = s
+		}
 	}
+	in.last[slot] = s
 	return s
 }
 
-func parseLine(line []byte, row *Row, in interner) error {
+// recent is str for a value that rarely repeats beyond the row before
+// (a job id): only the last one is kept, and the map is left alone.
+func (in *interner) recent(slot int, b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	if s := in.last[slot]; s == string(b) {
+		return s
+	}
+	s := string(b)
+	in.last[slot] = s
+	return s
+}
+
+// lineParser applies a line's key=value pairs to a row as the line is
+// tokenized. A pair is applied once the next key shows that no bare word
+// can extend it; the first field error is kept, not returned, because a
+// syntax error further along the line is the one the line reports.
+type lineParser struct {
+	row  *Row
+	in   *interner
+	seen uint64
+	err  error
+}
+
+func (lp *lineParser) apply(id int, key, val []byte) {
+	if lp.err != nil {
+		return
+	}
+	bit, err := setField(lp.row, id, key, val, lp.in)
+	if err != nil {
+		lp.err = fmt.Errorf("%s: %w", key, err)
+		return
+	}
+	if bit != 0 {
+		if lp.seen&bit != 0 {
+			lp.err = fmt.Errorf("%s: key appears twice", key)
+			return
+		}
+		lp.seen |= bit
+	}
+}
+
+// SWAR constants: one in every byte, and the top bit of every byte.
+const (
+	lowBytes  = 0x0101010101010101
+	highBytes = 0x8080808080808080
+)
+
+// checkBytes refuses what no row holds: invalid UTF-8, and control bytes
+// (the writer escapes them in quotes; a NUL is damage, not whitespace).
+// It looks at eight bytes at a time for a byte below ' ', and only at a
+// word that has one (a tab) byte by byte. ascii reports a line of ASCII
+// only, which then holds no byte order mark.
+func checkBytes(line []byte) (ascii bool, err error) {
+	var high uint64
+	i := 0
+	for ; i+8 <= len(line); i += 8 {
+		w := binary.LittleEndian.Uint64(line[i:])
+		high |= w
+		if (w-' '*lowBytes)&^w&highBytes == 0 {
+			continue
+		}
+		for j := i; j < i+8; j++ {
+			if c := line[j]; c < ' ' && c != '\t' {
+				return false, controlOrUTF8(line, c, j)
+			}
+		}
+	}
+	for ; i < len(line); i++ {
+		c := line[i]
+		high |= uint64(c)
+		if c < ' ' && c != '\t' {
+			return false, controlOrUTF8(line, c, i)
+		}
+	}
+	if high&highBytes == 0 {
+		return true, nil
+	}
+	if !utf8.Valid(line) {
+		return false, errors.New("not valid UTF-8")
+	}
+	return false, nil
+}
+
+// controlOrUTF8 is the error of a line with control byte c at i: invalid
+// UTF-8 anywhere in the line is named first.
+func controlOrUTF8(line []byte, c byte, i int) error {
 	if !utf8.Valid(line) {
 		return errors.New("not valid UTF-8")
 	}
-	for i, c := range line {
-		// Control bytes are never written raw (the writer escapes them in
-		// quotes); a NUL is damage, not whitespace.
-		if c < ' ' && c != '\t' {
-			return fmt.Errorf("control character 0x%02x at column %d", c, i+1)
+	return fmt.Errorf("control character 0x%02x at column %d", c, i+1)
+}
+
+// Byte classes for the tokenizer: what ends a key or a bare value.
+const (
+	inWord  = iota
+	isSpace // ' ', or a byte below it (only a tab gets this far)
+	isEqual
+	isQuote
+)
+
+// wordEnd is the offset of the first byte from p on that ends a word or
+// an unquoted value (a blank, '=' or '"'), or len(line). It looks at
+// eight bytes at a time: in each, the lowest byte the masks flag is the
+// first such byte (a borrow only ever flags bytes above a true one).
+func wordEnd(line []byte, p int) int {
+	for p+8 <= len(line) {
+		w := binary.LittleEndian.Uint64(line[p:])
+		m := (w - ('!' * lowBytes)) &^ w // a byte below '!'
+		e := w ^ ('=' * lowBytes)
+		m |= (e - lowBytes) &^ e // a '='
+		q := w ^ ('"' * lowBytes)
+		m |= (q - lowBytes) &^ q // a '"'
+		if m &= highBytes; m != 0 {
+			return p + bits.TrailingZeros64(m)/8
 		}
+		p += 8
 	}
+	for p < len(line) && byteClass[line[p]] == inWord {
+		p++
+	}
+	return p
+}
+
+var byteClass = func() (t [256]uint8) {
+	for c := range ' ' + 1 {
+		t[c] = isSpace
+	}
+	t['='], t['"'] = isEqual, isQuote
+	return t
+}()
+
+func parseLine(line []byte, row *Row, in *interner) error {
+	ascii, err := checkBytes(line)
+	if err != nil {
+		return err
+	}
+	*row = Row{}
+	lp := lineParser{row: row, in: in}
 	var (
-		spans [MaxKeys]span
-		n     int
-		seen  uint64
+		n        int    // pairs so far
+		key, val []byte // the last pair, not yet applied
+		id       int    // its key's number
+		vs       int    // offset of its value in the line, when unquoted
+		quoted   bool   // it was quoted: it takes no bare words after it
+		prev     int    // the number of the key before, for in.after
 	)
 	p := 0
 	for p < len(line) {
@@ -339,30 +743,38 @@ func parseLine(line []byte, row *Row, in interner) error {
 			break
 		}
 		start := p
-		for p < len(line) && line[p] > ' ' && line[p] != '=' && line[p] != '"' {
-			p++
+		wordID := -1 // not known yet
+		if in != nil {
+			// The key that came next on the line before, when it is here:
+			// the scan would stop at its '=' too.
+			if k := in.after[prev]; k != 0 && keyPats[k].at(line, p) {
+				wordID, p = int(k), p+len(keyNames[k])
+			}
 		}
-		key := line[start:p]
+		if wordID < 0 {
+			p = wordEnd(line, p)
+		}
+		word := line[start:p]
 		if p < len(line) && line[p] == '"' {
 			return fmt.Errorf("unexpected '\"' at column %d", p+1)
 		}
 		if p >= len(line) || line[p] != '=' {
 			// A bare word: part of the previous value (hand-written form).
-			if n == 0 || spans[n-1].quoted || len(spans[n-1].val) == 0 {
-				return fmt.Errorf("expected key=value, got %q", truncate(string(key)))
+			if n == 0 || quoted || len(val) == 0 {
+				return fmt.Errorf("expected key=value, got %q", truncate(string(word)))
 			}
-			spans[n-1].val = line[spans[n-1].vs:p]
+			val = line[vs:p]
 			continue
 		}
-		if len(key) == 0 {
+		if len(word) == 0 {
 			return fmt.Errorf("missing key before '=' at column %d", p+1)
 		}
-		if bytes.Contains(key, []byte(bom)) {
-			return fmt.Errorf("byte order mark in key %q at column %d", truncate(string(key)), start+1)
+		if !ascii && bytes.Contains(word, []byte(bom)) {
+			return fmt.Errorf("byte order mark in key %q at column %d", truncate(string(word)), start+1)
 		}
 		p++ // '='
-		var sp span
-		sp.key = key
+		var v []byte
+		q := false
 		if p < len(line) && line[p] == '"' {
 			end := p + 1
 			for end < len(line) {
@@ -376,52 +788,54 @@ func parseLine(line []byte, row *Row, in interner) error {
 				end++
 			}
 			if end >= len(line) {
-				return fmt.Errorf("%s: unterminated quoted value", key)
+				return fmt.Errorf("%s: unterminated quoted value", word)
 			}
-			q := line[p : end+1]
-			if bytes.IndexByte(q, '\\') < 0 {
-				sp.val = q[1 : len(q)-1]
+			qv := line[p : end+1]
+			if bytes.IndexByte(qv, '\\') < 0 {
+				v = qv[1 : len(qv)-1]
 			} else {
-				u, err := strconv.Unquote(string(q))
+				u, err := strconv.Unquote(string(qv))
 				if err != nil {
-					return fmt.Errorf("%s: invalid quoted value %s", key, truncate(string(q)))
+					return fmt.Errorf("%s: invalid quoted value %s", word, truncate(string(qv)))
 				}
-				sp.val = []byte(u)
+				v = []byte(u)
 			}
-			sp.quoted = true
+			q = true
 			p = end + 1
 			if p < len(line) && line[p] > ' ' {
-				return fmt.Errorf("%s: unexpected %q after quoted value", key, line[p])
+				return fmt.Errorf("%s: unexpected %q after quoted value", word, line[p])
 			}
 		} else {
-			vs := p
-			for p < len(line) && line[p] > ' ' {
-				if line[p] == '=' || line[p] == '"' {
-					return fmt.Errorf("%s: unexpected %q in value (quote values that contain it)", key, line[p])
-				}
-				p++
+			start := p
+			p = wordEnd(line, p)
+			if p < len(line) && byteClass[line[p]] != isSpace {
+				return fmt.Errorf("%s: unexpected %q in value (quote values that contain it)", word, line[p])
 			}
-			sp.val, sp.vs = line[vs:p], vs
+			v, vs = line[start:p], start
 		}
-		if n == len(spans) {
-			return fmt.Errorf("more than %d keys", len(spans))
+		if n == MaxKeys {
+			return fmt.Errorf("more than %d keys", MaxKeys)
 		}
-		spans[n] = sp
+		if n > 0 {
+			lp.apply(id, key, val)
+		}
+		if wordID < 0 {
+			wordID = keyID(word)
+		}
+		if in != nil && wordID != keyUnknown {
+			in.after[prev] = uint8(wordID)
+			prev = wordID
+		}
+		key, val, quoted, id = word, v, q, wordID
 		n++
 	}
-	*row = Row{}
-	for i := 0; i < n; i++ {
-		bit, err := setField(row, spans[i].key, spans[i].val, in)
-		if err != nil {
-			return fmt.Errorf("%s: %w", spans[i].key, err)
-		}
-		if bit != 0 {
-			if seen&bit != 0 {
-				return fmt.Errorf("%s: key appears twice", spans[i].key)
-			}
-			seen |= bit
-		}
+	if n > 0 {
+		lp.apply(id, key, val)
 	}
+	if lp.err != nil {
+		return lp.err
+	}
+	seen := lp.seen
 	for _, k := range [...]struct {
 		bit uint64
 		key string
@@ -500,135 +914,247 @@ var knownKeyCount = len(knownKeys)
 
 func knownKey(k string) bool { return knownKeys[k] }
 
-func setField(row *Row, key, v []byte, in interner) (uint64, error) {
+// Known keys by number, for setField's switch: a key is found with a
+// small hash and one comparison (a switch on the string compared it with
+// several).
+const (
+	keyUnknown = iota
+	keyTS
+	keyJob
+	keyAttempt
+	keySeat
+	keyModel
+	keyWaitS
+	keyElapsedS
+	keyTTFB
+	keyTokens
+	keyPromptTokens
+	keyCompletionTokens
+	keyTokensFrom
+	keyPromptTokensFrom
+	keyCompletionTokensFrom
+	keyOutcome
+	keyHTTPStatus
+	keyBilling
+	keyCostUSD
+	keyRetryAfterS
+	keyErrorCode
+	keyDelayS
+	keySpentS
+	keySpentTokens
+	keySpentUSD
+	keyUsed
+	keyDecision
+	keySent
+	keyHoldout
+	keyFallback
+	keyJobEnd
+	keyPromptSHA
+	keyNote
+	keyReserveUSD
+	keyConnectS
+	keyTags
+	keyITLMean
+	keyITLMax
+)
+
+// numKeys is one more than the known keys' count: 0 is keyUnknown.
+const numKeys = len(keyNames)
+
+// keyNames are the known keys, in keyID's order from 1.
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s"}
+
+// keyHash places a key of two bytes or more in keyTable; no two known
+// keys share a slot (TestKeyHashPlacesEveryKnownKey).
+func keyHash(k string) int {
+	return (len(k) + int(k[0])*55 + int(k[len(k)-2])*2 + int(k[1])) & 127
+}
+
+var keyTable = func() (t [128]uint8) {
+	for id, k := range keyNames[1:] {
+		t[keyHash(k)] = uint8(id + 1)
+	}
+	return t
+}()
+
+// keyPat is a known key and its '=' as little-endian words, for a
+// comparison in place of a few loads (a call to compare strings branches
+// on their length, which no predictor guesses across a line's keys).
+type keyPat struct {
+	w, m [3]uint64 // the bytes, and which bytes of each word count
+	n    int       // len(key) + 1
+	s    string    // key + "="
+}
+
+var keyPats = func() (t [numKeys]keyPat) {
+	for id, k := range keyNames[1:] {
+		kp := &t[id+1]
+		kp.s = k + "="
+		kp.n = len(kp.s)
+		for i := 0; i < kp.n; i++ {
+			kp.w[i/8] |= uint64(kp.s[i]) << (8 * (i % 8))
+			kp.m[i/8] |= 0xff << (8 * (i % 8))
+		}
+	}
+	return t
+}()
+
+// at reports whether the key and its '=' start line at p.
+func (k *keyPat) at(line []byte, p int) bool {
+	if len(line)-p < 24 {
+		return len(line)-p >= k.n && string(line[p:p+k.n]) == k.s
+	}
+	b := line[p : p+24]
+	return binary.LittleEndian.Uint64(b)&k.m[0] == k.w[0] &&
+		binary.LittleEndian.Uint64(b[8:])&k.m[1] == k.w[1] &&
+		binary.LittleEndian.Uint64(b[16:])&k.m[2] == k.w[2]
+}
+
+// keyID is a known key's number, or keyUnknown.
+func keyID(key []byte) int {
+	if len(key) < 2 {
+		return keyUnknown
+	}
+	k := unsafeString(key)
+	id := int(keyTable[keyHash(k)])
+	if id == keyUnknown || keyNames[id] != k {
+		return keyUnknown
+	}
+	return id
+}
+
+// setField sets the field of key, whose number is id, from its value v.
+func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 	var err error
 	val := unsafeString(v) // valid only in this call; stored strings are copied or interned
-	switch string(key) {
-	case "ts":
-		row.TS, err = time.Parse(time.RFC3339Nano, val)
-		if err != nil {
-			return 0, fmt.Errorf("not an RFC 3339 time %q", truncate(string(v)))
+	switch id {
+	case keyTS:
+		ts, ok := writtenTS(val)
+		if !ok {
+			if ts, err = time.Parse(time.RFC3339Nano, val); err != nil {
+				return 0, fmt.Errorf("not an RFC 3339 time %q", truncate(string(v)))
+			}
 		}
-		row.TS = row.TS.UTC()
+		row.TS = ts.UTC()
 		if err := CheckTS(row.TS); err != nil {
 			return 0, err
 		}
 		return bitTS, nil
-	case "job":
+	case keyJob:
 		if val == "" {
 			return 0, errors.New("empty job id")
 		}
-		row.Job = string(v)
+		row.Job = in.recent(slotJob, v)
 		return bitJob, nil
-	case "attempt":
+	case keyAttempt:
 		n, err := parseCount(val)
 		if err != nil || n < 1 || n > admit.MaxAttempts {
 			return 0, fmt.Errorf("not an attempt number in 1…%d %q", admit.MaxAttempts, truncate(val))
 		}
 		row.Attempt = int(n)
 		return bitAttempt, nil
-	case "seat":
-		row.Seat = in.str(v)
+	case keySeat:
+		row.Seat = in.str(slotSeat, v)
 		return bitSeat, nil
-	case "model":
-		row.Model = in.str(v)
+	case keyModel:
+		row.Model = in.str(slotModel, v)
 		return bitModel, nil
-	case "wait_s":
+	case keyWaitS:
 		row.Wait, err = parseSeconds(val)
 		return bitWait, err
-	case "elapsed_s":
+	case keyElapsedS:
 		row.Elapsed, err = parseSeconds(val)
 		return bitElapsed, err
-	case "ttfb_s":
+	case keyTTFB:
 		row.TTFB, err = parseSeconds(val)
 		row.HasTTFB = true
 		return bitTTFB, err
-	case "tokens":
+	case keyTokens:
 		row.Tokens, err = parseCount(val)
 		return bitTokens, err
-	case "prompt_tokens":
+	case keyPromptTokens:
 		row.PromptTokens, err = parseCount(val)
 		row.HasSplit = true
 		return bitPrompt, err
-	case "completion_tokens":
+	case keyCompletionTokens:
 		row.CompletionTokens, err = parseCount(val)
 		row.HasSplit = true
 		return bitCompletion, err
-	case "tokens_from":
+	case keyTokensFrom:
 		if !knownSource(val, true) {
 			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script, hand or mixed)", truncate(val))
 		}
-		row.TokensFrom = in.str(v)
+		row.TokensFrom = in.str(slotTokensFrom, v)
 		return bitTokensFrom, nil
-	case "prompt_tokens_from", "completion_tokens_from":
+	case keyPromptTokensFrom, keyCompletionTokensFrom:
 		if !knownSource(val, false) {
 			return 0, fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(val))
 		}
 		if key[0] == 'p' {
-			row.PromptFrom = in.str(v)
+			row.PromptFrom = in.str(slotPromptFrom, v)
 			return bitPromptFrom, nil
 		}
-		row.CompletionFrom = in.str(v)
+		row.CompletionFrom = in.str(slotCompletionFrom, v)
 		return bitCompletionFrom, nil
-	case "outcome":
+	case keyOutcome:
 		o, err := admit.ParseOutcome(val)
 		row.Outcome = o // one of the package's constants, not val
 		return bitOutcome, err
-	case "http_status":
+	case keyHTTPStatus:
 		n, err := parseCount(val)
 		if err != nil || n < 100 || n > 999 {
 			return 0, fmt.Errorf("not an HTTP status %q", truncate(val))
 		}
 		row.HTTPStatus = int(n)
 		return bitStatus, nil
-	case "billing":
+	case keyBilling:
 		switch admit.Billing(val) {
 		case admit.Billable, admit.Free, admit.Ambiguous:
-			row.Billing = admit.Billing(in.str(v))
+			row.Billing = admit.Billing(in.str(slotBilling, v))
 			return bitBilling, nil
 		}
 		return 0, fmt.Errorf("unknown billing %q (want billable, free or ambiguous)", truncate(val))
-	case "cost_usd":
+	case keyCostUSD:
 		row.CostUSD, err = parseUSD(val)
 		row.HasCost = true
 		return bitCost, err
-	case "connect_s":
+	case keyConnectS:
 		row.Connect, err = parseSeconds(val)
 		row.HasConnect = true
 		return bitConnect, err
-	case "itl_mean_s":
+	case keyITLMean:
 		row.ITLMean, err = parseSeconds(val)
 		row.HasITL = true
 		return bitITLMean, err
-	case "itl_max_s":
+	case keyITLMax:
 		row.ITLMax, err = parseSeconds(val)
 		row.HasITL = true
 		return bitITLMax, err
-	case "reserve_usd":
+	case keyReserveUSD:
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err
-	case "retry_after_s":
+	case keyRetryAfterS:
 		row.RetryAfter, err = parseSeconds(val)
 		row.HasRetryAfter = true
 		return bitRetryAfter, err
-	case "error_code":
-		row.ErrorCode = in.str(v)
+	case keyErrorCode:
+		row.ErrorCode = in.str(slotErrorCode, v)
 		return bitErrorCode, nil
-	case "delay_s":
+	case keyDelayS:
 		row.Delay, err = parseSeconds(val)
 		return bitDelay, err
-	case "spent_s":
+	case keySpentS:
 		row.SpentS, err = parseSeconds(val)
 		row.HasSpent = true
 		return bitSpentS, err
-	case "spent_tokens":
+	case keySpentTokens:
 		row.SpentTokens, err = parseCount(val)
 		row.HasSpent = true
 		return bitSpentTokens, err
-	case "spent_usd":
+	case keySpentUSD:
 		row.SpentUSD, err = parseUSD(val)
 		return bitSpentUSD, err
-	case "used":
+	case keyUsed:
 		n, err := parseCount(val)
 		if err != nil || n > admit.MaxAttempts {
 			return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(val))
@@ -636,36 +1162,36 @@ func setField(row *Row, key, v []byte, in interner) (uint64, error) {
 		row.Used = int(n)
 		row.HasSpent = true
 		return bitUsed, nil
-	case "decision":
+	case keyDecision:
 		if _, err := admit.ParseDecision(val); err != nil {
 			return 0, err
 		}
-		row.Decision = in.str(v)
+		row.Decision = in.str(slotDecision, v)
 		return bitDecision, nil
-	case "sent":
+	case keySent:
 		b, err := parseBool(val)
 		row.Unsent = !b
 		return bitSent, err
-	case "holdout":
+	case keyHoldout:
 		row.Holdout, err = parseBool(val)
 		return bitHoldout, err
-	case "fallback":
+	case keyFallback:
 		row.Fallback, err = parseBool(val)
 		return bitFallback, err
-	case "job_end":
+	case keyJobEnd:
 		switch val {
 		case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
-			row.JobEnd = in.str(v)
+			row.JobEnd = in.str(slotJobEnd, v)
 			return bitJobEnd, nil
 		}
 		return 0, fmt.Errorf("unknown job end %q (want succeeded, failed, unknown or cancelled)", truncate(val))
-	case "prompt_sha":
-		row.PromptSHA = string(v)
+	case keyPromptSHA:
+		row.PromptSHA = in.recent(slotPromptSHA, v)
 		return bitPromptSHA, nil
-	case "tags":
+	case keyTags:
 		row.Tags = string(v)
 		return bitTags, nil
-	case "note":
+	case keyNote:
 		row.Note = string(v)
 		return bitNote, nil
 	}
@@ -698,21 +1224,21 @@ func parseSeconds(s string) (time.Duration, error) {
 // the same duration (a float would turn 4194304.008 into …008000001).
 // ok is false for any other form, which then goes through ParseFloat.
 func decimalSeconds(s string) (d time.Duration, ok bool) {
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" || len(whole) > 10 {
-		return 0, false
-	}
 	var sec, ns int64
-	for i := 0; i < len(whole); i++ {
-		c := whole[i]
+	i := 0
+	for ; i < len(s) && s[i] != '.'; i++ {
+		c := s[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
 		sec = sec*10 + int64(c-'0')
 	}
+	if i == 0 || i > 10 {
+		return 0, false
+	}
 	scale := int64(1e8)
-	for i := 0; i < len(frac); i++ {
-		c := frac[i]
+	for i++; i < len(s); i++ {
+		c := s[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
@@ -731,6 +1257,10 @@ func decimalSeconds(s string) (d time.Duration, ok bool) {
 }
 
 func parseCount(s string) (int64, error) {
+	n, ok := digits(s)
+	if ok && n <= admit.MaxTokens {
+		return n, nil
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("not a whole number %q", truncate(s))
@@ -742,6 +1272,73 @@ func parseCount(s string) (int64, error) {
 		return 0, fmt.Errorf("count over %d %q", admit.MaxTokens, truncate(s))
 	}
 	return n, nil
+}
+
+// digits reads a plain run of decimal digits short enough not to
+// overflow; ok is false for anything else (a sign, a long number), which
+// strconv then reads.
+func digits(s string) (n int64, ok bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// writtenTS reads ts in the form the writer writes it,
+// 2006-01-02T15:04:05.999999999Z, to the same time time.Parse gives;
+// ok is false for every other form (offsets, a comma, a lower-case t,
+// a day past the month's end), which then goes through time.Parse.
+func writtenTS(s string) (time.Time, bool) {
+	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[len(s)-1] != 'Z' {
+		return time.Time{}, false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	hour, ok4 := digits(s[11:13])
+	minute, ok5 := digits(s[14:16])
+	sec, ok6 := digits(s[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
+		return time.Time{}, false
+	}
+	var ns int64
+	if frac := s[19 : len(s)-1]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		n, ok := digits(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			n *= 10
+		}
+		ns = n
+	}
+	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	return time.Date(int(year), time.Month(month), int(day), int(hour), int(minute), int(sec), int(ns), time.UTC), true
+}
+
+func daysIn(month, year int64) int64 {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 func parseUSD(s string) (float64, error) {

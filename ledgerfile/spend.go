@@ -153,6 +153,12 @@ type JobGate struct {
 	begun   bool
 }
 
+// Reset empties the gate for another job's rows, keeping its room.
+func (g *JobGate) Reset() {
+	g.track.Reset()
+	*g = JobGate{track: g.track}
+}
+
 // Judge returns the decision for r under rules, then takes r into the
 // job's books. A row in the hand-written form (no outcome, no sent key) is
 // judged on its own numbers, as the hand-written gate judged it.

@@ -122,18 +122,26 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 
 // Add replays one row (in log order) and counts it.
 func (c *Check) Add(r *ledgerfile.Row, file string) {
-	res := c.rp.Add(r, file)
-	if res.Changed() {
+	d, before := c.rp.judge(r)
+	now, logged := d.String(), LoggedDecision(r)
+	changed := (logged == admitted) != (now == admitted) // Replayed.Changed
+	if changed {
 		c.res.ChangesTotal++
-		if len(c.res.Changes) < c.opts.MaxListed {
+	}
+	// The row's whole replay is written out only where it is kept: a
+	// listed change, or a held-out row.
+	list := changed && len(c.res.Changes) < c.opts.MaxListed
+	if list || r.Holdout {
+		res := replayed(r, file, d, before, logged)
+		if list {
 			c.res.Changes = append(c.res.Changes, res)
 		}
+		if r.Holdout {
+			c.res.HeldOut.judge(res)
+			return
+		}
 	}
-	if r.Holdout {
-		c.res.HeldOut.judge(res)
-		return
-	}
-	c.sum.AddAs(r, file, res.Now)
+	c.sum.AddAs(r, file, now)
 	c.good.add(r)
 }
 

@@ -27,10 +27,14 @@ type Goodput struct {
 	PerSecond Figure        `json:"per_second"` // good ÷ window
 }
 
-// goodput counts good jobs as rows stream past; memory is per open job.
+// goodput counts good jobs as rows stream past; memory is per open job
+// whose answer came before its last row (an answer on the last row, the
+// usual case, is judged there and kept nowhere).
 type goodput struct {
 	ts       []Threshold // the per-job ones
 	okMet    map[string]bool
+	one      admit.SortedValues // one value to judge, reused
+	oneTrend admit.Trend        // one, boxed once
 	first    time.Time
 	last     time.Time
 	has      bool
@@ -38,7 +42,8 @@ type goodput struct {
 }
 
 func newGoodput(ts []Threshold) *goodput {
-	g := &goodput{okMet: map[string]bool{}}
+	g := &goodput{okMet: map[string]bool{}, one: make(admit.SortedValues, 1)}
+	g.oneTrend = g.one
 	for _, t := range ts {
 		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
 			g.ts = append(g.ts, t)
@@ -88,27 +93,37 @@ func (g *goodput) add(r *ledgerfile.Row) {
 		g.last = end
 	}
 	g.has = true
+	judged, met := false, false
 	if !r.Unsent && r.Outcome == admit.OK {
-		met := true
+		judged, met = true, true
 		for _, t := range g.ts {
 			x, ok := attemptValue(t.Metric, r)
 			if !ok {
 				met = false
 				break
 			}
-			if _, pass := t.Eval(admit.Observed{Values: admit.SortedValues{x}}); !pass {
+			g.one[0] = x
+			if _, pass := t.Eval(admit.Observed{Values: g.oneTrend}); !pass {
 				met = false
 				break
 			}
 		}
-		g.okMet[r.Job] = met
 	}
-	if r.JobEnd != "" {
-		g.of++
-		if r.JobEnd == ledgerfile.JobSucceeded && g.okMet[r.Job] {
-			g.good++
+	if r.JobEnd == "" {
+		if judged {
+			g.okMet[r.Job] = met
+		}
+		return
+	}
+	g.of++
+	if len(g.okMet) > 0 {
+		if !judged {
+			met = g.okMet[r.Job]
 		}
 		delete(g.okMet, r.Job)
+	}
+	if r.JobEnd == ledgerfile.JobSucceeded && met {
+		g.good++
 	}
 }
 

@@ -1,8 +1,11 @@
 package summary
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,4 +71,27 @@ func TestStreamFiguresITL(t *testing.T) {
 
 	_, err := admit.ParseThreshold("itl", "p(95) < 200ms")
 	assert.ErrorContains(t, err, "itl", "a typo is refused as today")
+}
+
+// ITL counted at the log's millisecond reads back as exactly the values
+// ITL gives each row, counted as floats, sum and all, whatever
+// nanoseconds a row carries.
+func TestITLValuesAreEachRowsITL(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	s := New(Options{})
+	var want values
+	for i := range 5000 {
+		r := ledgerfile.Row{Job: fmt.Sprint(i), Attempt: 1, Seat: "s", Outcome: admit.OK, Decision: "admit", JobEnd: ledgerfile.JobSucceeded,
+			HasITL: i%7 != 0, ITLMean: time.Duration(rng.Int64N(int64(40 * time.Second)))}
+		if x, ok := ITL(&r); ok {
+			want.addFloat(x)
+		}
+		s.Add(&r, "t.log")
+	}
+	sum := s.Close()
+	w := want.sorted(1)
+	for _, got := range []Sorted{sum.Stream.ITL.Values, sum.All.ITL.Values, sum.Groups[0].ITL.Values} {
+		assert.Equal(t, w.Values(), got.Values())
+		assert.Equal(t, w.Mean(), got.Mean())
+	}
 }

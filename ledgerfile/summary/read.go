@@ -5,53 +5,41 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	"retrygate/ledgerfile"
 )
+
+// maxParsers bounds the goroutines that parse for one scan: past a few,
+// the one aggregator is the bottleneck, and each holds batches in memory.
+const maxParsers = 4
 
 // Scan reads every row of one log and hands each to fn, in order, on
 // the caller's goroutine. With skipBad, malformed lines are collected in
 // Skipped instead of stopping the scan; torn lines are never fatal and
 // come back in Torn. Every row before an error reaches fn first.
 //
-// Parsing and fn run side by side: a goroutine reads batches of rows
-// while fn counts the previous ones (the reader copies or interns every
-// string it stores, so a row outlives the line it came from). Three
-// batches circulate, so memory stays bounded whatever the log's size.
+// Lines are parsed on every core (ledgerfile.Reader.Workers) while fn
+// counts the rows before them; the reader copies or interns every string
+// it stores, so a row outlives the line it came from. The reader keeps a
+// bounded number of lines in flight, so memory stays bounded whatever the
+// log's size.
 func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
 	rd := ledgerfile.NewReader(r, name)
 	rd.SkipBad(skipBad)
-	const batch, batches = 512, 3
-	full := make(chan []ledgerfile.Row, batches)
-	free := make(chan []ledgerfile.Row, batches)
-	for range batches {
-		free <- make([]ledgerfile.Row, batch)
-	}
-	var readErr error
-	go func() {
-		defer close(full)
-		for {
-			b := <-free
-			for i := range b {
-				if e := rd.Next(&b[i]); e != nil {
-					if e != io.EOF {
-						readErr = e
-					}
-					full <- b[:i]
-					return
-				}
+	rd.Workers(min(runtime.GOMAXPROCS(0), maxParsers))
+	defer rd.Close()
+	var row ledgerfile.Row
+	for {
+		if e := rd.Next(&row); e != nil {
+			if e != io.EOF {
+				err = e
 			}
-			full <- b
+			return rd.Torn(), rd.Skipped(), err
 		}
-	}()
-	for b := range full {
-		for i := range b {
-			fn(&b[i])
-		}
-		free <- b[:cap(b)]
+		fn(&row)
 	}
-	return rd.Torn(), rd.Skipped(), readErr
 }
 
 // NewestTS is the latest ts of any complete row in r: what a relative

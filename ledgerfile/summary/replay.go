@@ -16,7 +16,14 @@ import (
 // that followed it.
 type Replayer struct {
 	rules ledgerfile.Rules
-	jobs  map[string]*ledgerfile.JobGate
+	jobs  map[string]*ledgerfile.JobGate // open jobs that another job's rows interrupted
+	// The current job's books: own, while its rows are adjacent (as they
+	// are unless jobs interleave), so that most jobs are never allocated
+	// or put in the map; once interrupted, its books move to the map.
+	cur    *ledgerfile.JobGate
+	curJob string
+	own    ledgerfile.JobGate
+	single ledgerfile.JobGate // a row without a job id: a job of its own
 }
 
 // Replayed is one row's two decisions.
@@ -59,16 +66,27 @@ func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own.
 func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
-	var g *ledgerfile.JobGate
-	if r.Job == "" {
-		g = &ledgerfile.JobGate{}
-	} else if g = p.jobs[r.Job]; g == nil {
-		g = &ledgerfile.JobGate{}
-		p.jobs[r.Job] = g
+	d, before := p.judge(r)
+	return replayed(r, file, d, before, LoggedDecision(r))
+}
+
+// judge re-decides one row and takes it into its job's books: the
+// decision and the job's spend before the row.
+func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
+	d, before := p.gate(r.Job).Judge(p.rules, r)
+	if r.Job != "" && r.JobEnd != "" {
+		// job_end is on a job's last row: its books are closed.
+		if p.cur != &p.own {
+			delete(p.jobs, r.Job)
+		}
+		p.cur = nil
 	}
-	d, before := g.Judge(p.rules, r)
+	return d, before
+}
+
+// replayed is one row's two decisions, the logged one and d.
+func replayed(r *ledgerfile.Row, file string, d admit.Decision, before admit.Spent, logged string) Replayed {
 	next := admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
-	logged := LoggedDecision(r)
 	out := Replayed{
 		File: file, Line: r.Line, Job: r.Job, Attempt: r.Attempt, Seat: r.Seat, HeldOut: r.Holdout,
 		Logged: logged, Now: d.String(), Spent: before, Next: next, Gate: d,
@@ -78,8 +96,32 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 	}
 	out.WaitS, out.ElapsedS, out.Tokens = r.Wait.Seconds(), r.Elapsed.Seconds(), r.Tokens
 	out.SpentS, out.SpentTokens, out.Used = before.Time.Seconds(), before.Tokens, before.Attempts
-	if r.Job != "" && r.JobEnd != "" {
-		delete(p.jobs, r.Job) // job_end is on a job's last row: its books are closed
-	}
 	return out
+}
+
+// gate is the books of job, which becomes the current job.
+func (p *Replayer) gate(job string) *ledgerfile.JobGate {
+	if job == "" {
+		p.single = ledgerfile.JobGate{}
+		return &p.single
+	}
+	if p.cur != nil && job == p.curJob {
+		return p.cur
+	}
+	if p.cur == &p.own {
+		// Jobs interleave: the current one's books move to the map (and
+		// take their room with them).
+		g := new(ledgerfile.JobGate)
+		*g = p.own
+		p.jobs[p.curJob] = g
+		p.own = ledgerfile.JobGate{}
+	}
+	if g, ok := p.jobs[job]; ok {
+		p.cur = g
+	} else {
+		p.own.Reset()
+		p.cur = &p.own
+	}
+	p.curJob = job
+	return p.cur
 }

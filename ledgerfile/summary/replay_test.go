@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -54,4 +55,106 @@ func TestReplay(t *testing.T) {
 	res = NewReplayer(b, admit.RetryPolicy{TimeoutsRetried: 1}).Add(&r, "x")
 	assert.Equal(t, "refuse: permanent error", res.Now)
 	assert.False(t, res.Changed())
+}
+
+// Jobs are judged on their own rows alone: a check of a log whose jobs
+// interleave gives each row the decision it gets when its job's rows are
+// adjacent, and counts the same good jobs, changes and held-out rows.
+func TestCheckOfInterleavedJobsEqualsAdjacentJobs(t *testing.T) {
+	var jobs [][]ledgerfile.Row
+	benchRows(3000, func(r *ledgerfile.Row) {
+		if r.Attempt == 1 {
+			jobs = append(jobs, nil)
+		}
+		jobs[len(jobs)-1] = append(jobs[len(jobs)-1], *r)
+	})
+	// Every third job ends on a row after its answer: the verdict on the
+	// answer waits while other jobs' rows come between.
+	for i := 0; i < len(jobs); i += 3 {
+		j := jobs[i]
+		last := j[len(j)-1]
+		j[len(j)-1].JobEnd = ""
+		jobs[i] = append(j, ledgerfile.Row{TS: last.TS, Job: last.Job, Attempt: last.Attempt + 1, Seat: last.Seat,
+			Wait: last.Wait, Elapsed: last.Elapsed, Tokens: last.Tokens, Unsent: true, Decision: "refuse: attempt cap", JobEnd: ledgerfile.JobSucceeded})
+	}
+	adjacent := []ledgerfile.Row{}
+	for _, j := range jobs {
+		adjacent = append(adjacent, j...)
+	}
+	// Interleaved: five jobs open at once, one row from each in turn.
+	interleaved := []ledgerfile.Row{}
+	for base := 0; base < len(jobs); base += 5 {
+		group := jobs[base:min(base+5, len(jobs))]
+		for a := 0; ; a++ {
+			took := false
+			for _, j := range group {
+				if a < len(j) {
+					interleaved = append(interleaved, j[a])
+					took = true
+				}
+			}
+			if !took {
+				break
+			}
+		}
+	}
+	require.Len(t, interleaved, len(adjacent))
+	th, err := admit.ParseThreshold("wait_s", "p(95) < 3s")
+	require.NoError(t, err)
+	run := func(rows []ledgerfile.Row) (map[string]string, *CheckResult) {
+		c, err := NewCheck(CheckOptions{
+			Budget: admit.Budget{Deadline: 8 * time.Second, TokenCeiling: 4000, MaxAttempts: 2, MaxWait: 3 * time.Second},
+			Retry:  admit.RetryPolicy{TimeoutsRetried: 1, SlowServerAfter: 10 * time.Second}, Thresholds: []Threshold{{Threshold: th}},
+			SlowAfter: 10 * time.Second,
+		})
+		require.NoError(t, err)
+		now := map[string]string{}
+		for i := range rows {
+			r := rows[i]
+			res := c.rp.Add(&r, "t.log")
+			now[fmt.Sprintf("%s/%d", r.Job, r.Attempt)] = res.Now
+		}
+		c2, err := NewCheck(CheckOptions{
+			Budget: admit.Budget{Deadline: 8 * time.Second, TokenCeiling: 4000, MaxAttempts: 2, MaxWait: 3 * time.Second},
+			Retry:  admit.RetryPolicy{TimeoutsRetried: 1, SlowServerAfter: 10 * time.Second}, Thresholds: []Threshold{{Threshold: th}},
+			SlowAfter: 10 * time.Second,
+		})
+		require.NoError(t, err)
+		for i := range rows {
+			c2.Add(&rows[i], "t.log")
+		}
+		return now, c2.Close()
+	}
+	// Goodput's rule, by hand: a job is good when its answer, counted
+	// (not held out), waited under 3 s and it ended succeeded.
+	var good, ended int64
+	for _, j := range jobs {
+		met := false
+		for _, r := range j {
+			if r.Holdout {
+				continue
+			}
+			if r.Outcome == admit.OK && !r.Unsent {
+				met = r.Wait.Round(time.Millisecond) < 3*time.Second
+			}
+			if r.JobEnd != "" {
+				ended++
+				if met && r.JobEnd == ledgerfile.JobSucceeded {
+					good++
+				}
+			}
+		}
+	}
+	nowA, resA := run(adjacent)
+	assert.Equal(t, good, resA.Goodput.Good)
+	assert.Equal(t, ended, resA.Goodput.Jobs)
+	nowI, resI := run(interleaved)
+	assert.Equal(t, nowA, nowI)
+	assert.Equal(t, resA.Goodput, resI.Goodput)
+	assert.Equal(t, resA.ChangesTotal, resI.ChangesTotal)
+	assert.Equal(t, resA.HeldOut.Rows, resI.HeldOut.Rows)
+	assert.Equal(t, len(resA.HeldOut.Refused), len(resI.HeldOut.Refused))
+	assert.Positive(t, resA.ChangesTotal, "the budget changes some decisions")
+	assert.Positive(t, resA.Goodput.Good, "some jobs are good")
+	assert.Less(t, resA.Goodput.Good, resA.Goodput.Jobs, "and some are not")
 }

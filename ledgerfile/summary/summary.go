@@ -258,10 +258,17 @@ type StreamFigures struct {
 // ITL is a row's mean inter-token latency in seconds; false when the row
 // has none (fewer than two chunks carrying text, or not sent).
 func ITL(r *ledgerfile.Row) (float64, bool) {
+	d, ok := itlDur(r)
+	return logged(d).Seconds(), ok
+}
+
+// itlDur is ITL's rule as the row's duration, which the summary counts at
+// the log's millisecond.
+func itlDur(r *ledgerfile.Row) (time.Duration, bool) {
 	if r.Unsent || !r.HasITL {
 		return 0, false
 	}
-	return logged(r.ITLMean).Seconds(), true
+	return r.ITLMean, true
 }
 
 // TPOT is a row's time per output token in seconds; false when the row
@@ -670,8 +677,8 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 			g.ttfb.addDur(r.TTFB)
 		}
 		if !s.opts.NoStream {
-			if x, ok := ITL(r); ok {
-				g.itl.addFloat(x)
+			if d, ok := itlDur(r); ok {
+				g.itl.addDur(d)
 			}
 		}
 	}
@@ -812,8 +819,8 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 		if x, ok := OutputTPS(r); ok {
 			s.outTPS.addFloat(x)
 		}
-		if x, ok := ITL(r); ok {
-			s.itl.addFloat(x)
+		if d, ok := itlDur(r); ok {
+			s.itl.addDur(d)
 		}
 	}
 	if oi == okIndex {
@@ -1023,7 +1030,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(1))}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sortedSeconds())}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
@@ -1055,7 +1062,7 @@ func (a *groupAcc) finish() *Group {
 	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
-		a.sITL = a.itl.sorted(1)
+		a.sITL = a.itl.sortedSeconds()
 	}
 	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
 	if a.sITL.Len() > 0 {

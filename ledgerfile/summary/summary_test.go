@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -495,6 +496,41 @@ func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
 		}
 		if x, y := a.Jobs.EndToEnd.Percentile(99), b.Jobs.EndToEnd.Percentile(99); x != y {
 			t.Fatalf("end to end p99: %g live, %g from the log", x, y)
+		}
+	})
+}
+
+// Floats (USD, TPOT, output TPS) are counted as a map of floats counts
+// them: the same distinct values, counts, order and sum, zeros of either
+// sign, infinities and NaN (which such a map never finds again) included.
+func TestFloatValuesAreAMapOfFloats(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		pool := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 0.1, 0.2, 0.30000000000000004, 1e-300, 7}
+		var got values
+		ref := map[float64]uint32{}
+		for range rapid.IntRange(0, 500).Draw(t, "n") {
+			x := rapid.OneOf(rapid.SampledFrom(pool), rapid.Float64()).Draw(t, "x")
+			got.addFloat(x)
+			ref[x]++
+		}
+		keys := make([]float64, 0, len(ref))
+		for x := range ref {
+			keys = append(keys, x)
+		}
+		slices.Sort(keys)
+		var want Sorted
+		for _, x := range keys {
+			want.push(x, int64(ref[x]))
+		}
+		g := got.sorted(countUnit)
+		if !slices.Equal(want.vals, g.vals) && !(len(want.vals) == len(g.vals) && fmt.Sprint(want.vals) == fmt.Sprint(g.vals)) {
+			t.Fatalf("values %v, want %v", g.vals, want.vals)
+		}
+		if !slices.Equal(want.cum, g.cum) {
+			t.Fatalf("counts %v, want %v", g.cum, want.cum)
+		}
+		if want.sum != g.sum && !(math.IsNaN(want.sum) && math.IsNaN(g.sum)) {
+			t.Fatalf("sum %v, want %v", g.sum, want.sum)
 		}
 	})
 }

@@ -20,7 +20,8 @@ import (
 type values struct {
 	dense  []uint32           // dense[k]: how many values are k units
 	sparse map[int64]uint32   // whole units past the dense range
-	other  map[float64]uint32 // values that are not a whole number of units
+	other  map[float64]uint32 // values that are not a whole number of units: zeros and NaN,
+	bits   map[uint64]uint32  // and the rest by their bits (a quicker hash; equal bits, equal values)
 	n      int64
 	off    bool // counts nothing: a figure the summary's Options leave out
 }
@@ -108,6 +109,13 @@ func (v *values) addFloat(x float64) {
 		return
 	}
 	v.n++
+	if x != 0 && x == x {
+		if v.bits == nil {
+			v.bits = map[uint64]uint32{}
+		}
+		v.bits[math.Float64bits(x)]++
+		return
+	}
 	if v.other == nil {
 		v.other = map[float64]uint32{}
 	}
@@ -117,10 +125,24 @@ func (v *values) addFloat(x float64) {
 // sorted finishes the values: unit is what one counted unit is worth
 // (0.001 for seconds kept as milliseconds, 1 for counts).
 func (v *values) sorted(unit float64) Sorted {
+	return v.sortedAs(func(k int64) float64 { return float64(k) * unit })
+}
+
+// sortedSeconds finishes durations counted by addDur as the seconds
+// logged(d).Seconds() gives (ITL's values), to the last bit.
+func (v *values) sortedSeconds() Sorted {
+	return v.sortedAs(func(k int64) float64 { return (time.Duration(k) * time.Millisecond).Seconds() })
+}
+
+// sortedAs finishes the values, reading k counted units as value(k).
+func (v *values) sortedAs(value func(int64) float64) Sorted {
 	var s Sorted
-	others := make([]float64, 0, len(v.other))
+	others := make([]float64, 0, len(v.other)+len(v.bits))
 	for x := range v.other {
 		others = append(others, x)
+	}
+	for b := range v.bits {
+		others = append(others, math.Float64frombits(b))
 	}
 	slices.Sort(others)
 	var keys []int64
@@ -143,10 +165,10 @@ func (v *values) sorted(unit float64) Sorted {
 		}
 		best, from := math.Inf(1), -1
 		if di < len(v.dense) {
-			best, from = float64(di)*unit, 0
+			best, from = value(int64(di)), 0
 		}
 		if ki < len(keys) {
-			if x := float64(keys[ki]) * unit; from < 0 || x < best {
+			if x := value(keys[ki]); from < 0 || x < best {
 				best, from = x, 1
 			}
 		}
@@ -167,7 +189,11 @@ func (v *values) sorted(unit float64) Sorted {
 			c = int64(v.sparse[keys[ki]])
 			ki++
 		default:
-			c = int64(v.other[others[oi]])
+			x := others[oi]
+			c = int64(v.other[x]) // 0 for a NaN, as a map of floats gives
+			if x != 0 && x == x {
+				c = int64(v.bits[math.Float64bits(x)])
+			}
 			oi++
 		}
 		s.push(best, c)
