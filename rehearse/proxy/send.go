@@ -41,6 +41,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	pol := p.opts.Policy
 	obs := u.seat.Do(context.WithValue(ctx, forwardKey{}, f), seat.Request{
 		Prompt:       req.prompt,
+		Body:         body, // what the transport sends: the seat builds none
 		WaitCap:      pol.Budget.MaxWait,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
 	})
