@@ -1,10 +1,6 @@
 package seat
 
-import (
-	"bytes"
-
-	"github.com/buger/jsonparser"
-)
+import "github.com/buger/jsonparser"
 
 // validJSON is encoding/json's Valid, in one tight pass: every stream
 // event is checked before its fields are read, inside the timed window,
@@ -57,11 +53,11 @@ func (v *jsonValidator) valid() bool {
 
 // emit hands each the member or element of the outermost value that
 // began at vs and ended at v.i.
-func (v *jsonValidator) emit(each func(k, v []byte, t jsonparser.ValueType), key []byte, vs int) {
+func (v *jsonValidator) emit(each func(k, v []byte, t jsonparser.ValueType), key []byte, esc bool, vs int) {
 	if v.stop {
 		return
 	}
-	if bytes.IndexByte(key, '\\') >= 0 {
+	if esc {
 		var buf [64]byte // no allocation for a short key (escaped keys are rare)
 		k, err := jsonparser.Unescape(key, buf[:])
 		if err != nil {
@@ -93,6 +89,7 @@ type jsonValidator struct {
 	b    []byte
 	i    int
 	stop bool // jsonEach: a key did not unescape, no more calls
+	esc  bool // the last string read had an escape
 }
 
 func (v *jsonValidator) space() {
@@ -154,7 +151,7 @@ func (v *jsonValidator) object(depth int, each func(k, v []byte, t jsonparser.Va
 		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.string() {
 			return false
 		}
-		key := v.b[ks+1 : v.i-1]
+		key, esc := v.b[ks+1:v.i-1], v.esc
 		v.space()
 		if v.i >= len(v.b) || v.b[v.i] != ':' {
 			return false
@@ -166,7 +163,7 @@ func (v *jsonValidator) object(depth int, each func(k, v []byte, t jsonparser.Va
 			return false
 		}
 		if each != nil {
-			v.emit(each, key, vs)
+			v.emit(each, key, esc, vs)
 		}
 		v.space()
 		if v.i >= len(v.b) {
@@ -201,7 +198,7 @@ func (v *jsonValidator) array(depth int, each func(k, v []byte, t jsonparser.Val
 			return false
 		}
 		if each != nil {
-			v.emit(each, nil, vs)
+			v.emit(each, nil, false, vs)
 		}
 		v.space()
 		if v.i >= len(v.b) {
@@ -224,6 +221,7 @@ func (v *jsonValidator) array(depth int, each func(k, v []byte, t jsonparser.Val
 func (v *jsonValidator) string() bool {
 	b := v.b
 	i := v.i + 1
+	v.esc = false
 	for i < len(b) {
 		for i < len(b) && plainByte[b[i]] {
 			i++
@@ -239,6 +237,7 @@ func (v *jsonValidator) string() bool {
 		case c < 0x20:
 			return false
 		case c == '\\':
+			v.esc = true
 			i++
 			if i >= len(b) {
 				return false
