@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func benchUpstream(b *testing.B, think time.Duration) string {
 		b.Fatal(err)
 	}
 	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(ln) }()
+	go pprof.Do(context.Background(), pprof.Labels("side", "upstream"), func(context.Context) { _ = srv.Serve(ln) })
 	b.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()
 }
@@ -91,7 +92,9 @@ func BenchmarkAddedLatency(b *testing.B) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { _ = px.Serve(ctx, ln, io.Discard); close(done) }()
+			// Labelled, as the upstream is, so that a CPU profile can be cut
+			// to the proxy's goroutines alone: -tagfocus side=proxy.
+			go pprof.Do(ctx, pprof.Labels("side", "proxy"), func(ctx context.Context) { _ = px.Serve(ctx, ln, io.Discard); close(done) })
 			b.Cleanup(func() { cancel(); <-done })
 			via := "http://" + ln.Addr().String()
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,8 @@ type forward struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	client *http.Request
-	url    string
+	url    string   // the upstream URL, origin and the client's request-target
+	origin *url.URL // the seat's origin, parsed once (nil: parse url)
 	body   []byte
 	inject bool // send the seat's own key instead of the client's
 
@@ -112,13 +114,11 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	f.upCancel = cancel
 	f.release = context.AfterFunc(seatReq.Context(), cancel)
 
-	up, err := http.NewRequestWithContext(upCtx, f.client.Method, f.url, bytes.NewReader(f.body))
+	up, err := f.upstreamRequest(upCtx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	up.GetBody = nil // never replayed by the transport: one attempt is one request
-	up.ContentLength = int64(len(f.body))
 	copyHeaders(up.Header, f.client.Header)
 	if f.inject {
 		up.Header.Del("Authorization")
@@ -151,6 +151,35 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	out := *resp
 	out.Body = &tee{f: f, r: resp.Body, left: resp.ContentLength}
 	return &out, nil
+}
+
+// upstreamRequest is the client's request as sent to the seat's origin:
+// its method, path and query, with the body and no header yet. The URL is
+// the client's own, on the origin's scheme and host, not parsed again
+// from text; a request-target in another form goes through the parser.
+func (f *forward) upstreamRequest(ctx context.Context) (*http.Request, error) {
+	cu := f.client.URL
+	if f.origin == nil || cu.Opaque != "" || cu.Path == "" || cu.User != nil {
+		up, err := http.NewRequestWithContext(ctx, f.client.Method, f.url, bytes.NewReader(f.body))
+		if err != nil {
+			return nil, err
+		}
+		up.GetBody = nil // never replayed by the transport: one attempt is one request
+		up.ContentLength = int64(len(f.body))
+		return up, nil
+	}
+	up, err := http.NewRequestWithContext(ctx, f.client.Method, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	up.URL = &url.URL{Scheme: f.origin.Scheme, Host: f.origin.Host, Path: cu.Path, RawPath: cu.RawPath, RawQuery: cu.RawQuery}
+	up.Host = f.origin.Host
+	up.Header = make(http.Header, len(f.client.Header))
+	if len(f.body) > 0 {
+		up.Body = io.NopCloser(bytes.NewReader(f.body))
+	}
+	up.ContentLength = int64(len(f.body))
+	return up, nil
 }
 
 // tee is the answer's body as the seat reads it: each read is written

@@ -79,13 +79,14 @@ type Options struct {
 }
 
 type upstream struct {
-	cfg     seat.Config
-	seat    seat.Seat
-	origin  string // scheme://host of base_url: the client's path is kept
-	inject  bool
-	br      *admit.Breaker
-	priced  bool
-	fallbck bool
+	cfg       seat.Config
+	seat      seat.Seat
+	origin    string // scheme://host of base_url: the client's path is kept
+	originURL *url.URL
+	inject    bool
+	br        *admit.Breaker
+	priced    bool
+	fallbck   bool
 }
 
 // Proxy is an http.Handler in front of one seat and its fallbacks.
@@ -176,7 +177,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		_, priced := c.Cost(0, 0)
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, origin: u.Scheme + "://" + u.Host, inject: c.APIKeyEnv != "",
+			cfg: c, seat: s, origin: u.Scheme + "://" + u.Host, originURL: &url.URL{Scheme: u.Scheme, Host: u.Host}, inject: c.APIKeyEnv != "",
 			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,4 +420,33 @@ func TestHeadersBeforeSlowFirstChunk(t *testing.T) {
 	assert.Less(t, headers, 200*ms, "the headers were held for the first chunk")
 	assert.GreaterOrEqual(t, time.Since(t0), 400*ms)
 	assert.Equal(t, benchStream, string(body))
+}
+
+// A gated request reaches the upstream with the client's own path
+// (escapes kept) and query, as an Azure-style endpoint needs, and the
+// seat's base_url path is not added to it.
+func TestRequestTargetKept(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	up := http.NewServeMux()
+	up.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.RequestURI+" "+r.Host)
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	srv := &http.Server{Handler: up}
+	ln := listen(t)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+	target := "/openai/deployments/gpt%2F4o/chat/completions?api-version=2024-06-01&x=a%20b"
+	resp, body := post(t, px.url+target, `{"model":"m1","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	assert.Equal(t, 200, resp.StatusCode, body)
+	px.rows.wait(t, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"POST " + target + " " + ln.Addr().String()}, got)
 }

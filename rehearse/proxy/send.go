@@ -25,7 +25,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
 	}
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), origin: u.originURL, body: body, inject: u.inject}
 	defer f.finish()
 	// The hard timeout: min(timeouts.hard, what is left of the deadline).
 	// The client hanging up cancels the attempt too, unless the answer is
@@ -41,6 +41,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	pol := p.opts.Policy
 	obs := u.seat.Do(context.WithValue(ctx, forwardKey{}, f), seat.Request{
 		Prompt:       req.prompt,
+		Body:         body, // what the transport sends: the seat builds none
 		WaitCap:      pol.Budget.MaxWait,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
 	})

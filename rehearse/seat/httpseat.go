@@ -334,7 +334,10 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	t := newAttemptTrace(start)
 	trace := &t.trace
 	wrote, reused, firstByte, dialStart, dialEnd := &t.wrote, &t.reused, &t.firstByte, &t.dialStart, &t.dialEnd
-	payload := s.payload(req)
+	payload := req.Body
+	if payload == nil {
+		payload = s.payload(req)
+	}
 	send := func() (*http.Response, error) {
 		hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(payload))
 		if err != nil {

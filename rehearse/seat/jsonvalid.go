@@ -1,5 +1,7 @@
 package seat
 
+import "github.com/buger/jsonparser"
+
 // validJSON is encoding/json's Valid, in one tight pass: every stream
 // event is checked before its fields are read, inside the timed window,
 // and json.Valid's byte-at-a-time state machine was the largest single
@@ -9,20 +11,85 @@ package seat
 // check, as json.Valid makes none), and at most 10000 levels of nesting.
 func validJSON(b []byte) bool {
 	v := jsonValidator{b: b}
+	return v.valid()
+}
+
+// jsonEach validates b as validJSON does and, in the same pass, hands
+// each the members of the object b is (or the elements of the array) as
+// jsonparser.ObjectEach (ArrayEach) hands them: a member's key unescaped,
+// a string value without its quotes, escapes kept; an element's key is
+// nil. A key that does not unescape ends the calls there, as it ends
+// ObjectEach, but not the validation. It reports whether b is valid
+// JSON; for invalid JSON each may have seen the members before the fault.
+// A stream event is read in one walk instead of a validation and then
+// another for its fields.
+func jsonEach(b []byte, each func(k, v []byte, t jsonparser.ValueType)) bool {
+	v := jsonValidator{b: b}
 	v.space()
-	if !v.value(0) {
+	ok := false
+	switch {
+	case v.i < len(b) && b[v.i] == '{':
+		ok = v.object(1, each)
+	case v.i < len(b) && b[v.i] == '[':
+		ok = v.array(1, each)
+	default:
+		ok = v.value(0)
+	}
+	if !ok {
 		return false
 	}
 	v.space()
 	return v.i == len(b)
 }
 
+func (v *jsonValidator) valid() bool {
+	v.space()
+	if !v.value(0) {
+		return false
+	}
+	v.space()
+	return v.i == len(v.b)
+}
+
+// emit hands each the member or element of the outermost value that
+// began at vs and ended at v.i.
+func (v *jsonValidator) emit(each func(k, v []byte, t jsonparser.ValueType), key []byte, esc bool, vs int) {
+	if v.stop {
+		return
+	}
+	if esc {
+		var buf [64]byte // no allocation for a short key (escaped keys are rare)
+		k, err := jsonparser.Unescape(key, buf[:])
+		if err != nil {
+			v.stop = true
+			return
+		}
+		key = k
+	}
+	val, t := v.b[vs:v.i], jsonparser.Number
+	switch val[0] {
+	case '"':
+		val, t = val[1:len(val)-1], jsonparser.String
+	case '{':
+		t = jsonparser.Object
+	case '[':
+		t = jsonparser.Array
+	case 't', 'f':
+		t = jsonparser.Boolean
+	case 'n':
+		t = jsonparser.Null
+	}
+	each(key, val, t)
+}
+
 // maxJSONDepth is encoding/json's nesting limit.
 const maxJSONDepth = 10000
 
 type jsonValidator struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	stop bool // jsonEach: a key did not unescape, no more calls
+	esc  bool // the last string read had an escape
 }
 
 func (v *jsonValidator) space() {
@@ -42,9 +109,9 @@ func (v *jsonValidator) value(depth int) bool {
 	}
 	switch c := v.b[v.i]; {
 	case c == '{':
-		return v.object(depth + 1)
+		return v.object(depth+1, nil)
 	case c == '[':
-		return v.array(depth + 1)
+		return v.array(depth+1, nil)
 	case c == '"':
 		return v.string()
 	case c == '-' || c >= '0' && c <= '9':
@@ -67,7 +134,9 @@ func (v *jsonValidator) literal(word string) bool {
 	return true
 }
 
-func (v *jsonValidator) object(depth int) bool {
+// object and array read a value from its opening bracket, handing each
+// (when set) its members or elements.
+func (v *jsonValidator) object(depth int, each func(k, v []byte, t jsonparser.ValueType)) bool {
 	if depth > maxJSONDepth {
 		return false
 	}
@@ -78,17 +147,23 @@ func (v *jsonValidator) object(depth int) bool {
 		return true
 	}
 	for {
+		ks := v.i
 		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.string() {
 			return false
 		}
+		key, esc := v.b[ks+1:v.i-1], v.esc
 		v.space()
 		if v.i >= len(v.b) || v.b[v.i] != ':' {
 			return false
 		}
 		v.i++
 		v.space()
+		vs := v.i
 		if !v.value(depth) {
 			return false
+		}
+		if each != nil {
+			v.emit(each, key, esc, vs)
 		}
 		v.space()
 		if v.i >= len(v.b) {
@@ -107,7 +182,7 @@ func (v *jsonValidator) object(depth int) bool {
 	}
 }
 
-func (v *jsonValidator) array(depth int) bool {
+func (v *jsonValidator) array(depth int, each func(k, v []byte, t jsonparser.ValueType)) bool {
 	if depth > maxJSONDepth {
 		return false
 	}
@@ -118,8 +193,12 @@ func (v *jsonValidator) array(depth int) bool {
 		return true
 	}
 	for {
+		vs := v.i
 		if !v.value(depth) {
 			return false
+		}
+		if each != nil {
+			v.emit(each, nil, false, vs)
 		}
 		v.space()
 		if v.i >= len(v.b) {
@@ -142,7 +221,14 @@ func (v *jsonValidator) array(depth int) bool {
 func (v *jsonValidator) string() bool {
 	b := v.b
 	i := v.i + 1
+	v.esc = false
 	for i < len(b) {
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -151,6 +237,7 @@ func (v *jsonValidator) string() bool {
 		case c < 0x20:
 			return false
 		case c == '\\':
+			v.esc = true
 			i++
 			if i >= len(b) {
 				return false
@@ -177,6 +264,15 @@ func (v *jsonValidator) string() bool {
 	}
 	return false
 }
+
+// plainByte is a string byte that stands for itself: not a quote, a
+// backslash or a control character.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (v *jsonValidator) number() bool {
 	b := v.b

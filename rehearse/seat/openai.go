@@ -105,14 +105,8 @@ func (w openaiWire) whole(data []byte, st *stream) {
 // the wrong shape, is a malformed event, as encoding/json would have it.
 func (openaiWire) chunk(data []byte, st *stream) {
 	data = bytes.TrimSpace(data)
-	if !validJSON(data) || len(data) == 0 || data[0] != '{' {
-		if !bytes.Equal(data, []byte("null")) {
-			st.bad++
-		}
-		return
-	}
 	var errm, choices, usage jsonMember
-	_ = jsonparser.ObjectEach(data, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+	valid := jsonEach(data, func(k, v []byte, t jsonparser.ValueType) {
 		switch string(k) {
 		case "error":
 			errm.keep(v, t)
@@ -121,8 +115,13 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		case "usage":
 			usage.keep(v, t)
 		}
-		return nil
 	})
+	if !valid || len(data) == 0 || data[0] != '{' {
+		if !bytes.Equal(data, []byte("null")) {
+			st.bad++
+		}
+		return
+	}
 	if errm.present() {
 		st.fail(errorCode(data))
 		return
@@ -134,20 +133,21 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		return
 	default:
 		bad := false
-		_, _ = jsonparser.ArrayEach(choices.v, func(ch []byte, t jsonparser.ValueType, _ int, _ error) {
+		// The members below are in data, valid already: walking them
+		// again costs what skipping them would.
+		jsonEach(choices.v, func(_, ch []byte, t jsonparser.ValueType) {
 			if bad || t != jsonparser.Object {
 				bad = bad || t != jsonparser.Null
 				return
 			}
 			var message, delta jsonMember
-			_ = jsonparser.ObjectEach(ch, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+			jsonEach(ch, func(k, v []byte, t jsonparser.ValueType) {
 				switch string(k) {
 				case "message": // a non-streamed answer
 					message.keep(v, t)
 				case "delta":
 					delta.keep(v, t)
 				}
-				return nil
 			})
 			d := message
 			if !d.present() {
@@ -162,17 +162,16 @@ func (openaiWire) chunk(data []byte, st *stream) {
 			}
 			var texts [len(openaiTextFields)]jsonMember
 			var calls jsonMember
-			_ = jsonparser.ObjectEach(d.v, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+			jsonEach(d.v, func(k, v []byte, t jsonparser.ValueType) {
 				if string(k) == "tool_calls" {
 					calls.keep(v, t)
-					return nil
+					return
 				}
 				for i, f := range openaiTextFields {
 					if string(k) == f {
 						texts[i].keep(v, t)
 					}
 				}
-				return nil
 			})
 			for i := range texts {
 				if texts[i].seen {

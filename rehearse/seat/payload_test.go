@@ -63,3 +63,32 @@ func TestRequestBodyFollowsEachAttempt(t *testing.T) {
 		assert.Equal(t, req.IdempotencyKey, got[i].idem, "attempt %d", i+1)
 	}
 }
+
+// A request's Body goes out byte for byte in place of the body the seat
+// would build (its Prompt is not sent), and a stream without usage still
+// counts the prompt's tokens from Prompt.
+func TestRequestBodySentAsGiven(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(data))
+		mu.Unlock()
+		sw := startStream(w, "text/event-stream")
+		sw.data(oaText("hi"))
+		sw.raw("data: [DONE]\n\n")
+	}))
+	s := newTestSeat(t, "openai", srv.URL)
+	own := `{"model":"client's","messages":[{"role":"user","content":"hello there"}],"stream":true,"temperature":0.25}`
+	forwarded := do(t, s, 2*time.Second, Request{Prompt: "hello there", Body: []byte(own)})
+	require.Equal(t, admit.OK, forwarded.Outcome, forwarded.Detail)
+	built := do(t, s, 2*time.Second, Request{Prompt: "hello there"})
+	require.Equal(t, admit.OK, built.Outcome, built.Detail)
+	require.Len(t, got, 2)
+	assert.Equal(t, own, got[0])
+	assert.NotEqual(t, own, got[1])
+	assert.Equal(t, FromTokenizer, forwarded.TokensFrom)
+	assert.Equal(t, built.PromptTokens, forwarded.PromptTokens)
+	assert.Positive(t, forwarded.PromptTokens)
+}

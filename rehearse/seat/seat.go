@@ -26,6 +26,11 @@ type Request struct {
 	// at least this long is billed ambiguous, not free (admit.BillingOf).
 	// 0 treats every 5xx as fast.
 	Slow5xxAfter time.Duration
+	// Body, when set, is an HTTP seat's request body as it is (a proxy
+	// forwarding its client's own), sent in place of one built from
+	// Prompt, Messages and MaxTokens, which then build nothing; Prompt
+	// still counts the prompt's tokens when the answer has no usage.
+	Body []byte
 }
 
 // Token sources, as written to rehearsal.log's tokens_from.
