@@ -165,19 +165,8 @@ func (v *jsonValidator) object(depth int, each func(k, v []byte, t jsonparser.Va
 		if each != nil {
 			v.emit(each, key, esc, vs)
 		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case '}':
-			v.i++
-			return true
-		default:
-			return false
+		if end, ok := v.after('}'); end || !ok {
+			return ok
 		}
 	}
 }
@@ -200,19 +189,8 @@ func (v *jsonValidator) array(depth int, each func(k, v []byte, t jsonparser.Val
 		if each != nil {
 			v.emit(each, nil, false, vs)
 		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
-			v.i++
-			return true
-		default:
-			return false
+		if end, ok := v.after(']'); end || !ok {
+			return ok
 		}
 	}
 }
@@ -315,4 +293,24 @@ func (v *jsonValidator) number() bool {
 	}
 	v.i = i
 	return true
+}
+
+// after reads past the separator that follows a member or an element:
+// a comma (more follow) or close (the object or array ends). end reports
+// the close; ok is false for anything else.
+func (v *jsonValidator) after(close byte) (end, ok bool) {
+	v.space()
+	if v.i >= len(v.b) {
+		return false, false
+	}
+	switch v.b[v.i] {
+	case ',':
+		v.i++
+		v.space()
+		return false, true
+	case close:
+		v.i++
+		return true, true
+	}
+	return false, false
 }
