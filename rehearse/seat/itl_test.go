@@ -84,7 +84,7 @@ func TestITL(t *testing.T) {
 			var sent []time.Time
 			srv := loopback(t, itlHandler(kind, &sent, &mu))
 			s := newTestSeat(t, kind, srv.URL)
-			var errMean, errMax time.Duration
+			var errMean, errMax, serverMax time.Duration
 			for try := 1; try <= 3; try++ {
 				mu.Lock()
 				sent = sent[:0]
@@ -105,12 +105,16 @@ func TestITL(t *testing.T) {
 				errMean, errMax = (obs.ITLMean - mean).Abs(), (obs.ITLMax - most).Abs()
 				t.Logf("ITL %s try %d: mean %v (server %v, error %v), max %v (server %v, error %v)",
 					kind, try, obs.ITLMean, mean, errMean, obs.ITLMax, most, errMax)
-				// The usage frame 60 ms later is not a gap.
-				require.Less(t, obs.ITLMax, 55*time.Millisecond)
-				if errMean <= tol && errMax <= tol {
+				// The usage frame 60 ms after the last text is not a gap:
+				// counted, it would be the max, 20 ms past the server's
+				// longest text gap. A try where the server itself woke
+				// late (its own gap near 60 ms) cannot tell them apart.
+				serverMax = most
+				if most < 55*time.Millisecond && errMean <= tol && errMax <= tol {
 					break
 				}
 			}
+			require.Less(t, serverMax, 55*time.Millisecond, "the server flushed its text on time in one try at least")
 			require.LessOrEqual(t, errMean, tol, "ITL mean error")
 			require.LessOrEqual(t, errMax, tol, "ITL max error")
 		})
