@@ -244,6 +244,10 @@ stop() { # PID: stop a server this script started, and forget it
 rows_out=()
 row() { rows_out+=("| $1 | $2 | $3 | $4 |"); }
 
+# The request body curl and vegeta send, as retrygate's openai seat sends it.
+body='{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"user","content":"Say hi."}]}'
+printf '%s\n' "$body" >"$tmp/body.json"
+
 # --only rehearse skips from here to the rehearse rows, and the rows after them.
 if [[ -z $only ]]; then
 
@@ -345,8 +349,6 @@ seats:
   served: {kind: openai, base_url: $url, model: gpt-4o-mini}
 fallback: [served]
 EOF
-body='{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"user","content":"Say hi."}]}'
-printf '%s\n' "$body" >"$tmp/body.json"
 : >"$tmp/m/time.el"; : >"$tmp/m/time.ttfb"; : >"$tmp/m/curl.el"; : >"$tmp/m/curl.ttfb"
 for ((i = 0; i < time_calls; i++)); do
 	run time-call timeout 30 "$rg" --config "$tmp/served.yaml" time --seat served --hard-timeout 10s --json
