@@ -188,16 +188,18 @@ func (s *httpSeat) header(idem []string) http.Header {
 }
 
 // request is one attempt's POST of payload, built from the parsed
-// endpoint (as http.NewRequest builds it, without parsing the URL again),
-// in t's own Request and body: one allocation, for the context's copy.
-// It is not replayable (no GetBody): the transport must never resend it.
+// endpoint (as http.NewRequest builds it, without parsing the URL again)
+// in t's own Request and reader. The body stays io.NopCloser over a
+// *bytes.Reader: net/http knows that one is in memory and sends the
+// headers and body in one write. It is not replayable (no GetBody): the
+// transport must never resend it.
 func (s *httpSeat) request(ctx context.Context, t *attemptTrace, payload []byte, idem string) *http.Request {
 	t.idem[0] = idem
 	t.body.Reset(payload)
 	t.req = http.Request{
 		Method: http.MethodPost, URL: s.endpoint, Host: s.endpoint.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: s.header(t.idem[:]), Body: &t.body, ContentLength: int64(len(payload)),
+		Header: s.header(t.idem[:]), Body: io.NopCloser(&t.body), ContentLength: int64(len(payload)),
 	}
 	if len(payload) == 0 {
 		t.req.Body = http.NoBody
@@ -341,7 +343,7 @@ type attemptTrace struct {
 	// key's value (see httpSeat.request), its clocks, and the answer's
 	// reader and stream.
 	req    http.Request
-	body   payloadBody
+	body   bytes.Reader
 	idem   [1]string
 	g      guard
 	answer countingReader
@@ -351,10 +353,6 @@ type attemptTrace struct {
 	hasWait bool
 }
 
-// payloadBody is a request body over a payload shared between attempts.
-type payloadBody struct{ bytes.Reader }
-
-func (*payloadBody) Close() error { return nil }
 
 func newAttemptTrace(start time.Time) *attemptTrace {
 	t := &attemptTrace{start: start}
