@@ -353,7 +353,6 @@ type attemptTrace struct {
 	hasWait bool
 }
 
-
 func newAttemptTrace(start time.Time) *attemptTrace {
 	t := &attemptTrace{start: start}
 	t.trace = httptrace.ClientTrace{

@@ -117,7 +117,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 func TestOneWritePerAttempt(t *testing.T) {
 	type seen struct {
 		method, path, idem, ctype, agent, auth, body string
-		length                                         int64
+		length                                       int64
 	}
 	got := make(chan seen, 4)
 	srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
