@@ -384,13 +384,19 @@ func (t *attemptTrace) wroteRequest(info httptrace.WroteRequestInfo) {
 // Do makes one attempt. It never returns an error: whatever happened is
 // the Observation.
 func (s *httpSeat) Do(parent context.Context, req Request) Observation {
+	return s.do(parent, req, 0)
+}
+
+// do is Do, with the hard timeout on the attempt's own clock when hard >
+// 0 (DoWithin) instead of parent's deadline.
+func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) Observation {
 	start := time.Now()
 	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	t := newAttemptTrace(start)
 	g := &t.g
-	g.init(start, req, cancel)
+	g.init(start, req, hard, cancel)
 	defer g.stop()
 
 	trace := &t.trace
