@@ -2,7 +2,7 @@
 # bench/compare.sh: measure retrygate beside its peer tools, in one run,
 # on this machine, and print issue 11's table as markdown.
 #
-#   bench/compare.sh [--quick] [--tests] [--out FILE] [--keep DIR]
+#   bench/compare.sh [--quick] [--tests] [--only rehearse] [--out FILE] [--keep DIR]
 #
 # See docs/speed.md for what each figure means. Everything it starts
 # listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-usage: bench/compare.sh [--quick] [--tests] [--out FILE] [--keep DIR]
+usage: bench/compare.sh [--quick] [--tests] [--only rehearse] [--out FILE] [--keep DIR]
 
 Builds retrygate and a hello-world Go binary, installs the peers when
 missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
@@ -20,6 +20,9 @@ prints the table as markdown on stdout.
 
   --quick     shrink the sizes (100,000-row log, 2,000 attempts, fewer runs)
   --tests     also time the whole test suite (go test -count=1 ./...; long)
+  --only rehearse
+              run only the rehearse-vs-vegeta rows (no log, no start-up,
+              report, proxy or simulate rows); for profiling that figure
   --out FILE  also write the table to FILE
   --keep DIR  keep the generated log, results and raw measurements in DIR
   -h, --help  this text
@@ -29,11 +32,13 @@ is shown on stderr).
 EOF
 }
 
-quick=0 tests=0 out="" keep=""
+quick=0 tests=0 out="" keep="" only=""
 while (($#)); do
 	case $1 in
 	--quick) quick=1 ;;
 	--tests) tests=1 ;;
+	--only) [[ $# -ge 2 && $2 == rehearse ]] || { echo "compare.sh: --only takes one part: rehearse" >&2; exit 2; }; only=$2; shift ;;
+	--only=rehearse) only=rehearse ;;
 	--out) [[ $# -ge 2 ]] || { echo "compare.sh: --out needs a file" >&2; exit 2; }; out=$2; shift ;;
 	--out=*) out=${1#--out=} ;;
 	--keep) [[ $# -ge 2 ]] || { echo "compare.sh: --keep needs a directory" >&2; exit 2; }; keep=$2; shift ;;
@@ -239,6 +244,13 @@ stop() { # PID: stop a server this script started, and forget it
 rows_out=()
 row() { rows_out+=("| $1 | $2 | $3 | $4 |"); }
 
+# The request body curl and vegeta send, as retrygate's openai seat sends it.
+body='{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"user","content":"Say hi."}]}'
+printf '%s\n' "$body" >"$tmp/body.json"
+
+# --only rehearse skips from here to the rehearse rows, and the rows after them.
+if [[ -z $only ]]; then
+
 # ---------------------------------------------------------------- data
 
 # The rehearsal log: retrygate itself writes it, rehearsing a script seat
@@ -337,8 +349,6 @@ seats:
   served: {kind: openai, base_url: $url, model: gpt-4o-mini}
 fallback: [served]
 EOF
-body='{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"user","content":"Say hi."}]}'
-printf '%s\n' "$body" >"$tmp/body.json"
 : >"$tmp/m/time.el"; : >"$tmp/m/time.ttfb"; : >"$tmp/m/curl.el"; : >"$tmp/m/curl.ttfb"
 for ((i = 0; i < time_calls; i++)); do
 	run time-call timeout 30 "$rg" --config "$tmp/served.yaml" time --seat served --hard-timeout 10s --json
@@ -416,6 +426,8 @@ bigjob() { # LABEL NAME CMD-FOR-JOB(with JOB)
 bigjob '`admit --log`' admitlog "$rg admit --log $biglog --job JOB"
 bigjob '`record`' recordlog "$rg record --log $biglog --job JOB --seat s --wait 0.5 --elapsed 1.2 --tokens 1500"
 
+fi # --only
+
 # ---------------------------------------------------------------- rehearse vs vegeta attack
 
 say "rehearse $attempts attempts at concurrency $conc vs vegeta attack (${vegeta_s}s, keep-alive and not)"
@@ -479,6 +491,8 @@ row "elapsed p50 / p95 the client adds at c=$conc (the seat plans 0 ms)" \
 	"$(ms "$re_p50") / $(ms "$re_p95") ms" \
 	"vegeta, keep-alive: $(ms "$ka_p50") / $(ms "$ka_p95") ms; without: $(ms "$co_p50") / $(ms "$co_p95") ms" \
 	"p50 $(calc '%+.1f' "($re_p50 - $ka_p50) * 1000") / $(calc '%+.1f' "($re_p50 - $co_p50) * 1000") ms"
+
+if [[ -z $only ]]; then # --only rehearse ends with the rehearse rows
 
 # ---------------------------------------------------------------- proxy vs direct
 
@@ -561,6 +575,8 @@ for how in sequential rate; do
 done
 row "the \`simulate\` model" "\`$model\`" "—" "—"
 
+fi # --only
+
 # ---------------------------------------------------------------- tests
 
 rc=0
@@ -581,7 +597,7 @@ fi
 
 model_name=$(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
 {
-	echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (${model_name:-unknown CPU}), commit $commit, with bench/compare.sh$( ((quick)) && echo ' --quick')."
+	echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (${model_name:-unknown CPU}), commit $commit, with bench/compare.sh$( ((quick)) && echo ' --quick')$([[ -n $only ]] && echo " --only $only")."
 	echo "Load average before the run: $load0 (other work on the machine widens wall times; CPU times are steadier)."
 	echo "Peers: vegeta $vegeta_version, $(hyperfine --version), $(curl --version | head -n 1 | cut -d' ' -f1-2), $(go version | cut -d' ' -f3)."
 	echo

@@ -201,23 +201,25 @@ func (l *Loop) runJob(ctx context.Context, j *Job, k int, o *RealOptions) {
 	}
 }
 
-// send makes one attempt with a context whose deadline is the hard timeout.
+// send makes one attempt under the hard timeout (a context deadline, or
+// an HTTP seat's own clock: seat.DoWithin).
 func (l *Loop) send(ctx context.Context, j *Job, a Action, o *RealOptions) seat.Observation {
-	l.mu.Lock()
+	// No lock: the seat's name and sender, and what Request reads (the
+	// prompts and policy New set, and j, which this goroutine runs), do
+	// not change while jobs run.
 	st := &l.seats[a.Seat]
 	req := l.Request(j, a)
-	l.mu.Unlock()
 	if o.OnSoft != nil && req.SoftTimeout > 0 {
 		id, name := j.ID, st.name
 		req.OnSoft = func(el time.Duration) { o.OnSoft(id, name, el) }
 	}
-	actx, cancel := context.WithTimeout(ctx, a.Hard)
-	defer cancel()
 	var obs seat.Observation
 	if ps, ok := st.seat.(*PlanSeat); ok {
+		actx, cancel := context.WithTimeout(ctx, a.Hard)
 		obs = ps.play(actx, req, a.Hard)
+		cancel()
 	} else {
-		obs = st.seat.Do(actx, req)
+		obs = seat.DoWithin(ctx, st.seat, req, a.Hard)
 	}
 	if obs.Seat == "" {
 		obs.Seat = st.name

@@ -26,7 +26,9 @@ func firstFrame(kind string) (contentType, frame string) {
 
 // TestCancellation: the hard timeout and the wait cap cancel the request
 // for real: Do returns within +100 ms of the limit with the right outcome,
-// and the server sees its request's context end within 100 ms of it.
+// and the server sees its request's context end within 100 ms of it. The
+// hard timeout is the context's deadline (Do) or the attempt's own clock
+// (DoWithin, as rehearse sends): the same observation either way.
 func TestCancellation(t *testing.T) {
 	const hard = 400 * time.Millisecond
 	slack := cancelSlack
@@ -48,40 +50,54 @@ func TestCancellation(t *testing.T) {
 	}
 	for _, kind := range []string{"openai", "anthropic", "ollama"} {
 		for _, tt := range tests {
-			t.Run(kind+"/"+tt.name, func(t *testing.T) {
-				watch := newCancelWatch()
-				srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if tt.headers {
-						ct, frame := firstFrame(kind)
-						sw := startStream(w, ct)
-						if tt.content {
-							sw.raw(frame)
-						}
-					}
-					watch.hold(r)
-				}))
-				s := newTestSeat(t, kind, srv.URL)
-				start := time.Now()
-				obs := do(t, s, hard, Request{WaitCap: tt.waitCap})
-				returned := time.Since(start)
-				seen := watch.wait(t).Sub(start)
-
-				assert.Equal(t, tt.want, obs.Outcome, obs.Detail)
-				assert.Equal(t, admit.Ambiguous, obs.Billing)
-				assert.Equal(t, tt.wantWait, obs.HasWait)
-				assert.Equal(t, tt.headers, obs.HasTTFB)
-				t.Logf("CANCEL kind=%s case=%q limit_ms=%.0f returned_ms=%.3f server_saw_ms=%.3f", kind, tt.name, ms(tt.limit), ms(returned), ms(seen))
-				assert.GreaterOrEqual(t, returned, tt.limit)
-				assert.Less(t, returned, tt.limit+slack, "Do returned late")
-				assert.Less(t, seen, tt.limit+slack, "the server saw the cancellation late")
-				// Elapsed starts inside Do, a moment after the deadline was set.
-				assert.GreaterOrEqual(t, obs.Elapsed, tt.limit-lateTol)
-				assert.Less(t, obs.Elapsed, tt.limit+slack)
-				if tt.content {
-					assert.Equal(t, FromTokenizer, obs.TokensFrom)
-					assert.Positive(t, obs.CompletionTokens, "output so far is counted")
+			for _, within := range []bool{false, true} {
+				how := "deadline"
+				if within {
+					how = "DoWithin"
 				}
-			})
+				t.Run(kind+"/"+tt.name+"/"+how, func(t *testing.T) {
+					watch := newCancelWatch()
+					srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						if tt.headers {
+							ct, frame := firstFrame(kind)
+							sw := startStream(w, ct)
+							if tt.content {
+								sw.raw(frame)
+							}
+						}
+						watch.hold(r)
+					}))
+					s := newTestSeat(t, kind, srv.URL)
+					start := time.Now()
+					var obs Observation
+					if within {
+						obs = DoWithin(context.Background(), s, Request{Prompt: "Say hello in five words.", WaitCap: tt.waitCap}, hard)
+					} else {
+						obs = do(t, s, hard, Request{WaitCap: tt.waitCap})
+					}
+					returned := time.Since(start)
+					seen := watch.wait(t).Sub(start)
+
+					assert.Equal(t, tt.want, obs.Outcome, obs.Detail)
+					if tt.want == admit.Timeout {
+						assert.Contains(t, obs.Detail, "hard timeout")
+					}
+					assert.Equal(t, admit.Ambiguous, obs.Billing)
+					assert.Equal(t, tt.wantWait, obs.HasWait)
+					assert.Equal(t, tt.headers, obs.HasTTFB)
+					t.Logf("CANCEL kind=%s case=%q limit_ms=%.0f returned_ms=%.3f server_saw_ms=%.3f", kind, tt.name, ms(tt.limit), ms(returned), ms(seen))
+					assert.GreaterOrEqual(t, returned, tt.limit)
+					assert.Less(t, returned, tt.limit+slack, "Do returned late")
+					assert.Less(t, seen, tt.limit+slack, "the server saw the cancellation late")
+					// Elapsed starts inside Do, a moment after the deadline was set.
+					assert.GreaterOrEqual(t, obs.Elapsed, tt.limit-lateTol)
+					assert.Less(t, obs.Elapsed, tt.limit+slack)
+					if tt.content {
+						assert.Equal(t, FromTokenizer, obs.TokensFrom)
+						assert.Positive(t, obs.CompletionTokens, "output so far is counted")
+					}
+				})
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package seat
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,17 +14,29 @@ import (
 // errWaitCap is the cancel cause when no content came within the wait cap.
 var errWaitCap = errors.New("no content within the wait cap")
 
+// errHardTimeout is the cancel cause when the hard timeout, run on the
+// guard's clock (DoWithin), ended the attempt.
+var errHardTimeout = errors.New("hard timeout")
+
 // guard runs one attempt's clocks: the wait cap (cancel unless the answer
-// has begun) and the soft timeout (tell the caller, cancel nothing). The
-// hard timeout is the context's own deadline.
+// has begun), the soft timeout (tell the caller, cancel nothing), the
+// drain's grace (close the finished body) and, given one (DoWithin), the
+// hard timeout; else that is the context's own deadline. One timer
+// serves them all, set for the earliest left: an attempt is timed on
+// thousands of goroutines at once, and each timer (or context with a
+// deadline) is allocations and turns of the runtime's timer heap.
 type guard struct {
 	start  time.Time
 	cancel context.CancelCauseFunc
 	state  atomic.Int32 // 0 waiting, 1 answered, 2 capped
 
-	mu      sync.Mutex // held while OnSoft runs, so stop waits for it
+	mu      sync.Mutex // held while a clock's action (OnSoft) runs, so stop waits for it
 	stopped bool
-	timers  []*time.Timer
+	timer   *time.Timer
+	// Each clock's instant since start; 0: not set, or already fired.
+	capAt, softAt, closeAt, hardAt time.Duration
+	onSoft                         func(time.Duration)
+	closer                         io.Closer
 }
 
 const (
@@ -33,24 +46,100 @@ const (
 )
 
 func startGuard(start time.Time, req Request, cancel context.CancelCauseFunc) *guard {
-	g := &guard{start: start, cancel: cancel}
+	g := new(guard)
+	g.init(start, req, 0, cancel)
+	return g
+}
+
+// init starts a zero guard's clocks; hard > 0 is the hard timeout, on
+// the guard's clock.
+func (g *guard) init(start time.Time, req Request, hard time.Duration, cancel context.CancelCauseFunc) {
+	g.start, g.cancel, g.hardAt = start, cancel, hard
 	if req.WaitCap > 0 {
-		g.timers = append(g.timers, time.AfterFunc(req.WaitCap-time.Since(start), func() {
-			if g.state.CompareAndSwap(waiting, capped) {
-				g.cancel(errWaitCap)
-			}
-		}))
+		g.capAt = req.WaitCap
 	}
 	if req.SoftTimeout > 0 && req.OnSoft != nil {
-		g.timers = append(g.timers, time.AfterFunc(req.SoftTimeout-time.Since(start), func() {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if !g.stopped {
-				req.OnSoft(time.Since(g.start))
-			}
-		}))
+		g.softAt, g.onSoft = req.SoftTimeout, req.OnSoft
 	}
-	return g
+	if g.capAt > 0 || g.softAt > 0 || g.hardAt > 0 {
+		g.mu.Lock()
+		g.arm()
+		g.mu.Unlock()
+	}
+}
+
+// arm sets the timer for the earliest clock left. g.mu is held.
+func (g *guard) arm() {
+	var next time.Duration
+	for _, at := range [...]time.Duration{g.capAt, g.softAt, g.closeAt, g.hardAt} {
+		if at > 0 && (next == 0 || at < next) {
+			next = at
+		}
+	}
+	if next == 0 {
+		return
+	}
+	d := next - time.Since(g.start)
+	if g.timer == nil {
+		g.timer = time.AfterFunc(d, g.fire)
+	} else {
+		g.timer.Reset(d)
+	}
+}
+
+// fire runs every clock that is due, then sets the timer for the next.
+func (g *guard) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	el := time.Since(g.start)
+	// The wait cap and the hard timeout both end the attempt: the one
+	// due first gives the cause, as two timers would have.
+	if g.capAt > 0 && el >= g.capAt && (g.hardAt == 0 || g.capAt <= g.hardAt) {
+		g.capAt = 0
+		if g.state.CompareAndSwap(waiting, capped) {
+			g.cancel(errWaitCap)
+		}
+	}
+	if g.hardAt > 0 && el >= g.hardAt {
+		g.hardAt = 0
+		g.cancel(errHardTimeout)
+	}
+	if g.capAt > 0 && el >= g.capAt {
+		g.capAt = 0
+		if g.state.CompareAndSwap(waiting, capped) {
+			g.cancel(errWaitCap)
+		}
+	}
+	if g.closeAt > 0 && el >= g.closeAt {
+		g.closeAt = 0
+		g.closer.Close()
+	}
+	if g.softAt > 0 && el >= g.softAt {
+		g.softAt = 0
+		g.onSoft(time.Since(g.start))
+	}
+	g.arm()
+}
+
+// closeAfter closes c in d unless closeDone comes first.
+func (g *guard) closeAfter(d time.Duration, c io.Closer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	g.closeAt, g.closer = max(time.Since(g.start)+d, 1), c
+	g.arm()
+}
+
+// closeDone disarms closeAfter; a timer set for it finds nothing due.
+func (g *guard) closeDone() {
+	g.mu.Lock()
+	g.closeAt, g.closer = 0, nil
+	g.mu.Unlock()
 }
 
 // answer marks the first byte of the answer (content, or an error the
@@ -63,12 +152,13 @@ func (g *guard) answer() bool {
 // stop disarms the clocks; once it returns OnSoft is not running and will
 // not run.
 func (g *guard) stop() {
-	for _, t := range g.timers {
-		t.Stop()
-	}
 	g.mu.Lock()
 	g.stopped = true
+	t := g.timer
 	g.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // cancelled says why ctx (derived from parent) ended, or "" when it has
@@ -78,10 +168,11 @@ func cancelled(parent, ctx context.Context) (admit.Outcome, string) {
 	if ctx.Err() == nil {
 		return "", ""
 	}
-	if errors.Is(context.Cause(ctx), errWaitCap) {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errWaitCap) {
 		return admit.WaitCap, "no content within the wait cap"
 	}
-	if errors.Is(parent.Err(), context.DeadlineExceeded) {
+	if errors.Is(cause, errHardTimeout) || errors.Is(parent.Err(), context.DeadlineExceeded) {
 		return admit.Timeout, "hard timeout"
 	}
 	return admit.Cancelled, "cancelled"

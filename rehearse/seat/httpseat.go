@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -123,13 +124,19 @@ func (st *stream) usageCompletion(n int64) { st.completion, st.hasCompl = n, tru
 
 // httpSeat is an openai, anthropic or ollama seat.
 type httpSeat struct {
-	cfg    Config
-	url    string // full endpoint; it may hold a query string: never print it
-	key    string // never print it
-	w      wire
-	client *http.Client
-	codec  *lazyCodec
-	now    func() time.Time
+	cfg Config
+	// endpoint is the full endpoint, parsed once and shared by every
+	// request (the transport only reads it); it may hold a query string:
+	// never print it.
+	endpoint *url.URL
+	key      string // never print it
+	w        wire
+	// rt sends each attempt. It is called directly, not through an
+	// http.Client: a client would copy every request's headers for the
+	// redirects it never follows here (see newTransport).
+	rt    http.RoundTripper
+	codec *lazyCodec
+	now   func() time.Time
 	// headers and extra come from the seat's headers: and extra_body:;
 	// header values are secrets like the key: never printed.
 	headers http.Header
@@ -166,16 +173,57 @@ func (s *httpSeat) baseHeader() http.Header {
 }
 
 // header is a request's header: base, and the attempt's idempotency key
-// (a seat's headers: may not set one; see seatHeaders).
-func (s *httpSeat) header(idem string) http.Header {
-	h := make(http.Header, len(s.base)+1)
-	if idem != "" {
-		h["Idempotency-Key"] = []string{idem}
+// (a seat's headers: may not set one; see seatHeaders), whose value slice
+// is idem's backing array. Without a key every request shares base.
+func (s *httpSeat) header(idem []string) http.Header {
+	if len(idem) == 0 || idem[0] == "" {
+		return s.base
 	}
+	h := make(http.Header, len(s.base)+1)
+	h["Idempotency-Key"] = idem
 	for k, v := range s.base {
 		h[k] = v
 	}
 	return h
+}
+
+// request is one attempt's POST of payload, built from the parsed
+// endpoint (as http.NewRequest builds it, without parsing the URL again)
+// in t's own Request and reader. The body stays io.NopCloser over a
+// *bytes.Reader: net/http knows that one is in memory and sends the
+// headers and body in one write. It is not replayable (no GetBody): the
+// transport must never resend it.
+func (s *httpSeat) request(ctx context.Context, t *attemptTrace, payload []byte, idem string) *http.Request {
+	t.idem[0] = idem
+	t.body.Reset(payload)
+	t.req = http.Request{
+		Method: http.MethodPost, URL: s.endpoint, Host: s.endpoint.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: s.header(t.idem[:]), Body: io.NopCloser(&t.body), ContentLength: int64(len(payload)),
+	}
+	if len(payload) == 0 {
+		t.req.Body = http.NoBody
+	}
+	return t.req.WithContext(ctx)
+}
+
+// roundTrip sends hreq through the seat's transport, holding it to what
+// http.Client.Do promises its caller: a response, with a body, or an
+// error.
+func (s *httpSeat) roundTrip(hreq *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(hreq)
+	switch {
+	case err != nil:
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, err
+	case resp == nil:
+		return nil, errors.New("http: the transport returned no response and no error")
+	case resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	return resp, nil
 }
 
 // payload is the request body for req: the last one when req asks for
@@ -199,18 +247,19 @@ func (s *httpSeat) Name() string { return s.cfg.Name }
 func (s *httpSeat) String() string   { return fmt.Sprintf("seat %s (%s)", s.cfg.Name, s.cfg.Kind) }
 func (s *httpSeat) GoString() string { return s.String() }
 
-// newClient builds a client that makes exactly one attempt per call: no
-// redirects followed, no HTTP/2 connection-level retries and no proxy
-// from the environment (the seat's timing, not a proxy's). Connections
-// are kept alive and reused, as the official SDKs do, unless cold. Go's
-// transport replays a request that failed on a reused idle connection
-// only when it can rewind the body; requests here have no GetBody, so
-// it never does (Do retries itself only when nothing was written).
-// Cancelling an attempt closes the connection it was using.
-func newClient(cold bool) *http.Client {
+// newTransport builds the transport of a seat's attempts: Do calls it
+// directly, so each call is exactly one attempt, and a redirect is the
+// answer, never followed. No HTTP/2 connection-level retries and no
+// proxy from the environment (the seat's timing, not a proxy's).
+// Connections are kept alive and reused, as the official SDKs do, unless
+// cold. Go's transport replays a request that failed on a reused idle
+// connection only when it can rewind the body; requests here have no
+// GetBody, so it never does (Do retries itself only when nothing was
+// written). Cancelling an attempt closes the connection it was using.
+func newTransport(cold bool) *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	tr := &http.Transport{
+	return &http.Transport{
 		Proxy:                  nil,
 		DialContext:            (&net.Dialer{}).DialContext,
 		DisableKeepAlives:      cold,
@@ -219,10 +268,6 @@ func newClient(cold bool) *http.Client {
 		DisableCompression:     true, // a gzip layer would buffer the stream being timed
 		MaxResponseHeaderBytes: 64 << 10,
 		Protocols:              protocols,
-	}
-	return &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
@@ -239,12 +284,13 @@ const (
 	drainGrace = 50 * time.Millisecond
 )
 
-// drain reads the rest of a finished body, bounded in bytes and time.
-// It runs after the attempt's timed window.
-func drain(b io.ReadCloser) {
-	t := time.AfterFunc(drainGrace, func() { b.Close() })
+// drain reads the rest of a finished body, bounded in bytes and time
+// (on the attempt's guard, whose timer is already there). It runs after
+// the attempt's timed window.
+func drain(g *guard, b io.ReadCloser) {
+	g.closeAfter(drainGrace, b)
 	_, _ = io.CopyN(io.Discard, b, drainMax)
-	t.Stop()
+	g.closeDone()
 }
 
 // countingReader is the one read path of every answer body: it counts
@@ -291,6 +337,20 @@ type attemptTrace struct {
 	dialStart atomic.Int64 // ns since start of a new connection's set-up
 	dialEnd   atomic.Int64
 	trace     httptrace.ClientTrace
+
+	// The rest of the attempt's state that outlives Do's frame, in the
+	// same allocation: its request, the request's body and idempotency
+	// key's value (see httpSeat.request), its clocks, and the answer's
+	// reader and stream.
+	req    http.Request
+	body   bytes.Reader
+	idem   [1]string
+	g      guard
+	answer countingReader
+	st     stream
+	// wait is when the answer's first content arrived (st's onContent).
+	wait    time.Duration
+	hasWait bool
 }
 
 func newAttemptTrace(start time.Time) *attemptTrace {
@@ -324,36 +384,36 @@ func (t *attemptTrace) wroteRequest(info httptrace.WroteRequestInfo) {
 // Do makes one attempt. It never returns an error: whatever happened is
 // the Observation.
 func (s *httpSeat) Do(parent context.Context, req Request) Observation {
+	return s.do(parent, req, 0)
+}
+
+// do is Do, with the hard timeout on the attempt's own clock when hard >
+// 0 (DoWithin) instead of parent's deadline.
+func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) Observation {
 	start := time.Now()
 	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	g := startGuard(start, req, cancel)
+	t := newAttemptTrace(start)
+	g := &t.g
+	g.init(start, req, hard, cancel)
 	defer g.stop()
 
-	t := newAttemptTrace(start)
 	trace := &t.trace
 	wrote, reused, firstByte, dialStart, dialEnd := &t.wrote, &t.reused, &t.firstByte, &t.dialStart, &t.dialEnd
 	payload := req.Body
 	if payload == nil {
 		payload = s.payload(req)
 	}
-	send := func() (*http.Response, error) {
-		hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url, bytes.NewReader(payload))
-		if err != nil {
-			return nil, err
-		}
-		hreq.GetBody = nil // not replayable: the transport must never resend it
-		hreq.Header = s.header(req.IdempotencyKey)
-		return s.client.Do(hreq)
-	}
-	resp, err := send()
+	tctx := httptrace.WithClientTrace(ctx, trace)
+	resp, err := s.roundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
 	if err != nil && reused.Load() && ctx.Err() == nil && (!wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
 		// A kept-alive connection the server had closed while idle: the
 		// request never reached a server that would answer it, so a new
-		// connection is the same attempt, not a retry.
+		// connection is the same attempt, not a retry. It gets a request
+		// of its own: the transport may still hold the first.
 		reused.Store(false)
-		resp, err = send()
+		resp, err = s.roundTrip(s.request(tctx, new(attemptTrace), payload, req.IdempotencyKey))
 	}
 	if ds, de := dialStart.Load(), dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
 		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
@@ -363,7 +423,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		if o, why := cancelled(parent, ctx); o != "" {
 			obs.Outcome, obs.Detail = o, why+" before response headers"
 			if wrote.Load() {
-				s.countTokens(&obs, &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}, req) // the prompt may have been read
+				s.countTokens(ctx, &obs, &stream{counter: streamCounter{codec: s.codec}}, req) // the prompt may have been read
 			}
 		} else if !wrote.Load() {
 			obs.Outcome, obs.Detail = admit.ConnError, dialDetail(err)
@@ -389,7 +449,8 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	}
 	obs.HTTPStatus = resp.StatusCode
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
-	body := &countingReader{r: resp.Body, start: start}
+	body := &t.answer
+	*body = countingReader{r: resp.Body, start: start}
 
 	if resp.StatusCode < 200 {
 		// A 1xx that ends the exchange (101 Switching Protocols: the
@@ -414,14 +475,15 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	}
 	if resp.StatusCode > 299 {
 		s.errorResponse(parent, ctx, g, &obs, resp, body, req)
-		s.release(ctx, resp)
+		s.release(ctx, g, resp)
 		return obs
 	}
 
-	st := &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}
+	st := &t.st
+	*st = stream{counter: streamCounter{codec: s.codec}}
 	st.onContent = func() {
 		if g.answer() {
-			obs.Wait, obs.HasWait = body.last, true
+			t.wait, t.hasWait = body.last, true
 		}
 	}
 	var readErr error
@@ -437,6 +499,7 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 		return obs
 	}
+	obs.Wait, obs.HasWait = t.wait, t.hasWait
 	obs.Bytes = body.n
 	obs.Elapsed = body.end
 	obs.ITLMean, obs.ITLMax, obs.HasITL = st.itl.figures()
@@ -480,25 +543,25 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 	}
 	switch obs.Outcome {
 	case admit.OK, admit.Reset, admit.Timeout, admit.WaitCap, admit.Cancelled:
-		s.countTokens(&obs, st, req)
+		s.countTokens(ctx, &obs, st, req)
 	default:
 		if st.content {
-			s.countTokens(&obs, st, req) // output that was generated before the error
+			s.countTokens(ctx, &obs, st, req) // output that was generated before the error
 		}
 	}
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
-	s.release(ctx, resp)
+	s.release(ctx, g, resp)
 	return obs
 }
 
 // release hands a finished answer's connection back for reuse: what is
 // left of its body is drained (bounded) after the timed window. A cold
 // seat, or an attempt that was cancelled, closes it instead.
-func (s *httpSeat) release(ctx context.Context, resp *http.Response) {
+func (s *httpSeat) release(ctx context.Context, g *guard, resp *http.Response) {
 	if s.cfg.Cold || ctx.Err() != nil {
 		return
 	}
-	drain(resp.Body)
+	drain(g, resp.Body)
 }
 
 // errorResponse reads a non-2xx answer: its status and, from a bounded
@@ -608,7 +671,10 @@ func cleanEnd(err error) error {
 // Tokenizer counts see the prompt's text only, not the chat template a
 // server wraps it in, so they run a few tokens low; after a cancellation,
 // text the countGrace did not reach is estimated at four bytes a token.
-func (s *httpSeat) countTokens(obs *Observation, st *stream, req Request) {
+func (s *httpSeat) countTokens(ctx context.Context, obs *Observation, st *stream, req Request) {
+	if st.counter.stop == nil && (!st.hasPrompt || !st.hasCompl) {
+		st.counter.stop = stopCounting(ctx) // only the tokenizer asks it
+	}
 	fillTokens(obs, st, s.codec, req.Text())
 }
 

@@ -1,6 +1,8 @@
 package seat
 
 import (
+	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -96,4 +98,61 @@ func TestStaleKeptAliveConnection(t *testing.T) {
 	obs := do(t, s, 2*time.Second, Request{})
 	assert.Equal(t, admit.OK, obs.Outcome, obs.Detail)
 	assert.Equal(t, int32(2), conns.Load())
+}
+
+// countingConn counts the writes made on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestOneWritePerAttempt (issue 11): an attempt's request, headers and
+// body, leaves in one write on a kept-alive connection, as the server
+// sees it: the method, path, idempotency key, headers and the body.
+func TestOneWritePerAttempt(t *testing.T) {
+	type seen struct {
+		method, path, idem, ctype, agent, auth, body string
+		length                                       int64
+	}
+	got := make(chan seen, 4)
+	srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.URL.RequestURI(), r.Header.Get("Idempotency-Key"), r.Header.Get("Content-Type"),
+			r.Header.Get("User-Agent"), r.Header.Get("Authorization"), string(b), r.ContentLength}
+		sw := startStream(w, "text/event-stream")
+		sw.data(oaText("hi"))
+		sw.data(oaUsage(3, 1))
+		sw.raw("data: [DONE]\n\n")
+	}))
+	s := newTestSeat(t, "openai", srv.URL, func(c *Config) { c.BaseURL = srv.URL + "/base/v1?tenant=a" })
+	var writes atomic.Int32
+	tr := s.(*httpSeat).rt.(*http.Transport)
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &writes}, nil
+	}
+	for i, key := range []string{"job-1", "job-2", ""} {
+		writes.Store(0)
+		obs := do(t, s, 2*time.Second, Request{IdempotencyKey: key})
+		require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
+		assert.Equal(t, int32(1), writes.Load(), "attempt %d: writes", i)
+		r := <-got
+		assert.Equal(t, "POST", r.method)
+		assert.Equal(t, "/base/v1/chat/completions?tenant=a", r.path)
+		assert.Equal(t, key, r.idem)
+		assert.Equal(t, "application/json", r.ctype)
+		assert.Equal(t, "retrygate", r.agent)
+		assert.Equal(t, "Bearer "+testEnv(testKeyEnv), r.auth)
+		assert.Contains(t, r.body, `"Say hello in five words."`)
+		assert.Equal(t, int64(len(r.body)), r.length)
+	}
 }

@@ -30,9 +30,11 @@ type lineReader struct {
 }
 
 // lineReaders keeps the readers of finished answers, buffers and all:
-// every attempt reads one body, and a fresh 32 KiB buffer per attempt was
-// most of what an attempt allocated.
-var lineReaders = sync.Pool{New: func() any { return &lineReader{br: bufio.NewReaderSize(nil, 32<<10)} }}
+// every attempt reads one body, and a fresh buffer per attempt was most
+// of what an attempt allocated. The buffer is net/http's own size: the
+// body under it is read from the connection's 4 KiB buffer, and a pool
+// refills after every GC cycle, so a bigger one only costs memory.
+var lineReaders = sync.Pool{New: func() any { return &lineReader{br: bufio.NewReaderSize(nil, 4<<10)} }}
 
 // keepLine is the largest line buffer a released reader keeps: one
 // over-long line must not pin its memory in the pool.

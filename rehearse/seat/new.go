@@ -130,7 +130,10 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + w.path()
 	u.RawPath = ""
-	s := &httpSeat{cfg: cfg, url: u.String(), key: key, w: w, client: newClient(cfg.Cold), codec: codec, now: opts.Now,
+	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
+		u.Host = strings.TrimSuffix(u.Host, ":") // an empty port, as http.NewRequest drops it
+	}
+	s := &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
 		headers: headers, extra: extra, last: new(atomic.Pointer[payload])}
 	s.base = s.baseHeader()
 	return s, nil

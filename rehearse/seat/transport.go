@@ -13,9 +13,6 @@ func WithTransport(s Seat, rt http.RoundTripper) (_ Seat, ok bool) {
 		return nil, false
 	}
 	c := *h
-	c.client = &http.Client{
-		Transport:     rt,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	c.rt = rt
 	return &c, true
 }
