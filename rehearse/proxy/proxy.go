@@ -81,8 +81,7 @@ type Options struct {
 type upstream struct {
 	cfg       seat.Config
 	seat      seat.Seat
-	origin    string // scheme://host of base_url: the client's path is kept
-	originURL *url.URL
+	o         *origin // scheme, host and port of base_url: the client's path is kept
 	inject    bool
 	br        *admit.Breaker
 	priced    bool
@@ -96,7 +95,6 @@ type Proxy struct {
 	seats []upstream
 	sem   chan struct{}
 	q     *rowQueue
-	rt    *transport
 
 	mu   sync.Mutex // jobs, breakers, the unnamed counter
 	jobs map[string]*job
@@ -154,8 +152,6 @@ func New(o Options) (*Proxy, error) {
 		o.Retention = DefaultRetention
 	}
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
-	rt := &transport{up: newUpstream()}
-	p.rt = rt
 	p.q = newRowQueue(o.Sink, o.OnError)
 	for i, c := range o.Chain {
 		switch c.Kind {
@@ -170,14 +166,18 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, _ = seat.WithTransport(s, rt)
+		s, _ = seat.WithTransport(s, transport{})
 		u, err := url.Parse(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: not a valid URL", c.Name)
 		}
+		org, err := newOrigin(u)
+		if err != nil {
+			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
+		}
 		_, priced := c.Cost(0, 0)
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, origin: u.Scheme + "://" + u.Host, originURL: &url.URL{Scheme: u.Scheme, Host: u.Host}, inject: c.APIKeyEnv != "",
+			cfg: c, seat: s, o: org, inject: c.APIKeyEnv != "",
 			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
 		})
 	}
@@ -317,10 +317,10 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	u := &p.seats[0]
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
 	defer cancel()
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
 	defer f.finish()
 	ctx = context.WithValue(ctx, forwardKey{}, f)
-	hreq, _ := http.NewRequestWithContext(ctx, r.Method, f.url, nil)
+	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(ctx)
 	if u.inject {
 		// The seat's own key, as its wire format sends it.
 		k := p.opts.Getenv(u.cfg.APIKeyEnv)
@@ -330,7 +330,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 			hreq.Header.Set("Authorization", "Bearer "+strings.TrimSpace(k))
 		}
 	}
-	resp, err := p.rt.RoundTrip(hreq)
+	resp, err := transport{}.RoundTrip(hreq)
 	if err != nil {
 		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
 		return
