@@ -79,13 +79,13 @@ type Options struct {
 }
 
 type upstream struct {
-	cfg       seat.Config
-	seat      seat.Seat
-	o         *origin // scheme, host and port of base_url: the client's path is kept
-	inject    bool
-	br        *admit.Breaker
-	priced    bool
-	fallbck   bool
+	cfg     seat.Config
+	seat    seat.Seat
+	o       *origin // scheme, host and port of base_url: the client's path is kept
+	inject  bool
+	br      *admit.Breaker
+	priced  bool
+	fallbck bool
 }
 
 // Proxy is an http.Handler in front of one seat and its fallbacks.
