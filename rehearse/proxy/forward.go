@@ -48,18 +48,17 @@ type forward struct {
 	body   []byte
 	inject bool // send the seat's own key instead of the client's
 
-	// up is the exchange with the origin once its answer's headers came:
-	// up.abort cancels it, up.stop stops the seat's context from doing so.
-	up *upBody
+	// up is the exchange with the origin once its answer's headers came
+	// (its body): up.abort cancels it, up.stop stops the seat's context
+	// (seatCtx) from doing so.
+	up      *upBody
+	seatCtx context.Context
 
 	// errStatus: the answer is an error status. Its (bounded) body is read
 	// to the end even when the client hangs up without it, as the SDKs do
 	// before retrying: the attempt failed with that status, it was not
 	// cancelled.
 	errStatus atomic.Bool
-
-	mu   sync.Mutex
-	resp *http.Response // upstream's, once its headers came
 
 	wrote bool // headers were written for the client
 
@@ -96,7 +95,7 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	if len(body) <= inlineBody {
 		head, body = append(head, body...), nil // one write
 	}
-	resp, up, err := f.o.exchange(seatReq.Context(), f.client.Method, head, body)
+	resp, up, err := f.o.exchange(seatReq.Context(), f.client, head, body)
 	if cap(head) <= 64<<10 {
 		*bp = head[:0]
 		headBufs.Put(bp)
@@ -104,10 +103,7 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.up = up
-	f.mu.Lock()
-	f.resp = resp
-	f.mu.Unlock()
+	f.up, f.seatCtx = up, seatReq.Context()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		f.errStatus.Store(true)
 	}
@@ -124,9 +120,8 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 		// answers), the seat's first read sends both, with no timer.
 		f.hold = time.AfterFunc(headerHold, f.flush)
 	}
-	out := *resp
-	out.Body = &tee{f: f, r: resp.Body, left: resp.ContentLength}
-	return &out, nil
+	resp.Body = &tee{f: f, r: up, left: resp.ContentLength}
+	return resp, nil
 }
 
 // tee is the answer's body as the seat reads it: each read is written
@@ -163,9 +158,13 @@ func (t *tee) Read(p []byte) (int, error) {
 }
 
 // Close releases the upstream request from the seat's context; the
-// proxy closes the upstream body itself once the rest is forwarded.
+// proxy closes the upstream body itself once the rest is forwarded. A
+// seat closing it because its context ended (its hook may run before
+// the exchange's own) cancels the upstream request instead.
 func (t *tee) Close() error {
-	if t.f.up != nil {
+	if t.f.seatCtx.Err() != nil {
+		t.f.up.abort()
+	} else {
 		t.f.up.stop()
 	}
 	return nil
@@ -224,15 +223,12 @@ func (f *forward) failed() bool {
 // event, past the seat's read bounds) until the upstream body ends or ctx
 // does, then closes it.
 func (f *forward) rest(ctx context.Context) (cut bool) {
-	f.mu.Lock()
-	resp := f.resp
-	f.mu.Unlock()
-	if resp == nil {
+	up := f.up
+	if up == nil {
 		return false
 	}
-	defer f.up.abort()
-	defer resp.Body.Close()
-	stop := context.AfterFunc(ctx, f.up.abort)
+	defer up.Close()
+	stop := context.AfterFunc(ctx, up.abort)
 	defer stop()
 	// Most answers have nothing left once the seat has read its last
 	// event: a pooled buffer, not 32 KiB a request for an EOF.
@@ -240,7 +236,7 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 	defer restBufs.Put(bp)
 	buf := bp[:]
 	for !f.failed() {
-		n, err := resp.Body.Read(buf)
+		n, err := up.Read(buf)
 		if n > 0 {
 			f.send(buf[:n], err == nil)
 		}

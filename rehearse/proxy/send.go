@@ -52,11 +52,6 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		if f.up != nil {
 			f.up.abort()
 		}
-		f.mu.Lock()
-		if f.resp != nil {
-			_ = f.resp.Body.Close()
-		}
-		f.mu.Unlock()
 	default:
 		cut = f.rest(ctx)
 	}

@@ -222,14 +222,15 @@ func (o *origin) closeIdle(cutoff time.Time, all bool) {
 	}
 }
 
-// exchange is one request on an origin: head (its request line and
+// exchange is one request (req, the client's: the answer is read for
+// its method) on an origin: head (its request line and
 // headers, and the body when the caller put it there) and body written
 // in one go, the answer's headers read. The
 // answer's body reads from the connection, which goes back to the origin
 // once the body ends. ctx ending before then closes the connection;
 // after the answer's headers, the exchange's abort (the returned body's)
 // does, and the caller hooks it to what should end the request.
-func (o *origin) exchange(ctx context.Context, method string, head, body []byte) (*http.Response, *upBody, error) {
+func (o *origin) exchange(ctx context.Context, req *http.Request, head, body []byte) (*http.Response, *upBody, error) {
 	trace := httptrace.ContextClientTrace(ctx)
 	for try := 0; ; try++ {
 		var c *conn
@@ -248,7 +249,7 @@ func (o *origin) exchange(ctx context.Context, method string, head, body []byte)
 		}
 		b := &upBody{c: c}
 		stop := context.AfterFunc(ctx, b.abort)
-		resp, answered, err := c.roundTrip(method, head, body, trace)
+		resp, answered, err := c.roundTrip(req, head, body, trace)
 		if err == nil {
 			b.stop = stop
 			b.rc = resp.Body
@@ -270,9 +271,10 @@ func (o *origin) exchange(ctx context.Context, method string, head, body []byte)
 	}
 }
 
-// roundTrip writes the request and reads the answer's headers; answered
-// says any byte of an answer came back.
-func (c *conn) roundTrip(method string, head, body []byte, trace *httptrace.ClientTrace) (*http.Response, bool, error) {
+// roundTrip writes the request and reads the answer's headers (req is
+// the client's, for its method); answered says any byte of an answer
+// came back.
+func (c *conn) roundTrip(req *http.Request, head, body []byte, trace *httptrace.ClientTrace) (*http.Response, bool, error) {
 	var err error
 	if len(body) == 0 {
 		_, err = c.nc.Write(head)
@@ -299,7 +301,6 @@ func (c *conn) roundTrip(method string, head, body []byte, trace *httptrace.Clie
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		trace.GotFirstResponseByte()
 	}
-	req := &http.Request{Method: method}
 	for n := 0; ; n++ {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
