@@ -224,8 +224,8 @@ func (f *forward) failed() bool {
 // does, then closes it.
 func (f *forward) rest(ctx context.Context) (cut bool) {
 	up := f.up
-	if up == nil {
-		return false
+	if up == nil || up.whole() {
+		return false // the seat read it to its end (most answers)
 	}
 	defer up.Close()
 	stop := context.AfterFunc(ctx, up.abort)

@@ -216,7 +216,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A client dribbling its body holds a slot: it gets bodyTimeout.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	body, err := readBody(http.MaxBytesReader(w, r.Body, p.opts.MaxBody), r.ContentLength, p.opts.MaxBody)
+	src := r.Body
+	if r.ContentLength < 0 || r.ContentLength > p.opts.MaxBody {
+		// A declared length within the bound is the bound net/http's
+		// body reader keeps already.
+		src = http.MaxBytesReader(w, r.Body, p.opts.MaxBody)
+	}
+	body, err := readBody(src, r.ContentLength, p.opts.MaxBody)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -305,6 +311,9 @@ func jobName(h http.Header) (id string, named bool, bad string) {
 // (or something that is not a count).
 func retryCount(h http.Header) string {
 	v := strings.TrimSpace(h.Get(headerRetryCount))
+	if v == "" {
+		return ""
+	}
 	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > admit.MaxAttempts {
 		return ""
 	}

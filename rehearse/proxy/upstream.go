@@ -332,6 +332,7 @@ type upBody struct {
 	mu      sync.Mutex
 	c       *conn // nil once released or closed
 	aborted bool
+	eof     bool // read to its end
 }
 
 // buffered reports bytes of the body already read from the connection.
@@ -342,6 +343,13 @@ func (b *upBody) buffered() int {
 		return 0
 	}
 	return b.c.br.Buffered()
+}
+
+// whole reports the body read to its end.
+func (b *upBody) whole() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.eof
 }
 
 func (b *upBody) Read(p []byte) (int, error) {
@@ -366,6 +374,7 @@ func (b *upBody) end(whole bool) {
 	c := b.c
 	b.c = nil
 	aborted := b.aborted
+	b.eof = b.eof || whole
 	b.mu.Unlock()
 	if c == nil {
 		return

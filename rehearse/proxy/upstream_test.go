@@ -273,3 +273,34 @@ func TestNewOriginRefuses(t *testing.T) {
 		assert.ErrorContains(t, err, "seats.s.base_url", base)
 	}
 }
+
+// A stream whose framing breaks (a malformed chunk), mid-way or after
+// its last event, reaches the client as a broken stream, never as one
+// that ended cleanly.
+func TestUpstreamMalformedChunk(t *testing.T) {
+	ev := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
+	for _, tail := range []string{"", "data: [DONE]\n\n"} {
+		t.Run(fmt.Sprint("done=", tail != ""), func(t *testing.T) {
+			base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				if _, _, ok := readReq(br); !ok {
+					return
+				}
+				body := ev + tail
+				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(body), body)
+				time.Sleep(20 * ms) // the break comes in a later packet
+				_, _ = io.WriteString(c, "zz-not-a-size\r\n")
+			})
+			px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+			req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, 200, resp.StatusCode)
+			got, err := io.ReadAll(resp.Body)
+			assert.Error(t, err, "a broken stream must not look complete")
+			assert.Equal(t, ev+tail, string(got))
+			px.rows.wait(t, 1)
+		})
+	}
+}
