@@ -11,9 +11,9 @@ import (
 // path: rows are queued under the proxy's lock (so a job's rows keep
 // their order) and one goroutine appends whatever has gathered in one
 // go, so a busy proxy takes the log's lock once per batch, not per row.
-// The writer is woken by the first row of a batch only, and lets the
-// rest gather briefly: a goroutine hand-off per row cost a busy proxy
-// more than the row itself.
+// The writer is woken by the first row of a batch only and, when rows
+// come faster than one a gather, lets the rest gather briefly: a
+// goroutine hand-off per row cost a busy proxy more than the row itself.
 type rowQueue struct {
 	write func([]ledgerfile.Row) error
 	fail  func(error)
@@ -32,8 +32,10 @@ const (
 	// for the writer (a slow disk slows the proxy rather than growing
 	// memory).
 	maxQueued = 8192
-	// gather is how long the writer lets a batch gather once its first
-	// row came: the log's own batching holds rows longer than this.
+	// gather is how long the writer lets a busy proxy's batch gather once
+	// its first row came: the log's own batching holds rows longer than
+	// this. A row that comes later than gather after the last batch is
+	// written at once (a quiet proxy wakes no timer for it).
 	gather = time.Millisecond
 )
 
@@ -60,13 +62,17 @@ func (q *rowQueue) add(r *ledgerfile.Row) {
 func (q *rowQueue) run() {
 	defer close(q.done)
 	var batch []ledgerfile.Row
+	var last time.Time
 	for {
 		q.mu.Lock()
 		if len(q.pending) == 0 && !q.closed {
 			q.waiting = true
 			q.mu.Unlock()
 			<-q.wake
-			time.Sleep(gather)
+			if now := time.Now(); now.Sub(last) < gather {
+				time.Sleep(gather)
+			}
+			last = time.Now()
 			q.mu.Lock()
 		}
 		if len(q.pending) == 0 && q.closed {
