@@ -95,6 +95,9 @@ type Proxy struct {
 	seats []upstream
 	sem   chan struct{}
 	q     *rowQueue
+	// queued takes decisions' rows to q (under mu: a job's rows keep
+	// their order); one for all, so a decision allocates none.
+	queued rowOut
 
 	mu   sync.Mutex // jobs, breakers, the unnamed counter
 	jobs map[string]*job
@@ -153,6 +156,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
 	p.q = newRowQueue(o.Sink, o.OnError)
+	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
 		switch c.Kind {
 		case "openai", "anthropic", "ollama":
