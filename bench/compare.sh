@@ -2,7 +2,7 @@
 # bench/compare.sh: measure retrygate beside its peer tools, in one run,
 # on this machine, and print issue 11's table as markdown.
 #
-#   bench/compare.sh [--quick] [--tests] [--only rehearse] [--out FILE] [--keep DIR]
+#   bench/compare.sh [--quick] [--tests] [--only rehearse|proxy] [--out FILE] [--keep DIR]
 #
 # See docs/speed.md for what each figure means. Everything it starts
 # listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-usage: bench/compare.sh [--quick] [--tests] [--only rehearse] [--out FILE] [--keep DIR]
+usage: bench/compare.sh [--quick] [--tests] [--only rehearse|proxy] [--out FILE] [--keep DIR]
 
 Builds retrygate and a hello-world Go binary, installs the peers when
 missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
@@ -23,6 +23,7 @@ prints the table as markdown on stdout.
   --only rehearse
               run only the rehearse-vs-vegeta rows (no log, no start-up,
               report, proxy or simulate rows); for profiling that figure
+  --only proxy  only the proxy rows (retrygate proxy vs direct, c=64 and 1)
   --out FILE  also write the table to FILE
   --keep DIR  keep the generated log, results and raw measurements in DIR
   -h, --help  this text
@@ -37,17 +38,18 @@ while (($#)); do
 	case $1 in
 	--quick) quick=1 ;;
 	--tests) tests=1 ;;
-	--only) [[ $# -ge 2 && $2 == rehearse ]] || { echo "compare.sh: --only takes one part: rehearse" >&2; exit 2; }; only=$2; shift ;;
-	--only=rehearse) only=rehearse ;;
 	--out) [[ $# -ge 2 ]] || { echo "compare.sh: --out needs a file" >&2; exit 2; }; out=$2; shift ;;
 	--out=*) out=${1#--out=} ;;
 	--keep) [[ $# -ge 2 ]] || { echo "compare.sh: --keep needs a directory" >&2; exit 2; }; keep=$2; shift ;;
 	--keep=*) keep=${1#--keep=} ;;
+	--only) [[ $# -ge 2 ]] || { echo "compare.sh: --only needs a part (rehearse or proxy)" >&2; exit 2; }; only=$2; shift ;;
+	--only=*) only=${1#--only=} ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
+[[ -z $only || $only == proxy || $only == rehearse ]] || { echo "compare.sh: --only: unknown part \"$only\" (rehearse or proxy)" >&2; exit 2; }
 # Paths given relative to the caller's directory stay so after the cd below.
 [[ -z $out || $out == /* ]] || out=$PWD/$out
 [[ -z $keep || $keep == /* ]] || keep=$PWD/$keep
@@ -243,10 +245,106 @@ stop() { # PID: stop a server this script started, and forget it
 
 rows_out=()
 row() { rows_out+=("| $1 | $2 | $3 | $4 |"); }
-
-# The request body curl and vegeta send, as retrygate's openai seat sends it.
+# The request every client sends: a streaming chat completion.
 body='{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,"messages":[{"role":"user","content":"Say hi."}]}'
 printf '%s\n' "$body" >"$tmp/body.json"
+
+# table: print the rows gathered as markdown (and to --out).
+table() {
+	model_name=$(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
+	{
+		echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (${model_name:-unknown CPU}), commit $commit, with bench/compare.sh$( ((quick)) && echo ' --quick')$([[ -n $only ]] && echo " --only $only")."
+		echo "Load average before the run: $load0 (other work on the machine widens wall times; CPU times are steadier)."
+		echo "Peers: vegeta $vegeta_version, $(hyperfine --version), $(curl --version | head -n 1 | cut -d' ' -f1-2), $(go version | cut -d' ' -f3)."
+		echo
+		echo "| figure | retrygate | peer, same run | ratio |"
+		echo "|---|---|---|---|"
+		printf '%s\n' "${rows_out[@]}"
+	} >"$tmp/table.md"
+	cat "$tmp/table.md"
+	if [[ -n $out ]]; then
+		cp "$tmp/table.md" "$out"
+	fi
+}
+
+# ---------------------------------------------------------------- proxy vs direct
+
+# The same vegeta attack (keep-alive, the streaming body) straight at
+# `seat serve` and through `retrygate proxy` in front of it, at
+# concurrency 64 and 1. The seat answers at 20 ms, as the fastest model
+# does: an instant one would measure three HTTP stacks sharing these
+# cores, not what an application sees. (Defined here; run in its turn
+# below, or alone with --only proxy.)
+pattack() { # NAME URL WORKERS SECONDS: sets va_rate va_p50 va_p95 va_n
+	local name=$1 wall
+	printf 'POST %s/chat/completions\nContent-Type: application/json\n@%s\n' "$2" "$tmp/body.json" >"$tmp/targets-$name.txt"
+	run "$name" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/$name.time" \
+		timeout $(($4 + 60)) "$vegeta" attack -targets "$tmp/targets-$name.txt" -rate 0 \
+		-workers "$3" -max-workers "$3" -duration "${4}s" -keepalive=true -output "$tmp/$name.bin"
+	run "$name-report" "$vegeta" report -type json "$tmp/$name.bin"
+	jq -e '.success == 1' "$tmp/logs/$name-report.out" >/dev/null || say "warning: vegeta ($name) saw errors: $(jq -c '.errors' "$tmp/logs/$name-report.out")"
+	va_n=$(jq '.requests' "$tmp/logs/$name-report.out")
+	read -r wall _ <"$tmp/m/$name.time"
+	va_rate=$(calc '%.0f' "$va_n / $wall")
+	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
+	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
+}
+proxy_row() { # WORKERS SECONDS: one row, direct vs proxied, on a fresh seat and proxy
+	local c=$1 secs=$2 i px_pid px_url cpu0 cpu1 logged px_cpu1k di_rate di_p50 di_p95
+	cat >"$tmp/model-seat.yaml" <<'EOF'
+name: model
+model: gpt-4o-mini
+then: loop
+steps:
+  - {ttfb: 20ms, wait: 20ms, elapsed: 20ms, prompt_tokens: 20, completion_tokens: 10}
+EOF
+	serve "model-c$c" "$tmp/model-seat.yaml"
+	pattack "direct-c$c" "$url" "$c" "$secs"
+	di_rate=$va_rate di_p50=$va_p50 di_p95=$va_p95
+	cat >"$tmp/proxied.yaml" <<EOF
+budget: {deadline: 30s, max_attempts: 3}
+timeouts: {hard: 10s}
+seats:
+  served: {kind: openai, base_url: $url, model: gpt-4o-mini}
+fallback: [served]
+EOF
+	rm -f "$tmp/proxy.log"
+	"$rg" --config "$tmp/proxied.yaml" proxy --listen 127.0.0.1:0 --log "$tmp/proxy.log" \
+		>"$tmp/logs/proxy.out" 2>"$tmp/logs/proxy.err" &
+	px_pid=$!
+	pids+=("$px_pid")
+	px_url=
+	for ((i = 0; i < 100; i++)); do
+		px_url=$(head -n 1 "$tmp/logs/proxy.out" 2>/dev/null || true)
+		[[ $px_url == http://127.0.0.1:* ]] && break
+		kill -0 "$px_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	[[ $px_url == http://127.0.0.1:* ]] || { cat "$tmp/logs/proxy.err" >&2; die "retrygate proxy printed no URL"; }
+	cpu0=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
+	pattack "proxied-c$c" "$px_url" "$c" "$secs"
+	cpu1=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
+	stop "$px_pid" # SIGTERM: the proxy drains and writes every row
+	stop "$srv_pid"
+	logged=$(grep -c '^ts=' "$tmp/proxy.log" || true)
+	[[ $logged == "$va_n" ]] || say "warning: proxy: $logged rows for $va_n requests"
+	px_cpu1k=$(calc '%.3f' "($cpu1 - $cpu0) / $(getconf CLK_TCK) / $va_n * 1000")
+	row "\`proxy\` in front of \`seat serve\` answering at 20 ms: vegeta keep-alive, concurrency $c, ${secs}s" \
+		"$(commas "$va_rate")/s, p50 / p95 $(ms "$va_p50") / $(ms "$va_p95") ms; the proxy: $px_cpu1k CPU-s per 1,000, a row each" \
+		"direct: $(commas "$di_rate")/s, p50 / p95 $(ms "$di_p50") / $(ms "$di_p95") ms" \
+		"$(ratio "$va_rate" "$di_rate") rate; p50 $(calc '%+.1f' "($va_p50 - $di_p50) * 1000") ms, p95 $(calc '%+.1f' "($va_p95 - $di_p95) * 1000") ms (goal: ≥ 0.8×, p50 ≤ +1 ms)"
+}
+proxy_rows() {
+	say "proxy vs direct: vegeta keep-alive, concurrency $conc for ${vegeta_s}s and 1 for $((2 * vegeta_s))s, a seat answering at 20 ms"
+	proxy_row "$conc" "$vegeta_s"
+	proxy_row 1 $((2 * vegeta_s)) # about 45 requests a second: longer, for enough of them
+}
+if [[ $only == proxy ]]; then
+	proxy_rows
+	table
+	say "done"
+	exit 0
+fi
 
 # --only rehearse skips from here to the rehearse rows, and the rows after them.
 if [[ -z $only ]]; then
@@ -496,67 +594,7 @@ if [[ -z $only ]]; then # --only rehearse ends with the rehearse rows
 
 # ---------------------------------------------------------------- proxy vs direct
 
-# The same vegeta attack (keep-alive, concurrency 64, the streaming body)
-# straight at `seat serve` and through `retrygate proxy` in front of it.
-# The seat answers at 20 ms, as the fastest model does: an instant one
-# would measure three HTTP stacks sharing these cores, not what an
-# application sees.
-say "proxy vs direct: vegeta keep-alive, concurrency $conc, ${vegeta_s}s each, a seat answering at 20 ms"
-cat >"$tmp/model-seat.yaml" <<'EOF'
-name: model
-model: gpt-4o-mini
-then: loop
-steps:
-  - {ttfb: 20ms, wait: 20ms, elapsed: 20ms, prompt_tokens: 20, completion_tokens: 10}
-EOF
-pattack() { # NAME URL: sets va_rate va_p50 va_p95 va_n
-	local name=$1 wall
-	printf 'POST %s/chat/completions\nContent-Type: application/json\n@%s\n' "$2" "$tmp/body.json" >"$tmp/targets-$name.txt"
-	run "$name" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/$name.time" \
-		timeout $((vegeta_s + 60)) "$vegeta" attack -targets "$tmp/targets-$name.txt" -rate 0 \
-		-workers "$conc" -max-workers "$conc" -duration "${vegeta_s}s" -keepalive=true -output "$tmp/$name.bin"
-	run "$name-report" "$vegeta" report -type json "$tmp/$name.bin"
-	jq -e '.success == 1' "$tmp/logs/$name-report.out" >/dev/null || say "warning: vegeta ($name) saw errors: $(jq -c '.errors' "$tmp/logs/$name-report.out")"
-	va_n=$(jq '.requests' "$tmp/logs/$name-report.out")
-	read -r wall _ <"$tmp/m/$name.time"
-	va_rate=$(calc '%.0f' "$va_n / $wall")
-	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
-	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
-}
-serve model "$tmp/model-seat.yaml"
-pattack direct "$url"
-di_rate=$va_rate di_p50=$va_p50 di_p95=$va_p95
-cat >"$tmp/proxied.yaml" <<EOF
-budget: {deadline: 30s, max_attempts: 3}
-timeouts: {hard: 10s}
-seats:
-  served: {kind: openai, base_url: $url, model: gpt-4o-mini}
-fallback: [served]
-EOF
-"$rg" --config "$tmp/proxied.yaml" proxy --listen 127.0.0.1:0 --log "$tmp/proxy.log" \
-	>"$tmp/logs/proxy.out" 2>"$tmp/logs/proxy.err" &
-px_pid=$!
-pids+=("$px_pid")
-px_url=
-for ((i = 0; i < 100; i++)); do
-	px_url=$(head -n 1 "$tmp/logs/proxy.out" 2>/dev/null || true)
-	[[ $px_url == http://127.0.0.1:* ]] && break
-	kill -0 "$px_pid" 2>/dev/null || break
-	sleep 0.1
-done
-[[ $px_url == http://127.0.0.1:* ]] || { cat "$tmp/logs/proxy.err" >&2; die "retrygate proxy printed no URL"; }
-cpu0=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
-pattack proxied "$px_url"
-cpu1=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
-stop "$px_pid" # SIGTERM: the proxy drains and writes every row
-stop "$srv_pid"
-logged=$(grep -c '^ts=' "$tmp/proxy.log" || true)
-[[ $logged == "$va_n" ]] || say "warning: proxy: $logged rows for $va_n requests"
-px_cpu1k=$(calc '%.3f' "($cpu1 - $cpu0) / $(getconf CLK_TCK) / $va_n * 1000")
-row "\`proxy\` in front of \`seat serve\` answering at 20 ms: vegeta keep-alive, concurrency $conc, ${vegeta_s}s" \
-	"$(commas "$va_rate")/s, p50 / p95 $(ms "$va_p50") / $(ms "$va_p95") ms; the proxy: $px_cpu1k CPU-s per 1,000, a row each" \
-	"direct: $(commas "$di_rate")/s, p50 / p95 $(ms "$di_p50") / $(ms "$di_p95") ms" \
-	"$(ratio "$va_rate" "$di_rate") rate; p50 $(calc '%+.1f' "($va_p50 - $di_p50) * 1000") ms (goal: ≥ 0.8×, ≤ +1 ms)"
+proxy_rows
 
 # ---------------------------------------------------------------- simulate
 
@@ -594,20 +632,6 @@ if ((tests)); then
 fi
 
 # ---------------------------------------------------------------- table
-
-model_name=$(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
-{
-	echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores (${model_name:-unknown CPU}), commit $commit, with bench/compare.sh$( ((quick)) && echo ' --quick')$([[ -n $only ]] && echo " --only $only")."
-	echo "Load average before the run: $load0 (other work on the machine widens wall times; CPU times are steadier)."
-	echo "Peers: vegeta $vegeta_version, $(hyperfine --version), $(curl --version | head -n 1 | cut -d' ' -f1-2), $(go version | cut -d' ' -f3)."
-	echo
-	echo "| figure | retrygate | peer, same run | ratio |"
-	echo "|---|---|---|---|"
-	printf '%s\n' "${rows_out[@]}"
-} >"$tmp/table.md"
-cat "$tmp/table.md"
-if [[ -n $out ]]; then
-	cp "$tmp/table.md" "$out"
-fi
+table
 say "done"
 exit "$rc"

@@ -93,7 +93,7 @@ func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, 
 			return ref, nil
 		}
 	}
-	fn(j, now, &rowOut{p: p})
+	fn(j, now, &p.queued)
 	return nil, nil
 }
 

@@ -1,13 +1,10 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,22 +44,21 @@ type forward struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	client *http.Request
-	url    string   // the upstream URL, origin and the client's request-target
-	origin *url.URL // the seat's origin, parsed once (nil: parse url)
+	o      *origin // the seat's origin: the client's request-target goes there
 	body   []byte
 	inject bool // send the seat's own key instead of the client's
 
-	upCancel context.CancelFunc
-	release  func() bool // stops cancelling the upstream request when the seat's context ends
+	// up is the exchange with the origin once its answer's headers came
+	// (its body): up.abort cancels it, up.stop stops the seat's context
+	// (seatCtx) from doing so.
+	up      *upBody
+	seatCtx context.Context
 
 	// errStatus: the answer is an error status. Its (bounded) body is read
 	// to the end even when the client hangs up without it, as the SDKs do
 	// before retrying: the attempt failed with that status, it was not
 	// cancelled.
 	errStatus atomic.Bool
-
-	mu   sync.Mutex
-	resp *http.Response // upstream's, once its headers came
 
 	wrote bool // headers were written for the client
 
@@ -78,29 +74,12 @@ type forward struct {
 type forwardKey struct{}
 
 // transport is the seat's RoundTripper: it sends the client's own request
-// (path, query, headers, body) to the seat's origin, writes the answer's
-// headers to the client at once, and hands the seat a body that copies
-// every byte to the client as the seat reads it.
-type transport struct {
-	up http.RoundTripper
-}
+// (method, request-target, headers, body) to the seat's origin, writes
+// the answer's headers to the client at once, and hands the seat a body
+// that copies every byte to the client as the seat reads it.
+type transport struct{}
 
-func newUpstream() *http.Transport {
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	return &http.Transport{
-		Proxy:                  nil,
-		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:           256,
-		MaxIdleConnsPerHost:    256,
-		IdleConnTimeout:        90 * time.Second,
-		DisableCompression:     true,
-		MaxResponseHeaderBytes: 64 << 10,
-		Protocols:              protocols,
-	}
-}
-
-func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
+func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	f, _ := seatReq.Context().Value(forwardKey{}).(*forward)
 	if f == nil {
 		return nil, errors.New("proxy: no client request to forward")
@@ -108,35 +87,23 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	// The upstream request outlives the seat's context: when the seat has
 	// read what it needs, the rest of the answer is still forwarded. It
 	// is cancelled with the seat's context (hard timeout, wait cap, client
-	// gone) until the seat closes the body.
-	// Its values, the seat's stopwatch trace among them, are kept.
-	upCtx, cancel := context.WithCancel(context.WithoutCancel(seatReq.Context()))
-	f.upCancel = cancel
-	f.release = context.AfterFunc(seatReq.Context(), cancel)
-
-	up, err := f.upstreamRequest(upCtx)
+	// gone) until the seat closes the body. The context's values, the
+	// seat's stopwatch trace among them, are the exchange's.
+	bp := headBufs.Get().(*[]byte)
+	head := appendHead((*bp)[:0], f.client.Method, f.client.URL.RequestURI(), f.o.host, f.client.Header, f.inject, seatReq.Header, len(f.body))
+	body := f.body
+	if len(body) <= inlineBody {
+		head, body = append(head, body...), nil // one write
+	}
+	resp, up, err := f.o.exchange(seatReq.Context(), f.client, head, body)
+	if cap(head) <= 64<<10 {
+		*bp = head[:0]
+		headBufs.Put(bp)
+	}
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	copyHeaders(up.Header, f.client.Header)
-	if f.inject {
-		up.Header.Del("Authorization")
-		up.Header.Del("X-Api-Key")
-		for _, k := range []string{"Authorization", "X-Api-Key"} {
-			if v := seatReq.Header.Get(k); v != "" {
-				up.Header.Set(k, v)
-			}
-		}
-	}
-	resp, err := t.up.RoundTrip(up)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	f.mu.Lock()
-	f.resp = resp
-	f.mu.Unlock()
+	f.up, f.seatCtx = up, seatReq.Context()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		f.errStatus.Store(true)
 	}
@@ -147,39 +114,14 @@ func (t *transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	}
 	f.w.WriteHeader(resp.StatusCode)
 	f.wrote, f.dirty = true, true
-	f.hold = time.AfterFunc(headerHold, f.flush)
-	out := *resp
-	out.Body = &tee{f: f, r: resp.Body, left: resp.ContentLength}
-	return &out, nil
-}
-
-// upstreamRequest is the client's request as sent to the seat's origin:
-// its method, path and query, with the body and no header yet. The URL is
-// the client's own, on the origin's scheme and host, not parsed again
-// from text; a request-target in another form goes through the parser.
-func (f *forward) upstreamRequest(ctx context.Context) (*http.Request, error) {
-	cu := f.client.URL
-	if f.origin == nil || cu.Opaque != "" || cu.Path == "" || cu.User != nil {
-		up, err := http.NewRequestWithContext(ctx, f.client.Method, f.url, bytes.NewReader(f.body))
-		if err != nil {
-			return nil, err
-		}
-		up.GetBody = nil // never replayed by the transport: one attempt is one request
-		up.ContentLength = int64(len(f.body))
-		return up, nil
+	if up.buffered() == 0 {
+		// The answer's first bytes are not here yet: its headers wait
+		// for them only briefly. When they came with the headers (most
+		// answers), the seat's first read sends both, with no timer.
+		f.hold = time.AfterFunc(headerHold, f.flush)
 	}
-	up, err := http.NewRequestWithContext(ctx, f.client.Method, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	up.URL = &url.URL{Scheme: f.origin.Scheme, Host: f.origin.Host, Path: cu.Path, RawPath: cu.RawPath, RawQuery: cu.RawQuery}
-	up.Host = f.origin.Host
-	up.Header = make(http.Header, len(f.client.Header))
-	if len(f.body) > 0 {
-		up.Body = io.NopCloser(bytes.NewReader(f.body))
-	}
-	up.ContentLength = int64(len(f.body))
-	return up, nil
+	resp.Body = &tee{f: f, r: up, left: resp.ContentLength}
+	return resp, nil
 }
 
 // tee is the answer's body as the seat reads it: each read is written
@@ -216,10 +158,14 @@ func (t *tee) Read(p []byte) (int, error) {
 }
 
 // Close releases the upstream request from the seat's context; the
-// proxy closes the upstream body itself once the rest is forwarded.
+// proxy closes the upstream body itself once the rest is forwarded. A
+// seat closing it because its context ended (its hook may run before
+// the exchange's own) cancels the upstream request instead.
 func (t *tee) Close() error {
-	if t.f.release != nil {
-		t.f.release()
+	if t.f.seatCtx.Err() != nil {
+		t.f.up.abort()
+	} else {
+		t.f.up.stop()
 	}
 	return nil
 }
@@ -277,15 +223,12 @@ func (f *forward) failed() bool {
 // event, past the seat's read bounds) until the upstream body ends or ctx
 // does, then closes it.
 func (f *forward) rest(ctx context.Context) (cut bool) {
-	f.mu.Lock()
-	resp := f.resp
-	f.mu.Unlock()
-	if resp == nil {
-		return false
+	up := f.up
+	if up == nil || up.whole() {
+		return false // the seat read it to its end (most answers)
 	}
-	defer f.upCancel()
-	defer resp.Body.Close()
-	stop := context.AfterFunc(ctx, f.upCancel)
+	defer up.Close()
+	stop := context.AfterFunc(ctx, up.abort)
 	defer stop()
 	// Most answers have nothing left once the seat has read its last
 	// event: a pooled buffer, not 32 KiB a request for an EOF.
@@ -293,7 +236,7 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 	defer restBufs.Put(bp)
 	buf := bp[:]
 	for !f.failed() {
-		n, err := resp.Body.Read(buf)
+		n, err := up.Read(buf)
 		if n > 0 {
 			f.send(buf[:n], err == nil)
 		}

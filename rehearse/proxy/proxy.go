@@ -79,14 +79,13 @@ type Options struct {
 }
 
 type upstream struct {
-	cfg       seat.Config
-	seat      seat.Seat
-	origin    string // scheme://host of base_url: the client's path is kept
-	originURL *url.URL
-	inject    bool
-	br        *admit.Breaker
-	priced    bool
-	fallbck   bool
+	cfg     seat.Config
+	seat    seat.Seat
+	o       *origin // scheme, host and port of base_url: the client's path is kept
+	inject  bool
+	br      *admit.Breaker
+	priced  bool
+	fallbck bool
 }
 
 // Proxy is an http.Handler in front of one seat and its fallbacks.
@@ -96,7 +95,9 @@ type Proxy struct {
 	seats []upstream
 	sem   chan struct{}
 	q     *rowQueue
-	rt    *transport
+	// queued takes decisions' rows to q (under mu: a job's rows keep
+	// their order); one for all, so a decision allocates none.
+	queued rowOut
 
 	mu   sync.Mutex // jobs, breakers, the unnamed counter
 	jobs map[string]*job
@@ -154,9 +155,8 @@ func New(o Options) (*Proxy, error) {
 		o.Retention = DefaultRetention
 	}
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
-	rt := &transport{up: newUpstream()}
-	p.rt = rt
 	p.q = newRowQueue(o.Sink, o.OnError)
+	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
 		switch c.Kind {
 		case "openai", "anthropic", "ollama":
@@ -170,14 +170,18 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, _ = seat.WithTransport(s, rt)
+		s, _ = seat.WithTransport(s, transport{})
 		u, err := url.Parse(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: not a valid URL", c.Name)
 		}
+		org, err := newOrigin(u)
+		if err != nil {
+			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
+		}
 		_, priced := c.Cost(0, 0)
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, origin: u.Scheme + "://" + u.Host, originURL: &url.URL{Scheme: u.Scheme, Host: u.Host}, inject: c.APIKeyEnv != "",
+			cfg: c, seat: s, o: org, inject: c.APIKeyEnv != "",
 			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
 		})
 	}
@@ -216,7 +220,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A client dribbling its body holds a slot: it gets bodyTimeout.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
-	body, err := readBody(http.MaxBytesReader(w, r.Body, p.opts.MaxBody), r.ContentLength, p.opts.MaxBody)
+	src := r.Body
+	if r.ContentLength < 0 || r.ContentLength > p.opts.MaxBody {
+		// A declared length within the bound is the bound net/http's
+		// body reader keeps already.
+		src = http.MaxBytesReader(w, r.Body, p.opts.MaxBody)
+	}
+	body, err := readBody(src, r.ContentLength, p.opts.MaxBody)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -305,6 +315,9 @@ func jobName(h http.Header) (id string, named bool, bad string) {
 // (or something that is not a count).
 func retryCount(h http.Header) string {
 	v := strings.TrimSpace(h.Get(headerRetryCount))
+	if v == "" {
+		return ""
+	}
 	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > admit.MaxAttempts {
 		return ""
 	}
@@ -317,10 +330,10 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	u := &p.seats[0]
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
 	defer cancel()
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), body: body, inject: u.inject}
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
 	defer f.finish()
 	ctx = context.WithValue(ctx, forwardKey{}, f)
-	hreq, _ := http.NewRequestWithContext(ctx, r.Method, f.url, nil)
+	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(ctx)
 	if u.inject {
 		// The seat's own key, as its wire format sends it.
 		k := p.opts.Getenv(u.cfg.APIKeyEnv)
@@ -330,7 +343,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 			hreq.Header.Set("Authorization", "Bearer "+strings.TrimSpace(k))
 		}
 	}
-	resp, err := p.rt.RoundTrip(hreq)
+	resp, err := transport{}.RoundTrip(hreq)
 	if err != nil {
 		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
 		return

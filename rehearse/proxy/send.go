@@ -25,7 +25,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
 	}
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, url: u.origin + r.URL.RequestURI(), origin: u.originURL, body: body, inject: u.inject}
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
 	defer f.finish()
 	// The hard timeout: min(timeouts.hard, what is left of the deadline).
 	// The client hanging up cancels the attempt too, unless the answer is
@@ -49,14 +49,9 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	switch obs.Outcome {
 	case admit.Timeout, admit.WaitCap, admit.Cancelled, admit.Reset:
 		cut = true
-		if f.upCancel != nil {
-			f.upCancel()
+		if f.up != nil {
+			f.up.abort()
 		}
-		f.mu.Lock()
-		if f.resp != nil {
-			_ = f.resp.Body.Close()
-		}
-		f.mu.Unlock()
 	default:
 		cut = f.rest(ctx)
 	}
@@ -217,6 +212,10 @@ func (p *Proxy) Sweep() {
 	p.mu.Lock()
 	p.sweep(p.opts.Now())
 	p.mu.Unlock()
+	cutoff := time.Now().Add(-idleTimeout)
+	for i := range p.seats {
+		p.seats[i].o.closeIdle(cutoff, false)
+	}
 	if p.opts.Books != nil {
 		p.sweepShared()
 	}
@@ -230,6 +229,9 @@ func (p *Proxy) Sweep() {
 // sweep of any proxy on the store ends them at their deadline.
 func (p *Proxy) Close() {
 	p.wg.Wait()
+	for i := range p.seats {
+		p.seats[i].o.closeIdle(time.Time{}, true)
+	}
 	defer p.q.close()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/rehearse/seat"
+)
+
+const (
+	chatBody   = `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
+	chatAnswer = `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`
+)
+
+// rawUpstream serves each connection with handle, on 127.0.0.1, and
+// counts the connections it took.
+func rawUpstream(t *testing.T, handle func(c net.Conn, br *bufio.Reader)) (base string, conns *atomic.Int32) {
+	t.Helper()
+	ln := listen(t)
+	conns = new(atomic.Int32)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				handle(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/v1", conns
+}
+
+// readReq reads one request and its body; ok is false at the
+// connection's end.
+func readReq(br *bufio.Reader) (*http.Request, string, bool) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, "", false
+	}
+	b, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, "", false
+	}
+	return req, string(b), true
+}
+
+func answer(extra string) string {
+	return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s", len(chatAnswer), extra, chatAnswer)
+}
+
+// Kept-alive connections carry request after request: one connection
+// for requests one at a time, and bursts of concurrent requests never
+// more than the most in flight at once.
+func TestUpstreamConnectionsReused(t *testing.T) {
+	var mu sync.Mutex
+	var heads []string
+	base, conns := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, body, ok := readReq(br)
+			if !ok {
+				return
+			}
+			mu.Lock()
+			heads = append(heads, fmt.Sprintf("%s %s cl=%d body=%t ua=%q job=%q te=%q", req.Method, req.RequestURI, req.ContentLength,
+				body == chatBody, req.Header.Get("User-Agent"), req.Header.Get(headerJob), req.Header.Get("Te")))
+			mu.Unlock()
+			if _, err := io.WriteString(c, answer("")); err != nil {
+				return
+			}
+		}
+	})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	// The bursts' client dials spare connections it may never use: a
+	// drain waits 5 s for such a connection's first request (net/http's
+	// Shutdown), so they go before the proxy stops.
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	for i := range 5 {
+		resp, body := post(t, px.url+"/v1/chat/completions", chatBody, "X-Retrygate-Job", fmt.Sprint("j", i), "User-Agent", "app/1", "TE", "trailers")
+		require.Equal(t, 200, resp.StatusCode, body)
+		assert.Equal(t, chatAnswer, body)
+	}
+	assert.EqualValues(t, 1, conns.Load(), "one connection for requests one at a time")
+	mu.Lock()
+	assert.Equal(t, fmt.Sprintf(`POST /v1/chat/completions cl=%d body=true ua="app/1" job="" te=""`, len(chatBody)), heads[0],
+		"the client's request as sent, without hop-by-hop headers or the job header")
+	mu.Unlock()
+
+	const n = 64 // as bench/compare.sh attacks it
+	burst := func() {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				resp, body := post(t, px.url+"/v1/chat/completions", chatBody)
+				assert.Equal(t, 200, resp.StatusCode, body)
+			})
+		}
+		wg.Wait()
+	}
+	for range 3 {
+		burst()
+	}
+	assert.LessOrEqual(t, conns.Load(), int32(1+n), "bursts reuse the kept connections: never more than the most in flight at once")
+	rs := px.rows.wait(t, 5+3*n)
+	for _, r := range rs {
+		assert.Equal(t, admit.OK, r.Outcome)
+	}
+}
+
+// An origin that closes each connection after its answer (without
+// saying so): the next request, on the connection it closed, is sent
+// again on a new one, and the client never sees the race. One that
+// says Connection: close is not reused at all.
+func TestUpstreamIdleClosed(t *testing.T) {
+	for _, say := range []bool{false, true} {
+		t.Run(fmt.Sprint("says=", say), func(t *testing.T) {
+			var requests atomic.Int32
+			base, conns := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				if _, _, ok := readReq(br); !ok {
+					return
+				}
+				requests.Add(1)
+				extra := ""
+				if say {
+					extra = "Connection: close\r\n"
+				}
+				_, _ = io.WriteString(c, answer(extra))
+			})
+			px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+			for i := range 4 {
+				resp, body := post(t, px.url+"/v1/chat/completions", chatBody)
+				require.Equal(t, 200, resp.StatusCode, "request %d: %s", i, body)
+			}
+			assert.EqualValues(t, 4, requests.Load(), "each request answered once")
+			assert.GreaterOrEqual(t, conns.Load(), int32(4))
+			for _, r := range px.rows.wait(t, 4) {
+				assert.Equal(t, admit.OK, r.Outcome)
+				assert.Equal(t, 1, r.Attempt)
+			}
+		})
+	}
+}
+
+// A connection idle past probeAfter is checked before reuse: one whose
+// origin has closed it is not used.
+func TestUpstreamProbe(t *testing.T) {
+	closed := make(chan struct{})
+	base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, _, ok := readReq(br); !ok {
+			return
+		}
+		_, _ = io.WriteString(c, answer(""))
+		<-closed
+	})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	resp, body := post(t, px.url+"/v1/chat/completions", chatBody)
+	require.Equal(t, 200, resp.StatusCode, body)
+	o := px.px.seats[0].o
+	o.mu.Lock()
+	require.Len(t, o.idle, 1)
+	c := o.idle[0]
+	o.mu.Unlock()
+	assert.True(t, alive(c.nc), "open and quiet")
+	close(closed) // the origin closes it
+	require.Eventually(t, func() bool { return !alive(c.nc) }, 2*time.Second, time.Millisecond)
+
+	c.idleAt = c.idleAt.Add(-2 * probeAfter) // as if idle that long
+	got, reused, err := o.get(t.Context(), nil)
+	require.NoError(t, err)
+	defer got.nc.Close()
+	assert.False(t, reused, "the closed connection was dropped, a new one dialled")
+	assert.NotSame(t, c, got)
+}
+
+// Answers the client must not be handed as they came: informational
+// answers before the real one are skipped, and a header block over the
+// bound is a 502 and a failed row, not a proxy holding 64 KiB per line.
+func TestUpstreamOddAnswers(t *testing.T) {
+	tests := []struct {
+		name    string
+		write   string
+		status  int
+		outcome admit.Outcome
+	}{
+		{"100 then 200", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + answer(""), 200, admit.OK},
+		{"too many 1xx", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 6) + answer(""), 502, admit.ServerError},
+		{"headers over 64 KiB", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n" + answer("")[len("HTTP/1.1 200 OK\r\n"):], 502, admit.ServerError},
+		{"not http", "SSH-2.0-OpenSSH\r\n\r\n", 502, admit.ServerError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				if _, _, ok := readReq(br); ok {
+					_, _ = io.WriteString(c, tt.write)
+				}
+			})
+			px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+			resp, body := post(t, px.url+"/v1/chat/completions", chatBody)
+			assert.Equal(t, tt.status, resp.StatusCode, body)
+			if tt.status == 200 {
+				assert.Equal(t, chatAnswer, body)
+			}
+			rs := px.rows.wait(t, 1)
+			assert.Equal(t, tt.outcome, rs[0].Outcome)
+		})
+	}
+}
+
+// An https origin: the proxy speaks TLS to it (HTTP/1.1 by ALPN) and
+// keeps the connection alive across requests.
+func TestUpstreamTLS(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(nil)
+	srv.EnableHTTP2 = true // offered; the proxy asks for http/1.1
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	var proto atomic.Value
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto.Store(r.Proto)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	})
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", srv.URL+"/v1")})
+	px.px.seats[0].o.tlsCfg.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	for range 3 {
+		resp, body := post(t, px.url+"/v1/chat/completions", chatBody)
+		require.Equal(t, 200, resp.StatusCode, body)
+		assert.Equal(t, chatAnswer, body)
+	}
+	assert.Equal(t, "HTTP/1.1", proto.Load())
+	assert.EqualValues(t, 1, conns.Load())
+	for _, r := range px.rows.wait(t, 3) {
+		assert.Equal(t, admit.OK, r.Outcome)
+	}
+
+	// An origin whose certificate the proxy does not trust is never sent
+	// the request.
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a request reached an untrusted origin")
+	}))
+	t.Cleanup(other.Close)
+	px2 := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", other.URL+"/v1")})
+	resp, body := post(t, px2.url+"/v1/chat/completions", chatBody)
+	assert.Equal(t, 502, resp.StatusCode, body)
+	assert.Contains(t, body, "tls handshake failed")
+}
+
+func TestNewOriginRefuses(t *testing.T) {
+	for _, base := range []string{"ftp://h/v1", "http:///v1", "https://bücher.example/v1"} {
+		_, err := New(Options{Policy: testPolicy(), Chain: []seat.Config{seatCfg("s", "openai", base)}})
+		assert.ErrorContains(t, err, "seats.s.base_url", base)
+	}
+}
+
+// A stream whose framing breaks (a malformed chunk), mid-way or after
+// its last event, reaches the client as a broken stream, never as one
+// that ended cleanly.
+func TestUpstreamMalformedChunk(t *testing.T) {
+	ev := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
+	for _, tail := range []string{"", "data: [DONE]\n\n"} {
+		t.Run(fmt.Sprint("done=", tail != ""), func(t *testing.T) {
+			base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				if _, _, ok := readReq(br); !ok {
+					return
+				}
+				body := ev + tail
+				_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(body), body)
+				time.Sleep(20 * ms) // the break comes in a later packet
+				_, _ = io.WriteString(c, "zz-not-a-size\r\n")
+			})
+			px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+			req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, 200, resp.StatusCode)
+			got, err := io.ReadAll(resp.Body)
+			assert.Error(t, err, "a broken stream must not look complete")
+			assert.Equal(t, ev+tail, string(got))
+			px.rows.wait(t, 1)
+		})
+	}
+}
