@@ -1559,5 +1559,10 @@ func unsafeString(b []byte) string {
 // trimLine drops ASCII blanks around a line (a CR before the newline
 // among them). Unicode spaces are text: an unquoted value may end in one.
 func trimLine(b []byte) []byte {
+	if len(b) > 0 && !isBlank(b[0]) && !isBlank(b[len(b)-1]) {
+		return b // a row as the writer writes it: nothing to trim
+	}
 	return bytes.Trim(b, " \t\r\v\f")
 }
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
