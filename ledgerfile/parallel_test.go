@@ -240,3 +240,22 @@ func TestParallelReadOfLongLines(t *testing.T) {
 func summarize(o readOutcome) string {
 	return fmt.Sprintf("%d rows, err %q, torn %v, skipped %v", len(o.Rows), o.Err, o.Torn, o.Skipped)
 }
+
+// Job ids are copied into shared blocks (interner.copy): every row kept
+// keeps its own id, across many blocks, in a plain and a parallel read.
+func TestJobIDsOutliveTheirBlocks(t *testing.T) {
+	var b strings.Builder
+	for i := range 30000 {
+		fmt.Fprintf(&b, "job=job-%d-%s attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=succeeded\n", i, strings.Repeat("x", i%40))
+	}
+	for _, workers := range []int{1, 2} {
+		got := readWith([]byte(b.String()), false, workers, 0)
+		require.Empty(t, got.Err)
+		require.Len(t, got.Rows, 30000)
+		for i, r := range got.Rows {
+			if want := fmt.Sprintf("job-%d-%s", i, strings.Repeat("x", i%40)); r.Job != want {
+				t.Fatalf("workers %d: row %d: job %q, want %q", workers, i, r.Job, want)
+			}
+		}
+	}
+}

@@ -722,6 +722,7 @@ type interner struct {
 	// the line before: a writer writes its keys in one order, so the key
 	// there is compared in place instead of scanned for and looked up.
 	after [numKeys]uint8
+	arena []byte // copy's current block
 }
 
 // Interned fields, each with its last string.
@@ -769,9 +770,29 @@ func (in *interner) recent(slot int, b []byte) string {
 	if s := in.last[slot]; s == string(b) {
 		return s
 	}
-	s := string(b)
+	s := in.copy(b)
 	in.last[slot] = s
 	return s
+}
+
+// arenaBytes is the size of the blocks copy keeps its strings in. A
+// block lives while any string in it does: a job left open pins its
+// block, so the memory still follows the open jobs, a block's worth each
+// at most.
+const arenaBytes = 2 << 10
+
+// copy is string(b), copied into the interner's current block: one
+// allocation per block, not one per job id.
+func (in *interner) copy(b []byte) string {
+	if len(b) == 0 || len(b) > arenaBytes/8 {
+		return string(b)
+	}
+	if len(in.arena)+len(b) > cap(in.arena) {
+		in.arena = make([]byte, 0, arenaBytes)
+	}
+	at := len(in.arena)
+	in.arena = append(in.arena, b...) // within cap: the bytes before never move or change
+	return unsafe.String(&in.arena[at], len(b))
 }
 
 // lineParser applies a line's key=value pairs to a row as the line is
@@ -1337,8 +1358,12 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 		row.HasSpent = true
 		return bitUsed, nil
 	case keyDecision:
-		if _, err := admit.ParseDecision(val); err != nil {
-			return 0, err
+		// The decision of the row before was read already (in.str keeps
+		// it only after ParseDecision took it).
+		if in == nil || val == "" || val != in.last[slotDecision] {
+			if _, err := admit.ParseDecision(val); err != nil {
+				return 0, err
+			}
 		}
 		row.Decision = in.str(slotDecision, v)
 		return bitDecision, nil
