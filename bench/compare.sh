@@ -2,7 +2,7 @@
 # bench/compare.sh: measure retrygate beside its peer tools, in one run,
 # on this machine, and print issue 11's table as markdown.
 #
-#   bench/compare.sh [--quick] [--tests] [--out FILE] [--keep DIR]
+#   bench/compare.sh [--quick] [--tests] [--only report] [--out FILE] [--keep DIR]
 #
 # See docs/speed.md for what each figure means. Everything it starts
 # listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-usage: bench/compare.sh [--quick] [--tests] [--out FILE] [--keep DIR]
+usage: bench/compare.sh [--quick] [--tests] [--only report] [--out FILE] [--keep DIR]
 
 Builds retrygate and a hello-world Go binary, installs the peers when
 missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
@@ -19,6 +19,9 @@ matching vegeta results, runs every figure of issue 11 side by side and
 prints the table as markdown on stdout.
 
   --quick     shrink the sizes (100,000-row log, 2,000 attempts, fewer runs)
+  --only report
+              only the report and check rows (the log, the vegeta results,
+              report, check and vegeta report)
   --tests     also time the whole test suite (go test -count=1 ./...; long)
   --out FILE  also write the table to FILE
   --keep DIR  keep the generated log, results and raw measurements in DIR
@@ -29,10 +32,12 @@ is shown on stderr).
 EOF
 }
 
-quick=0 tests=0 out="" keep=""
+quick=0 tests=0 out="" keep="" only=""
 while (($#)); do
 	case $1 in
 	--quick) quick=1 ;;
+	--only) [[ $# -ge 2 && $2 == report ]] || { echo "compare.sh: --only takes report" >&2; exit 2; }; only=$2; shift ;;
+	--only=report) only=report ;;
 	--tests) tests=1 ;;
 	--out) [[ $# -ge 2 ]] || { echo "compare.sh: --out needs a file" >&2; exit 2; }; out=$2; shift ;;
 	--out=*) out=${1#--out=} ;;
@@ -289,6 +294,8 @@ rm -f "$tmp/results.json"
 
 # ---------------------------------------------------------------- start-up
 
+if [[ -z $only ]]; then # --only report: from here to report, check
+
 say "start-up: admit, record, claim, --version vs hello-world (hyperfine, $hf_runs runs)"
 hf hello "$hf_runs" -- "$hello"
 h_wall=$hf_wall h_cpu=$hf_cpu
@@ -364,6 +371,8 @@ row "\`time --seat S\`, a gpt-4o-mini seat on \`seat serve\` planning headers at
 	"curl: time_total $(ms "$c_el") ms, time_starttransfer $(ms "$c_tt") ms; whole process $(ms "$c_wall") ms wall, $(ms "$c_cpu") ms CPU" \
 	"elapsed $(calc '%+.1f' "($t_el - $c_el) * 1000") ms; process $(ratio "$t_wall" "$c_wall") wall, $(ratio "$t_cpu" "$c_cpu") CPU"
 
+fi # --only report
+
 # ---------------------------------------------------------------- report, check
 
 say "report and check on the $(commas "$rows")-row log vs vegeta report on $(commas "$rows") results ($big_runs runs each)"
@@ -394,6 +403,7 @@ row "\`check\` on the same log" \
 	"$(calc '%.2f' "$k_wall") s, $(calc '%.2f' "$k_cpu") CPU-s, $(mib "$rss_kib") MiB" "$vrep_txt" \
 	"$(ratio "$k_wall" "$v_wall") wall, $(ratio "$rss_kib" "$v_rss") memory"
 
+if [[ -z $only ]]; then # --only report: from here to the tests
 # ---------------------------------------------------------------- record, admit --log on the big log
 
 say "admit --log and record on the $(commas "$rows")-row log (last job $last_job, first job $first_job)"
@@ -560,6 +570,8 @@ for how in sequential rate; do
 		"goal: 1 CPU-s for 1,000,000 jobs"
 done
 row "the \`simulate\` model" "\`$model\`" "—" "—"
+
+fi # --only report
 
 # ---------------------------------------------------------------- tests
 
