@@ -64,11 +64,37 @@ func FuzzParallelReadMatchesPlainRead(f *testing.F) {
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=x\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=failed\n"), uint8(1))
 	f.Add([]byte("\uFEFFwait_s=1 elapsed_s=1 tokens=1\nwait_s=1\x00 elapsed_s=1 tokens=1\n#\n\nwait_s=1 elapsed_s=1 tokens=1"), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, batch uint8) {
+		// Chunks of 1 to 64 bytes: lines longer than a chunk, and chunks
+		// of several lines, cut anywhere.
+		chunk := int(batch%64) + 1
 		for _, skipBad := range []bool{false, true} {
 			want := readWith(data, skipBad, 1, 0)
-			got := readWith(data, skipBad, 2, int(batch%5)+1)
+			got := readWith(data, skipBad, 2, chunk)
 			require.Equal(t, want, got, "skipBad %v", skipBad)
 		}
+		// An input that fails after its bytes: the same rows, then the
+		// same failure.
+		fail := func(workers int) readOutcome {
+			r := NewReader(&errAfter{data: data, err: errors.New("disk on fire")}, "f.log")
+			r.Workers(workers)
+			r.chunk = chunk
+			r.SkipBad(true)
+			defer r.Close()
+			var out readOutcome
+			for range 100000 {
+				var row Row
+				err := r.Next(&row)
+				if err != nil {
+					if err != io.EOF {
+						out.Err = err.Error()
+					}
+					break
+				}
+				out.Rows = append(out.Rows, row)
+			}
+			return out
+		}
+		require.Equal(t, fail(1), fail(2), "a failing input")
 	})
 }
 
