@@ -96,3 +96,44 @@ func TestGoodputIsJobsMeetingEveryPerJobThresholdPerSecond(t *testing.T) {
 		}
 	}
 }
+
+// check counts the streaming figures only when a threshold reads one,
+// and a threshold on one judges what the whole summary shows.
+func TestCheckCountsStreamFiguresWhenAThresholdReadsThem(t *testing.T) {
+	rows := []ledgerfile.Row{
+		streamRow("a", 200*time.Millisecond, 1200*time.Millisecond, 101, admit.OK),
+		streamRow("b", 200*time.Millisecond, 2200*time.Millisecond, 51, admit.OK),
+		streamRow("c", 100*time.Millisecond, 900*time.Millisecond, 21, admit.OK),
+	}
+	for i := range rows {
+		rows[i].ITLMean, rows[i].ITLMax, rows[i].HasITL = time.Duration(i+1)*10*time.Millisecond, time.Duration(i+1)*30*time.Millisecond, true
+	}
+	full := New(Options{By: BySeat})
+	for i := range rows {
+		full.Add(&rows[i], "t.log")
+	}
+	whole := full.Close()
+	check := func(metric, expr string) *CheckResult {
+		th, err := admit.ParseThreshold(metric, expr)
+		require.NoError(t, err)
+		c, err := NewCheck(CheckOptions{Budget: admit.Budget{Deadline: time.Minute, TokenCeiling: 100000, MaxAttempts: 3, MaxWait: 5 * time.Second}, Thresholds: []Threshold{{Threshold: th}}})
+		require.NoError(t, err)
+		for i := range rows {
+			c.Add(&rows[i], "t.log")
+		}
+		return c.Close()
+	}
+	for _, m := range []string{"tpot_s", "output_tps", "itl_s"} {
+		require.True(t, StreamMetric(m))
+		th, err := admit.ParseThreshold(m, "p(95) < 100")
+		require.NoError(t, err)
+		want := Evaluate([]Threshold{{Threshold: th}}, whole)[0]
+		got := check(m, "p(95) < 100").Thresholds[0]
+		assert.Equal(t, want.Value, got.Value, m)
+		assert.Equal(t, want.N, got.N, m)
+		assert.Equal(t, int64(3), got.N, m)
+	}
+	res := check("wait_s", "p(95) < 1s")
+	assert.True(t, res.Pass)
+	assert.Zero(t, res.Summary.Stream.TPOT.N, "no threshold reads the streaming figures: they are not counted")
+}
