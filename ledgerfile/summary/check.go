@@ -93,8 +93,9 @@ type Check struct {
 // CheckResult is a check's verdict and everything it rests on.
 type CheckResult struct {
 	Pass bool `json:"pass"`
-	// Summary is the summary the thresholds read. Its streaming figures
-	// (Stream) are counted only when a threshold reads one (StreamMetric).
+	// Summary is the summary the thresholds read: only what they read is
+	// counted (Options.OnlyGroups), and its streaming figures (Stream)
+	// only when a threshold reads one (StreamMetric).
 	Summary      *Summary          `json:"-"`
 	Judged       int64             `json:"rows"`
 	Thresholds   []ThresholdResult `json:"thresholds"`
@@ -116,7 +117,8 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 	return &Check{
 		opts: opts,
 		rp:   NewReplayer(opts.Budget, opts.Retry),
-		sum:  New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline, NoStream: !readsStream(opts.Thresholds)}),
+		sum: New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline,
+			OnlyGroups: true, NoStream: !readsStream(opts.Thresholds)}),
 		good: newGoodput(opts.Thresholds),
 		res:  CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
 	}, nil
