@@ -2,7 +2,7 @@
 # bench/compare.sh: measure retrygate beside its peer tools, in one run,
 # on this machine, and print issue 11's table as markdown.
 #
-#   bench/compare.sh [--quick] [--tests] [--only rehearse|proxy] [--out FILE] [--keep DIR]
+#   bench/compare.sh [--quick] [--tests] [--only report|rehearse|proxy] [--out FILE] [--keep DIR]
 #
 # See docs/speed.md for what each figure means. Everything it starts
 # listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
@@ -10,7 +10,7 @@ set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-usage: bench/compare.sh [--quick] [--tests] [--only rehearse|proxy] [--out FILE] [--keep DIR]
+usage: bench/compare.sh [--quick] [--tests] [--only report|rehearse|proxy] [--out FILE] [--keep DIR]
 
 Builds retrygate and a hello-world Go binary, installs the peers when
 missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
@@ -19,6 +19,9 @@ matching vegeta results, runs every figure of issue 11 side by side and
 prints the table as markdown on stdout.
 
   --quick     shrink the sizes (100,000-row log, 2,000 attempts, fewer runs)
+  --only report
+              only the report and check rows (the log, the vegeta results,
+              report, check and vegeta report)
   --tests     also time the whole test suite (go test -count=1 ./...; long)
   --only rehearse
               run only the rehearse-vs-vegeta rows (no log, no start-up,
@@ -42,14 +45,24 @@ while (($#)); do
 	--out=*) out=${1#--out=} ;;
 	--keep) [[ $# -ge 2 ]] || { echo "compare.sh: --keep needs a directory" >&2; exit 2; }; keep=$2; shift ;;
 	--keep=*) keep=${1#--keep=} ;;
-	--only) [[ $# -ge 2 ]] || { echo "compare.sh: --only needs a part (rehearse or proxy)" >&2; exit 2; }; only=$2; shift ;;
+	--only) [[ $# -ge 2 ]] || { echo "compare.sh: --only needs a part (report, rehearse or proxy)" >&2; exit 2; }; only=$2; shift ;;
 	--only=*) only=${1#--only=} ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
-[[ -z $only || $only == proxy || $only == rehearse ]] || { echo "compare.sh: --only: unknown part \"$only\" (rehearse or proxy)" >&2; exit 2; }
+case $only in
+'' | report | rehearse | proxy) ;;
+*) echo "compare.sh: --only: unknown part \"$only\" (report, rehearse or proxy)" >&2; exit 2 ;;
+esac
+# want PART: whether this run measures PART (every part, or the one --only names;
+# the data, the log and vegeta's results, is made for report).
+want() {
+	[[ -z $only ]] && return 0
+	[[ $1 == data ]] && { [[ $only == report ]]; return; }
+	[[ $only == "$1" ]]
+}
 # Paths given relative to the caller's directory stay so after the cd below.
 [[ -z $out || $out == /* ]] || out=$PWD/$out
 [[ -z $keep || $keep == /* ]] || keep=$PWD/$keep
@@ -339,15 +352,9 @@ proxy_rows() {
 	proxy_row "$conc" "$vegeta_s"
 	proxy_row 1 $((2 * vegeta_s)) # about 45 requests a second: longer, for enough of them
 }
-if [[ $only == proxy ]]; then
-	proxy_rows
-	table
-	say "done"
-	exit 0
-fi
 
-# --only rehearse skips from here to the rehearse rows, and the rows after them.
-if [[ -z $only ]]; then
+# Each part below runs in a full run; --only runs one (want, above).
+if want data; then
 
 # ---------------------------------------------------------------- data
 
@@ -397,7 +404,11 @@ awk -v n="$rows" 'BEGIN {
 run vegeta-encode "$vegeta" encode --to gob --output "$tmp/results.gob" "$tmp/results.json"
 rm -f "$tmp/results.json"
 
+fi # data
+
 # ---------------------------------------------------------------- start-up
+
+if want startup; then
 
 say "start-up: admit, record, claim, --version vs hello-world (hyperfine, $hf_runs runs)"
 hf hello "$hf_runs" -- "$hello"
@@ -472,7 +483,11 @@ row "\`time --seat S\`, a gpt-4o-mini seat on \`seat serve\` planning headers at
 	"curl: time_total $(ms "$c_el") ms, time_starttransfer $(ms "$c_tt") ms; whole process $(ms "$c_wall") ms wall, $(ms "$c_cpu") ms CPU" \
 	"elapsed $(calc '%+.1f' "($t_el - $c_el) * 1000") ms; process $(ratio "$t_wall" "$c_wall") wall, $(ratio "$t_cpu" "$c_cpu") CPU"
 
+fi # startup
+
 # ---------------------------------------------------------------- report, check
+
+if want report; then
 
 say "report and check on the $(commas "$rows")-row log vs vegeta report on $(commas "$rows") results ($big_runs runs each)"
 hf report "$big_runs" -- "$rg report $biglog"
@@ -502,6 +517,9 @@ row "\`check\` on the same log" \
 	"$(calc '%.2f' "$k_wall") s, $(calc '%.2f' "$k_cpu") CPU-s, $(mib "$rss_kib") MiB" "$vrep_txt" \
 	"$(ratio "$k_wall" "$v_wall") wall, $(ratio "$rss_kib" "$v_rss") memory"
 
+fi # report
+
+if want bigjob; then
 # ---------------------------------------------------------------- record, admit --log on the big log
 
 say "admit --log and record on the $(commas "$rows")-row log (last job $last_job, first job $first_job)"
@@ -524,9 +542,11 @@ bigjob() { # LABEL NAME CMD-FOR-JOB(with JOB)
 bigjob '`admit --log`' admitlog "$rg admit --log $biglog --job JOB"
 bigjob '`record`' recordlog "$rg record --log $biglog --job JOB --seat s --wait 0.5 --elapsed 1.2 --tokens 1500"
 
-fi # --only
+fi # bigjob
 
 # ---------------------------------------------------------------- rehearse vs vegeta attack
+
+if want rehearse; then
 
 say "rehearse $attempts attempts at concurrency $conc vs vegeta attack (${vegeta_s}s, keep-alive and not)"
 cat >"$tmp/instant-seat.yaml" <<'EOF'
@@ -590,13 +610,15 @@ row "elapsed p50 / p95 the client adds at c=$conc (the seat plans 0 ms)" \
 	"vegeta, keep-alive: $(ms "$ka_p50") / $(ms "$ka_p95") ms; without: $(ms "$co_p50") / $(ms "$co_p95") ms" \
 	"p50 $(calc '%+.1f' "($re_p50 - $ka_p50) * 1000") / $(calc '%+.1f' "($re_p50 - $co_p50) * 1000") ms"
 
-if [[ -z $only ]]; then # --only rehearse ends with the rehearse rows
+fi # rehearse
 
 # ---------------------------------------------------------------- proxy vs direct
 
-proxy_rows
+want proxy && proxy_rows
 
 # ---------------------------------------------------------------- simulate
+
+if want simulate; then
 
 say "simulate $sim_jobs jobs on one core, one after another and with --rate 20"
 model='lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100'
@@ -613,7 +635,7 @@ for how in sequential rate; do
 done
 row "the \`simulate\` model" "\`$model\`" "—" "—"
 
-fi # --only
+fi # simulate
 
 # ---------------------------------------------------------------- tests
 

@@ -2,6 +2,7 @@ package ledgerfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -24,11 +25,11 @@ type readOutcome struct {
 	Skipped []string
 }
 
-func readWith(data []byte, skipBad bool, workers, batchLines int) readOutcome {
+func readWith(data []byte, skipBad bool, workers, chunk int) readOutcome {
 	r := NewReader(bytes.NewReader(data), "f.log")
 	r.SkipBad(skipBad)
 	r.Workers(workers)
-	r.batchLines = batchLines
+	r.chunk = chunk
 	defer r.Close()
 	var out readOutcome
 	for range 100000 {
@@ -63,11 +64,37 @@ func FuzzParallelReadMatchesPlainRead(f *testing.F) {
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=x\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=failed\n"), uint8(1))
 	f.Add([]byte("\uFEFFwait_s=1 elapsed_s=1 tokens=1\nwait_s=1\x00 elapsed_s=1 tokens=1\n#\n\nwait_s=1 elapsed_s=1 tokens=1"), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, batch uint8) {
+		// Chunks of 1 to 64 bytes: lines longer than a chunk, and chunks
+		// of several lines, cut anywhere.
+		chunk := int(batch%64) + 1
 		for _, skipBad := range []bool{false, true} {
 			want := readWith(data, skipBad, 1, 0)
-			got := readWith(data, skipBad, 2, int(batch%5)+1)
+			got := readWith(data, skipBad, 2, chunk)
 			require.Equal(t, want, got, "skipBad %v", skipBad)
 		}
+		// An input that fails after its bytes: the same rows, then the
+		// same failure.
+		fail := func(workers int) readOutcome {
+			r := NewReader(&errAfter{data: data, err: errors.New("disk on fire")}, "f.log")
+			r.Workers(workers)
+			r.chunk = chunk
+			r.SkipBad(true)
+			defer r.Close()
+			var out readOutcome
+			for range 100000 {
+				var row Row
+				err := r.Next(&row)
+				if err != nil {
+					if err != io.EOF {
+						out.Err = err.Error()
+					}
+					break
+				}
+				out.Rows = append(out.Rows, row)
+			}
+			return out
+		}
+		require.Equal(t, fail(1), fail(2), "a failing input")
 	})
 }
 
@@ -163,4 +190,98 @@ func TestParallelReadStopsItsGoroutines(t *testing.T) {
 	}
 	require.Equal(t, 50000, n)
 	require.True(t, settled(), "the reader's goroutines stopped at the end")
+}
+
+// errAfter is an input that fails after its data.
+type errAfter struct {
+	data []byte
+	err  error
+}
+
+func (e *errAfter) Read(p []byte) (int, error) {
+	if len(e.data) == 0 {
+		return 0, e.err
+	}
+	n := copy(p, e.data)
+	e.data = e.data[n:]
+	return n, nil
+}
+
+// Lines longer than a chunk, up to MaxLine and past it, at every place
+// a chunk can cut them, read as a plain read does: the same rows, bad
+// lines, torn tails and read failures.
+func TestParallelReadOfLongLines(t *testing.T) {
+	row := "job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n"
+	fit := "wait_s=1 elapsed_s=1 tokens=1 note=" + strings.Repeat("n", MaxLine-len("wait_s=1 elapsed_s=1 tokens=1 note="))
+	over := strings.Repeat("o", MaxLine+1)
+	cases := map[string]string{
+		"a line of MaxLine bytes":          row + fit + "\n" + row,
+		"a line of MaxLine bytes, torn":    row + fit,
+		"a line past MaxLine":              row + over + "\n" + row,
+		"a line past MaxLine, last":        row + over + "\n",
+		"a torn tail past MaxLine":         row + over,
+		"a blank torn tail past MaxLine":   row + strings.Repeat(" ", MaxLine+5),
+		"long lines in a row":              fit + "\n" + over + "\n" + fit + "\n" + over + over + "\n" + row + row,
+		"a byte order mark on a long line": "\uFEFF" + fit[:MaxLine-3] + "\n" + "\uFEFF" + row,
+	}
+	for name, data := range cases {
+		for _, chunk := range []int{0, 1000, 4096, MaxLine - 1, MaxLine + 7} {
+			for _, skipBad := range []bool{false, true} {
+				want := readWith([]byte(data), skipBad, 1, 0)
+				got := readWith([]byte(data), skipBad, 2, chunk)
+				require.True(t, reflect.DeepEqual(want, got), "%s, chunk %d, skipBad %v:\nplain    %+v\nparallel %+v", name, chunk, skipBad, summarize(want), summarize(got))
+			}
+		}
+	}
+	// A read that fails: the whole lines before it, then the failure.
+	for _, data := range []string{row + row + "job=b att", row + over, row + fit[:5000]} {
+		for _, chunk := range []int{0, 7, 4096} {
+			read := func(workers int) readOutcome {
+				r := NewReader(&errAfter{data: []byte(data), err: errors.New("disk on fire")}, "f.log")
+				r.Workers(workers)
+				r.chunk = chunk
+				defer r.Close()
+				var out readOutcome
+				for {
+					var row Row
+					err := r.Next(&row)
+					if err != nil {
+						if err != io.EOF {
+							out.Err = err.Error()
+						}
+						break
+					}
+					out.Rows = append(out.Rows, row)
+				}
+				return out
+			}
+			want, got := read(1), read(2)
+			require.Contains(t, want.Err, "disk on fire")
+			require.Equal(t, want, got, "chunk %d", chunk)
+		}
+	}
+}
+
+// summarize is a read's outcome without its rows' bytes, for a message.
+func summarize(o readOutcome) string {
+	return fmt.Sprintf("%d rows, err %q, torn %v, skipped %v", len(o.Rows), o.Err, o.Torn, o.Skipped)
+}
+
+// Job ids are copied into shared blocks (interner.copy): every row kept
+// keeps its own id, across many blocks, in a plain and a parallel read.
+func TestJobIDsOutliveTheirBlocks(t *testing.T) {
+	var b strings.Builder
+	for i := range 30000 {
+		fmt.Fprintf(&b, "job=job-%d-%s attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=succeeded\n", i, strings.Repeat("x", i%40))
+	}
+	for _, workers := range []int{1, 2} {
+		got := readWith([]byte(b.String()), false, workers, 0)
+		require.Empty(t, got.Err)
+		require.Len(t, got.Rows, 30000)
+		for i, r := range got.Rows {
+			if want := fmt.Sprintf("job-%d-%s", i, strings.Repeat("x", i%40)); r.Job != want {
+				t.Fatalf("workers %d: row %d: job %q, want %q", workers, i, r.Job, want)
+			}
+		}
+	}
 }

@@ -73,11 +73,12 @@ type Reader struct {
 	torn    []*LineError
 	skipped []*LineError
 
-	workers    int
-	batchLines int       // lines per batch of a parallel read (tests make it small)
-	ev         lineEvent // the line a plain read read last
-	par        *pipeline // the goroutines of a parallel read, once started
-	closed     bool      // Close stopped a parallel read
+	workers int
+	src     io.Reader // the input, which a parallel read reads in chunks
+	chunk   int       // bytes per read of a parallel read (tests make it small)
+	ev      lineEvent // the line a plain read read last
+	par     *pipeline // the goroutines of a parallel read, once started
+	closed  bool      // Close stopped a parallel read
 }
 
 // lineKind is what a line is to the reader.
@@ -96,12 +97,10 @@ const (
 
 // lineEvent is one line as Next takes it, parsed already when it is a row.
 type lineEvent struct {
-	no         int
-	kind       lineKind
-	torn       bool // lineText: no newline at its end
-	start, end int  // lineText: its bytes in its batch
-	err        error
-	row        Row
+	no   int
+	kind lineKind
+	err  error
+	row  Row
 }
 
 // attemptSet is the attempt numbers read for one open job, one bit each,
@@ -126,7 +125,7 @@ func (s *attemptSet) add(a int) bool {
 
 // NewReader reads rows from r; name is the file name used in errors.
 func NewReader(r io.Reader, name string) *Reader {
-	return &Reader{name: name, lr: NewLineReader(r, name, MaxLine), jobs: map[string]*attemptSet{}, intern: newInterner()}
+	return &Reader{name: name, src: r, lr: NewLineReader(r, name, MaxLine), jobs: map[string]*attemptSet{}, intern: newInterner()}
 }
 
 // SkipBad makes malformed lines warnings (see Skipped) instead of errors.
@@ -335,9 +334,13 @@ func (r *Reader) readRaw() (line []byte, no int, torn bool, kind lineKind, err e
 	return nil, no, false, lineBad, err
 }
 
-// A parallel read: one goroutine reads lines into batches, workers parse
-// them, and Next takes the batches back in order. A fixed number of
-// batches circulate, so memory stays bounded whatever the log's size.
+// A parallel read: one goroutine reads the input in large chunks, each
+// cut after its last newline; workers split the chunks into lines and
+// parse them; Next takes the batches back in order and numbers their
+// lines. A fixed number of batches circulate, so memory stays bounded
+// whatever the log's size. The reading goroutine never looks at a line
+// (a line longer than a chunk aside): a plain read's line-by-line work
+// moves to the workers, and a line's bytes are read once, into its batch.
 type pipeline struct {
 	order chan *batch // batches in line order, as the reader sends them out
 	work  chan *batch // batches for the workers
@@ -347,29 +350,35 @@ type pipeline struct {
 
 	cur  *batch
 	i    int
+	base int       // the lines of the batches before cur
 	last lineEvent // the end (or the failure) once it has been read
 }
 
+// batch is whole lines of the input, and what they are. Its events are
+// numbered within it, from 1; Next adds the lines of the batches before.
 type batch struct {
-	buf   []byte      // the lines' bytes
-	ev    []lineEvent // one per line
-	ready chan struct{}
+	buf   []byte // whole lines, each with its newline; the input's unterminated tail last
+	first bool   // buf starts the input: a byte order mark there is dropped
+	// after is what follows buf's lines, when hasAfter: a line over
+	// MaxLine (lineBad, or the torn tail it ends in), the end, or a failure.
+	after    lineEvent
+	hasAfter bool
+	ev       []lineEvent // one per line of buf, then after
+	lines    int         // the lines among ev
+	ready    chan struct{}
 }
 
-// A batch closes at batchLines lines or batchBytes bytes, whichever
-// comes first.
-const (
-	batchLines = 512
-	batchBytes = 256 << 10
-)
+// chunkBytes is how much a parallel read reads into a batch at a time
+// (less than MaxLine, so no line in a whole chunk is over-long).
+const chunkBytes = 256 << 10
 
 // batchesPerWorker is how many batches each worker may have in flight.
 const batchesPerWorker = 3
 
 func (r *Reader) startPipeline(workers int) *pipeline {
 	n := workers * batchesPerWorker
-	if r.batchLines <= 0 {
-		r.batchLines = batchLines
+	if r.chunk <= 0 || r.chunk > MaxLine {
+		r.chunk = chunkBytes // a chunk is never longer than a line may be
 	}
 	p := &pipeline{
 		order: make(chan *batch, n), work: make(chan *batch, n), free: make(chan *batch, n),
@@ -392,12 +401,154 @@ func (p *pipeline) stopIfAny() {
 	}
 }
 
-// split reads lines into batches and sends them out, in order.
+// chunker reads the input for split: whole lines at a time, with the
+// semantics of LineReader (and readRaw) for the rest: a line over
+// MaxLine is a bad line, or torn when the input ends inside it; a read
+// error ends the read after the whole lines before it.
+type chunker struct {
+	r     *Reader
+	carry []byte // the start of a line the last batch did not finish
+	eof   bool
+	err   error // the read error that ended the input
+	empty int   // reads in a row that returned nothing
+}
+
+// read reads at most more bytes onto b.buf, once, growing it when it
+// must, and notes the end or a failure.
+func (c *chunker) read(b *batch, more int) {
+	if cap(b.buf)-len(b.buf) < more {
+		grown := make([]byte, len(b.buf), len(b.buf)+max(more, len(b.buf)))
+		copy(grown, b.buf)
+		b.buf = grown
+	}
+	n, err := c.r.src.Read(b.buf[len(b.buf) : len(b.buf)+more])
+	b.buf = b.buf[:len(b.buf)+n]
+	switch {
+	case err == io.EOF:
+		c.eof = true
+	case err != nil:
+		c.eof, c.err = true, err
+	case n == 0:
+		// As bufio does: a reader that keeps returning nothing is broken.
+		if c.empty++; c.empty >= 100 {
+			c.eof, c.err = true, io.ErrNoProgress
+		}
+	default:
+		c.empty = 0
+	}
+}
+
+// fill reads the next batch's lines into b; it reports whether the input
+// has ended (b then carries the end, or the failure, last).
+func (c *chunker) fill(b *batch) bool {
+	size := c.r.chunk
+	b.buf = append(b.buf[:0], c.carry...)
+	c.carry = c.carry[:0]
+	for !c.eof && len(b.buf) < size {
+		c.read(b, size-len(b.buf))
+	}
+	cut := bytes.LastIndexByte(b.buf, '\n') + 1
+	if cut == 0 && !c.eof {
+		// A full chunk without a newline: a line longer than a chunk.
+		return c.long(b)
+	}
+	if c.eof {
+		return c.end(b)
+	}
+	c.carry = append(c.carry, b.buf[cut:]...)
+	b.buf = b.buf[:cut]
+	return false
+}
+
+// long reads a line longer than a chunk, which starts b.buf: up to its
+// newline when it is within MaxLine (b then holds it, and the whole lines
+// after it that came with it), or else to its end, as a bad line.
+func (c *chunker) long(b *batch) bool {
+	from := 0 // where the newline is not yet looked for
+	for {
+		if i := bytes.IndexByte(b.buf[from:], '\n'); i >= 0 {
+			i += from
+			if i > MaxLine {
+				c.carry = append(c.carry, b.buf[i+1:]...)
+				b.buf = b.buf[:0]
+				c.tooLong(b, false)
+				return false
+			}
+			// Every line after it is shorter than MaxLine: at most
+			// MaxLine + one chunk was read, and a chunk came before i.
+			cut := bytes.LastIndexByte(b.buf, '\n') + 1
+			if c.eof {
+				return c.end(b)
+			}
+			c.carry = append(c.carry, b.buf[cut:]...)
+			b.buf = b.buf[:cut]
+			return false
+		}
+		if len(b.buf) > MaxLine {
+			// Over-long: skip to its newline in bounded memory.
+			for {
+				b.buf = b.buf[:0]
+				if c.eof {
+					if c.err != nil {
+						return c.end(b)
+					}
+					c.tooLong(b, true)
+					return c.end(b)
+				}
+				c.read(b, c.r.chunk)
+				if i := bytes.IndexByte(b.buf, '\n'); i >= 0 {
+					c.carry = append(c.carry, b.buf[i+1:]...)
+					b.buf = b.buf[:0]
+					c.tooLong(b, false)
+					return false
+				}
+			}
+		}
+		if c.eof {
+			return c.end(b) // the unterminated tail, within MaxLine
+		}
+		from = len(b.buf)
+		c.read(b, c.r.chunk)
+	}
+}
+
+// tooLong ends b with a line over MaxLine: a bad line, or the torn tail
+// when the input ended inside it (readRaw's rule).
+func (c *chunker) tooLong(b *batch, torn bool) {
+	b.hasAfter = true
+	if torn {
+		b.after = lineEvent{kind: lineTorn}
+		return
+	}
+	b.after = lineEvent{kind: lineBad, err: &LineError{File: c.r.name, Err: fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, MaxLine)}}
+}
+
+// end finishes the last batch: its lines are b.buf's (a failed read
+// drops the line it cut short), then the end or the failure.
+func (c *chunker) end(b *batch) bool {
+	if c.err != nil {
+		b.buf = b.buf[:bytes.LastIndexByte(b.buf, '\n')+1]
+	}
+	if b.hasAfter {
+		// An over-long torn tail: the end follows it in a batch of its own.
+		return false
+	}
+	b.hasAfter = true
+	if c.err != nil {
+		b.after = lineEvent{kind: lineFatal, err: fmt.Errorf("failed to read log %q: %w", c.r.name, fmt.Errorf("failed to read %q: %w", c.r.name, c.err))}
+	} else {
+		b.after = lineEvent{kind: lineEOF}
+	}
+	return true
+}
+
+// split reads the input into batches and sends them out, in order.
 func (r *Reader) split(p *pipeline, batches int) {
 	defer close(p.work)
 	defer close(p.order)
+	c := &chunker{r: r}
 	made := 0
-	for {
+	for first := true; ; first = false {
 		select {
 		case <-p.quit:
 			return
@@ -405,7 +556,7 @@ func (r *Reader) split(p *pipeline, batches int) {
 		}
 		var b *batch
 		if made < batches {
-			b = &batch{ready: make(chan struct{}, 1)}
+			b = &batch{ready: make(chan struct{}, 1), buf: make([]byte, 0, r.chunk)}
 			made++
 		} else {
 			select {
@@ -414,40 +565,22 @@ func (r *Reader) split(p *pipeline, batches int) {
 				return
 			}
 		}
-		b.buf, b.ev = b.buf[:0], b.ev[:0]
-		end := false
-		for !end && len(b.ev) < r.batchLines && len(b.buf) < batchBytes {
-			line, no, torn, kind, err := r.readRaw()
-			if n := len(b.ev); n < cap(b.ev) {
-				b.ev = b.ev[:n+1]
-			} else {
-				b.ev = append(b.ev, lineEvent{})
-			}
-			ev := &b.ev[len(b.ev)-1]
-			ev.no, ev.kind, ev.torn, ev.err = no, kind, torn, err
-			ev.start = len(b.buf)
-			b.buf = append(b.buf, line...)
-			ev.end = len(b.buf)
-			end = kind == lineEOF || kind == lineFatal
-		}
+		b.first, b.hasAfter, b.after = first, false, lineEvent{}
+		end := c.fill(b)
 		p.order <- b
 		p.work <- b
 		if end {
 			return
 		}
-		select {
-		case <-p.quit:
-			return
-		default:
-		}
 	}
 }
 
-// parseBatches parses the rows of each batch it takes, with an interner
-// of its own.
+// parseBatches splits and parses the lines of each batch it takes, with
+// an interner of its own.
 func (r *Reader) parseBatches(p *pipeline) {
 	in := newInterner()
 	for b := range p.work {
+		b.ev, b.lines = b.ev[:0], 0
 		select {
 		case <-p.quit:
 			// Stopped: what is left is not read; say it is ready unparsed.
@@ -455,13 +588,49 @@ func (r *Reader) parseBatches(p *pipeline) {
 			continue
 		default:
 		}
-		for i := range b.ev {
-			if ev := &b.ev[i]; ev.kind == lineText {
-				r.classify(ev, b.buf[ev.start:ev.end], ev.torn, in)
-			}
-		}
+		r.parseBatch(b, in)
 		b.ready <- struct{}{}
 	}
+}
+
+func (r *Reader) parseBatch(b *batch, in *interner) {
+	buf := b.buf
+	no := 0
+	for pos := 0; pos < len(buf); {
+		var line []byte
+		torn := false
+		if i := bytes.IndexByte(buf[pos:], '\n'); i >= 0 {
+			line, pos = buf[pos:pos+i], pos+i+1
+		} else {
+			line, pos, torn = buf[pos:], len(buf), true
+		}
+		no++
+		if no == 1 && b.first {
+			line = bytes.TrimPrefix(line, []byte(bom))
+		}
+		if n := len(b.ev); n < cap(b.ev) {
+			b.ev = b.ev[:n+1]
+		} else {
+			b.ev = append(b.ev, lineEvent{})
+		}
+		ev := &b.ev[len(b.ev)-1]
+		ev.no, ev.err = no, nil
+		r.classify(ev, line, torn, in)
+	}
+	if b.hasAfter {
+		ev := b.after
+		if ev.kind == lineBad || ev.kind == lineTorn {
+			no++
+			if le, ok := ev.err.(*LineError); ok {
+				e := *le // the batch is read again: a fresh error each time
+				e.Line = no
+				ev.err = &e
+			}
+		}
+		ev.no = no
+		b.ev = append(b.ev, ev)
+	}
+	b.lines = no
 }
 
 // next is the next line in order; after the end, the end again, and
@@ -474,6 +643,7 @@ func (p *pipeline) next() *lineEvent {
 	}
 	for p.cur == nil || p.i == len(p.cur.ev) {
 		if p.cur != nil {
+			p.base += p.cur.lines
 			p.free <- p.cur
 			p.cur = nil
 		}
@@ -486,6 +656,10 @@ func (p *pipeline) next() *lineEvent {
 	}
 	ev := &p.cur.ev[p.i]
 	p.i++
+	ev.no += p.base
+	if le, ok := ev.err.(*LineError); ok {
+		le.Line += p.base
+	}
 	if ev.kind == lineEOF || ev.kind == lineFatal {
 		p.last = lineEvent{no: ev.no, kind: ev.kind, err: ev.err}
 	}
@@ -548,6 +722,7 @@ type interner struct {
 	// the line before: a writer writes its keys in one order, so the key
 	// there is compared in place instead of scanned for and looked up.
 	after [numKeys]uint8
+	arena []byte // copy's current block
 }
 
 // Interned fields, each with its last string.
@@ -595,9 +770,29 @@ func (in *interner) recent(slot int, b []byte) string {
 	if s := in.last[slot]; s == string(b) {
 		return s
 	}
-	s := string(b)
+	s := in.copy(b)
 	in.last[slot] = s
 	return s
+}
+
+// arenaBytes is the size of the blocks copy keeps its strings in. A
+// block lives while any string in it does: a job left open pins its
+// block, so the memory still follows the open jobs, a block's worth each
+// at most.
+const arenaBytes = 2 << 10
+
+// copy is string(b), copied into the interner's current block: one
+// allocation per block, not one per job id.
+func (in *interner) copy(b []byte) string {
+	if len(b) == 0 || len(b) > arenaBytes/8 {
+		return string(b)
+	}
+	if len(in.arena)+len(b) > cap(in.arena) {
+		in.arena = make([]byte, 0, arenaBytes)
+	}
+	at := len(in.arena)
+	in.arena = append(in.arena, b...) // within cap: the bytes before never move or change
+	return unsafe.String(&in.arena[at], len(b))
 }
 
 // lineParser applies a line's key=value pairs to a row as the line is
@@ -1163,8 +1358,12 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 		row.HasSpent = true
 		return bitUsed, nil
 	case keyDecision:
-		if _, err := admit.ParseDecision(val); err != nil {
-			return 0, err
+		// The decision of the row before was read already (in.str keeps
+		// it only after ParseDecision took it).
+		if in == nil || val == "" || val != in.last[slotDecision] {
+			if _, err := admit.ParseDecision(val); err != nil {
+				return 0, err
+			}
 		}
 		row.Decision = in.str(slotDecision, v)
 		return bitDecision, nil
@@ -1385,5 +1584,10 @@ func unsafeString(b []byte) string {
 // trimLine drops ASCII blanks around a line (a CR before the newline
 // among them). Unicode spaces are text: an unquoted value may end in one.
 func trimLine(b []byte) []byte {
+	if len(b) > 0 && !isBlank(b[0]) && !isBlank(b[len(b)-1]) {
+		return b // a row as the writer writes it: nothing to trim
+	}
 	return bytes.Trim(b, " \t\r\v\f")
 }
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }

@@ -166,8 +166,12 @@ func (g *JobGate) Reset() {
 func (g *JobGate) Judge(rules Rules, r *Row) (admit.Decision, admit.Spent) {
 	g.start(r)
 	before := g.track.Spent()
-	d := g.decide(rules, r)
-	g.take(rules, r)
+	if !r.WasSent() {
+		return g.decide(rules, r, nil), before
+	}
+	a := AttemptOf(r) // once, for the decision and the books
+	d := g.decide(rules, r, &a)
+	g.sent(rules, &a)
 	return d, before
 }
 
@@ -189,7 +193,12 @@ func (g *JobGate) take(rules Rules, r *Row) {
 		return
 	}
 	a := AttemptOf(r)
-	g.track.Sent(&a)
+	g.sent(rules, &a)
+}
+
+// sent takes the attempt a sent row records into the books.
+func (g *JobGate) sent(rules Rules, a *admit.Attempt) {
+	g.track.Sent(a)
 	g.step, g.stepSet = admit.RetryStep{Retry: true}, false
 	if a.Outcome != admit.OK {
 		g.step = admit.AfterFailure(rules.Retry, admit.Failure{
@@ -212,7 +221,9 @@ func Decide(rules Rules, earlier []Row, r *Row) admit.Decision {
 	return d
 }
 
-func (g *JobGate) decide(rules Rules, r *Row) admit.Decision {
+// decide is the decision for r; a is the attempt r records when it was
+// sent (AttemptOf), nil when not.
+func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) admit.Decision {
 	switch reason := admit.Reason(r.Reason()); {
 	case !r.Admitted() && !r.WasSent() && (reason == admit.ReasonBreakerOpen || reason == "cancelled"):
 		// Other jobs' failures open a breaker, and the operator stops a
@@ -237,9 +248,8 @@ func (g *JobGate) decide(rules Rules, r *Row) admit.Decision {
 		return admit.Decide(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD})
 	}
 	d := g.track.Before(b, r.Seat, spent, r.ReserveUSD)
-	if r.WasSent() {
-		a := AttemptOf(r)
-		d = admit.LiveWaitCap(b, d, &a)
+	if a != nil {
+		d = admit.LiveWaitCap(b, d, a)
 	}
 	return d
 }

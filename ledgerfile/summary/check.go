@@ -92,7 +92,10 @@ type Check struct {
 
 // CheckResult is a check's verdict and everything it rests on.
 type CheckResult struct {
-	Pass         bool              `json:"pass"`
+	Pass bool `json:"pass"`
+	// Summary is the summary the thresholds read: only what they read is
+	// counted (Options.OnlyGroups), and its streaming figures (Stream)
+	// only when a threshold reads one (StreamMetric).
 	Summary      *Summary          `json:"-"`
 	Judged       int64             `json:"rows"`
 	Thresholds   []ThresholdResult `json:"thresholds"`
@@ -114,7 +117,8 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 	return &Check{
 		opts: opts,
 		rp:   NewReplayer(opts.Budget, opts.Retry),
-		sum:  New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline}),
+		sum: New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline,
+			OnlyGroups: true, NoStream: !readsStream(opts.Thresholds)}),
 		good: newGoodput(opts.Thresholds),
 		res:  CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
 	}, nil
@@ -203,6 +207,25 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
 	}
 	return admit.Observed{Value: math.NaN()}, 0
+}
+
+// StreamMetric reports whether a threshold metric reads the summary's
+// streaming figures (Stream), which Options.NoStream leaves uncounted.
+func StreamMetric(metric string) bool {
+	switch metric {
+	case "tpot_s", "output_tps", "itl_s":
+		return true
+	}
+	return false
+}
+
+func readsStream(ts []Threshold) bool {
+	for _, t := range ts {
+		if StreamMetric(t.Metric) {
+			return true
+		}
+	}
+	return false
 }
 
 // Evaluate judges each threshold over s.

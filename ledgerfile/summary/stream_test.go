@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -94,5 +95,88 @@ func TestGoodputIsJobsMeetingEveryPerJobThresholdPerSecond(t *testing.T) {
 			assert.InDelta(t, 2/3.8, r.Value, 1e-12)
 			assert.True(t, r.Pass)
 		}
+	}
+}
+
+// check counts the streaming figures only when a threshold reads one,
+// and a threshold on one judges what the whole summary shows.
+func TestCheckCountsStreamFiguresWhenAThresholdReadsThem(t *testing.T) {
+	rows := []ledgerfile.Row{
+		streamRow("a", 200*time.Millisecond, 1200*time.Millisecond, 101, admit.OK),
+		streamRow("b", 200*time.Millisecond, 2200*time.Millisecond, 51, admit.OK),
+		streamRow("c", 100*time.Millisecond, 900*time.Millisecond, 21, admit.OK),
+	}
+	for i := range rows {
+		rows[i].ITLMean, rows[i].ITLMax, rows[i].HasITL = time.Duration(i+1)*10*time.Millisecond, time.Duration(i+1)*30*time.Millisecond, true
+	}
+	full := New(Options{By: BySeat})
+	for i := range rows {
+		full.Add(&rows[i], "t.log")
+	}
+	whole := full.Close()
+	check := func(metric, expr string) *CheckResult {
+		th, err := admit.ParseThreshold(metric, expr)
+		require.NoError(t, err)
+		c, err := NewCheck(CheckOptions{Budget: admit.Budget{Deadline: time.Minute, TokenCeiling: 100000, MaxAttempts: 3, MaxWait: 5 * time.Second}, Thresholds: []Threshold{{Threshold: th}}})
+		require.NoError(t, err)
+		for i := range rows {
+			c.Add(&rows[i], "t.log")
+		}
+		return c.Close()
+	}
+	for _, m := range []string{"tpot_s", "output_tps", "itl_s"} {
+		require.True(t, StreamMetric(m))
+		th, err := admit.ParseThreshold(m, "p(95) < 100")
+		require.NoError(t, err)
+		want := Evaluate([]Threshold{{Threshold: th}}, whole)[0]
+		got := check(m, "p(95) < 100").Thresholds[0]
+		assert.Equal(t, want.Value, got.Value, m)
+		assert.Equal(t, want.N, got.N, m)
+		assert.Equal(t, int64(3), got.N, m)
+	}
+	res := check("wait_s", "p(95) < 1s")
+	assert.True(t, res.Pass)
+	assert.Zero(t, res.Summary.Stream.TPOT.N, "no threshold reads the streaming figures: they are not counted")
+}
+
+// check counts only what its thresholds read (Options.OnlyGroups), and
+// every threshold judges what the whole summary shows.
+func TestCheckThresholdsReadAsTheWholeSummary(t *testing.T) {
+	specs := [][2]string{
+		{"wait_s", "p(95) < 5s"}, {"ttfb_s", "p(50) < 1s"}, {"elapsed_s", "max < 30s"}, {"tokens", "avg < 3000"},
+		{"attempts_per_success", "< 1.5"}, {"retry_ratio", "< 2"}, {"retry_tax", "< 0.5"},
+		{"refused_rate", "rate < 50%"}, {"unknown_rate", "count == 0"}, {"deadline_miss_rate", "rate < 10%"},
+		{"billable_failure_rate", "rate < 50%"}, {"goodput", "value > 0.5"},
+	}
+	var ts []Threshold
+	for _, x := range specs {
+		th, err := admit.ParseThreshold(x[0], x[1])
+		require.NoError(t, err, x[0])
+		ts = append(ts, Threshold{Threshold: th})
+	}
+	for _, name := range []string{"../../testdata/logs/mixed.log", "../../testdata/logs/seed003.log", "../../testdata/golden/rehearse/bad-day.log", "../../testdata/golden/rehearse/breaker-fallback.log"} {
+		rows, _, err := ledgerfile.ReadFile(name)
+		require.NoError(t, err, name)
+		opts := CheckOptions{Budget: admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 3, MaxWait: 5 * time.Second}, SlowAfter: 10 * time.Second, Thresholds: ts}
+		lean, err := NewCheck(opts)
+		require.NoError(t, err)
+		whole, err := NewCheck(opts)
+		require.NoError(t, err)
+		whole.sum = New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline})
+		for i := range rows {
+			lean.Add(&rows[i], name)
+			whole.Add(&rows[i], name)
+		}
+		got, want := lean.Close(), whole.Close()
+		require.Len(t, got.Thresholds, len(specs))
+		for i, w := range want.Thresholds {
+			g := got.Thresholds[i]
+			assert.Equal(t, w.Pass, g.Pass, "%s: %s", name, w.Metric)
+			assert.Equal(t, w.N, g.N, "%s: %s", name, w.Metric)
+			assert.Equal(t, w.Note, g.Note, "%s: %s", name, w.Metric)
+			assert.Equal(t, math.Float64bits(w.Value), math.Float64bits(g.Value), "%s: %s: %v, want %v", name, w.Metric, g.Value, w.Value)
+		}
+		assert.Zero(t, got.Summary.Jobs.Time.Len(), "%s: the jobs' times are not counted", name)
+		assert.NotZero(t, want.Summary.Jobs.Time.Len(), name)
 	}
 }

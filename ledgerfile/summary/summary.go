@@ -70,6 +70,12 @@ type Options struct {
 	// and AttemptsPerSuccess. Counts, sums, means and rates are kept.
 	// simulate reads no other distribution (but for --html).
 	OnlyEndToEnd bool
+	// OnlyGroups leaves every distribution but each group's (wait, TTFB,
+	// elapsed, tokens, ITL) and Stream uncounted and empty: OK, Content,
+	// and the jobs' Time, TimeToSuccess, Tokens, USD, AttemptsPerSuccess
+	// and EndToEnd. Counts, sums, means and rates are kept. check's
+	// thresholds and pages read no other distribution (Summary.Observed).
+	OnlyGroups bool
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -483,13 +489,16 @@ func New(opts Options) *Summarizer {
 		wasted:   map[wasteKey]*Wasted{},
 		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
-	if opts.OnlyEndToEnd {
+	if opts.OnlyEndToEnd || opts.OnlyGroups {
 		for _, v := range []*values{&s.okElapsed, &s.okWait, &s.contentWait, &s.jobTime, &s.jobTTS, &s.jobTokens, &s.jobUSD, &s.jobAPS} {
 			v.off = true
 		}
 		for i := range s.asideWait {
 			s.asideWait[i].off = true
 		}
+	}
+	if opts.OnlyGroups {
+		s.jobE2E.off = true
 	}
 	for _, g := range opts.Groups {
 		s.group(g)

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -21,7 +22,7 @@ type values struct {
 	dense  []uint32           // dense[k]: how many values are k units
 	sparse map[int64]uint32   // whole units past the dense range
 	other  map[float64]uint32 // values that are not a whole number of units: zeros and NaN,
-	bits   map[uint64]uint32  // and the rest by their bits (a quicker hash; equal bits, equal values)
+	bits   bitsTable          // and the rest by their bits (equal bits, equal values)
 	n      int64
 	off    bool // counts nothing: a figure the summary's Options leave out
 }
@@ -110,10 +111,7 @@ func (v *values) addFloat(x float64) {
 	}
 	v.n++
 	if x != 0 && x == x {
-		if v.bits == nil {
-			v.bits = map[uint64]uint32{}
-		}
-		v.bits[math.Float64bits(x)]++
+		v.bits.add(math.Float64bits(x))
 		return
 	}
 	if v.other == nil {
@@ -137,12 +135,14 @@ func (v *values) sortedSeconds() Sorted {
 // sortedAs finishes the values, reading k counted units as value(k).
 func (v *values) sortedAs(value func(int64) float64) Sorted {
 	var s Sorted
-	others := make([]float64, 0, len(v.other)+len(v.bits))
+	others := make([]float64, 0, len(v.other)+v.bits.n)
 	for x := range v.other {
 		others = append(others, x)
 	}
-	for b := range v.bits {
-		others = append(others, math.Float64frombits(b))
+	for i, b := range v.bits.keys {
+		if v.bits.counts[i] != 0 {
+			others = append(others, math.Float64frombits(b))
+		}
 	}
 	slices.Sort(others)
 	var keys []int64
@@ -192,7 +192,7 @@ func (v *values) sortedAs(value func(int64) float64) Sorted {
 			x := others[oi]
 			c = int64(v.other[x]) // 0 for a NaN, as a map of floats gives
 			if x != 0 && x == x {
-				c = int64(v.bits[math.Float64bits(x)])
+				c = int64(v.bits.count(math.Float64bits(x)))
 			}
 			oi++
 		}
@@ -316,4 +316,71 @@ func (s Sorted) Values() []float64 {
 		}
 	})
 	return out
+}
+
+// bitsTable counts float64 values by their bits: an open-addressing
+// table with linear probing, a multiply and a few compares per value
+// where a map hashes (a float's bits, never 0: zeros are counted apart).
+// Its slots grow with the distinct values, as a map's do.
+type bitsTable struct {
+	keys   []uint64 // 0: an empty slot
+	counts []uint32
+	n      int // distinct keys
+	shift  uint
+}
+
+func (t *bitsTable) slot(k uint64) int { return int((k * 0x9E3779B97F4A7C15) >> t.shift) }
+
+// add counts one k (k != 0).
+func (t *bitsTable) add(k uint64) {
+	if 4*(t.n+1) > 3*len(t.keys) {
+		t.grow()
+	}
+	mask := len(t.keys) - 1
+	for i := t.slot(k); ; i = (i + 1) & mask {
+		switch t.keys[i] {
+		case k:
+			t.counts[i]++
+			return
+		case 0:
+			t.keys[i], t.counts[i] = k, 1
+			t.n++
+			return
+		}
+	}
+}
+
+// count is how many times k was added.
+func (t *bitsTable) count(k uint64) uint32 {
+	if t.n == 0 {
+		return 0
+	}
+	mask := len(t.keys) - 1
+	for i := t.slot(k); ; i = (i + 1) & mask {
+		switch t.keys[i] {
+		case k:
+			return t.counts[i]
+		case 0:
+			return 0
+		}
+	}
+}
+
+func (t *bitsTable) grow() {
+	old, oldCounts := t.keys, t.counts
+	size := max(16, 2*len(old))
+	t.keys, t.counts, t.n = make([]uint64, size), make([]uint32, size), 0
+	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	mask := size - 1
+	for j, k := range old {
+		if k == 0 {
+			continue
+		}
+		i := t.slot(k)
+		for t.keys[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.keys[i], t.counts[i] = k, oldCounts[j]
+		t.n++
+	}
 }
