@@ -62,6 +62,8 @@ type forward struct {
 
 	wrote bool // headers were written for the client
 
+	ctx clientCtx // the attempt's parent context
+
 	// The client's ResponseWriter is written by the handler and, once,
 	// by the header timer: wmu orders them.
 	wmu      sync.Mutex
@@ -72,6 +74,52 @@ type forward struct {
 }
 
 type forwardKey struct{}
+
+// clientCtx is a forwarded attempt's parent context: it carries the
+// forward (the transport's only value) and ends when the client hangs up,
+// unless the answer is an error status (forward.errStatus), whose body is
+// read to its end all the same. It is not a child of the client's
+// request context (so no cancel of the server's reaches the attempt
+// directly): a context made under it learns of the hang-up through
+// AfterFunc, which the context package calls for a parent that has it.
+type clientCtx struct {
+	f *forward
+	r context.Context // the client's request's
+}
+
+func (*clientCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done is the client's; nil (never) once the answer is an error status.
+func (c *clientCtx) Done() <-chan struct{} {
+	if c.f.errStatus.Load() {
+		return nil
+	}
+	return c.r.Done()
+}
+
+func (c *clientCtx) Err() error {
+	if c.f.errStatus.Load() {
+		return nil
+	}
+	return c.r.Err()
+}
+
+func (c *clientCtx) Value(key any) any {
+	if key == (forwardKey{}) {
+		return c.f
+	}
+	return nil
+}
+
+// AfterFunc runs fn when the client hangs up, unless by then the answer
+// is an error status.
+func (c *clientCtx) AfterFunc(fn func()) (stop func() bool) {
+	return context.AfterFunc(c.r, func() {
+		if !c.f.errStatus.Load() {
+			fn()
+		}
+	})
+}
 
 // transport is the seat's RoundTripper: it sends the client's own request
 // (method, request-target, headers, body) to the seat's origin, writes

@@ -264,7 +264,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ref.write(w, p.kind)
 		return
 	}
-	p.send(w, r, body, &req, a)
+	p.send(w, rc, r, body, &req, a)
 }
 
 // readBody reads a request body in one allocation when its length is

@@ -17,7 +17,7 @@ import (
 // before the answer's headers is answered 504 (timeout, wait cap) or 502
 // (the upstream failed); a cut-off mid-answer aborts the client's
 // connection, so it sees a broken stream, never a clean end.
-func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *request, a *attempt) {
+func (p *Proxy) send(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, body []byte, req *request, a *attempt) {
 	u := &p.seats[a.seat]
 	if p.kind == "openai" && req.stream && !req.usageSet {
 		body = askUsage(body)
@@ -25,26 +25,20 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
 	}
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
+	f := &forward{w: w, rc: rc, client: r, o: u.o, body: body, inject: u.inject}
+	f.ctx = clientCtx{f: f, r: r.Context()}
 	defer f.finish()
-	// The hard timeout: min(timeouts.hard, what is left of the deadline).
-	// The client hanging up cancels the attempt too, unless the answer is
-	// an error status (see forward.errStatus).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), a.hard)
-	defer cancel()
-	stop := context.AfterFunc(r.Context(), func() {
-		if !f.errStatus.Load() {
-			cancel()
-		}
-	})
-	defer stop()
+	// The hard timeout, min(timeouts.hard, what is left of the deadline),
+	// runs on the seat's own timer. The client hanging up cancels the
+	// attempt too, unless the answer is an error status (see clientCtx).
+	start := time.Now()
 	pol := p.opts.Policy
-	obs := u.seat.Do(context.WithValue(ctx, forwardKey{}, f), seat.Request{
+	obs := seat.DoWithin(&f.ctx, u.seat, seat.Request{
 		Prompt:       req.prompt,
 		Body:         body, // what the transport sends: the seat builds none
 		WaitCap:      pol.Budget.MaxWait,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
-	})
+	}, a.hard)
 	cut := false
 	switch obs.Outcome {
 	case admit.Timeout, admit.WaitCap, admit.Cancelled, admit.Reset:
@@ -53,7 +47,13 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 			f.up.abort()
 		}
 	default:
-		cut = f.rest(ctx)
+		if f.up != nil && !f.up.whole() {
+			// The rest of the answer, past what the seat read, is
+			// bounded by the same hard timeout.
+			ctx, cancel := context.WithDeadline(&f.ctx, start.Add(a.hard))
+			cut = f.rest(ctx)
+			cancel()
+		}
 	}
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
@@ -91,9 +91,14 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 // can have no next attempt.
 func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	ended := false
-	// The client may be gone: the row is written all the same.
-	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
-	defer cancel()
+	// The client may be gone: the row is written all the same. Only a
+	// shared book's round trip needs a bound.
+	ctx := context.Background()
+	if a.j.named && p.opts.Books != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bookTimeout)
+		defer cancel()
+	}
 	_, err := p.withJob(ctx, a.j.id, a.j.named, a.j, func(j *job, now time.Time, out *rowOut) {
 		ended = p.doneJob(j, a, obs, now, out)
 	})
