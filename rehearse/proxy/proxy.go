@@ -30,7 +30,8 @@ const (
 	// counter (the official SDKs send X-Stainless-Retry-Count).
 	KeyClientRetry = "client_retry"
 	maxJobID       = 128
-	// bodyTimeout bounds reading a request's body.
+	// bodyTimeout bounds reading a request's body, after its headers
+	// (ReadHeaderTimeout): Serve's ReadTimeout is both.
 	bodyTimeout = 30 * time.Second
 )
 
@@ -217,9 +218,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.wg.Add(1)
 	defer func() { <-p.sem; p.wg.Done() }()
 
-	// A client dribbling its body holds a slot: it gets bodyTimeout.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	// A client dribbling its body holds a slot: it gets bodyTimeout, as
+	// Serve's ReadTimeout (the server's own read deadline, which it lifts
+	// when the body ends, so nothing is set here per request).
 	src := r.Body
 	if r.ContentLength < 0 || r.ContentLength > p.opts.MaxBody {
 		// A declared length within the bound is the bound net/http's
@@ -227,7 +228,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		src = http.MaxBytesReader(w, r.Body, p.opts.MaxBody)
 	}
 	body, err := readBody(src, r.ContentLength, p.opts.MaxBody)
-	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -264,7 +264,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ref.write(w, p.kind)
 		return
 	}
-	p.send(w, rc, r, body, &req, a)
+	p.send(w, r, body, &req, a)
 }
 
 // readBody reads a request body in one allocation when its length is

@@ -17,7 +17,7 @@ import (
 // before the answer's headers is answered 504 (timeout, wait cap) or 502
 // (the upstream failed); a cut-off mid-answer aborts the client's
 // connection, so it sees a broken stream, never a clean end.
-func (p *Proxy) send(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, body []byte, req *request, a *attempt) {
+func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *request, a *attempt) {
 	u := &p.seats[a.seat]
 	if p.kind == "openai" && req.stream && !req.usageSet {
 		body = askUsage(body)
@@ -25,7 +25,7 @@ func (p *Proxy) send(w http.ResponseWriter, rc *http.ResponseController, r *http
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
 	}
-	f := &forward{w: w, rc: rc, client: r, o: u.o, body: body, inject: u.inject}
+	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
 	f.ctx = clientCtx{f: f, r: r.Context()}
 	defer f.finish()
 	// The hard timeout, min(timeouts.hard, what is left of the deadline),

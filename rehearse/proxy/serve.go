@@ -14,6 +14,9 @@ import (
 // answers 431 Request Header Fields Too Large.
 const MaxHeaderBytes = 64 << 10
 
+// readHeaderTimeout bounds reading a request's header block.
+const readHeaderTimeout = 10 * time.Second
+
 // Serve answers on ln until ctx is done, then drains: no new request is
 // taken, requests in flight (streams included) run to their end or their
 // hard timeout, every row is written, and every job still open gets the
@@ -21,10 +24,13 @@ const MaxHeaderBytes = 64 << 10
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) error {
 	hs := &http.Server{
 		Handler:           p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          log.New(errLog, "proxy: ", 0),
+		ReadHeaderTimeout: readHeaderTimeout,
+		// A request's headers and body: net/http lifts it once the
+		// handler has read the body to its end.
+		ReadTimeout:    readHeaderTimeout + bodyTimeout,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog:       log.New(errLog, "proxy: ", 0),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
