@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
+)
+
+// A client that hangs up while its attempt waits for the answer cancels
+// the upstream request at once (not at the hard timeout), and the row
+// says cancelled.
+func TestClientHangUpCancelsAttempt(t *testing.T) {
+	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Hang: true, TTFB: time.Hour})
+	pol := testPolicy() // hard timeout 5s
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+	req.Header.Set(headerJob, "gone")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return len(srv.Requests()) == 1 }, 2*time.Second, 5*ms)
+	cancel()
+	require.Error(t, <-errc)
+	rs := px.rows.wait(t, 1)
+	assert.Equal(t, admit.Cancelled, rs[0].Outcome)
+	// Well inside the 5s hard timeout: the hang-up ended it.
+	require.Eventually(t, func() bool { return srv.Requests()[0].State != seatserver.StateInFlight }, 2*time.Second, 5*ms,
+		"the upstream request was cancelled")
+}
+
+// An error status is an attempt that failed with that status even when
+// the client hangs up before its body: the body is read to its end (the
+// SDKs read it before retrying) and the row is the upstream's error, not
+// a cancellation.
+func TestHangUpDuringErrorBodyKeepsStatus(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gone := make(chan struct{})
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		http.NewResponseController(w).Flush()
+		select { // the body comes once the client has left
+		case <-gone:
+		case <-time.After(3 * time.Second):
+		}
+		time.Sleep(20 * ms) // the proxy sees the hang-up first
+		_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":"overloaded"}}`)
+	})}
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+	req.Header.Set(headerJob, "err")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	cancel() // hang up before the body
+	resp.Body.Close()
+	close(gone)
+	rs := px.rows.wait(t, 1)
+	assert.Equal(t, admit.ServerError, rs[0].Outcome)
+	assert.Equal(t, 503, rs[0].HTTPStatus)
+}
