@@ -838,6 +838,19 @@ const (
 func checkBytes(line []byte) (ascii bool, err error) {
 	var high uint64
 	i := 0
+	// Four words at a time while no word has a byte below ' ': a row as
+	// the writer writes it has none (a tab is the one allowed, and rare).
+	for ; i+32 <= len(line); i += 32 {
+		w0 := binary.LittleEndian.Uint64(line[i:])
+		w1 := binary.LittleEndian.Uint64(line[i+8:])
+		w2 := binary.LittleEndian.Uint64(line[i+16:])
+		w3 := binary.LittleEndian.Uint64(line[i+24:])
+		low := (w0-' '*lowBytes)&^w0 | (w1-' '*lowBytes)&^w1 | (w2-' '*lowBytes)&^w2 | (w3-' '*lowBytes)&^w3
+		if low&highBytes != 0 {
+			break // the word loop below finds the byte
+		}
+		high |= w0 | w1 | w2 | w3
+	}
 	for ; i+8 <= len(line); i += 8 {
 		w := binary.LittleEndian.Uint64(line[i:])
 		high |= w

@@ -33,8 +33,8 @@ type Goodput struct {
 type goodput struct {
 	ts       []Threshold // the per-job ones
 	okMet    map[string]bool
-	one      admit.SortedValues // one value to judge, reused
-	oneTrend admit.Trend        // one, boxed once
+	one      oneValue    // the one value to judge, reused
+	oneTrend admit.Trend // &one, boxed once
 	first    time.Time
 	last     time.Time
 	has      bool
@@ -42,8 +42,8 @@ type goodput struct {
 }
 
 func newGoodput(ts []Threshold) *goodput {
-	g := &goodput{okMet: map[string]bool{}, one: make(admit.SortedValues, 1)}
-	g.oneTrend = g.one
+	g := &goodput{okMet: map[string]bool{}}
+	g.oneTrend = &g.one
 	for _, t := range ts {
 		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
 			g.ts = append(g.ts, t)
@@ -102,7 +102,7 @@ func (g *goodput) add(r *ledgerfile.Row) {
 				met = false
 				break
 			}
-			g.one[0] = x
+			g.one = oneValue(x)
 			if _, pass := t.Eval(admit.Observed{Values: g.oneTrend}); !pass {
 				met = false
 				break
@@ -126,6 +126,16 @@ func (g *goodput) add(r *ledgerfile.Row) {
 		g.good++
 	}
 }
+
+// oneValue is admit.SortedValues{x} without the arithmetic: the mean of
+// one value and each of its nearest-rank percentiles are that value (x/1
+// and sorted[0]), so a threshold judges one attempt's value as it would
+// judge a one-value distribution.
+type oneValue float64
+
+func (*oneValue) Len() int64                   { return 1 }
+func (v *oneValue) Mean() float64              { return float64(*v) }
+func (v *oneValue) Percentile(float64) float64 { return float64(*v) }
 
 func (g *goodput) close() Goodput {
 	out := Goodput{Good: g.good, Jobs: g.of, Share: ratio(float64(g.good), float64(g.of))}
