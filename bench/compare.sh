@@ -158,7 +158,7 @@ cp "$repo/go.mod" "$repo/go.sum" "$tmp/floor/"
 sed -i 's/^module retrygate$/module floor/' "$tmp/floor/go.mod"
 {
 	printf 'package main\n\nimport (\n'
-	(cd "$repo" && go list -f '{{join .Imports "\n"}}' ./...) | sort -u |
+	(cd "$repo" && go list -pgo=off -f '{{join .Imports "\n"}}' ./...) | sort -u |
 		grep -v -e '^retrygate' -e '^C$' -e '/internal/' -e '^internal/' -e '^vendor/' |
 		sed 's/.*/\t_ "&"/'
 	printf ')\n\nfunc main() { println("floor") }\n'

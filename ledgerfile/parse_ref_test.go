@@ -421,6 +421,18 @@ func FuzzParseLineMatchesReference(f *testing.F) {
 		"wait_s=1 elapsed_s=1 tokens=3 tokens_from=mixed prompt_tokens_from=usage completion_tokens_from=tokenizer",
 		"wait_s=+1 elapsed_s=.5 tokens=007 attempt=0 used=-0 x=\"\\u00e9\" y= z",
 		"wait_s=1 elapsed_s=1 tokens=1 bad=x\"y",
+		// checkBytes looks at 32 bytes a step: a control byte or a tab in
+		// each of a step's four words, past a clean step, and non-ASCII
+		// after one.
+		"wait_s=1 elapsed_s=1 tokens=1 note=abcdefghijklmnopqrstuvwxyz\x01 x=1",
+		"wait_s=1 elapsed_s=1 tokens=1 ab=\x7f\x1fcdefghijklmnopqrstuvwxyz0123456789",
+		"wait_s=1 elapsed_s=1 tokens=1 abcdefgh=ijklmnopqrs\ttuvwxyz0123456789ABCDEF",
+		"wait_s=1 elapsed_s=1 tokens=1 seat=abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH\u00e9 x=\xff",
+		"ts=0000-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1",
+		"ts=0000-03-01T00:00:00.5Z wait_s=1 elapsed_s=1 tokens=1",
+		"ts=9999-12-31T23:59:59.999999999Z wait_s=1 elapsed_s=1 tokens=1",
+		"ts=2100-02-29T00:00:00Z wait_s=1 elapsed_s=1 tokens=1",
+		"ts=2000-02-29T12:00:00Z wait_s=1 elapsed_s=1 tokens=1",
 	} {
 		f.Add([]byte(s))
 	}

@@ -838,6 +838,19 @@ const (
 func checkBytes(line []byte) (ascii bool, err error) {
 	var high uint64
 	i := 0
+	// Four words at a time while no word has a byte below ' ': a row as
+	// the writer writes it has none (a tab is the one allowed, and rare).
+	for ; i+32 <= len(line); i += 32 {
+		w0 := binary.LittleEndian.Uint64(line[i:])
+		w1 := binary.LittleEndian.Uint64(line[i+8:])
+		w2 := binary.LittleEndian.Uint64(line[i+16:])
+		w3 := binary.LittleEndian.Uint64(line[i+24:])
+		low := (w0-' '*lowBytes)&^w0 | (w1-' '*lowBytes)&^w1 | (w2-' '*lowBytes)&^w2 | (w3-' '*lowBytes)&^w3
+		if low&highBytes != 0 {
+			break // the word loop below finds the byte
+		}
+		high |= w0 | w1 | w2 | w3
+	}
 	for ; i+8 <= len(line); i += 8 {
 		w := binary.LittleEndian.Uint64(line[i:])
 		high |= w
@@ -1524,7 +1537,24 @@ func writtenTS(s string) (time.Time, bool) {
 	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, false
 	}
-	return time.Date(int(year), time.Month(month), int(day), int(hour), int(minute), int(sec), int(ns), time.UTC), true
+	days := daysFromCivil(year, month, day)
+	return time.Unix(days*86400+hour*3600+minute*60+sec, ns).UTC(), true
+}
+
+// daysFromCivil is the days from 1970-01-01 to a valid proleptic
+// Gregorian date (year 0 … 9999): time.Date's instant for it at
+// midnight UTC, without time.Date's normalising (Howard Hinnant's
+// days_from_civil).
+func daysFromCivil(y, m, d int64) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := (y - 399*(y>>63&1)) / 400 // floor division: y is -1 for January of year 0
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
 }
 
 func daysIn(month, year int64) int64 {

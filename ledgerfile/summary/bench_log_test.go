@@ -34,6 +34,13 @@ func benchLog(b *testing.B) (path string, rows int64) {
 // (see benchLog), reported per row: the strict read alone ("read"), read
 // and summarised as report does ("report"), and read, replayed and judged
 // as check does ("check").
+//
+// The repository's default.pgo (the profile go build optimises the
+// binary by) is this benchmark's CPU profile over compare.sh's log:
+//
+//	bench/compare.sh --only report --keep DIR
+//	RETRYGATE_BENCH_LOG=DIR/rehearsal.log go test ./ledgerfile/summary -run '^$' \
+//	  -bench 'ReadPath/(report|check)' -benchtime 6x -cpuprofile default.pgo
 func BenchmarkReadPath(b *testing.B) {
 	path, n := benchLog(b)
 	scan := func(b *testing.B, fn func(*ledgerfile.Row)) {

@@ -31,10 +31,11 @@ type Goodput struct {
 // whose answer came before its last row (an answer on the last row, the
 // usual case, is judged there and kept nowhere).
 type goodput struct {
-	ts       []Threshold // the per-job ones
+	ts       []Threshold     // the per-job ones
+	ms       []attemptMetric // each one's metric
 	okMet    map[string]bool
-	one      admit.SortedValues // one value to judge, reused
-	oneTrend admit.Trend        // one, boxed once
+	one      oneValue    // the one value to judge, reused
+	oneTrend admit.Trend // &one, boxed once
 	first    time.Time
 	last     time.Time
 	has      bool
@@ -42,40 +43,70 @@ type goodput struct {
 }
 
 func newGoodput(ts []Threshold) *goodput {
-	g := &goodput{okMet: map[string]bool{}, one: make(admit.SortedValues, 1)}
-	g.oneTrend = g.one
+	g := &goodput{okMet: map[string]bool{}}
+	g.oneTrend = &g.one
 	for _, t := range ts {
 		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
 			g.ts = append(g.ts, t)
+			g.ms = append(g.ms, attemptMetricOf(t.Metric))
 		}
 	}
 	return g
 }
 
-func perAttempt(metric string) bool {
-	switch metric {
-	case "wait_s", "ttfb_s", "elapsed_s", "tokens", "tpot_s", "output_tps", "itl_s":
-		return true
-	}
-	return false
-}
+func perAttempt(metric string) bool { return attemptMetricOf(metric) != notPerAttempt }
 
-// attemptValue is one sent attempt's value of a per-attempt metric.
-func attemptValue(metric string, r *ledgerfile.Row) (float64, bool) {
+// attemptMetric is a per-attempt metric, found once per threshold rather
+// than by its name on every row.
+type attemptMetric uint8
+
+const (
+	notPerAttempt attemptMetric = iota
+	metricWait
+	metricTTFB
+	metricElapsed
+	metricTokens
+	metricTPOT
+	metricOutputTPS
+	metricITL
+)
+
+func attemptMetricOf(metric string) attemptMetric {
 	switch metric {
 	case "wait_s":
-		return logged(r.Wait).Seconds(), true
+		return metricWait
 	case "ttfb_s":
-		return logged(r.TTFB).Seconds(), r.HasTTFB
+		return metricTTFB
 	case "elapsed_s":
-		return logged(r.Elapsed).Seconds(), true
+		return metricElapsed
 	case "tokens":
-		return float64(r.Tokens), true
+		return metricTokens
 	case "tpot_s":
-		return TPOT(r)
+		return metricTPOT
 	case "output_tps":
-		return OutputTPS(r)
+		return metricOutputTPS
 	case "itl_s":
+		return metricITL
+	}
+	return notPerAttempt
+}
+
+// value is one sent attempt's value of the metric.
+func (m attemptMetric) value(r *ledgerfile.Row) (float64, bool) {
+	switch m {
+	case metricWait:
+		return logged(r.Wait).Seconds(), true
+	case metricTTFB:
+		return logged(r.TTFB).Seconds(), r.HasTTFB
+	case metricElapsed:
+		return logged(r.Elapsed).Seconds(), true
+	case metricTokens:
+		return float64(r.Tokens), true
+	case metricTPOT:
+		return TPOT(r)
+	case metricOutputTPS:
+		return OutputTPS(r)
+	case metricITL:
 		return ITL(r)
 	}
 	return 0, false
@@ -96,13 +127,14 @@ func (g *goodput) add(r *ledgerfile.Row) {
 	judged, met := false, false
 	if !r.Unsent && r.Outcome == admit.OK {
 		judged, met = true, true
-		for _, t := range g.ts {
-			x, ok := attemptValue(t.Metric, r)
+		for i := range g.ts {
+			t := &g.ts[i]
+			x, ok := g.ms[i].value(r)
 			if !ok {
 				met = false
 				break
 			}
-			g.one[0] = x
+			g.one = oneValue(x)
 			if _, pass := t.Eval(admit.Observed{Values: g.oneTrend}); !pass {
 				met = false
 				break
@@ -126,6 +158,16 @@ func (g *goodput) add(r *ledgerfile.Row) {
 		g.good++
 	}
 }
+
+// oneValue is admit.SortedValues{x} without the arithmetic: the mean of
+// one value and each of its nearest-rank percentiles are that value (x/1
+// and sorted[0]), so a threshold judges one attempt's value as it would
+// judge a one-value distribution.
+type oneValue float64
+
+func (*oneValue) Len() int64                   { return 1 }
+func (v *oneValue) Mean() float64              { return float64(*v) }
+func (v *oneValue) Percentile(float64) float64 { return float64(*v) }
 
 func (g *goodput) close() Goodput {
 	out := Goodput{Good: g.good, Jobs: g.of, Share: ratio(float64(g.good), float64(g.of))}

@@ -718,8 +718,20 @@ func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
 	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
 }
 
-// logged is a duration as the log keeps it.
-func logged(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+// logged is a duration as the log keeps it: d.Round(time.Millisecond).
+// A duration read from a log is never negative nor near overflow, and
+// for those Round is the sum below (half a millisecond rounds up), which
+// the compiler inlines with a constant divisor; any other d goes to Round.
+func logged(d time.Duration) time.Duration {
+	if d < 0 || d > 1<<62 {
+		return d.Round(time.Millisecond)
+	}
+	r := d % time.Millisecond
+	if r+r < time.Millisecond {
+		return d - r
+	}
+	return d + time.Millisecond - r
+}
 
 // MissesDeadline is the one deadline-miss rule: the policy stops the job
 // for its deadline. Either its decision for the row is `refuse:
