@@ -287,18 +287,20 @@ table() {
 # concurrency 64 and 1. The seat answers at 20 ms, as the fastest model
 # does: an instant one would measure three HTTP stacks sharing these
 # cores, not what an application sees. (Defined here; run in its turn
-# below, or alone with --only proxy.)
-pattack() { # NAME URL WORKERS SECONDS: sets va_rate va_p50 va_p95 va_n
-	local name=$1 wall
+# below, or alone with --only proxy.) vattack is every vegeta attack of
+# this script: the streaming body at URL, and what vegeta's report says.
+vattack() { # NAME URL WORKERS SECONDS KEEPALIVE: sets va_n va_rate va_cpu1k va_p50 va_p95
+	local name=$1 wall u s
 	printf 'POST %s/chat/completions\nContent-Type: application/json\n@%s\n' "$2" "$tmp/body.json" >"$tmp/targets-$name.txt"
 	run "$name" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/$name.time" \
 		timeout $(($4 + 60)) "$vegeta" attack -targets "$tmp/targets-$name.txt" -rate 0 \
-		-workers "$3" -max-workers "$3" -duration "${4}s" -keepalive=true -output "$tmp/$name.bin"
+		-workers "$3" -max-workers "$3" -duration "${4}s" -keepalive="$5" -output "$tmp/$name.bin"
 	run "$name-report" "$vegeta" report -type json "$tmp/$name.bin"
 	jq -e '.success == 1' "$tmp/logs/$name-report.out" >/dev/null || say "warning: vegeta ($name) saw errors: $(jq -c '.errors' "$tmp/logs/$name-report.out")"
 	va_n=$(jq '.requests' "$tmp/logs/$name-report.out")
-	read -r wall _ <"$tmp/m/$name.time"
+	read -r wall u s _ <"$tmp/m/$name.time"
 	va_rate=$(calc '%.0f' "$va_n / $wall")
+	va_cpu1k=$(calc '%.3f' "($u + $s) / $va_n * 1000")
 	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
 	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
 }
@@ -312,7 +314,7 @@ steps:
   - {ttfb: 20ms, wait: 20ms, elapsed: 20ms, prompt_tokens: 20, completion_tokens: 10}
 EOF
 	serve "model-c$c" "$tmp/model-seat.yaml"
-	pattack "direct-c$c" "$url" "$c" "$secs"
+	vattack "direct-c$c" "$url" "$c" "$secs" true
 	di_rate=$va_rate di_p50=$va_p50 di_p95=$va_p95
 	cat >"$tmp/proxied.yaml" <<EOF
 budget: {deadline: 30s, max_attempts: 3}
@@ -335,7 +337,7 @@ EOF
 	done
 	[[ $px_url == http://127.0.0.1:* ]] || { cat "$tmp/logs/proxy.err" >&2; die "retrygate proxy printed no URL"; }
 	cpu0=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
-	pattack "proxied-c$c" "$px_url" "$c" "$secs"
+	vattack "proxied-c$c" "$px_url" "$c" "$secs" true
 	cpu1=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
 	stop "$px_pid" # SIGTERM: the proxy drains and writes every row
 	stop "$srv_pid"
@@ -557,25 +559,10 @@ steps:
   - {ttfb: 0s, wait: 0s, elapsed: 0s, prompt_tokens: 20, completion_tokens: 10}
 EOF
 
-attack() { # NAME KEEPALIVE: sets va_rate va_cpu1k va_p50 va_p95
-	local name=$1 ka=$2
-	serve "$name" "$tmp/instant-seat.yaml"
-	printf 'POST %s/chat/completions\nContent-Type: application/json\n@%s\n' "$url" "$tmp/body.json" >"$tmp/targets-$name.txt"
-	run "$name" /usr/bin/time -f '%e %U %S %M' -o "$tmp/m/$name.time" \
-		timeout $((vegeta_s + 60)) "$vegeta" attack -targets "$tmp/targets-$name.txt" -rate 0 \
-		-workers "$conc" -max-workers "$conc" -duration "${vegeta_s}s" -keepalive="$ka" \
-		-output "$tmp/$name.bin"
+attack() { # NAME KEEPALIVE: vegeta against a fresh instant seat; sets va_rate va_cpu1k va_p50 va_p95
+	serve "$1" "$tmp/instant-seat.yaml"
+	vattack "$1" "$url" "$conc" "$vegeta_s" "$2"
 	stop "$srv_pid"
-	run "$name-report" "$vegeta" report -type json "$tmp/$name.bin"
-	local n wall cpu
-	n=$(jq '.requests' "$tmp/logs/$name-report.out")
-	jq -e '.success == 1' "$tmp/logs/$name-report.out" >/dev/null || say "warning: vegeta ($name) saw errors: $(jq -c '.errors' "$tmp/logs/$name-report.out")"
-	read -r wall u s _ <"$tmp/m/$name.time"
-	cpu=$(calc '%.6f' "$u + $s")
-	va_rate=$(calc '%.0f' "$n / $wall")
-	va_cpu1k=$(calc '%.3f' "$cpu / $n * 1000")
-	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
-	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
 }
 attack vegeta-ka true
 ka_rate=$va_rate ka_cpu1k=$va_cpu1k ka_p50=$va_p50 ka_p95=$va_p95
