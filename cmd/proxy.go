@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -194,9 +193,7 @@ func without(names []string, drop string) []string {
 
 func runProxy(o *ProxyOptions) error {
 	e := o.IO.ErrOut
-	if o.Getenv("GOGC") == "" {
-		debug.SetGCPercent(proxy.GCPercent)
-	}
+	defer rehearse.RealTimeGC(o.Getenv)()
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()

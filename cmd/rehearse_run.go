@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -18,14 +17,6 @@ import (
 	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
-
-// realRunGCPercent is the garbage collector's GOGC while attempts run in
-// real time (unless GOGC is set). Every attempt allocates a few KiB and
-// keeps almost none of it, and the live heap is a few MiB, so at the
-// default of 100 the collector ran every few hundred attempts, each cycle
-// a tenth of the client's CPU and a pause that can land in a timed
-// window. At 400 it runs a quarter as often, for some MiB more of heap.
-const realRunGCPercent = 400
 
 // chainConfigs is the chain as it runs: each seat's config.
 func (o *RehearseOptions) chainConfigs(specs []rehearse.SeatSpec) []seat.Config {
@@ -155,9 +146,7 @@ func runRehearse(o *RehearseOptions) error {
 		if ramp != nil {
 			ramp.start = time.Now() // the wall clock the arrivals are scheduled on
 		}
-		if o.Getenv("GOGC") == "" {
-			defer debug.SetGCPercent(debug.SetGCPercent(realRunGCPercent))
-		}
+		defer rehearse.RealTimeGC(o.Getenv)()
 		res, err = loop.RunReal(ctx, rehearse.RealOptions{Jobs: o.Jobs, Concurrency: o.Concurrency, OnSoft: out.soft,
 			Rate: o.Load.Rate, Ramp: o.Load.Ramp, Duration: o.Load.Duration})
 	}

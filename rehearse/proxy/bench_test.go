@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"retrygate/ledgerfile"
+	"retrygate/rehearse"
 	"retrygate/rehearse/seat"
 )
 
@@ -65,7 +66,7 @@ func benchUpstream(b *testing.B, think time.Duration) string {
 func BenchmarkAddedLatency(b *testing.B) {
 	// As the command runs it (one process holds the client, the proxy
 	// and the upstream here, so all three collect at this setting).
-	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
+	defer debug.SetGCPercent(debug.SetGCPercent(rehearse.RealGCPercent))
 	for _, tc := range []struct {
 		name  string
 		conc  int

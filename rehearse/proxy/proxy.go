@@ -35,13 +35,6 @@ const (
 	bodyTimeout = 30 * time.Second
 )
 
-// GCPercent is the collector setting `retrygate proxy` runs with unless
-// GOGC is set: the proxy's live heap is small and every request leaves
-// garbage many times a row's size (buffers, headers, the stream's
-// reader), so collecting at 5× the live heap instead of 2× costs a few
-// MB and saves about a sixth of its CPU (docs/proxy.md, Speed).
-const GCPercent = 400
-
 // Defaults for Options' limits.
 const (
 	DefaultMaxBody       = 8 << 20
