@@ -26,7 +26,12 @@ type readOutcome struct {
 }
 
 func readWith(data []byte, skipBad bool, workers, chunk int) readOutcome {
-	r := NewReader(bytes.NewReader(data), "f.log")
+	return readFrom(bytes.NewReader(data), skipBad, workers, chunk)
+}
+
+// readFrom reads in, with workers parsing and the reader's chunk size.
+func readFrom(in io.Reader, skipBad bool, workers, chunk int) readOutcome {
+	r := NewReader(in, "f.log")
 	r.SkipBad(skipBad)
 	r.Workers(workers)
 	r.chunk = chunk
@@ -75,24 +80,7 @@ func FuzzParallelReadMatchesPlainRead(f *testing.F) {
 		// An input that fails after its bytes: the same rows, then the
 		// same failure.
 		fail := func(workers int) readOutcome {
-			r := NewReader(&errAfter{data: data, err: errors.New("disk on fire")}, "f.log")
-			r.Workers(workers)
-			r.chunk = chunk
-			r.SkipBad(true)
-			defer r.Close()
-			var out readOutcome
-			for range 100000 {
-				var row Row
-				err := r.Next(&row)
-				if err != nil {
-					if err != io.EOF {
-						out.Err = err.Error()
-					}
-					break
-				}
-				out.Rows = append(out.Rows, row)
-			}
-			return out
+			return readFrom(&errAfter{data: data, err: errors.New("disk on fire")}, true, workers, chunk)
 		}
 		require.Equal(t, fail(1), fail(2), "a failing input")
 	})
@@ -237,23 +225,7 @@ func TestParallelReadOfLongLines(t *testing.T) {
 	for _, data := range []string{row + row + "job=b att", row + over, row + fit[:5000]} {
 		for _, chunk := range []int{0, 7, 4096} {
 			read := func(workers int) readOutcome {
-				r := NewReader(&errAfter{data: []byte(data), err: errors.New("disk on fire")}, "f.log")
-				r.Workers(workers)
-				r.chunk = chunk
-				defer r.Close()
-				var out readOutcome
-				for {
-					var row Row
-					err := r.Next(&row)
-					if err != nil {
-						if err != io.EOF {
-							out.Err = err.Error()
-						}
-						break
-					}
-					out.Rows = append(out.Rows, row)
-				}
-				return out
+				return readFrom(&errAfter{data: []byte(data), err: errors.New("disk on fire")}, false, workers, chunk)
 			}
 			want, got := read(1), read(2)
 			require.Contains(t, want.Err, "disk on fire")
