@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +23,29 @@ var hopHeaders = map[string]bool{
 	headerJob:         true,
 }
 
+// hop reports whether header k is not forwarded: one of hopHeaders, or
+// one that its header block's Connection values (conn) name, which is as
+// connection-level as those (RFC 9110 §7.6.1).
+func hop(conn []string, k string) bool {
+	if hopHeaders[k] {
+		return true
+	}
+	for _, v := range conn {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // copyHeaders shares src's value slices: neither side changes a value
 // in place (a Set or Del replaces the map entry), so no copy is needed.
 func copyHeaders(dst, src http.Header) {
+	conn := src["Connection"]
 	for k, vs := range src {
-		if hopHeaders[k] {
+		if hop(conn, k) {
 			continue
 		}
 		dst[k] = vs

@@ -208,6 +208,37 @@ func TestHostileUpstreams(t *testing.T) {
 	}
 }
 
+// Headers a Connection header names are connection-level (RFC 9110
+// §7.6.1): the proxy forwards them neither way, as it forwards no
+// Keep-Alive or Upgrade; every other header passes through.
+func TestConnectionNamedHeadersStay(t *testing.T) {
+	var got http.Header
+	up := http.NewServeMux()
+	up.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.Header().Set("Connection", "X-Up-Hop")
+		w.Header().Set("X-Up-Hop", "1")
+		w.Header().Set("X-Up-End", "2")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)
+	})
+	srv := &http.Server{Handler: up}
+	ln := listen(t)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+	resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body,
+		"Connection", "keep-alive, x-client-hop", "X-Client-Hop", "1", "X-Client-End", "2")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	px.rows.wait(t, 1)
+	require.NotNil(t, got)
+	assert.Empty(t, got.Get("X-Client-Hop"), "named by the client's Connection")
+	assert.Equal(t, "2", got.Get("X-Client-End"))
+	assert.Empty(t, resp.Header.Get("X-Up-Hop"), "named by the answer's Connection")
+	assert.Equal(t, "2", resp.Header.Get("X-Up-End"))
+}
+
 // The client's key is forwarded, never logged; a seat with api_key_env
 // sends its own instead.
 func TestKeys(t *testing.T) {

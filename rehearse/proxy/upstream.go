@@ -418,8 +418,9 @@ func appendHead(b []byte, method, target, host string, h http.Header, inject boo
 	b = append(b, host...)
 	b = append(b, "\r\n"...)
 	ua := false
+	conn := h["Connection"]
 	for k, vs := range h {
-		if hopHeaders[k] || (inject && (k == "Authorization" || k == "X-Api-Key")) {
+		if hop(conn, k) || (inject && (k == "Authorization" || k == "X-Api-Key")) {
 			continue
 		}
 		if k == "User-Agent" {
