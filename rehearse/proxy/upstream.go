@@ -32,11 +32,6 @@ const (
 	maxIdlePerOrigin = DefaultMaxConcurrent
 	// idleTimeout closes a connection nobody used for this long.
 	idleTimeout = 90 * time.Second
-	// probeAfter: a connection idle longer than this is checked before
-	// reuse (has the origin closed it meanwhile?); one used more recently
-	// than that is taken as is, and a close that raced it is retried on a
-	// new connection.
-	probeAfter = time.Second
 	// maxResponseHeader bounds an answer's header block.
 	maxResponseHeader = 64 << 10
 	// max1xx bounds the informational answers before the real one.
@@ -50,8 +45,9 @@ const (
 var (
 	errHeaderTooBig = fmt.Errorf("proxy: server response headers exceeded %d bytes; aborted", maxResponseHeader)
 	// errIdleClosed: the origin closed a kept-alive connection as it was
-	// reused, before answering (the Transport's words, which the seat
-	// knows: such a request never reached a server that would answer it).
+	// reused, before a byte of the request was written (the Transport's
+	// words, which the seat knows: the request never reached a server, so
+	// the seat sends it on a new connection as the same attempt).
 	errIdleClosed = errors.New("proxy: server closed idle connection")
 )
 
@@ -141,7 +137,10 @@ func (o *origin) get(ctx context.Context, trace *httptrace.ClientTrace) (c *conn
 		o.idle = o.idle[:n-1]
 		o.mu.Unlock()
 		idle := now.Sub(c.idleAt)
-		if idle > idleTimeout || (idle > probeAfter && !alive(c.nc)) {
+		// Checked before every reuse (one read that does not wait): an
+		// origin that closed it meanwhile has said so by now, and a
+		// request written to it could not be sent again safely.
+		if idle > idleTimeout || !alive(c.nc) {
 			_ = c.nc.Close()
 			continue
 		}
@@ -232,55 +231,46 @@ func (o *origin) closeIdle(cutoff time.Time, all bool) {
 // does, and the caller hooks it to what should end the request.
 func (o *origin) exchange(ctx context.Context, req *http.Request, head, body []byte) (*http.Response, *upBody, error) {
 	trace := httptrace.ContextClientTrace(ctx)
-	for try := 0; ; try++ {
-		var c *conn
-		var reused bool
-		var err error
-		if try == 0 {
-			c, reused, err = o.get(ctx, trace)
-		} else {
-			c, err = o.dial(ctx, trace) // a retry never takes another idle connection
-			if err == nil && trace != nil && trace.GotConn != nil {
-				trace.GotConn(httptrace.GotConnInfo{Conn: c.nc})
-			}
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		b := &upBody{c: c}
-		stop := context.AfterFunc(ctx, b.abort)
-		resp, answered, err := c.roundTrip(req, head, body, trace)
-		if err == nil {
-			b.stop = stop
-			b.rc = resp.Body
-			// An answer the connection cannot follow with another: a
-			// protocol switch, or a body that ends when the connection does.
-			b.keep = !resp.Close && resp.StatusCode >= 200
-			resp.Body = b
-			return resp, b, nil
-		}
-		stop()
-		b.abort()
-		if reused && !answered && try == 0 && ctx.Err() == nil {
-			continue // the origin closed it while idle: the same request on a new connection
-		}
-		if reused && !answered && ctx.Err() == nil {
-			err = errIdleClosed
-		}
+	c, reused, err := o.get(ctx, trace)
+	if err != nil {
 		return nil, nil, err
 	}
+	b := &upBody{c: c}
+	stop := context.AfterFunc(ctx, b.abort)
+	resp, sent, err := c.roundTrip(req, head, body, trace)
+	if err == nil {
+		b.stop = stop
+		b.rc = resp.Body
+		// An answer the connection cannot follow with another: a
+		// protocol switch, or a body that ends when the connection does.
+		b.keep = !resp.Close && resp.StatusCode >= 200
+		resp.Body = b
+		return resp, b, nil
+	}
+	stop()
+	b.abort()
+	if reused && !sent && ctx.Err() == nil {
+		// Not a byte reached the origin: the seat sends it again, on a
+		// new connection. A request that was written is never sent
+		// twice here (it may have reached a server that bills it).
+		err = errIdleClosed
+	}
+	return nil, nil, err
 }
 
 // roundTrip writes the request and reads the answer's headers (req is
-// the client's, for its method); answered says any byte of an answer
-// came back.
+// the client's, for its method); sent says a byte of the request was
+// written.
 func (c *conn) roundTrip(req *http.Request, head, body []byte, trace *httptrace.ClientTrace) (*http.Response, bool, error) {
 	var err error
+	var wrote int64
 	if len(body) == 0 {
-		_, err = c.nc.Write(head)
+		var n int
+		n, err = c.nc.Write(head)
+		wrote = int64(n)
 	} else {
 		bufs := net.Buffers{head, body}
-		_, err = bufs.WriteTo(c.nc)
+		wrote, err = bufs.WriteTo(c.nc)
 	}
 	if trace != nil {
 		if trace.WroteHeaders != nil {
@@ -291,12 +281,12 @@ func (c *conn) roundTrip(req *http.Request, head, body []byte, trace *httptrace.
 		}
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, wrote > 0, err
 	}
 	c.limit = maxResponseHeader
 	defer func() { c.limit = -1 }()
 	if _, err := c.br.Peek(1); err != nil {
-		return nil, false, err
+		return nil, true, err
 	}
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		trace.GotFirstResponseByte()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
 	"retrygate/rehearse/seat"
 )
 
@@ -128,8 +129,8 @@ func TestUpstreamConnectionsReused(t *testing.T) {
 }
 
 // An origin that closes each connection after its answer (without
-// saying so): the next request, on the connection it closed, is sent
-// again on a new one, and the client never sees the race. One that
+// saying so): the check before reuse finds it closed, and the next
+// request goes on a new connection; the client never sees it. One that
 // says Connection: close is not reused at all.
 func TestUpstreamIdleClosed(t *testing.T) {
 	for _, say := range []bool{false, true} {
@@ -161,8 +162,47 @@ func TestUpstreamIdleClosed(t *testing.T) {
 	}
 }
 
-// A connection idle past probeAfter is checked before reuse: one whose
-// origin has closed it is not used.
+// A request written on a kept-alive connection that the origin then
+// closes without answering may have reached a server that bills it: it
+// is not sent again behind the client's back. The client gets a 502 and
+// the row says what happened; the next request gets a new connection.
+func TestUpstreamWrittenRequestNotResent(t *testing.T) {
+	var requests atomic.Int32
+	base, conns := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, _, ok := readReq(br); !ok {
+				return
+			}
+			if requests.Add(1) == 2 {
+				return // read, then the connection closed: no answer
+			}
+			if _, err := io.WriteString(c, answer("")); err != nil {
+				return
+			}
+		}
+	})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	resp, body := post(t, px.url+"/v1/chat/completions", chatBody, headerJob, "j1")
+	require.Equal(t, 200, resp.StatusCode, body)
+	resp, body = post(t, px.url+"/v1/chat/completions", chatBody, headerJob, "j2")
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode, body)
+	assert.EqualValues(t, 2, requests.Load(), "the unanswered request was sent once")
+	assert.EqualValues(t, 1, conns.Load(), "on the kept-alive connection")
+	resp, body = post(t, px.url+"/v1/chat/completions", chatBody, headerJob, "j3")
+	require.Equal(t, 200, resp.StatusCode, body)
+	rs := px.rows.wait(t, 3)
+	byJob := map[string]ledgerfile.Row{}
+	for _, r := range rs {
+		byJob[r.Job] = r
+	}
+	assert.Equal(t, admit.OK, byJob["j1"].Outcome)
+	assert.NotEqual(t, admit.OK, byJob["j2"].Outcome)
+	assert.Equal(t, 1, byJob["j2"].Attempt)
+	assert.Equal(t, admit.OK, byJob["j3"].Outcome)
+}
+
+// An idle connection is checked before reuse: one whose origin has
+// closed it is not used.
 func TestUpstreamProbe(t *testing.T) {
 	closed := make(chan struct{})
 	base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
@@ -184,7 +224,6 @@ func TestUpstreamProbe(t *testing.T) {
 	close(closed) // the origin closes it
 	require.Eventually(t, func() bool { return !alive(c.nc) }, 2*time.Second, time.Millisecond)
 
-	c.idleAt = c.idleAt.Add(-2 * probeAfter) // as if idle that long
 	got, reused, err := o.get(t.Context(), nil)
 	require.NoError(t, err)
 	defer got.nc.Close()
