@@ -30,9 +30,6 @@ const (
 	// counter (the official SDKs send X-Stainless-Retry-Count).
 	KeyClientRetry = "client_retry"
 	maxJobID       = 128
-	// bodyTimeout bounds reading a request's body, after its headers
-	// (ReadHeaderTimeout): Serve's ReadTimeout is both.
-	bodyTimeout = 30 * time.Second
 )
 
 // Defaults for Options' limits.

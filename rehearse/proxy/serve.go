@@ -14,8 +14,17 @@ import (
 // answers 431 Request Header Fields Too Large.
 const MaxHeaderBytes = 64 << 10
 
-// readHeaderTimeout bounds reading a request's header block.
-const readHeaderTimeout = 10 * time.Second
+// The server's clocks on a client connection: variables, so that tests
+// can shorten them.
+var (
+	// readHeaderTimeout bounds reading a request's header block.
+	readHeaderTimeout = 10 * time.Second
+	// bodyTimeout bounds reading a request's body, after its headers.
+	bodyTimeout = 30 * time.Second
+	// clientIdleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	clientIdleTimeout = 2 * time.Minute
+)
 
 // Serve answers on ln until ctx is done, then drains: no new request is
 // taken, requests in flight (streams included) run to their end or their
@@ -28,7 +37,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) er
 		// A request's headers and body: net/http lifts it once the
 		// handler has read the body to its end.
 		ReadTimeout:    readHeaderTimeout + bodyTimeout,
-		IdleTimeout:    2 * time.Minute,
+		IdleTimeout:    clientIdleTimeout,
 		MaxHeaderBytes: MaxHeaderBytes,
 		ErrorLog:       log.New(errLog, "proxy: ", 0),
 	}
