@@ -79,7 +79,8 @@ type upstream struct {
 	fallbck bool
 }
 
-// Proxy is an http.Handler in front of one seat and its fallbacks.
+// Proxy is the gate in front of one seat and its fallbacks; Serve is its
+// HTTP/1.1 server.
 type Proxy struct {
 	opts  Options
 	kind  string
@@ -196,8 +197,9 @@ func (p *Proxy) gated(r *http.Request) bool {
 	return strings.HasSuffix(path, "/chat/completions")
 }
 
-// ServeHTTP gates, forwards and logs one request.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve gates, forwards and logs one request, whose body the server has
+// read (within MaxBody: see tooLarge).
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	select {
 	case p.sem <- struct{}{}:
 	default:
@@ -208,24 +210,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.wg.Add(1)
 	defer func() { <-p.sem; p.wg.Done() }()
 
-	// A client dribbling its body holds a slot: it gets bodyTimeout, as
-	// Serve's ReadTimeout (the server's own read deadline, which it lifts
-	// when the body ends, so nothing is set here per request).
-	src := r.Body
-	if r.ContentLength < 0 || r.ContentLength > p.opts.MaxBody {
-		// A declared length within the bound is the bound net/http's
-		// body reader keeps already.
-		src = http.MaxBytesReader(w, r.Body, p.opts.MaxBody)
-	}
-	body, err := readBody(src, r.ContentLength, p.opts.MaxBody)
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			refusal{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
-				message: fmt.Sprintf("retrygate: request body over %d bytes", p.opts.MaxBody)}.write(w, p.kind)
-		}
-		return // the client left while sending
-	}
 	if !p.gated(r) {
 		p.passThrough(w, r, body)
 		return
@@ -255,6 +239,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.send(w, r, body, &req, a)
+}
+
+// tooLarge is the answer to a request body over MaxBody, in the
+// provider's error shape.
+func (p *Proxy) tooLarge(w http.ResponseWriter) {
+	refusal{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
+		message: fmt.Sprintf("retrygate: request body over %d bytes", p.opts.MaxBody)}.write(w, p.kind)
 }
 
 // readBody reads a request body in one allocation when its length is

@@ -6,11 +6,10 @@ import (
 	"io"
 	"log"
 	"net"
-	"net/http"
 	"time"
 )
 
-// MaxHeaderBytes bounds a request's header block; past it net/http
+// MaxHeaderBytes bounds a request's header block; past it the server
 // answers 431 Request Header Fields Too Large.
 const MaxHeaderBytes = 64 << 10
 
@@ -29,25 +28,17 @@ var (
 // Serve answers on ln until ctx is done, then drains: no new request is
 // taken, requests in flight (streams included) run to their end or their
 // hard timeout, every row is written, and every job still open gets the
-// row that ends it. errLog gets net/http's own complaints.
+// row that ends it. errLog gets the server's own complaints (accept errors, a panic).
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) error {
-	hs := &http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: readHeaderTimeout,
-		// A request's headers and body: net/http lifts it once the
-		// handler has read the body to its end.
-		ReadTimeout:    readHeaderTimeout + bodyTimeout,
-		IdleTimeout:    clientIdleTimeout,
-		MaxHeaderBytes: MaxHeaderBytes,
-		ErrorLog:       log.New(errLog, "proxy: ", 0),
-	}
+	srv := newServer(p, log.New(errLog, "proxy: ", 0))
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- srv.serve(ln) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-errc:
+			srv.closeAll()
 			p.Close()
 			return err
 		case <-tick.C:
@@ -61,11 +52,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) er
 	// its row be written before the connections are closed.
 	sctx, cancel := context.WithTimeout(context.Background(), p.opts.Policy.Timeouts.Hard+2*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
+	_ = srv.shutdown(sctx)
 	p.Close()
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := <-errc; err != nil && !errors.Is(err, errServerClosed) {
 		return err
 	}
 	return nil
