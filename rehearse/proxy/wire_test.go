@@ -14,7 +14,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -377,4 +376,268 @@ func TestWireChunkedRequest(t *testing.T) {
 	px.rows.wait(t, 1)
 }
 
-var _ = os.Getpid
+// RFC 9110 §10.1.1: a client sending "Expect: 100-continue" gets 100
+// (Continue) before it sends the body, then the answer.
+func TestWireExpectContinue(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u, smallBody)
+	body := wireChat("expect")
+	c := dialWire(t, px)
+	c.write(strings.TrimSuffix(wirePost(body, "Expect: 100-continue\r\n"), body))
+	resp, _ := c.answer(http.MethodPost)
+	require.Equal(t, 100, resp.StatusCode, "the body is needed: 100 first")
+	c.write(body)
+	resp, got := c.answer(http.MethodPost)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, wireAnswer("expect"), got)
+	c.write(wireGetModels)
+	resp, _ = c.answer(http.MethodGet)
+	assert.Equal(t, 200, resp.StatusCode, "the connection is kept")
+	px.rows.wait(t, 1)
+}
+
+// RFC 9110 §10.1.1, RFC 9112 §9.6: a declared body over MaxBody with
+// "Expect: 100-continue" gets 413; a server may answer at once or ask
+// for the body first (net/http does: it sends 100 and reads MaxBody+1
+// bytes), and either way the body is never read as a request after it:
+// the connection closes and the upstream sees nothing.
+func TestWireExpectTooLarge(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u, smallBody)
+	// The body hides a request that must never be taken as one.
+	hidden := wirePost(wireChat("SMUGGLED"), "")
+	body := hidden + strings.Repeat(" ", 2<<10-len(hidden))
+	c := dialWire(t, px)
+	c.write(strings.TrimSuffix(wirePost(body, "Expect: 100-continue\r\n"), body))
+	resp, got := c.answer(http.MethodPost)
+	if resp.StatusCode == 100 {
+		t.Log("100 Continue before the 413: the server read the body")
+		c.write(body)
+		resp, got = c.answer(http.MethodPost)
+	} else {
+		c.write(body) // a client may send it anyway
+	}
+	require.Equal(t, 413, resp.StatusCode)
+	assert.JSONEq(t, wireTooLarge, got)
+	assert.True(t, resp.Close, "the answer says close")
+	c.closed(wireWait)
+	assert.Empty(t, u.requests())
+	assert.Empty(t, px.rows.all())
+}
+
+// RFC 6585 §5: a header block over MaxHeaderBytes gets 431 and the
+// connection closes; one well inside it is served.
+func TestWireHeaderTooLarge(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	c.write(wirePost(wireChat("big"), "X-Big: "+strings.Repeat("y", MaxHeaderBytes*3/4)+"\r\n"))
+	resp, got := c.answer(http.MethodPost)
+	require.Equal(t, 200, resp.StatusCode, "a header block of 3/4 the bound is served")
+	assert.Equal(t, wireAnswer("big"), got)
+
+	c = dialWire(t, px)
+	c.write(wirePost(wireChat("bigger"), "X-Big: "+strings.Repeat("y", 2*MaxHeaderBytes)+"\r\n"))
+	resp, _ = c.answer(http.MethodPost)
+	require.Equal(t, 431, resp.StatusCode)
+	assert.True(t, resp.Close)
+	c.closed(wireWait)
+	assert.Len(t, u.requests(), 1)
+}
+
+// RFC 9110 §15.5.14, RFC 9112 §9.6: a body over MaxBody, declared or
+// chunked, gets 413 in the provider's error shape with its length; the
+// connection then closes, so the body's rest (here a request pipelined
+// behind it) is never read as a request.
+func TestWireBodyTooLarge(t *testing.T) {
+	big := wireChat(strings.Repeat("x", 2<<10))
+	for name, req := range map[string]string{
+		"content-length": wirePost(big, ""),
+		"chunked": "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big),
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := wireUpstream(t, nil)
+			px := wireProxy(t, u, smallBody)
+			c := dialWire(t, px)
+			c.write(req + wirePost(wireChat("SMUGGLED"), ""))
+			resp, got := c.answer(http.MethodPost)
+			require.Equal(t, 413, resp.StatusCode)
+			assert.JSONEq(t, wireTooLarge, got)
+			assert.Equal(t, int64(len(got)), resp.ContentLength)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			assert.Equal(t, "request_too_large", resp.Header.Get("X-Retrygate-Refused"))
+			assert.True(t, resp.Close, "the answer says close")
+			c.closed(wireWait)
+			assert.Empty(t, u.requests())
+			assert.Empty(t, px.rows.all())
+		})
+	}
+}
+
+// wireSmuggled is a request hidden behind another: it must never reach
+// the upstream as one.
+var wireSmuggled = wirePost(wireChat("SMUGGLED"), "")
+
+// RFC 9112 §2.2, §3, §5, §6.1, §6.3 and RFC 9110 §10.1.1: a request
+// whose head or framing is malformed gets a 4xx (501 for a transfer
+// coding the server does not know, 505 for a version it does not speak)
+// and the connection closes: nothing behind it is read as a request, and
+// nothing reaches the upstream.
+func TestWireMalformed(t *testing.T) {
+	const post = "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n"
+	tests := []struct {
+		name   string
+		req    string
+		status []int // any of
+	}{
+		{"not a request line", "GARBAGE\r\n\r\n", []int{400}},
+		{"HTTP/0.9 request line", "GET /v1/models\r\n\r\n", []int{400}},
+		{"space in request-target", "GET /v1/mo dels HTTP/1.1\r\nHost: proxy\r\n\r\n", []int{400}},
+		{"HTTP/2.0 request line", "GET /v1/models HTTP/2.0\r\nHost: proxy\r\n\r\n", []int{505}},
+		{"header line without colon", post + "NoColon\r\nContent-Length: 2\r\n\r\n{}", []int{400}},
+		{"space before colon", post + "Content-Length : 2\r\n\r\n{}", []int{400}},
+		{"control byte in a value", post + "X-A: a\x01b\r\nContent-Length: 2\r\n\r\n{}", []int{400}},
+		{"bare CR in a value", post + "X-A: a\rb\r\nContent-Length: 2\r\n\r\n{}", []int{400}},
+		{"Content-Length list", post + "Content-Length: 12, 13\r\n\r\n{}", []int{400}},
+		{"negative Content-Length", post + "Content-Length: -1\r\n\r\n{}", []int{400}},
+		{"signed Content-Length", post + "Content-Length: +2\r\n\r\n{}", []int{400}},
+		{"two Content-Lengths", post + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", []int{400}},
+		{"unknown transfer coding", post + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", []int{501}},
+		{"identity transfer coding", post + "Transfer-Encoding: identity\r\n\r\n", []int{501, 400}},
+		{"two Transfer-Encoding fields", post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", []int{501, 400}},
+		{"HTTP/1.1 without Host", "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", []int{400}},
+		{"two Hosts", "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n{}", []int{400}},
+		{"unknown expectation", post + "Expect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", []int{417}},
+	}
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialWire(t, px)
+			c.write(tt.req + wireSmuggled)
+			resp, _ := c.answer(http.MethodPost)
+			assert.Contains(t, tt.status, resp.StatusCode)
+			assert.True(t, resp.Close, "the answer says close")
+			c.closed(wireWait)
+		})
+	}
+	assert.Empty(t, u.requests())
+	assert.NotContains(t, u.received(), "SMUGGLED")
+	assert.Empty(t, px.rows.all())
+}
+
+// RFC 9112 §6.1, §6.3, §7.1: framing that a front end and this server
+// could read differently, each with a request hidden behind it.
+//
+//   - Content-Length beside chunked (HTTP/1.1): chunked wins (the body is
+//     empty: a 400), never the length, which would take the hidden
+//     request as body; §6.3 then says close the connection.
+//   - Transfer-Encoding on an HTTP/1.0 request is faulty framing (§6.1):
+//     an error, and close.
+//   - A malformed chunk size: an error, and close.
+//
+// What net/http does wrong today is accepted, and only that: it keeps
+// the connection after Content-Length beside chunked, and after an
+// HTTP/1.0 keep-alive request with Transfer-Encoding (whose length it
+// reads), so the hidden request is read as the next one and forwarded;
+// and it answers a malformed chunk 200 with an empty body (the handler
+// returns on the read error without a word). See the report.
+func TestWireSmuggling(t *testing.T) {
+	const chunked = "0\r\n\r\n"
+	tests := []struct {
+		name  string
+		req   string
+		keeps bool // net/http keeps the connection (accepted: today's behaviour)
+		empty bool // net/http answers 200 with an empty body
+	}{
+		{"Content-Length and chunked", "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n" +
+			fmt.Sprintf("Content-Length: %d\r\n", len(chunked)+len(wireSmuggled)) +
+			"Transfer-Encoding: chunked\r\n\r\n" + chunked + wireSmuggled, true, false},
+		{"Transfer-Encoding on HTTP/1.0", "POST /v1/chat/completions HTTP/1.0\r\nContent-Length: 5\r\n" +
+			"Transfer-Encoding: chunked\r\n\r\n" + chunked + wireSmuggled, false, false},
+		{"Transfer-Encoding on HTTP/1.0 keep-alive", "POST /v1/chat/completions HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 5\r\n" +
+			"Transfer-Encoding: chunked\r\n\r\n" + chunked + wireSmuggled, true, false},
+		{"bad chunk size", "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"zz\r\n{}\r\n0\r\n\r\n" + wireSmuggled, false, true},
+	}
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	let := 0 // hidden requests the server let through (net/http's keeps)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialWire(t, px)
+			c.write(tt.req)
+			resp, body := c.answer(http.MethodPost)
+			if tt.empty && resp.StatusCode == 200 {
+				assert.Empty(t, body, "net/http's empty 200 for a body it could not read")
+				t.Log("200 with an empty body (net/http)")
+			} else {
+				assert.Equal(t, 400, resp.StatusCode)
+			}
+			if !tt.keeps || resp.Close {
+				c.closed(wireWait)
+				return
+			}
+			// net/http today: the hidden request is the next one.
+			let++
+			t.Log("connection kept; the hidden request was read as the next (net/http)")
+			assert.Contains(t, body, "invalid_json", "the hidden request is not the first one's body")
+			resp, body = c.answer(http.MethodPost)
+			require.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, wireAnswer("SMUGGLED"), body)
+		})
+	}
+	assert.Len(t, u.requests(), let, "nothing else reached the upstream")
+	assert.Equal(t, let, strings.Count(u.received(), "SMUGGLED"))
+}
+
+// RFC 9112 §2.2, §3.2.2, §5.2: what a server may tolerate, net/http
+// does, and a client may rely on. A bare LF ends a line; an obs-fold is
+// replaced by a space before the value is forwarded (never forwarded as
+// a line break); an absolute-form request-target is accepted and still
+// goes to the seat's origin, never to the host it names.
+func TestWireTolerated(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+
+	c := dialWire(t, px)
+	c.write("GET /v1/models HTTP/1.1\nHost: proxy\n\n")
+	resp, body := c.answer(http.MethodGet)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, wireModels, body)
+
+	c = dialWire(t, px)
+	c.write(wirePost(wireChat("fold"), "X-Folded: a\r\n b\r\n"))
+	resp, _ = c.answer(http.MethodPost)
+	if resp.StatusCode == 200 {
+		reqs := u.requests()
+		assert.Equal(t, "a b", reqs[len(reqs)-1].header.Get("X-Folded"))
+	} else {
+		assert.Equal(t, 400, resp.StatusCode, "an obs-fold is replaced or refused")
+	}
+
+	c = dialWire(t, px)
+	c.write("GET http://evil.example/v1/models HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+	resp, body = c.answer(http.MethodGet)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, wireModels, body)
+	reqs := u.requests()
+	assert.Equal(t, "/v1/models", reqs[len(reqs)-1].target)
+	assert.NotContains(t, u.received(), "evil.example")
+}
+
+// RFC 9113 §3.4 on an HTTP/1.1-only listener: the HTTP/2 connection
+// preface is refused with a 4xx or 505 and the connection closes, no
+// hang. (net/http hands "PRI *" to the handler, which forwards it to the
+// seat as a pass-through; the seat's 404 is what the client sees.)
+func TestWireHTTP2Preface(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	c.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	resp, _ := c.answer(http.MethodGet)
+	assert.True(t, resp.StatusCode == 505 || resp.StatusCode/100 == 4, "status %d", resp.StatusCode)
+	c.closed(wireWait)
+	assert.Empty(t, px.rows.all())
+}
