@@ -43,8 +43,9 @@ type wireUp struct {
 	mu   sync.Mutex
 	reqs []wireReq
 	raw  bytes.Buffer
-	// hold, when set, keeps every answer until it is closed or the
-	// proxy's upstream request ends (counted in cancelled).
+	// hold, when set, keeps the answer to a chat request for model
+	// "slow" until it is closed or the proxy's upstream request ends
+	// (counted in cancelled).
 	hold      chan struct{}
 	cancelled atomic.Int32
 }
@@ -72,11 +73,10 @@ func (u *wireUp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
 	u.reqs = append(u.reqs, wireReq{r.Method, r.RequestURI, r.Header.Clone(), string(body)})
-	hold := u.hold
 	u.mu.Unlock()
-	if hold != nil {
+	if u.hold != nil && bytes.Contains(body, []byte(`"model":"slow"`)) {
 		select {
-		case <-hold:
+		case <-u.hold:
 		case <-r.Context().Done():
 			u.cancelled.Add(1)
 			return
@@ -200,19 +200,33 @@ func (w *wc) answer(method string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// closed asserts the server closes the connection with nothing more to
-// say: a read ends (EOF, or a reset when the server dropped unread
-// bytes) within wait.
-func (w *wc) closed(wait time.Duration) {
+// rest is what the server sends until it closes the connection (EOF,
+// or a reset when it dropped unread bytes), which it must within wait.
+func (w *wc) rest(wait time.Duration) string {
 	w.t.Helper()
 	require.NoError(w.t, w.c.SetReadDeadline(time.Now().Add(wait)))
 	b, err := io.ReadAll(w.br)
-	require.Empty(w.t, string(b), "bytes after the last answer")
 	if err != nil {
 		var ne net.Error
-		require.False(w.t, errors.As(err, &ne) && ne.Timeout(), "the server kept the connection open")
+		require.False(w.t, errors.As(err, &ne) && ne.Timeout(), "the server kept the connection open; it sent %q", b)
 		require.True(w.t, errors.Is(err, syscall.ECONNRESET), "closed: %v", err)
 	}
+	return string(b)
+}
+
+// closed asserts the server closes the connection within wait with
+// nothing more to say.
+func (w *wc) closed(wait time.Duration) {
+	w.t.Helper()
+	require.Empty(w.t, w.rest(wait), "bytes after the last answer")
+}
+
+// setClock shortens one of the server's clocks (serve.go) for a test,
+// which must then not run in parallel; the proxy must start after it.
+func setClock(t testing.TB, v *time.Duration, d time.Duration) {
+	old := *v
+	*v = d
+	t.Cleanup(func() { *v = old })
 }
 
 // post is a gated request with body, extra header lines (each ending
@@ -640,4 +654,134 @@ func TestWireHTTP2Preface(t *testing.T) {
 	assert.True(t, resp.StatusCode == 505 || resp.StatusCode/100 == 4, "status %d", resp.StatusCode)
 	c.closed(wireWait)
 	assert.Empty(t, px.rows.all())
+}
+
+// RFC 9110 §9.3.1, §9.3.2: a GET off the gated endpoint passes through;
+// HEAD gets GET's head and no body (the answer pipelined behind it
+// starts right after its head); neither is a row.
+func TestWirePassThrough(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	c.write(wireGetModels)
+	resp, body := c.answer(http.MethodGet)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, wireModels, body)
+	assert.Equal(t, int64(len(wireModels)), resp.ContentLength)
+	c.write("HEAD /v1/models HTTP/1.1\r\nHost: proxy\r\n\r\n" + wireGetModels)
+	resp, body = c.answer(http.MethodHead)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Empty(t, body)
+	t.Logf("HEAD: Content-Length %q", resp.Header.Get("Content-Length"))
+	resp, body = c.answer(http.MethodGet)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, wireModels, body, "no body bytes after HEAD's head")
+	reqs := u.requests()
+	require.Len(t, reqs, 3)
+	assert.Equal(t, http.MethodHead, reqs[1].method)
+	px.stop()
+	assert.Empty(t, px.rows.all())
+}
+
+// RFC 9110 §15.5.9: a client that sends half a header block and stops
+// is closed after readHeaderTimeout (a 408 before the close is allowed;
+// net/http sends nothing).
+func TestWireSlowHeaders(t *testing.T) {
+	setClock(t, &readHeaderTimeout, 200*ms)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	t0 := time.Now()
+	c.write("POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Length: 2\r\n")
+	got := c.rest(wireWait)
+	assert.GreaterOrEqual(t, time.Since(t0), 150*ms, "closed before its clock")
+	if got != "" {
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		require.NoError(t, err)
+		assert.Equal(t, 408, resp.StatusCode)
+	}
+	assert.Empty(t, u.requests())
+}
+
+// RFC 9112 §9.8 (a server may close an idle connection): a kept-alive
+// connection with no next request is closed after clientIdleTimeout,
+// silently, and not before.
+func TestWireIdleTimeout(t *testing.T) {
+	setClock(t, &clientIdleTimeout, 300*ms)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	c.write(wirePost(wireChat("a"), ""))
+	resp, _ := c.answer(http.MethodPost)
+	require.Equal(t, 200, resp.StatusCode)
+	t0 := time.Now()
+	c.closed(wireWait)
+	assert.GreaterOrEqual(t, time.Since(t0), 250*ms, "closed before its clock")
+	px.rows.wait(t, 1)
+}
+
+// RFC 9110 §15.5.9: a client that sends its headers and then dribbles
+// its body (here: a tenth of it, then nothing) is closed once the body
+// clock runs out (net/http: readHeaderTimeout + bodyTimeout from the
+// request's start), and nothing reaches the upstream. Before the close
+// a 408 is right; net/http sends an empty 200 (its handler returns on
+// the read error without a word), accepted here as today's behaviour.
+func TestWireSlowBody(t *testing.T) {
+	setClock(t, &readHeaderTimeout, 200*ms)
+	setClock(t, &bodyTimeout, 200*ms)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	t0 := time.Now()
+	c.write("POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Length: 100\r\n\r\n{\"model\":")
+	got := c.rest(wireWait)
+	assert.GreaterOrEqual(t, time.Since(t0), 150*ms, "closed before its clock")
+	if got != "" {
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == 200 {
+			assert.Empty(t, b, "net/http's empty 200")
+		} else {
+			assert.Equal(t, 408, resp.StatusCode)
+		}
+	}
+	assert.Empty(t, u.requests())
+	assert.Empty(t, px.rows.all())
+}
+
+// RFC 9112 §9.6: a client that closes its connection while its gated
+// request waits on the upstream cancels the upstream request at once
+// (not at the hard timeout) and its row says cancelled. A client that
+// only half-closes (FIN after the whole request, still reading) is taken
+// as gone too: net/http cancels on the EOF it reads, pinned here; what
+// that client then reads is net/http's empty 200 (the handler wrote
+// nothing), or nothing, before the close.
+func TestWireHangUp(t *testing.T) {
+	for _, half := range []bool{false, true} {
+		t.Run(map[bool]string{false: "close", true: "half-close"}[half], func(t *testing.T) {
+			hold := make(chan struct{})
+			u := wireUpstream(t, hold)
+			t.Cleanup(func() { close(hold) })
+			px := wireProxy(t, u)
+			c := dialWire(t, px)
+			c.write(wirePost(wireChat("slow"), "X-Retrygate-Job: gone\r\n"))
+			require.Eventually(t, func() bool { return len(u.requests()) == 1 }, wireWait, ms)
+			if half {
+				require.NoError(t, c.c.CloseWrite())
+				if got := c.rest(wireWait); got != "" {
+					resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+					require.NoError(t, err)
+					assert.Equal(t, 200, resp.StatusCode)
+					assert.Equal(t, int64(0), resp.ContentLength, "net/http's empty 200")
+				}
+			} else {
+				require.NoError(t, c.c.Close())
+			}
+			require.Eventually(t, func() bool { return u.cancelled.Load() == 1 }, 2*time.Second, ms,
+				"the upstream request was cancelled")
+			rs := px.rows.wait(t, 1)
+			assert.Equal(t, admit.Cancelled, rs[0].Outcome)
+		})
+	}
 }
