@@ -172,6 +172,9 @@ type wc struct {
 	t  testing.TB
 	c  *net.TCPConn
 	br *bufio.Reader
+	// raw is every byte read from the server since the last reset: one
+	// answer's exact bytes, when it is reset before each request.
+	raw *bytes.Buffer
 }
 
 func dialWire(t testing.TB, px *running) *wc {
@@ -179,7 +182,8 @@ func dialWire(t testing.TB, px *running) *wc {
 	c, err := net.Dial("tcp", strings.TrimPrefix(px.url, "http://"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	return &wc{t: t, c: c.(*net.TCPConn), br: bufio.NewReader(c)}
+	raw := &bytes.Buffer{}
+	return &wc{t: t, c: c.(*net.TCPConn), br: bufio.NewReader(io.TeeReader(c, raw)), raw: raw}
 }
 
 func (w *wc) write(s string) {
@@ -783,5 +787,150 @@ func TestWireHangUp(t *testing.T) {
 			rs := px.rows.wait(t, 1)
 			assert.Equal(t, admit.Cancelled, rs[0].Outcome)
 		})
+	}
+}
+
+// RFC 9112 §4, §6.1, §7.1 and RFC 9110 §6.6.1: an answer to a 1.1
+// client has the status line HTTP/1.1 and a Date; the proxy's own
+// answer (a refusal) has its Content-Length, as has an upstream answer
+// of known length; a stream of unknown length goes chunked (the
+// connection stays), its chunks ending in the last chunk and decoding to
+// exactly the upstream's bytes.
+func TestWireResponses(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	head := func(resp *http.Response, status string) {
+		t.Helper()
+		assert.True(t, strings.HasPrefix(c.raw.String(), "HTTP/1.1 "+status+"\r\n"), "status line of %q", c.raw.String())
+		assert.Equal(t, 1, resp.ProtoMinor)
+		d, err := http.ParseTime(resp.Header.Get("Date"))
+		require.NoError(t, err, "a Date")
+		assert.WithinDuration(t, time.Now(), d, time.Minute)
+	}
+
+	c.raw.Reset()
+	c.write(wirePost(`{"model":`, "")) // not JSON: the proxy's own 400
+	resp, body := c.answer(http.MethodPost)
+	head(resp, "400 Bad Request")
+	assert.Equal(t, int64(len(body)), resp.ContentLength)
+	assert.Empty(t, resp.TransferEncoding)
+	assert.Equal(t, "invalid_json", resp.Header.Get("X-Retrygate-Refused"))
+	assert.False(t, resp.Close)
+
+	c.raw.Reset()
+	c.write(wirePost(wireChat("a"), ""))
+	resp, body = c.answer(http.MethodPost)
+	head(resp, "200 OK")
+	assert.Equal(t, int64(len(wireAnswer("a"))), resp.ContentLength)
+	assert.Empty(t, resp.TransferEncoding)
+	assert.Equal(t, wireAnswer("a"), body)
+
+	c.raw.Reset()
+	c.write(wirePost(`{"model":"m1","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`, ""))
+	resp, body = c.answer(http.MethodPost)
+	head(resp, "200 OK")
+	assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
+	assert.Equal(t, int64(-1), resp.ContentLength)
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	assert.Equal(t, benchStream, body, "the chunks decode to the upstream's bytes")
+	assert.True(t, strings.HasSuffix(c.raw.String(), "\r\n0\r\n\r\n"), "the last chunk ends the body")
+	assert.False(t, resp.Close)
+
+	c.write(wireGetModels)
+	resp, _ = c.answer(http.MethodGet)
+	assert.Equal(t, 200, resp.StatusCode, "the connection is kept after the stream")
+	assert.Len(t, px.rows.wait(t, 2), 2)
+}
+
+// RFC 9112 §9.3: a hundred kept-alive connections at once, each sending
+// three gated requests in turn: every one answered with its own body,
+// every one a row.
+func TestWireManyConnections(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	const conns, each = 100, 3
+	addr := strings.TrimPrefix(px.url, "http://")
+	one := func(i int) error {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for k := range each {
+			m := fmt.Sprintf("c%d-%d", i, k)
+			if _, err := io.WriteString(c, wirePost(wireChat(m), "")); err != nil {
+				return err
+			}
+			_ = c.SetReadDeadline(time.Now().Add(4 * wireWait))
+			resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodPost})
+			if err != nil {
+				return fmt.Errorf("%s: %w", m, err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m, err)
+			}
+			if resp.StatusCode != 200 || string(b) != wireAnswer(m) || resp.Close {
+				return fmt.Errorf("%s: %d close=%v %s", m, resp.StatusCode, resp.Close, b)
+			}
+		}
+		return nil
+	}
+	errs := make(chan error, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() { errs <- one(i) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Len(t, px.rows.wait(t, conns*each), conns*each)
+	assert.Len(t, u.requests(), conns*each)
+}
+
+// The proxy's drain (docs/proxy.md; RFC 9112 §9.6): cancelling Serve's
+// context closes the listener and idle kept-alive connections at once,
+// lets the request in flight finish with its whole answer and then
+// closes its connection; Serve returns with every row written.
+func TestWireDrain(t *testing.T) {
+	hold := make(chan struct{})
+	u := wireUpstream(t, hold)
+	px := wireProxy(t, u)
+	idle := dialWire(t, px)
+	idle.write(wirePost(wireChat("quick"), ""))
+	resp, _ := idle.answer(http.MethodPost)
+	require.Equal(t, 200, resp.StatusCode)
+	busy := dialWire(t, px)
+	busy.write(wirePost(wireChat("slow"), "X-Retrygate-Job: drain\r\n"))
+	require.Eventually(t, func() bool { return len(u.requests()) == 2 }, wireWait, ms)
+
+	stopped := make(chan struct{})
+	go func() { px.stop(); close(stopped) }()
+	idle.closed(wireWait)
+	_, err := net.DialTimeout("tcp", strings.TrimPrefix(px.url, "http://"), time.Second)
+	assert.Error(t, err, "no new connection while draining")
+	select {
+	case <-stopped:
+		t.Fatal("Serve returned with a request in flight")
+	default:
+	}
+	close(hold)
+	resp, body := busy.answer(http.MethodPost)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, wireAnswer("slow"), body, "the answer in flight is whole")
+	busy.closed(wireWait)
+	select {
+	case <-stopped:
+	case <-time.After(wireWait):
+		t.Fatal("Serve did not return")
+	}
+	rs := px.rows.all() // no waiting: Serve has returned
+	require.Len(t, rs, 2)
+	for _, r := range rs {
+		assert.Equal(t, admit.OK, r.Outcome)
 	}
 }
