@@ -593,17 +593,25 @@ func TestWireSmuggling(t *testing.T) {
 			} else {
 				assert.Equal(t, 400, resp.StatusCode)
 			}
-			if !tt.keeps || resp.Close {
+			if !tt.keeps {
 				c.closed(wireWait)
 				return
 			}
-			// net/http today: the hidden request is the next one.
+			// Closed, as it should be; or (net/http today) the hidden
+			// request is read as the next one and answered.
+			require.NoError(t, c.c.SetReadDeadline(time.Now().Add(wireWait)))
+			next, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodPost})
+			if err != nil {
+				require.True(t, errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET), "closed: %v", err)
+				return
+			}
 			let++
 			t.Log("connection kept; the hidden request was read as the next (net/http)")
 			assert.Contains(t, body, "invalid_json", "the hidden request is not the first one's body")
-			resp, body = c.answer(http.MethodPost)
-			require.Equal(t, 200, resp.StatusCode)
-			assert.Equal(t, wireAnswer("SMUGGLED"), body)
+			b, err := io.ReadAll(next.Body)
+			require.NoError(t, err)
+			require.Equal(t, 200, next.StatusCode)
+			assert.Equal(t, wireAnswer("SMUGGLED"), string(b))
 		})
 	}
 	assert.Len(t, u.requests(), let, "nothing else reached the upstream")
