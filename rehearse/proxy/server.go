@@ -289,8 +289,15 @@ func (c *sconn) next() (q *sreq, ok bool) {
 		}
 		return &sreq{fail: plainFail(http.StatusBadRequest, "")}, true
 	}
-	if msg, code := check(r, hostLines(head)); code != 0 {
+	fr := framingOf(head)
+	if msg, code := check(r, fr); code != 0 {
 		return &sreq{fail: plainFail(code, msg)}, true
+	}
+	if fr.te && fr.lengths > 0 {
+		// Chunked wins over the length (the parser's reading), but
+		// two framings may be a request smuggled past a front end
+		// that read the other: answered, then closed (RFC 9112 §6.3).
+		r.Close = true
 	}
 	r.RemoteAddr = c.nc.RemoteAddr().String()
 	if r.Body != http.NoBody && r.Body != nil {
@@ -403,10 +410,15 @@ func headerBlock(br *bufio.Reader) (b []byte, whole bool) {
 	return b, false
 }
 
-// hostLines counts the Host field lines of a header block (its request
-// line first): more than one is a 400 (RFC 9112 §3.2).
-func hostLines(head []byte) int {
-	n := 0
+// framing is what the parser folds away of a header block (its request
+// line first) that the server must still see: how many Host and
+// Content-Length field lines it has, and whether it has Transfer-Encoding.
+type framing struct {
+	hosts, lengths int
+	te             bool
+}
+
+func framingOf(head []byte) (f framing) {
 	first := true
 	for line := range bytes.Lines(head) {
 		if first {
@@ -416,21 +428,35 @@ func hostLines(head []byte) int {
 		if len(bytes.TrimRight(line, "\r\n")) == 0 {
 			break
 		}
-		if len(line) >= 5 && bytes.EqualFold(line[:5], []byte("host:")) {
-			n++
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch {
+		case bytes.EqualFold(name, []byte("host")):
+			f.hosts++
+		case bytes.EqualFold(name, []byte("content-length")):
+			f.lengths++
+		case bytes.EqualFold(name, []byte("transfer-encoding")):
+			f.te = true
 		}
 	}
-	return n
+	return f
 }
 
 // check is what net/http's server asks of a request past its parser:
 // HTTP/1.x, one valid Host (required from 1.1 on), valid header names and
 // values, and only the 100-continue expectation.
-func check(r *http.Request, hosts int) (msg string, code int) {
+func check(r *http.Request, fr framing) (msg string, code int) {
 	if r.ProtoMajor != 1 {
 		return "unsupported protocol version", http.StatusHTTPVersionNotSupported
 	}
+	hosts := fr.hosts
 	switch {
+	case fr.te && !r.ProtoAtLeast(1, 1):
+		// Faulty framing (RFC 9112 §6.1): the parser reads a 1.0
+		// request by its length, a front end may have read it chunked.
+		return "transfer-encoding in an HTTP/1.0 request", http.StatusBadRequest
 	case r.ProtoAtLeast(1, 1) && hosts == 0 && r.Method != http.MethodConnect:
 		return "missing required Host header", http.StatusBadRequest
 	case hosts > 1:
@@ -448,7 +474,7 @@ func check(r *http.Request, hosts int) (msg string, code int) {
 			}
 		}
 	}
-	if e := r.Header.Get("Expect"); e != "" && !(r.ProtoAtLeast(1, 1) && strings.EqualFold(e, "100-continue")) {
+	if e := r.Header.Get("Expect"); e != "" && !strings.EqualFold(e, "100-continue") {
 		return "", http.StatusExpectationFailed
 	}
 	return "", 0
@@ -474,9 +500,10 @@ func (c *sconn) readBody(r *http.Request) (fail func(*sresp)) {
 		return tooLarge
 	}
 	if r.Header.Get("Expect") != "" {
-		if r.ContentLength == 0 {
-			r.Header.Del("Expect")
-		} else {
+		// 100-continue (the only expectation check lets by); a 1.0
+		// client's is ignored (RFC 9110 §10.1.1).
+		r.Header.Del("Expect")
+		if r.ContentLength != 0 && r.ProtoAtLeast(1, 1) {
 			c.waitIdle()
 			if _, err := io.WriteString(c.nc, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
 				return func(*sresp) {}
@@ -492,8 +519,11 @@ func (c *sconn) readBody(r *http.Request) (fail func(*sresp)) {
 	}
 	if err != nil {
 		var ne net.Error
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
-			return func(*sresp) {} // the client left or went quiet: no answer
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			return plainFail(http.StatusRequestTimeout, "") // and closed (RFC 9110 §15.5.9)
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne):
+			return func(*sresp) {} // the client left: no answer
 		}
 		return plainFail(http.StatusBadRequest, "malformed request body")
 	}
@@ -606,6 +636,9 @@ func (c *sconn) serve(q *sreq) (keep, abort bool) {
 		}
 	}()
 	c.s.p.serve(w, q.r, q.body)
+	if !w.wroteHeader && q.hup.Err() != nil {
+		return false, true // the client left, and was given no answer: none is made up
+	}
 	w.end()
 	return !w.close && w.err == nil, false
 }
