@@ -187,6 +187,7 @@ type sconn struct {
 	// The reader's deadline bookkeeping (reader only).
 	armed    time.Time // when the idle deadline was last set
 	deadline bool      // a header or body deadline is set, not the idle one
+	served   bool      // a request came: the wait for the next is the idle one
 }
 
 // limitedConn reads from nc, at most n bytes while n >= 0 (a header
@@ -258,6 +259,9 @@ func (c *sconn) next() (q *sreq, ok bool) {
 	if !c.awaitFirstByte() {
 		return nil, false
 	}
+	if !c.served {
+		c.served, c.deadline = true, true // the idle deadline is set at the next wait
+	}
 	// The header block is read twice only for its Host lines, which the
 	// parser folds into one: from the buffer when it came whole (nearly
 	// always), else from a copy of the bytes as they come.
@@ -299,7 +303,6 @@ func (c *sconn) next() (q *sreq, ok bool) {
 		// that read the other: answered, then closed (RFC 9112 §6.3).
 		r.Close = true
 	}
-	r.RemoteAddr = c.nc.RemoteAddr().String()
 	if r.Body != http.NoBody && r.Body != nil {
 		if f := c.readBody(r); f != nil {
 			return &sreq{r: r, fail: f}, true
@@ -321,7 +324,15 @@ func (c *sconn) awaitFirstByte() bool {
 			return true
 		}
 		now := time.Now()
-		if c.deadline || now.Sub(c.armed) > idleSlack() {
+		if !c.served {
+			// A new connection's first request is bounded as its header
+			// block is: a client that connects and says nothing is not
+			// kept for the idle timeout (as net/http does).
+			if c.armed.IsZero() {
+				_ = c.nc.SetReadDeadline(now.Add(readHeaderTimeout))
+				c.armed = now
+			}
+		} else if c.deadline || now.Sub(c.armed) > idleSlack() {
 			if err := c.nc.SetReadDeadline(now.Add(clientIdleTimeout)); err != nil {
 				c.gone(err)
 				return false
@@ -354,7 +365,7 @@ func (c *sconn) awaitFirstByte() bool {
 			return true
 		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		if errors.As(err, &ne) && ne.Timeout() && c.served {
 			if busy || time.Since(last) < clientIdleTimeout {
 				c.armed = time.Time{} // not idle that long yet: wait on
 				continue
@@ -603,7 +614,9 @@ const lingerTime = 500 * time.Millisecond
 // serve answers one request. keep: the connection may carry another;
 // abort: the handler cut the answer (the connection closes at once).
 func (c *sconn) serve(q *sreq) (keep, abort bool) {
-	w := &sresp{c: c, h: make(http.Header, 8), req: q.r}
+	w := &sresp{c: c, h: make(http.Header, 8), req: q.r, outp: getBuf()}
+	w.out = (*w.outp)[:0]
+	defer w.release()
 	if q.fail != nil {
 		if w.req == nil {
 			w.req = &http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: 1}
@@ -758,6 +771,7 @@ type sresp struct {
 	noBody      bool
 	close       bool // Connection: close, and close after
 	out         []byte
+	outp        *[]byte // out's pooled holder
 	err         error
 
 	raw     bool // rawBody is the whole answer (plainFail)
@@ -854,7 +868,8 @@ func (w *sresp) commit(whole bool) {
 	if w.c.closingNow() {
 		w.close = true
 	}
-	head := make([]byte, 0, 256+len(body))
+	headp := getBuf()
+	head := (*headp)[:0]
 	head = append(head, "HTTP/1.1 "...)
 	head = strconv.AppendInt(head, int64(w.status), 10)
 	head = append(head, ' ')
@@ -891,7 +906,8 @@ func (w *sresp) commit(whole bool) {
 	} else if !w.noBody {
 		head = append(head, body...)
 	}
-	w.out = head
+	putBuf(w.outp, body)
+	w.outp, w.out = headp, head
 }
 
 var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
@@ -933,7 +949,31 @@ func (w *sresp) end() {
 	if w.cl >= 0 && w.n < w.cl && !w.noBody {
 		w.close = true
 	}
-	w.out = nil
+}
+
+// answerBufs are the buffers answers gather in: shared by every
+// connection, so an idle one holds none.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// maxKeptBuf bounds the buffers kept for the next answer.
+const maxKeptBuf = 64 << 10
+
+func getBuf() *[]byte { return answerBufs.Get().(*[]byte) }
+
+func putBuf(p *[]byte, b []byte) {
+	if cap(b) <= maxKeptBuf {
+		*p = b[:0]
+		answerBufs.Put(p)
+	}
+}
+
+// release hands the answer's buffer back; w is not written after it
+// (forward.finish keeps the header timer off it).
+func (w *sresp) release() {
+	if w.outp != nil {
+		putBuf(w.outp, w.out)
+	}
+	w.outp, w.out = nil, nil
 }
 
 // closingNow reports whether the server is draining: answers say

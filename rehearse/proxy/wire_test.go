@@ -84,6 +84,10 @@ func (u *wireUp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch {
+	case r.URL.Path == "/v1/big" && r.Method == http.MethodGet:
+		// No length, and larger than any buffer on the way.
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = io.WriteString(w, wireBig)
 	case r.URL.Path == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(wireModels)))
@@ -112,6 +116,16 @@ func (u *wireUp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	}
 }
+
+// wireBig is the upstream's answer to GET /v1/big: 300 KB that differ
+// from line to line, so a byte of one answer in another shows.
+var wireBig = func() string {
+	var b strings.Builder
+	for i := 0; b.Len() < 300<<10; i++ {
+		fmt.Fprintf(&b, "line %06d of the big answer\n", i)
+	}
+	return b.String()
+}()
 
 // wireAnswer is the upstream's answer to a non-streamed chat request.
 func wireAnswer(model string) string {
@@ -702,6 +716,42 @@ func TestWireSlowHeaders(t *testing.T) {
 		assert.Equal(t, 408, resp.StatusCode)
 	}
 	assert.Empty(t, u.requests())
+}
+
+// A new connection that never sends a byte is closed on the header
+// clock, not kept for the (longer) idle one.
+func TestWireSilentConnection(t *testing.T) {
+	setClock(t, &readHeaderTimeout, 200*ms)
+	setClock(t, &clientIdleTimeout, time.Minute)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	t0 := time.Now()
+	c := dialWire(t, px)
+	assert.Empty(t, c.rest(wireWait), "closed without a word")
+	took := time.Since(t0)
+	assert.GreaterOrEqual(t, took, 200*ms, "closed before its clock")
+	assert.Less(t, took, 5*time.Second, "kept as if idle")
+}
+
+// An answer larger than the server's buffers (sent in pieces, chunked)
+// and a small one after it on the same connection each arrive whole and
+// alone: a buffer one answer used holds nothing of it for the next.
+func TestWireBigAnswer(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	for range 3 {
+		c.write("GET /v1/big HTTP/1.1\r\nHost: proxy\r\n\r\n")
+		resp, body := c.answer(http.MethodGet)
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, []string{"chunked"}, resp.TransferEncoding)
+		require.Equal(t, len(wireBig), len(body))
+		require.True(t, body == wireBig, "the big answer, byte for byte")
+		c.write(wireGetModels)
+		resp, body = c.answer(http.MethodGet)
+		require.Equal(t, 200, resp.StatusCode)
+		require.Equal(t, wireModels, body)
+	}
 }
 
 // RFC 9112 §9.8 (a server may close an idle connection): a kept-alive
