@@ -227,10 +227,12 @@ func (t *tee) Read(p []byte) (int, error) {
 // Close releases the upstream request from the seat's context; the
 // proxy closes the upstream body itself once the rest is forwarded. A
 // seat closing it because its context ended (its hook may run before
-// the exchange's own) cancels the upstream request instead.
+// the exchange's own) cancels the upstream request instead, and frees a
+// write stuck on a client that stopped reading (unblock).
 func (t *tee) Close() error {
 	if t.f.seatCtx.Err() != nil {
 		t.f.up.abort()
+		t.f.unblock()
 	} else {
 		t.f.up.stop()
 	}
@@ -280,6 +282,14 @@ func (f *forward) finish() {
 	f.wmu.Unlock()
 }
 
+// unblock ends a write to the client that waits on a client no longer
+// reading, as the attempt is cut: without it, a client that stops
+// reading a stream would hold its handler (and its slot) past every
+// timeout. The answer is cut anyway, so the connection is spent.
+func (f *forward) unblock() {
+	_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+}
+
 func (f *forward) failed() bool {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
@@ -295,7 +305,7 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 		return false // the seat read it to its end (most answers)
 	}
 	defer up.Close()
-	stop := context.AfterFunc(ctx, up.abort)
+	stop := context.AfterFunc(ctx, func() { up.abort(); f.unblock() })
 	defer stop()
 	// Most answers have nothing left once the seat has read its last
 	// event: a pooled buffer, not 32 KiB a request for an EOF.

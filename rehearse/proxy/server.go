@@ -462,13 +462,18 @@ func check(r *http.Request, fr framing) (msg string, code int) {
 	if r.ProtoMajor != 1 {
 		return "unsupported protocol version", http.StatusHTTPVersionNotSupported
 	}
+	if r.Method == http.MethodConnect {
+		// A gateway in front of one origin, not a forward proxy: no
+		// tunnel is opened, nor a CONNECT sent on to the origin.
+		return "a gateway, not a forward proxy", http.StatusMethodNotAllowed
+	}
 	hosts := fr.hosts
 	switch {
 	case fr.te && !r.ProtoAtLeast(1, 1):
 		// Faulty framing (RFC 9112 §6.1): the parser reads a 1.0
 		// request by its length, a front end may have read it chunked.
 		return "transfer-encoding in an HTTP/1.0 request", http.StatusBadRequest
-	case r.ProtoAtLeast(1, 1) && hosts == 0 && r.Method != http.MethodConnect:
+	case r.ProtoAtLeast(1, 1) && hosts == 0:
 		return "missing required Host header", http.StatusBadRequest
 	case hosts > 1:
 		return "too many Host headers", http.StatusBadRequest
@@ -930,6 +935,10 @@ func (w *sresp) FlushError() error {
 }
 
 func (w *sresp) Flush() { _ = w.FlushError() }
+
+// SetWriteDeadline bounds the answer's writes to the client
+// (http.ResponseController's).
+func (w *sresp) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
 
 // end is the handler's return: the rest of the answer leaves, with the
 // chunked end, in one write. An answer shorter than its declared length

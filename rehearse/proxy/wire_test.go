@@ -593,6 +593,19 @@ func TestWireMalformed(t *testing.T) {
 // connection in the first two cases (so the hidden request was read as
 // the next one and forwarded), and answered the third 200 with an empty
 // body.
+// RFC 9110 §9.3.6: the proxy is a gateway in front of one origin, not a
+// forward proxy: CONNECT is refused, and never sent on to the origin.
+func TestWireConnectRefused(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	c.write("CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n")
+	resp, _ := c.answer(http.MethodConnect)
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	c.closed(wireWait)
+	assert.Empty(t, u.requests())
+}
+
 func TestWireSmuggling(t *testing.T) {
 	const chunked = "0\r\n\r\n"
 	tests := []struct{ name, req string }{
@@ -971,4 +984,57 @@ func TestWireDrain(t *testing.T) {
 	for _, r := range rs {
 		assert.Equal(t, admit.OK, r.Outcome)
 	}
+}
+
+// A client that sends a streamed request and then never reads its answer
+// (a slow-read attack, or a wedged app) holds its attempt only until the
+// hard timeout: the write stuck on it is freed, the attempt ends timed
+// out with its row, its slot is given back, and the upstream request
+// ends. (net/http's server, without a write timeout, waited forever.)
+func TestWireClientStopsReading(t *testing.T) {
+	ln := listen(t)
+	upDone := make(chan struct{})
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, wireModels)
+			return
+		}
+		defer close(upDone)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		event := []byte(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 4000) + `"}}]}` + "\n\n")
+		rc := http.NewResponseController(w)
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+			if _, err := w.Write(event); err != nil {
+				return
+			}
+			if rc.Flush() != nil {
+				return
+			}
+		}
+	}), ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	pol := testPolicy()
+	pol.Timeouts.Hard = 500 * ms
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")}, func(o *Options) { o.MaxConcurrent = 1 })
+	c, err := net.Dial("tcp", strings.TrimPrefix(px.url, "http://"))
+	require.NoError(t, err)
+	defer c.Close()
+	// A small receive window, so the stream backs up into the proxy soon.
+	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4<<10))
+	_, err = io.WriteString(c, wirePost(`{"model":"m1","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "X-Retrygate-Job: stuck\r\n"))
+	require.NoError(t, err)
+	rs := px.rows.wait(t, 1)
+	assert.Equal(t, admit.Timeout, rs[0].Outcome)
+	select {
+	case <-upDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was left running")
+	}
+	// The slot is free: the proxy (one slot) answers the next client.
+	resp, err := http.Get(px.url + "/v1/models")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
