@@ -194,6 +194,7 @@ func without(names []string, drop string) []string {
 func runProxy(o *ProxyOptions) error {
 	e := o.IO.ErrOut
 	defer rehearse.RealTimeGC(o.Getenv)()
+	defer proxy.SidecarProcs(o.Getenv)()
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()
