@@ -92,6 +92,10 @@ about). Request bodies over --max-body get 413, header blocks over 64 KiB
 SIGTERM drains: requests in flight finish or are cut at their deadline,
 every row is written, and jobs still open get the row that ends them.
 
+Like a sidecar beside the application it fronts, it runs on half the
+CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
+GOGC=400 unless GOGC is set (docs/proxy.md).
+
 The first line of stdout is the base URL to give a client.` + exitStatus(
 			"served until Ctrl-C or SIGTERM, every row written", "not used"),
 		Example: `  # the config's fallback chain, on the default port

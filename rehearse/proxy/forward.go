@@ -216,9 +216,10 @@ func (t *tee) Read(p []byte) (int, error) {
 			}
 		}
 		// A stream's reads are flushed as they come, but the last: the
-		// handler ends at once, and net/http sends it with the body's end.
-		// A body of known length is one document no client reads in part:
-		// it goes as net/http's buffer fills, and its end with the handler's.
+		// handler ends at once, and the server sends it with the body's
+		// end. A body of known length is one document no client reads in
+		// part: it goes as the server's buffer fills, and its end with
+		// the handler's.
 		t.f.send(p[:n], err == nil && t.left < 0)
 	}
 	return n, err

@@ -25,7 +25,7 @@ import (
 // per request to notice a client hanging up, moves three read deadlines
 // per request, and makes a context per request under the connection's;
 // at concurrency 64 on two cores each microsecond of that is about 16 of
-// the added p50 (docs/speed.md).
+// the added p50 (docs/proxy.md).
 //
 // Here a connection has two goroutines for its whole life:
 //
