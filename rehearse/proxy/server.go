@@ -412,13 +412,18 @@ func (c *sconn) setDeadline(t time.Time) {
 // whole header block, so reading it cannot wait on the client.
 func headerBlock(br *bufio.Reader) (b []byte, whole bool) {
 	b, _ = br.Peek(br.Buffered())
+	// The first empty line ends it, whichever line end it has.
+	end := -1
 	if i := bytes.Index(b, []byte("\n\r\n")); i >= 0 {
-		return b[:i+3], true
+		end = i + 3
 	}
-	if i := bytes.Index(b, []byte("\n\n")); i >= 0 {
-		return b[:i+2], true
+	if i := bytes.Index(b, []byte("\n\n")); i >= 0 && (end < 0 || i+2 < end) {
+		end = i + 2
 	}
-	return b, false
+	if end < 0 {
+		return b, false
+	}
+	return b[:end], true
 }
 
 // framing is what the parser folds away of a header block (its request
@@ -661,8 +666,9 @@ func (c *sconn) serve(q *sreq) (keep, abort bool) {
 	return !w.close && w.err == nil, false
 }
 
-// plainFail is net/http's own answer to a request it cannot take: a
-// plain-text status line, and the connection closed.
+// plainFail is the server's answer to a request it cannot take, as
+// net/http's server gives it: a plain-text status line, then the
+// connection closed (with its length and a Date, which net/http's lacks).
 func plainFail(code int, msg string) func(*sresp) {
 	return func(w *sresp) {
 		w.raw = true
@@ -670,8 +676,10 @@ func plainFail(code int, msg string) func(*sresp) {
 		if msg != "" {
 			text += ": " + msg
 		}
-		w.rawBody = "HTTP/1.0 " + strconv.Itoa(code) + " " + http.StatusText(code) +
-			"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + text
+		w.rawBody = "HTTP/1.1 " + strconv.Itoa(code) + " " + http.StatusText(code) +
+			"\r\nDate: " + httpDate() +
+			"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + strconv.Itoa(len(text)) +
+			"\r\nConnection: close\r\n\r\n" + text
 		w.status = code
 	}
 }

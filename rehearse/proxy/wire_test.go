@@ -568,9 +568,11 @@ func TestWireMalformed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := dialWire(t, px)
 			c.write(tt.req + wireSmuggled)
-			resp, _ := c.answer(http.MethodPost)
+			resp, body := c.answer(http.MethodPost)
 			assert.Contains(t, tt.status, resp.StatusCode)
 			assert.True(t, resp.Close, "the answer says close")
+			assert.NotEmpty(t, resp.Header.Get("Date"))
+			assert.Equal(t, int64(len(body)), resp.ContentLength, "a length, not the close, ends the body")
 			c.closed(wireWait)
 		})
 	}
