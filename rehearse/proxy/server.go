@@ -594,7 +594,10 @@ func (c *sconn) handle() {
 		c.pending--
 		c.lastDone = time.Now()
 		c.idleCond.Broadcast()
+		// A drain that began after the answer was committed (it could not
+		// say close) ends the connection all the same.
 		c.closing = c.closing || !keep
+		keep = !c.closing
 		c.mu.Unlock()
 		switch {
 		case abort:

@@ -1,0 +1,116 @@
+package proxy
+
+// Hostile clients against the proxy's own HTTP/1.1 server (server.go):
+// each test is a defect found by attacking it, and fails without its fix.
+// Raw TCP on 127.0.0.1, with wire_test.go's helpers and shortened clocks.
+
+import (
+	"bytes"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"retrygate/rehearse/seat"
+)
+
+// liveConns counts the server's connections still running (their
+// handler goroutines), across every proxy in this process.
+func liveConns() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Count(buf[:n], []byte("proxy.(*sconn).handle("))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// pausedStream is an upstream whose stream answer sends its headers and
+// first event, then waits for release before the rest.
+func pausedStream(t *testing.T, release chan struct{}) string {
+	t.Helper()
+	ln := listen(t)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		_, _ = io.WriteString(w, wireStreamParts[0])
+		_ = rc.Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, wireStreamParts[1]+wireStreamParts[2])
+	}), ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+const wireStreamChat = `{"model":"m1","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`
+
+// A stream whose headers left before the drain began cannot say
+// Connection: close; once it ends, its connection is idle and must be
+// closed then, not kept until the drain gives up (hard timeout + 2 s):
+// Serve returns as soon as the stream is done.
+func TestRedteamDrainAfterCommittedStream(t *testing.T) {
+	release := make(chan struct{})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", pausedStream(t, release))})
+	c := dialWire(t, px)
+	c.write(wirePost(wireStreamChat, ""))
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(wireWait)))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodPost})
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.False(t, resp.Close, "committed before the drain")
+
+	stopped := make(chan struct{})
+	go func() { px.stop(); close(stopped) }()
+	addr := strings.TrimPrefix(px.url, "http://")
+	require.Eventually(t, func() bool {
+		d, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = d.Close()
+		}
+		return err != nil
+	}, wireWait, ms, "the drain began")
+	close(release)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, benchStream, string(body), "the stream in flight is whole")
+	c.closed(2 * time.Second) // the drain gives up only after 7 s
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Serve did not return once the stream was done")
+	}
+}
+
+// A client that pipelines requests and never reads an answer fills the
+// socket's buffers; the answer's write then waits on it. That write is
+// bounded by the idle clock (the client read nothing for that long): the
+// connection and its goroutines go, instead of living forever (net/http
+// without a WriteTimeout kept them too, but it is one request a client
+// can repeat on every connection it opens).
+func TestRedteamClientNeverReads(t *testing.T) {
+	setClock(t, &clientIdleTimeout, 300*ms)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	before := liveConns()
+	c := dialWire(t, px)
+	require.NoError(t, c.c.SetReadBuffer(4<<10))
+	// 20 × 300 KB answers: far more than the socket buffers hold.
+	c.write(strings.Repeat("GET /v1/big HTTP/1.1\r\nHost: proxy\r\n\r\n", 20))
+	require.Eventually(t, func() bool { return liveConns() == before }, 5*time.Second, 10*ms,
+		"the connection of a client that reads nothing is kept")
+}
