@@ -184,6 +184,12 @@ type sconn struct {
 	lastDone time.Time // the handler's last answer ended
 	dead     bool      // the reader gave up: the handler closes the connection
 
+	// The write deadline: moved by write at most every idleSlack, unless a
+	// handler set its own (held) for the rest of the connection.
+	wmu    sync.Mutex
+	wArmed time.Time
+	wHeld  bool
+
 	// The reader's deadline bookkeeping (reader only).
 	armed    time.Time // when the idle deadline was last set
 	deadline bool      // a header or body deadline is set, not the idle one
@@ -403,6 +409,21 @@ func (c *sconn) gone(err error) {
 	}
 }
 
+// write sends b to the client. A write is bounded by the idle clock: a
+// client that reads nothing of its answers for clientIdleTimeout is gone,
+// as one that sends nothing is. Like the idle read deadline, the write
+// deadline moves at most every idleSlack: a busy connection sets it once
+// a second, not once a request.
+func (c *sconn) write(b []byte) (int, error) {
+	c.wmu.Lock()
+	if now := time.Now(); !c.wHeld && now.Sub(c.wArmed) > idleSlack() {
+		_ = c.nc.SetWriteDeadline(now.Add(clientIdleTimeout))
+		c.wArmed = now
+	}
+	c.wmu.Unlock()
+	return c.nc.Write(b)
+}
+
 func (c *sconn) setDeadline(t time.Time) {
 	_ = c.nc.SetReadDeadline(t)
 	c.deadline = true
@@ -526,7 +547,7 @@ func (c *sconn) readBody(r *http.Request) (fail func(*sresp)) {
 		r.Header.Del("Expect")
 		if r.ContentLength != 0 && r.ProtoAtLeast(1, 1) {
 			c.waitIdle()
-			if _, err := io.WriteString(c.nc, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			if _, err := c.write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 				return func(*sresp) {}
 			}
 		}
@@ -666,7 +687,10 @@ func (c *sconn) serve(q *sreq) (keep, abort bool) {
 		return false, true // the client left, and was given no answer: none is made up
 	}
 	w.end()
-	return !w.close && w.err == nil, false
+	c.wmu.Lock()
+	held := c.wHeld
+	c.wmu.Unlock()
+	return !w.close && w.err == nil && !held, false
 }
 
 // plainFail is the server's answer to a request it cannot take, as
@@ -937,7 +961,7 @@ func (w *sresp) FlushError() error {
 	if len(w.out) == 0 {
 		return nil
 	}
-	_, err := w.c.nc.Write(w.out)
+	_, err := w.c.write(w.out)
 	w.out = w.out[:0]
 	if err != nil {
 		w.err = err
@@ -948,15 +972,22 @@ func (w *sresp) FlushError() error {
 func (w *sresp) Flush() { _ = w.FlushError() }
 
 // SetWriteDeadline bounds the answer's writes to the client
-// (http.ResponseController's).
-func (w *sresp) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+// (http.ResponseController's): from then on the handler's deadline holds
+// (write moves it no more), and the connection is not kept after this
+// answer.
+func (w *sresp) SetWriteDeadline(t time.Time) error {
+	w.c.wmu.Lock()
+	defer w.c.wmu.Unlock()
+	w.c.wHeld = true
+	return w.c.nc.SetWriteDeadline(t)
+}
 
 // end is the handler's return: the rest of the answer leaves, with the
 // chunked end, in one write. An answer shorter than its declared length
 // closes the connection (the client sees it cut).
 func (w *sresp) end() {
 	if w.raw {
-		_, w.err = io.WriteString(w.c.nc, w.rawBody)
+		_, w.err = w.c.write([]byte(w.rawBody))
 		return
 	}
 	w.commit(true)
@@ -964,7 +995,7 @@ func (w *sresp) end() {
 		w.out = append(w.out, "0\r\n\r\n"...)
 	}
 	if w.err == nil && len(w.out) > 0 {
-		_, w.err = w.c.nc.Write(w.out)
+		_, w.err = w.c.write(w.out)
 	}
 	if w.cl >= 0 && w.n < w.cl && !w.noBody {
 		w.close = true
