@@ -114,3 +114,28 @@ func TestRedteamClientNeverReads(t *testing.T) {
 	require.Eventually(t, func() bool { return liveConns() == before }, 5*time.Second, 10*ms,
 		"the connection of a client that reads nothing is kept")
 }
+
+// RFC 9112 §9.6: a server closing a connection must not reset it over
+// bytes it never read, or the client's kernel may throw away the answer
+// it has not read yet. Here the handler ends the connection (a 1.0
+// answer of unknown length ends with it) while the client has pipelined
+// a request and then more bytes: the answer still arrives whole, ended by
+// a close, not a reset.
+func TestRedteamLingerAfterHandlerClose(t *testing.T) {
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	c := dialWire(t, px)
+	require.NoError(t, c.c.SetReadBuffer(32<<10))
+	c.write("GET /v1/big HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" + wireGetModels)
+	time.Sleep(100 * ms) // both are read; the second waits for the handler
+	c.write(strings.Repeat("x", 64<<10))
+	time.Sleep(100 * ms)
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(wireWait)))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodGet})
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.True(t, resp.Close)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the answer ends with a close, not a reset")
+	require.Equal(t, len(wireBig), len(body))
+}

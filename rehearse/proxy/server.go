@@ -327,6 +327,15 @@ func (c *sconn) next() (q *sreq, ok bool) {
 func (c *sconn) awaitFirstByte() bool {
 	for {
 		if c.br.Buffered() > 0 {
+			// Pipelined: the next request is here, unless the
+			// connection is closing.
+			c.mu.Lock()
+			closing, idle := c.closing, c.pending == 0
+			c.mu.Unlock()
+			if closing {
+				c.closeRead(idle)
+				return false
+			}
 			return true
 		}
 		now := time.Now()
@@ -346,9 +355,12 @@ func (c *sconn) awaitFirstByte() bool {
 			c.armed, c.deadline = now, false
 		}
 		c.mu.Lock()
-		if c.closing && c.pending == 0 {
+		if c.closing {
+			// The server drains, or the handler ended the connection:
+			// nothing more is read as a request.
+			idle := c.pending == 0
 			c.mu.Unlock()
-			c.gone(errServerClosed)
+			c.closeRead(idle)
 			return false
 		}
 		c.waiting = true
@@ -359,12 +371,12 @@ func (c *sconn) awaitFirstByte() bool {
 		busy, last, closing := c.pending > 0, c.lastDone, c.closing
 		c.mu.Unlock()
 		if closing {
-			// The server drains, or the handler ended the connection:
-			// what comes now is not read as a request.
+			// What comes now is not read as a request.
 			if err == nil {
-				c.drainRest()
+				c.closeRead(!busy)
+			} else {
+				c.gone(errServerClosed)
 			}
-			c.gone(errServerClosed)
 			return false
 		}
 		if err == nil {
@@ -380,6 +392,18 @@ func (c *sconn) awaitFirstByte() bool {
 		c.gone(err)
 		return false
 	}
+}
+
+// closeRead is the reader's end on a closing connection: what the client
+// still sends is read and dropped, so that the close is not a reset that
+// loses the last answer. With the handler idle that lasts lingerTime;
+// while it still answers, until its lingerClose bounds it.
+func (c *sconn) closeRead(idle bool) {
+	if idle {
+		_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	}
+	c.drainRest()
+	c.gone(errServerClosed)
 }
 
 // drainRest reads (and drops) whatever the client still sends after the
