@@ -139,3 +139,36 @@ func TestRedteamLingerAfterHandlerClose(t *testing.T) {
 	require.NoError(t, err, "the answer ends with a close, not a reset")
 	require.Equal(t, len(wireBig), len(body))
 }
+
+// A new connection's first request has readHeaderTimeout for its header
+// block from the moment it connects (docs/proxy.md; net/http counts it
+// so). A client that sends its first byte just before the clock runs out
+// and then dribbles must not get a second full clock from that byte.
+func TestRedteamFirstRequestHeaderClock(t *testing.T) {
+	setClock(t, &readHeaderTimeout, 500*ms)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u)
+	t0 := time.Now()
+	c := dialWire(t, px)
+	time.Sleep(400 * ms)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for _, b := range []byte("GET /v1/models HTTP/1.1\r\nHost: proxy\r\nX-Slow: ") {
+			if _, err := c.c.Write([]byte{b}); err != nil {
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * ms):
+			}
+		}
+	}()
+	got := c.rest(wireWait)
+	took := time.Since(t0)
+	assert.GreaterOrEqual(t, took, 500*ms, "closed before its clock")
+	assert.Less(t, took, 850*ms, "the first byte started a second header clock")
+	assert.NotContains(t, got, "200 OK")
+	assert.Empty(t, u.requests())
+}

@@ -265,7 +265,8 @@ func (c *sconn) next() (q *sreq, ok bool) {
 	if !c.awaitFirstByte() {
 		return nil, false
 	}
-	if !c.served {
+	first := !c.served
+	if first {
 		c.served, c.deadline = true, true // the idle deadline is set at the next wait
 	}
 	// The header block is read twice only for its Host lines, which the
@@ -273,7 +274,12 @@ func (c *sconn) next() (q *sreq, ok bool) {
 	// always), else from a copy of the bytes as they come.
 	head, whole := headerBlock(c.br)
 	if !whole {
-		c.setDeadline(time.Now().Add(readHeaderTimeout))
+		if !first {
+			// A kept-alive connection's header clock starts at the
+			// request's first byte; a new one's runs from the connection's
+			// start (awaitFirstByte), as net/http's does.
+			c.setDeadline(time.Now().Add(readHeaderTimeout))
+		}
 		c.lim.copy = append(c.lim.copy[:0], head...)
 		c.lim.copying = true
 	}
