@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -169,6 +170,12 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if resp.StatusCode < 100 {
+		// Go's parser takes any three digits ("000"); a ResponseWriter
+		// panics on them. A malformed answer, as one it cannot parse.
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("proxy: malformed HTTP status code %03d", resp.StatusCode)
 	}
 	f.up, f.seatCtx = up, seatReq.Context()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

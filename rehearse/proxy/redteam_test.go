@@ -5,6 +5,7 @@ package proxy
 // Raw TCP on 127.0.0.1, with wire_test.go's helpers and shortened clocks.
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"log"
@@ -171,4 +172,23 @@ func TestRedteamFirstRequestHeaderClock(t *testing.T) {
 	assert.Less(t, took, 850*ms, "the first byte started a second header clock")
 	assert.NotContains(t, got, "200 OK")
 	assert.Empty(t, u.requests())
+}
+
+// An upstream answering a status below 100 ("000", which Go's parser
+// takes) made the ResponseWriter panic: the panic was caught, but the
+// attempt's row was never written and the job's books kept it in flight
+// for ever. It is a malformed answer: 502 to the client, and a row.
+func TestRedteamUpstreamStatusBelow100(t *testing.T) {
+	base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, _, ok := readReq(br); ok {
+			_, _ = io.WriteString(c, "HTTP/1.1 000 Zero\r\nContent-Length: 2\r\n\r\n{}")
+		}
+	})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	c := dialWire(t, px)
+	c.write(wirePost(wireChat("m1"), "X-Retrygate-Job: zero\r\n"))
+	resp, _ := c.answer(http.MethodPost)
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	rs := px.rows.wait(t, 1)
+	assert.Equal(t, 0, rs[0].HTTPStatus)
 }
