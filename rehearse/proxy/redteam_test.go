@@ -25,11 +25,28 @@ import (
 // liveConns counts the server's connections still running (their
 // handler goroutines), across every proxy in this process.
 func liveConns() int {
+	return bytes.Count(stacks(), []byte("proxy.(*sconn).handle("))
+}
+
+// ownGoroutines counts the goroutines but the upstream's (net/http's
+// server: the proxy keeps as many idle connections to it as it needed at
+// once).
+func ownGoroutines() int {
+	n := 0
+	for g := range bytes.SplitSeq(stacks(), []byte("\n\n")) {
+		if !bytes.Contains(g, []byte("created by net/http.")) {
+			n++
+		}
+	}
+	return n
+}
+
+func stacks() []byte {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return bytes.Count(buf[:n], []byte("proxy.(*sconn).handle("))
+			return buf[:n]
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -191,4 +208,59 @@ func TestRedteamUpstreamStatusBelow100(t *testing.T) {
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	rs := px.rows.wait(t, 1)
 	assert.Equal(t, 0, rs[0].HTTPStatus)
+}
+
+// Hostile clients of every kind, each leaving in its own way: once they
+// are gone and the clocks have run out, none of their connections (a
+// reader and a handler each) is left, and the goroutine count is back
+// where it was.
+func TestRedteamNoConnectionLeft(t *testing.T) {
+	setClock(t, &readHeaderTimeout, 200*ms)
+	setClock(t, &bodyTimeout, 200*ms)
+	setClock(t, &clientIdleTimeout, 300*ms)
+	u := wireUpstream(t, nil)
+	px := wireProxy(t, u, smallBody)
+	c := dialWire(t, px) // warm the upstream connection
+	c.write(wireGetModels)
+	c.answer(http.MethodGet)
+	require.NoError(t, c.c.Close())
+	require.Eventually(t, func() bool { return liveConns() == 0 }, wireWait, 10*ms)
+	g0 := ownGoroutines()
+
+	expect := strings.TrimSuffix(wirePost(wireChat("e"), "Expect: 100-continue\r\n"), wireChat("e"))
+	for name, send := range map[string]string{
+		"silent":              "",
+		"half a header":       "GET /v1/models HTTP/1.1\r\nHost: p\r\n",
+		"half a body":         wirePost(wireChat("a"), "")[:len(wirePost(wireChat("a"), ""))-5],
+		"expect, no body":     expect,
+		"pipelined burst":     strings.Repeat(wireGetModels, 200) + wirePost(wireChat("b"), "") + "GET /v1/big HTTP/1.1\r\nHost: p\r\n\r\n",
+		"431":                 "GET / HTTP/1.1\r\nHost: p\r\nX: " + strings.Repeat("y", 2*MaxHeaderBytes) + "\r\n\r\n",
+		"413 and more":        "POST /v1/chat/completions HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + strings.Repeat("z", 0x800) + "\r\n",
+		"garbage":             "\x00\x01\x02 GARBAGE\r\n\r\n" + wireGetModels,
+		"close then more":     "GET /v1/models HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n" + strings.Repeat("x", 100<<10),
+		"stream, half-closed": wirePost(wireStreamChat, ""),
+	} {
+		for _, how := range []string{"close", "half-close", "stay"} {
+			nc, err := net.Dial("tcp", strings.TrimPrefix(px.url, "http://"))
+			require.NoError(t, err, name)
+			_, _ = io.WriteString(nc, send)
+			switch how {
+			case "close":
+				_ = nc.Close()
+			case "half-close":
+				_ = nc.(*net.TCPConn).CloseWrite()
+				defer nc.Close()
+			default:
+				defer nc.Close() // reads nothing, sends nothing more
+			}
+		}
+	}
+	require.Eventually(t, func() bool { return liveConns() == 0 }, 5*time.Second, 10*ms,
+		"connections left after every clock ran out")
+	// Polled here, not by Eventually (which asks on a goroutine of its own).
+	for end := time.Now().Add(5 * time.Second); ownGoroutines() > g0; time.Sleep(10 * ms) {
+		if time.Now().After(end) {
+			t.Fatalf("goroutines left: %d, before %d\n%s", ownGoroutines(), g0, stacks())
+		}
+	}
 }
