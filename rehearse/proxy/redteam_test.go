@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"retrygate/admit"
 	"retrygate/rehearse/seat"
 )
 
@@ -263,4 +264,60 @@ func TestRedteamNoConnectionLeft(t *testing.T) {
 			t.Fatalf("goroutines left: %d, before %d\n%s", ownGoroutines(), g0, stacks())
 		}
 	}
+}
+
+// endlessStream is an upstream whose stream answer never ends (until the
+// proxy's request does, counted in done).
+func endlessStream(t *testing.T) (base string, done chan struct{}) {
+	t.Helper()
+	done = make(chan struct{}, 1)
+	ln := listen(t)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, wireModels)
+			return
+		}
+		defer func() { done <- struct{}{} }()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		event := `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"}}]}` + "\n\n"
+		for r.Context().Err() == nil {
+			if _, err := io.WriteString(w, event); err != nil || rc.Flush() != nil {
+				return
+			}
+			time.Sleep(ms)
+		}
+	}), ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	return "http://" + ln.Addr().String() + "/v1", done
+}
+
+// A client that pipelines a request behind a stream and then closes its
+// connection: the reader, holding the pipelined request for the handler,
+// reads no more, so only the stream's next write can tell that the
+// client is gone. That failed write is the hang-up: the attempt is
+// cancelled at once (its row says so) and the upstream request ends,
+// instead of the stream running on for nobody until the hard timeout.
+func TestRedteamPipelinedClientGoneMidStream(t *testing.T) {
+	base, upDone := endlessStream(t)
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}) // hard timeout 5 s
+	c := dialWire(t, px)
+	c.write(wirePost(wireStreamChat, "X-Retrygate-Job: piped\r\n") + wireGetModels)
+	require.NoError(t, c.c.SetReadDeadline(time.Now().Add(wireWait)))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodPost})
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	_, err = io.ReadFull(resp.Body, make([]byte, 1000))
+	require.NoError(t, err)
+	require.NoError(t, c.c.SetLinger(0))
+	require.NoError(t, c.c.Close())
+	select {
+	case <-upDone:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the stream ran on for a client that is gone")
+	}
+	rs := px.rows.wait(t, 1)
+	assert.Equal(t, admit.Cancelled, rs[0].Outcome)
 }

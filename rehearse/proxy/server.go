@@ -441,7 +441,8 @@ func (c *sconn) gone(err error) {
 
 // write sends b to the client. A write is bounded by the idle clock: a
 // client that reads nothing of its answers for clientIdleTimeout is gone,
-// as one that sends nothing is. Like the idle read deadline, the write
+// as one that sends nothing is; a failed write cancels the request in
+// hand, as the reader's hang-up does. Like the idle read deadline, the write
 // deadline moves at most every idleSlack: a busy connection sets it once
 // a second, not once a request.
 func (c *sconn) write(b []byte) (int, error) {
@@ -451,7 +452,13 @@ func (c *sconn) write(b []byte) (int, error) {
 		c.wArmed = now
 	}
 	c.wmu.Unlock()
-	return c.nc.Write(b)
+	n, err := c.nc.Write(b)
+	if err != nil {
+		// The client is gone (or reads nothing): a hang-up, which the
+		// reader cannot see while it holds a pipelined request.
+		c.gone(err)
+	}
+	return n, err
 }
 
 func (c *sconn) setDeadline(t time.Time) {
