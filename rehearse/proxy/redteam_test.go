@@ -169,7 +169,7 @@ func TestRedteamFirstRequestHeaderClock(t *testing.T) {
 	px := wireProxy(t, u)
 	t0 := time.Now()
 	c := dialWire(t, px)
-	time.Sleep(400 * ms)
+	time.Sleep(450 * ms)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
