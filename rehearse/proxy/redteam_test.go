@@ -321,3 +321,23 @@ func TestRedteamPipelinedClientGoneMidStream(t *testing.T) {
 	rs := px.rows.wait(t, 1)
 	assert.Equal(t, admit.Cancelled, rs[0].Outcome)
 }
+
+// A client that half-closes while its pass-through request waits on the
+// upstream is gone (as for a gated request, TestWireHangUp): the
+// upstream request is cancelled, and the client must read nothing but
+// the close. It read a made-up 502 "upstream unreachable", for an
+// upstream that was reachable and about to answer.
+func TestRedteamPassThroughHangUpNoMadeUpAnswer(t *testing.T) {
+	base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, _, ok := readReq(br); ok {
+			time.Sleep(300 * ms)
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+		}
+	})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	c := dialWire(t, px)
+	c.write(wireGetModels)
+	time.Sleep(50 * ms) // the request is on its way upstream
+	require.NoError(t, c.c.CloseWrite())
+	assert.Empty(t, c.rest(wireWait), "no answer, only the close")
+}

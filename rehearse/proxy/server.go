@@ -685,7 +685,7 @@ const lingerTime = 500 * time.Millisecond
 // serve answers one request. keep: the connection may carry another;
 // abort: the handler cut the answer (the connection closes at once).
 func (c *sconn) serve(q *sreq) (keep, abort bool) {
-	w := &sresp{c: c, h: make(http.Header, 8), req: q.r, outp: getBuf()}
+	w := &sresp{c: c, h: make(http.Header, 8), req: q.r, hup: q.hup, outp: getBuf()}
 	w.out = (*w.outp)[:0]
 	defer w.release()
 	if q.fail != nil {
@@ -720,8 +720,11 @@ func (c *sconn) serve(q *sreq) (keep, abort bool) {
 		}
 	}()
 	c.s.p.serve(w, q.r, q.body)
-	if !w.wroteHeader && q.hup.Err() != nil {
-		return false, true // the client left, and was given no answer: none is made up
+	if q.hup.Err() != nil && (!w.wroteHeader || (w.late && !w.committed)) {
+		// The client left, and was given no answer (or one begun only
+		// after it left, of the handler's own: a refusal, a 502 for the
+		// upstream request its leaving cancelled): none is made up.
+		return false, true
 	}
 	w.end()
 	c.wmu.Lock()
@@ -837,11 +840,13 @@ func (h *hangup) cancel() {
 type sresp struct {
 	c   *sconn
 	req *http.Request
+	hup *hangup // the request's; nil for the server's own answers
 	h   http.Header
 
 	status      int
 	wroteHeader bool
 	committed   bool // the header block is in out (framing decided)
+	late        bool // the header came after the client hung up
 	chunked     bool
 	cl          int64 // the declared Content-Length; -1 none
 	n           int64 // body bytes the handler wrote
@@ -870,6 +875,7 @@ func (w *sresp) WriteHeader(code int) {
 		return // informational answers are not passed on
 	}
 	w.wroteHeader, w.status = true, code
+	w.late = w.hup != nil && w.hup.Err() != nil
 	w.cl = -1
 	if v := w.h.Get("Content-Length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
