@@ -328,16 +328,22 @@ func TestRedteamPipelinedClientGoneMidStream(t *testing.T) {
 // the close. It read a made-up 502 "upstream unreachable", for an
 // upstream that was reachable and about to answer.
 func TestRedteamPassThroughHangUpNoMadeUpAnswer(t *testing.T) {
+	arrived := make(chan struct{}, 1)
 	base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		if _, _, ok := readReq(br); ok {
-			time.Sleep(300 * ms)
+			arrived <- struct{}{}
+			time.Sleep(300 * ms) // the upstream thinks; the client leaves meanwhile
 			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
 		}
 	})
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
 	c := dialWire(t, px)
 	c.write(wireGetModels)
-	time.Sleep(50 * ms) // the request is on its way upstream
+	select {
+	case <-arrived: // the request is upstream: the hang-up cancels it there
+	case <-time.After(wireWait):
+		t.Fatal("the request never reached the upstream")
+	}
 	require.NoError(t, c.c.CloseWrite())
 	assert.Empty(t, c.rest(wireWait), "no answer, only the close")
 }

@@ -315,16 +315,14 @@ func (c *sconn) next() (q *sreq, ok bool) {
 		// that read the other: answered, then closed (RFC 9112 §6.3).
 		r.Close = true
 	}
+	var body []byte
 	if r.Body != http.NoBody && r.Body != nil {
-		if f := c.readBody(r); f != nil {
-			return &sreq{r: r, fail: f}, true
+		var fail func(*sresp)
+		if body, fail = c.readBody(r); fail != nil {
+			return &sreq{r: r, fail: fail}, true
 		}
 	}
-	q = &sreq{r: r, hup: &hangup{}}
-	if b, ok := r.Body.(*sbody); ok {
-		q.body = b.b
-	}
-	return q, true
+	return &sreq{r: r, body: body, hup: &hangup{}}, true
 }
 
 // awaitFirstByte waits for a request's first byte under the idle
@@ -559,24 +557,16 @@ func check(r *http.Request, fr framing) (msg string, code int) {
 	return "", 0
 }
 
-// sbody is a request body the reader has read whole.
-type sbody struct {
-	b []byte
-	r bytes.Reader
-}
-
-func (b *sbody) Read(p []byte) (int, error) { return b.r.Read(p) }
-func (b *sbody) Close() error               { return nil }
-
 // readBody reads r's body whole, bounded by the proxy's MaxBody (413 in
 // the provider's error shape past it) and by bodyTimeout when it is not
 // here already. A 100-continue expectation is answered first, once the
-// handler has answered every request before this one.
-func (c *sconn) readBody(r *http.Request) (fail func(*sresp)) {
+// handler has answered every request before this one. The handler gets
+// the body as bytes; r.Body is left read to its end (http.NoBody).
+func (c *sconn) readBody(r *http.Request) (body []byte, fail func(*sresp)) {
 	bound := c.s.p.opts.MaxBody
 	tooLarge := func(w *sresp) { c.s.p.tooLarge(w) }
 	if r.ContentLength > bound {
-		return tooLarge
+		return nil, tooLarge
 	}
 	if r.Header.Get("Expect") != "" {
 		// 100-continue (the only expectation check lets by); a 1.0
@@ -585,7 +575,7 @@ func (c *sconn) readBody(r *http.Request) (fail func(*sresp)) {
 		if r.ContentLength != 0 && r.ProtoAtLeast(1, 1) {
 			c.waitIdle()
 			if _, err := c.write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
-				return func(*sresp) {}
+				return nil, func(*sresp) {}
 			}
 		}
 	}
@@ -594,23 +584,21 @@ func (c *sconn) readBody(r *http.Request) (fail func(*sresp)) {
 	}
 	body, err := readBody(io.LimitReader(r.Body, bound+1), r.ContentLength, bound)
 	if err == nil && int64(len(body)) > bound {
-		return tooLarge
+		return nil, tooLarge
 	}
 	if err != nil {
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout():
-			return plainFail(http.StatusRequestTimeout, "") // and closed (RFC 9110 §15.5.9)
+			return nil, plainFail(http.StatusRequestTimeout, "") // and closed (RFC 9110 §15.5.9)
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne):
-			return func(*sresp) {} // the client left: no answer
+			return nil, func(*sresp) {} // the client left: no answer
 		}
-		return plainFail(http.StatusBadRequest, "malformed request body")
+		return nil, plainFail(http.StatusBadRequest, "malformed request body")
 	}
 	_ = r.Body.Close()
-	sb := &sbody{b: body}
-	sb.r.Reset(body)
-	r.Body = sb
-	return nil
+	r.Body = http.NoBody
+	return body, nil
 }
 
 // waitIdle waits until the handler has answered every request handed to
