@@ -64,7 +64,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdWaitPort waits (at most 20s) until something listens on host:port,
-// for scripts that start a server in the background: `waitport 127.0.0.1:47312`.
+// for scripts that start a server in the background: `waitport 127.0.0.1:21312`.
 func cmdWaitPort(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitport host:port")
