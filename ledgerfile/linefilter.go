@@ -2,7 +2,6 @@ package ledgerfile
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -91,7 +90,7 @@ func (l *LineReader) Next() (line []byte, no int, noNewline bool, err error) {
 			return nil, l.line, err == io.EOF, &LineError{File: l.name, Line: l.line, Err: fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, l.max)}
 		}
 		if l.line == 1 {
-			chunk = bytes.TrimPrefix(chunk, []byte(bom))
+			chunk = trimBOM(chunk)
 		}
 		return chunk, l.line, err == io.EOF, nil
 	}

@@ -70,13 +70,17 @@ type Reader struct {
 	pendingErr error
 	hasPending bool
 
+	onEvent func(*Event)
+	held    Event // an event read after a row Next returned first
+	hasHeld bool
+
 	torn    []*LineError
 	skipped []*LineError
 
 	workers int
 	src     io.Reader // the input, which a parallel read reads in chunks
 	chunk   int       // bytes per read of a parallel read (tests make it small)
-	ev      lineEvent // the line a plain read read last
+	ev      lineRead // the line a plain read read last
 	par     *pipeline // the goroutines of a parallel read, once started
 	closed  bool      // Close stopped a parallel read
 }
@@ -89,18 +93,20 @@ const (
 	lineText                   // a line not yet looked at (a parallel read's, before its worker)
 	lineRow                    // a row: row, or err when it did not parse
 	lineSkip                   // blank, a comment, or an empty unterminated tail
+	lineEvent                  // a "# event" comment: text
 	lineMarker                 // a writer's TornMarker
 	lineTorn                   // the unterminated tail a crashed writer left
 	lineBad                    // a line past MaxLine: err
 	lineFatal                  // the input failed: err
 )
 
-// lineEvent is one line as Next takes it, parsed already when it is a row.
-type lineEvent struct {
+// lineRead is one line as Next takes it, parsed already when it is a row.
+type lineRead struct {
 	no   int
 	kind lineKind
 	err  error
 	row  Row
+	text []byte // an event's line, valid until the next line is read
 }
 
 // attemptSet is the attempt numbers read for one open job, one bit each,
@@ -150,6 +156,13 @@ func (r *Reader) Close() {
 	}
 }
 
+// OnEvent makes the reader hand fn every `# event` line (see Event), in
+// file order among the rows Next returns: fn sees an event after the rows
+// above it and before the rows below it. The event is reused once fn
+// returns. A `# event` line that does not parse as a whole event is a
+// plain comment. Without OnEvent, events are skipped like any comment.
+func (r *Reader) OnEvent(fn func(*Event)) { r.onEvent = fn }
+
 // Torn lists the torn lines skipped so far.
 func (r *Reader) Torn() []*LineError { return r.torn }
 
@@ -165,6 +178,10 @@ func (r *Reader) Next(row *Row) error {
 		return io.EOF
 	}
 	for {
+		if r.hasHeld {
+			r.hasHeld = false
+			r.onEvent(&r.held)
+		}
 		ev := r.next()
 		switch ev.kind {
 		case lineEOF:
@@ -202,6 +219,31 @@ func (r *Reader) Next(row *Row) error {
 			continue
 		case lineSkip:
 			continue
+		case lineEvent:
+			if r.onEvent == nil {
+				continue
+			}
+			e, perr := ParseEvent(ev.text)
+			if perr != nil {
+				continue // not a whole event: a comment
+			}
+			e.Line = ev.no
+			if !r.hasPending {
+				r.onEvent(&e)
+				continue
+			}
+			// The row above is settled (a marker names only the line
+			// directly above it): it comes first, the event on the next call.
+			r.held, r.hasHeld = e, true
+			r.hasPending = false
+			if err := r.finish(&r.pending, r.pendingErr); err != nil {
+				if e := r.bad(err); e != nil {
+					return e
+				}
+				continue
+			}
+			*row = r.pending
+			return nil
 		}
 		// Emit the previous row now that we know it was not marked torn.
 		emit := r.hasPending
@@ -228,7 +270,7 @@ func (r *Reader) Next(row *Row) error {
 
 // next is the next line, read and parsed here, or by a parallel read's
 // goroutines.
-func (r *Reader) next() *lineEvent {
+func (r *Reader) next() *lineRead {
 	if r.par == nil && r.workers > 1 {
 		r.par = r.startPipeline(r.workers)
 	}
@@ -244,23 +286,68 @@ func (r *Reader) next() *lineEvent {
 	return ev
 }
 
-// classify settles what a line is, and parses it when it is a row.
-func (r *Reader) classify(ev *lineEvent, line []byte, torn bool, in *interner) {
-	trimmed := trimLine(line)
-	switch {
-	case string(trimmed) == TornMarker:
-		ev.kind = lineMarker
-	case torn && len(trimmed) > 0:
-		ev.kind = lineTorn
-	case torn || len(trimmed) == 0 || trimmed[0] == '#':
-		ev.kind = lineSkip
-	default:
-		ev.kind, ev.err = lineRow, nil
-		if perr := parseLine(trimmed, &ev.row, in); perr != nil {
+// classify settles what a line is (classifyLine), and parses it when it
+// is a row.
+func (r *Reader) classify(ev *lineRead, line []byte, torn bool, in *interner) {
+	kind, text := classifyLine(line, !torn)
+	ev.kind, ev.err, ev.text = kind, nil, nil
+	switch kind {
+	case lineRow:
+		if perr := parseLine(text, &ev.row, in); perr != nil {
 			ev.err = &LineError{File: r.name, Line: ev.no, Err: perr}
 		}
+	case lineEvent:
+		ev.text = text
 	}
 }
+
+// classifyLine is the one rule for what a line of a log is, whichever
+// way the log is read (Reader forward, ReadJobTail from the end). line
+// has no newline (and no byte order mark: see trimBOM); terminated says
+// a newline ended it. text is the line without the blanks around it.
+//
+//   - the writer's TornMarker is a marker, even as the input's
+//     unterminated tail (a crash after its bytes, before its newline):
+//     it names the line directly above it, when that is a row, as torn;
+//   - any other unterminated tail is torn when it holds more than blanks;
+//   - a blank line, or one starting with '#', is a comment; a comment
+//     starting "# event " is an event (see Event);
+//   - anything else is a row, hand-written form included, and is parsed
+//     strictly.
+//
+// A line over MaxLine is never looked at: see overLong.
+func classifyLine(line []byte, terminated bool) (kind lineKind, text []byte) {
+	text = trimLine(line)
+	switch {
+	case string(text) == TornMarker:
+		return lineMarker, text
+	case !terminated && len(text) > 0:
+		return lineTorn, text
+	case len(text) == 0 || !terminated:
+		return lineSkip, text
+	case bytes.HasPrefix(text, []byte(eventPrefix)):
+		return lineEvent, text
+	case text[0] == '#':
+		return lineSkip, text
+	}
+	return lineRow, text
+}
+
+// overLong is what a line over MaxLine is: torn when it is the input's
+// unterminated tail (a crashed writer's), else a bad line.
+func overLong(terminated bool) lineKind {
+	if terminated {
+		return lineBad
+	}
+	return lineTorn
+}
+
+// errOverLong is the error of a bad over-long line.
+var errOverLong = fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, MaxLine)
+
+// trimBOM drops a UTF-8 byte order mark from the start of a file's
+// first line: every reader of a log calls it on that line alone.
+func trimBOM(first []byte) []byte { return bytes.TrimPrefix(first, []byte(bom)) }
 
 // finish checks a row known not to be torn against the rows before it.
 func (r *Reader) finish(row *Row, parseErr error) error {
@@ -309,7 +396,7 @@ func (r *Reader) checkOrder(row *Row) error {
 // readRaw reads the next line without its newline; torn is true for a
 // final line that has none. A line past MaxLine is a bad line (a torn one
 // when it is the file's unterminated tail). kind is lineText for a line,
-// lineBad, lineFatal or lineEOF.
+// else what overLong says of an over-long one, lineFatal or lineEOF.
 func (r *Reader) readRaw() (line []byte, no int, torn bool, kind lineKind, err error) {
 	line, no, torn, err = r.lr.Next()
 	if err == io.EOF {
@@ -328,10 +415,10 @@ func (r *Reader) readRaw() (line []byte, no int, torn bool, kind lineKind, err e
 			return nil, no, false, lineFatal, serr
 		}
 	}
-	if torn {
-		return []byte("x"), no, true, lineText, nil // an unterminated over-long tail is torn
+	if kind = overLong(!torn); kind == lineBad {
+		return nil, no, false, kind, err
 	}
-	return nil, no, false, lineBad, err
+	return nil, no, true, kind, nil
 }
 
 // A parallel read: one goroutine reads the input in large chunks, each
@@ -351,7 +438,7 @@ type pipeline struct {
 	cur  *batch
 	i    int
 	base int       // the lines of the batches before cur
-	last lineEvent // the end (or the failure) once it has been read
+	last lineRead // the end (or the failure) once it has been read
 }
 
 // batch is whole lines of the input, and what they are. Its events are
@@ -361,9 +448,9 @@ type batch struct {
 	first bool   // buf starts the input: a byte order mark there is dropped
 	// after is what follows buf's lines, when hasAfter: a line over
 	// MaxLine (lineBad, or the torn tail it ends in), the end, or a failure.
-	after    lineEvent
+	after    lineRead
 	hasAfter bool
-	ev       []lineEvent // one per line of buf, then after
+	ev       []lineRead // one per line of buf, then after
 	lines    int         // the lines among ev
 	ready    chan struct{}
 }
@@ -516,11 +603,10 @@ func (c *chunker) long(b *batch) bool {
 // when the input ended inside it (readRaw's rule).
 func (c *chunker) tooLong(b *batch, torn bool) {
 	b.hasAfter = true
-	if torn {
-		b.after = lineEvent{kind: lineTorn}
-		return
+	b.after = lineRead{kind: overLong(!torn)}
+	if b.after.kind == lineBad {
+		b.after.err = &LineError{File: c.r.name, Err: errOverLong}
 	}
-	b.after = lineEvent{kind: lineBad, err: &LineError{File: c.r.name, Err: fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, MaxLine)}}
 }
 
 // end finishes the last batch: its lines are b.buf's (a failed read
@@ -535,9 +621,9 @@ func (c *chunker) end(b *batch) bool {
 	}
 	b.hasAfter = true
 	if c.err != nil {
-		b.after = lineEvent{kind: lineFatal, err: fmt.Errorf("failed to read log %q: %w", c.r.name, fmt.Errorf("failed to read %q: %w", c.r.name, c.err))}
+		b.after = lineRead{kind: lineFatal, err: fmt.Errorf("failed to read log %q: %w", c.r.name, fmt.Errorf("failed to read %q: %w", c.r.name, c.err))}
 	} else {
-		b.after = lineEvent{kind: lineEOF}
+		b.after = lineRead{kind: lineEOF}
 	}
 	return true
 }
@@ -565,7 +651,7 @@ func (r *Reader) split(p *pipeline, batches int) {
 				return
 			}
 		}
-		b.first, b.hasAfter, b.after = first, false, lineEvent{}
+		b.first, b.hasAfter, b.after = first, false, lineRead{}
 		end := c.fill(b)
 		p.order <- b
 		p.work <- b
@@ -606,12 +692,12 @@ func (r *Reader) parseBatch(b *batch, in *interner) {
 		}
 		no++
 		if no == 1 && b.first {
-			line = bytes.TrimPrefix(line, []byte(bom))
+			line = trimBOM(line)
 		}
 		if n := len(b.ev); n < cap(b.ev) {
 			b.ev = b.ev[:n+1]
 		} else {
-			b.ev = append(b.ev, lineEvent{})
+			b.ev = append(b.ev, lineRead{})
 		}
 		ev := &b.ev[len(b.ev)-1]
 		ev.no, ev.err = no, nil
@@ -635,7 +721,7 @@ func (r *Reader) parseBatch(b *batch, in *interner) {
 
 // next is the next line in order; after the end, the end again, and
 // after stop, the end.
-func (p *pipeline) next() *lineEvent {
+func (p *pipeline) next() *lineRead {
 	select {
 	case <-p.quit:
 		return &p.last
@@ -661,7 +747,7 @@ func (p *pipeline) next() *lineEvent {
 		le.Line += p.base
 	}
 	if ev.kind == lineEOF || ev.kind == lineFatal {
-		p.last = lineEvent{no: ev.no, kind: ev.kind, err: ev.err}
+		p.last = lineRead{no: ev.no, kind: ev.kind, err: ev.err}
 	}
 	return ev
 }

@@ -83,7 +83,10 @@ func needleOf(v string) []byte {
 
 func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enough func(*Row) bool) ([]Row, error) {
 	bs := &backScanner{r: r, pos: size}
-	if err := bs.dropTornTail(); err != nil {
+	// above: the line above a TornMarker is torn when it is a row (the
+	// forward Reader's rule, from the other side).
+	above, err := bs.dropTornTail()
+	if err != nil {
 		return nil, fmt.Errorf("failed to read log %q: %w", name, err)
 	}
 	lineErr := func(at int64, err error) error {
@@ -97,21 +100,22 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 		rows   []Row // newest first
 		starts []int64
 		seen   = map[attemptKey]int64{} // the kept rows' attempts, and where
-		above  bool                     // the line above a TornMarker is torn: skip it
 	)
 	for {
 		var (
 			line    []byte
 			start   int64
 			tooLong bool
+			named   bool // the line below this one is a TornMarker
 			err     error
 		)
 		if len(needle) > 0 && len(needle) < tailBlock/2 {
 			// Jump from one line holding the needle to the next one up;
 			// the lines between cannot be the job's.
-			line, start, tooLong, above, err = bs.prevHolding(needle)
+			line, start, tooLong, named, err = bs.prevHolding(needle)
 		} else {
 			line, start, tooLong, err = bs.prev()
+			named = above
 		}
 		if err == io.EOF {
 			break
@@ -119,22 +123,21 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 		if err != nil {
 			return nil, fmt.Errorf("failed to read log %q: %w", name, err)
 		}
-		if above {
-			above = false
-			continue
-		}
-		if tooLong {
-			return nil, lineErr(start, fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, MaxLine))
-		}
 		if start == 0 {
-			line = bytes.TrimPrefix(line, []byte(bom))
+			line = trimBOM(line)
 		}
-		t := trimLine(line)
-		if string(t) == TornMarker {
-			above = true
-			continue
+		var kind lineKind
+		var t []byte
+		if tooLong {
+			kind = overLong(true) // the unterminated tail was dropped above
+		} else {
+			kind, t = classifyLine(line, true)
 		}
-		if len(t) == 0 || t[0] == '#' || !bytes.Contains(t, needle) {
+		above = kind == lineMarker
+		switch {
+		case kind == lineBad:
+			return nil, lineErr(start, errOverLong)
+		case kind != lineRow, named, !bytes.Contains(t, needle):
 			continue
 		}
 		var row Row
@@ -197,20 +200,29 @@ type backScanner struct {
 }
 
 // dropTornTail moves pos before a final line that has no newline: a
-// crashed writer's partial row, which no reader counts.
-func (b *backScanner) dropTornTail() error {
+// crashed writer's partial row, which no reader counts, or a TornMarker
+// whose newline a crash cut off (marker is then true: it still names the
+// line above it).
+func (b *backScanner) dropTornTail() (marker bool, err error) {
 	if b.pos == 0 {
-		return nil
+		return false, nil
 	}
 	if err := b.load(b.pos); err != nil {
-		return err
+		return false, err
 	}
 	if b.buf[len(b.buf)-1] == '\n' {
-		return nil
+		return false, nil
 	}
 	b.pos++ // pretend a newline follows, then skip that line
-	_, _, _, err := b.prev()
-	return err
+	line, start, tooLong, err := b.prev()
+	if err != nil || tooLong {
+		return false, err
+	}
+	if start == 0 {
+		line = trimBOM(line)
+	}
+	kind, _ := classifyLine(line, false)
+	return kind == lineMarker, nil
 }
 
 // load fills the window with the block ending at end.
@@ -310,7 +322,8 @@ func (b *backScanner) newlineFrom(at int64) (int64, error) {
 	}
 }
 
-// markerAt reports whether the line starting at offset at is a TornMarker.
+// markerAt reports whether the line starting at offset at is a TornMarker
+// (classifyLine's rule: the input's unterminated tail may be one).
 func (b *backScanner) markerAt(at int64) (bool, error) {
 	var buf [len(TornMarker) + 64]byte
 	n, err := b.r.ReadAt(buf[:], at)
@@ -318,7 +331,15 @@ func (b *backScanner) markerAt(at int64) (bool, error) {
 		return false, err
 	}
 	j := bytes.IndexByte(buf[:n], '\n')
-	return j >= 0 && string(trimLine(buf[:j])) == TornMarker, nil
+	terminated := j >= 0
+	if !terminated {
+		if n == len(buf) {
+			return false, nil // longer than any marker
+		}
+		j = n // the input's last line
+	}
+	kind, _ := classifyLine(buf[:j], terminated)
+	return kind == lineMarker, nil
 }
 
 // prev returns the line before pos, without its newline, and where it

@@ -1,0 +1,163 @@
+package ledgerfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logfmt/logfmt"
+
+	"retrygate/admit"
+)
+
+// eventPrefix starts an event line: a comment, so that a reader that
+// does not know events skips it.
+const eventPrefix = "# event "
+
+// EventBreaker is the kind of a breaker's change of state.
+const EventBreaker = "breaker"
+
+// Event is a `# event` comment line: something that happened that is not
+// an attempt, in logfmt after its kind,
+//
+//	# event breaker seat=scratch from=closed to=open ts=2026-11-30T10:00:07.2Z
+//
+// For a breaker, From and To are admit.BreakerState names (closed, open,
+// half-open) and TS is when the loop (or the proxy) saw the change.
+type Event struct {
+	Line int // 1-based line number in the file it was read from; 0 when built
+
+	Kind     string    // the word after "# event": EventBreaker
+	TS       time.Time // UTC
+	Seat     string
+	From, To string
+	Extra    []KV // keys this version does not know, in file order
+}
+
+// breakerStates are the states a breaker event may name.
+var breakerStates = map[string]bool{
+	admit.Closed.String(): true, admit.Open.String(): true, admit.HalfOpen.String(): true,
+}
+
+// checkEvent refuses an event the log cannot hold, or that a reader
+// would not read back.
+func checkEvent(e *Event) error {
+	if e.Kind == "" || strings.ContainsAny(e.Kind, " \t\r\n=\"#") || needsQuotes(e.Kind) {
+		return fmt.Errorf("event kind %q: want one word", truncate(e.Kind))
+	}
+	if e.TS.IsZero() {
+		return errors.New("event without ts")
+	}
+	if err := CheckTS(e.TS.UTC()); err != nil {
+		return err
+	}
+	if e.Kind == EventBreaker {
+		if e.Seat == "" {
+			return errors.New("breaker event without seat")
+		}
+		if !breakerStates[e.From] || !breakerStates[e.To] {
+			return fmt.Errorf("breaker event from %q to %q: want closed, open or half-open", truncate(e.From), truncate(e.To))
+		}
+	}
+	return nil
+}
+
+// AppendEvent appends e as one event line, newline included, to dst.
+func AppendEvent(dst []byte, e *Event) ([]byte, error) {
+	if err := checkEvent(e); err != nil {
+		return dst, fmt.Errorf("refusing to write an event the log cannot hold: %w", err)
+	}
+	var body bytes.Buffer
+	enc := logfmt.NewEncoder(&body)
+	kv := []any{}
+	if e.Seat != "" {
+		kv = append(kv, "seat", cleanValue(e.Seat))
+	}
+	if e.From != "" || e.To != "" {
+		kv = append(kv, "from", e.From, "to", e.To)
+	}
+	for _, x := range e.Extra {
+		if eventKey(x.Key) {
+			kv = append(kv, x.Key, cleanValue(x.Value))
+		}
+	}
+	kv = append(kv, "ts", e.TS.UTC().Format(time.RFC3339Nano))
+	if err := enc.EncodeKeyvals(kv...); err != nil {
+		return dst, fmt.Errorf("refusing to write an event the log cannot hold: %w", err)
+	}
+	dst = append(dst, eventPrefix...)
+	dst = append(dst, e.Kind...)
+	dst = append(dst, ' ')
+	dst = append(dst, body.Bytes()...)
+	return append(dst, '\n'), nil
+}
+
+// eventKeys are the keys Event has fields for.
+var eventKeys = map[string]bool{"seat": true, "from": true, "to": true, "ts": true}
+
+// eventKey is an unknown key an event line can carry and read back.
+func eventKey(k string) bool {
+	if k == "" || len(k) > maxKeyLen || eventKeys[k] || needsQuotes(k) || strings.Contains(k, bom) {
+		return false
+	}
+	return true
+}
+
+// ParseEvent decodes an event line (blanks around it trimmed, no newline).
+// A line that is not a whole event (its keys torn off, a bad ts, a breaker
+// state no breaker has) is an error: readers then take it for a plain
+// comment.
+func ParseEvent(line []byte) (Event, error) {
+	var e Event
+	rest, ok := bytes.CutPrefix(trimLine(line), []byte(eventPrefix))
+	if !ok {
+		return e, errors.New("not an event line")
+	}
+	kind, body, _ := bytes.Cut(bytes.TrimLeft(rest, " \t"), []byte(" "))
+	e.Kind = string(kind)
+	dec := logfmt.NewDecoder(bytes.NewReader(body))
+	seen := map[string]bool{}
+	for dec.ScanRecord() {
+		for dec.ScanKeyval() {
+			k, v := string(dec.Key()), string(dec.Value())
+			if seen[k] {
+				return Event{}, fmt.Errorf("%s: key appears twice", k)
+			}
+			seen[k] = true
+			switch k {
+			case "seat":
+				e.Seat = v
+			case "from":
+				e.From = v
+			case "to":
+				e.To = v
+			case "ts":
+				ts, err := time.Parse(time.RFC3339Nano, v)
+				if err != nil {
+					return Event{}, fmt.Errorf("ts: not an RFC 3339 time %q", truncate(v))
+				}
+				e.TS = ts.UTC()
+			default:
+				e.Extra = append(e.Extra, KV{k, v})
+			}
+		}
+	}
+	if err := dec.Err(); err != nil {
+		return Event{}, err
+	}
+	if err := checkEvent(&e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// FormatEvent is AppendEvent into a new string, without the newline.
+func FormatEvent(e *Event) (string, error) {
+	b, err := AppendEvent(nil, e)
+	if err != nil {
+		return "", err
+	}
+	return string(b[:len(b)-1]), nil
+}
