@@ -80,7 +80,7 @@ type Reader struct {
 	workers int
 	src     io.Reader // the input, which a parallel read reads in chunks
 	chunk   int       // bytes per read of a parallel read (tests make it small)
-	ev      lineRead // the line a plain read read last
+	ev      lineRead  // the line a plain read read last
 	par     *pipeline // the goroutines of a parallel read, once started
 	closed  bool      // Close stopped a parallel read
 }
@@ -437,7 +437,7 @@ type pipeline struct {
 
 	cur  *batch
 	i    int
-	base int       // the lines of the batches before cur
+	base int      // the lines of the batches before cur
 	last lineRead // the end (or the failure) once it has been read
 }
 
@@ -451,7 +451,7 @@ type batch struct {
 	after    lineRead
 	hasAfter bool
 	ev       []lineRead // one per line of buf, then after
-	lines    int         // the lines among ev
+	lines    int        // the lines among ev
 	ready    chan struct{}
 }
 

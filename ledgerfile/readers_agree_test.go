@@ -150,4 +150,3 @@ func TestClassifyLine(t *testing.T) {
 	assert.Equal(t, lineBad, overLong(true))
 	assert.Equal(t, lineTorn, overLong(false))
 }
-
