@@ -21,6 +21,8 @@ type runLog interface {
 	reserve(describe string) (int, error)
 	comment(text string) error
 	append(r *ledgerfile.Row) error
+	// event appends a `# event` line after the rows appended before it.
+	event(e *ledgerfile.Event) error
 	// flush writes every row appended so far; it reports any row that
 	// could not be written.
 	flush() error
@@ -54,9 +56,10 @@ type fileRunLog struct{ *ledgerfile.Writer }
 func (f fileRunLog) reserve(describe string) (int, error) {
 	return rehearse.ReserveRun(f.Writer, describe)
 }
-func (f fileRunLog) comment(text string) error      { return f.Comment(text) }
-func (f fileRunLog) append(r *ledgerfile.Row) error { return f.AppendOne(r) }
-func (f fileRunLog) flush() error                   { return f.Flush() }
+func (f fileRunLog) comment(text string) error       { return f.Comment(text) }
+func (f fileRunLog) append(r *ledgerfile.Row) error  { return f.AppendOne(r) }
+func (f fileRunLog) flush() error                    { return f.Flush() }
+func (f fileRunLog) event(e *ledgerfile.Event) error { return f.Event(e) }
 
 type dbRunLog struct {
 	ctx context.Context
@@ -85,5 +88,14 @@ func (d *dbRunLog) comment(text string) error {
 }
 
 func (d *dbRunLog) append(r *ledgerfile.Row) error { return d.l.Append(d.ctx, *r) }
-func (d *dbRunLog) flush() error                   { return nil } // each row is written at once
-func (d *dbRunLog) Close() error                   { return d.l.Close() }
+
+// event is a comment line in the database's log, as in the file.
+func (d *dbRunLog) event(e *ledgerfile.Event) error {
+	line, err := ledgerfile.FormatEvent(e)
+	if err != nil {
+		return err
+	}
+	return d.comment(strings.TrimPrefix(line, "# "))
+}
+func (d *dbRunLog) flush() error { return nil } // each row is written at once
+func (d *dbRunLog) Close() error { return d.l.Close() }

@@ -130,9 +130,18 @@ func runRehearse(o *RehearseOptions) error {
 		}
 		out.row(r)
 	}
+	events := func(e *ledgerfile.Event) {
+		if writeErr != nil {
+			return
+		}
+		if err := w.event(e); err != nil {
+			writeErr = err
+			stop()
+		}
+	}
 	loop, err := rehearse.New(rehearse.Config{
 		Policy: o.Policy, Seats: specs, Rand: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
-		Sink: sink, Run: run, Jobs: o.Load.idWidthJobs(o.Jobs), Prompt: o.Prompt, MaxTokens: o.MaxTokens, Holdout: o.Holdout,
+		Sink: sink, Events: events, Run: run, Jobs: o.Load.idWidthJobs(o.Jobs), Prompt: o.Prompt, MaxTokens: o.MaxTokens, Holdout: o.Holdout,
 		Prompts: o.Prompts, PromptOrder: o.PromptOrder, PromptSeed: seed,
 	})
 	if err != nil {

@@ -284,6 +284,17 @@ func (w *Writer) Comment(text string) error {
 	return w.CommentLocked(func() (string, error) { return text, nil })
 }
 
+// Event appends one `# event` line (see Event) under the lock, after the
+// rows Append holds: one write(2), repairing a torn tail first, as a row.
+// An event the log cannot hold is refused and nothing is written.
+func (w *Writer) Event(e *Event) error {
+	line, err := FormatEvent(e)
+	if err != nil {
+		return err
+	}
+	return w.Comment(line[len("# "):])
+}
+
 func (w *Writer) size() (int64, error) {
 	st, err := w.f.Stat()
 	if err != nil {

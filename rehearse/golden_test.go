@@ -133,34 +133,99 @@ func breakerPolicy() Policy {
 	return p
 }
 
+// logged is a run's log as the file would hold it: rows, and the
+// breaker's `# event` lines between them, in the order the loop wrote them.
+type logged struct {
+	rows   rows
+	events []ledgerfile.Event
+	at     []int // per event, the rows written before it
+	text   []byte
+}
+
+func (l *logged) sink(r *ledgerfile.Row) {
+	l.rows = append(l.rows, *r)
+	l.text = ledgerfile.AppendRow(l.text, r)
+}
+
+func (l *logged) event(e *ledgerfile.Event) {
+	var err error
+	l.events, l.at = append(l.events, *e), append(l.at, len(l.rows))
+	if l.text, err = ledgerfile.AppendEvent(l.text, e); err != nil {
+		panic(err)
+	}
+}
+
+// changes is the events as "seat from>to".
+func (l *logged) changes() []string {
+	var out []string
+	for _, e := range l.events {
+		out = append(out, e.Seat+" "+e.From+">"+e.To)
+	}
+	return out
+}
+
+func loggedLoop(t *testing.T, p Policy, jobs int, seed uint64, out *logged, seats ...SeatSpec) *Loop {
+	t.Helper()
+	l, err := New(Config{
+		Policy: p, Seats: seats, Rand: seeded(seed), Sink: out.sink, Events: out.event,
+		Run: 1, Jobs: jobs, Prompt: "scratch prompt", MaxTokens: 256,
+	})
+	require.NoError(t, err)
+	return l
+}
+
+func loggedText(header string, l *logged) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(header), "\n") {
+		b.WriteString("# " + strings.TrimSpace(line) + "\n")
+	}
+	b.Write(l.text)
+	return b.String()
+}
+
 func TestRehearseGoldenBreakerFallback(t *testing.T) {
-	got, res := virtual(t, breakerPolicy(), 26, 5, scriptSpec(t, "breaker"), scriptSpec(t, "fallback-ok"))
-	golden(t, "breaker-fallback.log", goldenText(`
+	var lg logged
+	res, err := loggedLoop(t, breakerPolicy(), 26, 5, &lg, scriptSpec(t, "breaker"), scriptSpec(t, "fallback-ok")).
+		RunVirtual(VirtualOptions{Jobs: 26, Start: t0})
+	require.NoError(t, err)
+	got := lg.rows
+	golden(t, "breaker-fallback.log", loggedText(`
 		breaker.yaml with the fallback chain [breaker, fallback-ok], 26 jobs one after another, seed 5
-		breaker {window 30s, failure_rate 0.5, min_requests 4, cooldown 10s, half_open_probes 1}; default budget`, got))
+		breaker {window 30s, failure_rate 0.5, min_requests 4, cooldown 10s, half_open_probes 1}; default budget`, &lg))
 	assert.Equal(t, 26, res.Ends.Total())
 
 	var notes []string
-	openedAt := -1
-	for i, r := range got {
+	for _, r := range got {
 		if r.Seat == "breaker" && r.Note != "" {
 			notes = append(notes, r.Note)
-		}
-		if openedAt < 0 && strings.Contains(r.Note, "breaker opened") {
-			openedAt = i
 		}
 	}
 	assert.Equal(t, []string{
 		"refused before sleeping", // the attempt cap, checked before the backoff
-		"breaker opened",
 		"refused before sleeping",
-		"half-open probe; breaker opened", // the first probe lands on the outage: open again
-		"half-open probe; breaker opened",
-		"half-open probe; breaker closed", // the outage is over: closed
-	}, notes)
+		"half-open probe",
+		"half-open probe",
+		"half-open probe",
+	}, notes, "the breaker's changes are events, not notes")
+	assert.Equal(t, []string{
+		"breaker closed>open",
+		"breaker open>half-open",
+		"breaker half-open>open", // the first probe lands on the outage: open again
+		"breaker open>half-open",
+		"breaker half-open>open",
+		"breaker open>half-open",
+		"breaker half-open>closed", // the outage is over: closed
+	}, lg.changes())
+	// Each change is timed on the virtual clock: the opening at the end
+	// of the attempt that caused it (the row written next), the
+	// half-opening a cooldown or more later.
+	require.Len(t, lg.events, 7)
+	opened := lg.at[0]
+	cause := got[opened]
+	assert.Equal(t, cause.TS.Add(cause.Elapsed), lg.events[0].TS)
+	assert.GreaterOrEqual(t, lg.events[1].TS.Sub(lg.events[0].TS), 10*time.Second)
 	// While open, jobs start on the fallback seat, marked fallback=true.
-	require.Greater(t, openedAt, 0)
-	next := got[openedAt+2] // after the opening job's attempt-cap row
+	next := got[opened+2] // after the opening job's attempt-cap row
 	assert.Equal(t, "fallback-ok", next.Seat)
 	assert.True(t, next.Fallback)
 	assert.Equal(t, 1, next.Attempt)
@@ -172,13 +237,13 @@ func TestRehearseGoldenBreakerAlone(t *testing.T) {
 	// One seat and Poisson arrivals (1 job/s): with nowhere to fall back
 	// to, an open breaker refuses; time passes between arrivals, so the
 	// cooldown ends and probes go out.
-	var got rows
-	l := newLoop(t, breakerPolicy(), 40, 6, &got, scriptSpec(t, "breaker"))
-	res, err := l.RunVirtual(VirtualOptions{Jobs: 40, Rate: 1, Start: t0})
+	var lg logged
+	res, err := loggedLoop(t, breakerPolicy(), 40, 6, &lg, scriptSpec(t, "breaker")).RunVirtual(VirtualOptions{Jobs: 40, Rate: 1, Start: t0})
 	require.NoError(t, err)
-	golden(t, "breaker-alone.log", goldenText(`
+	got := lg.rows
+	golden(t, "breaker-alone.log", loggedText(`
 		breaker.yaml alone, 40 jobs arriving as a Poisson process at 1 job/s, seed 6
-		breaker {window 30s, failure_rate 0.5, min_requests 4, cooldown 10s, half_open_probes 1}; default budget`, got))
+		breaker {window 30s, failure_rate 0.5, min_requests 4, cooldown 10s, half_open_probes 1}; default budget`, &lg))
 	assert.Equal(t, 40, res.Ends.Total())
 
 	refused, probes := 0, 0
@@ -194,16 +259,10 @@ func TestRehearseGoldenBreakerAlone(t *testing.T) {
 	}
 	assert.Positive(t, refused)
 	assert.GreaterOrEqual(t, probes, 2)
-	assert.Equal(t, "half-open probe; breaker closed", lastNote(got))
-}
-
-func lastNote(r rows) string {
-	for i := len(r) - 1; i >= 0; i-- {
-		if strings.Contains(r[i].Note, "breaker") {
-			return r[i].Note
-		}
-	}
-	return ""
+	changes := lg.changes()
+	require.NotEmpty(t, changes)
+	assert.Equal(t, "breaker closed>open", changes[0])
+	assert.Equal(t, "breaker half-open>closed", changes[len(changes)-1])
 }
 
 func ExampleLoop_RunVirtual() {

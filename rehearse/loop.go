@@ -39,7 +39,12 @@ type Config struct {
 	Rand   *rand.Rand // jitter (and the virtual driver's arrivals); seeded, so runs repeat
 	// Sink receives every row as it is decided. The row is reused once
 	// Sink returns: copy what you keep.
-	Sink      func(*ledgerfile.Row)
+	Sink func(*ledgerfile.Row)
+	// Events, when set, receives each seat breaker's change of state
+	// (closed → open, open → half-open, half-open → open or closed) as a
+	// `# event breaker` line to append, timed on the driver's clock (real
+	// or virtual). The event is reused once Events returns.
+	Events    func(*ledgerfile.Event)
 	Run       int // job ids are r<Run>-<k>
 	Jobs      int // jobs in the run: k is zero-padded to its width
 	Prompt    string
@@ -149,6 +154,7 @@ type Loop struct {
 	seed    uint64
 	holdout bool
 	row     ledgerfile.Row
+	events  func(*ledgerfile.Event)
 	ends    Ends
 	idbuf   []byte
 	// idPrefix is "r<run>-", made once.
@@ -170,7 +176,7 @@ func New(c Config) (*Loop, error) {
 		return nil, errors.New("no random source for jitter")
 	}
 	l := &Loop{
-		pol: c.Policy, rng: c.Rand, sink: c.Sink, run: c.Run,
+		pol: c.Policy, rng: c.Rand, sink: c.Sink, events: c.Events, run: c.Run,
 		order: c.PromptOrder, seed: c.PromptSeed, holdout: c.Holdout,
 		width: len(strconv.Itoa(max(c.Jobs, 1))),
 	}
@@ -215,7 +221,7 @@ func New(c Config) (*Loop, error) {
 		l.seats = append(l.seats, seatState{
 			name: name, model: s.Config.Model, cfg: s.Config, priced: priced,
 			seat: s.Seat, planner: s.Planner, reserve: reserve,
-			br: admit.NewBreaker(c.Policy.Breaker, nil),
+			br: admit.NewBreaker(c.Policy.Breaker, BreakerEvents(name, l.events)),
 		})
 	}
 	return l, nil

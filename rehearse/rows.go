@@ -98,26 +98,35 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 func DecisionString(d admit.Decision) string { return decisionString(d) }
 
 // RecordBreaker takes an attempt's outcome into its seat's breaker and
-// returns the row's note: "half-open probe" when it was one, the
-// breaker's change of state, and the seat's detail. The operator's
-// Ctrl-C says nothing about the seat's health and is not recorded.
+// returns the row's note: "half-open probe" when it was one, and the
+// seat's detail. The breaker's change of state is not note text: it is an
+// event the breaker's onChange hands on (see BreakerEvents). The
+// operator's Ctrl-C says nothing about the seat's health and is not
+// recorded.
 func RecordBreaker(br *admit.Breaker, now time.Time, o *seat.Observation, probe bool) string {
 	var note string
 	if probe {
 		note = "half-open probe"
 	}
 	if o.Outcome != admit.Cancelled {
-		before := br.State(now)
 		br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
-		switch after := br.State(now); {
-		case after == before:
-		case after == admit.Open:
-			note = JoinNote(note, "breaker opened")
-		default:
-			note = JoinNote(note, "breaker "+after.String())
-		}
 	}
 	return JoinNote(note, o.Detail)
+}
+
+// BreakerEvents is the onChange for admit.NewBreaker that hands each
+// change of seat's breaker to emit as a `# event breaker` line (the
+// attempt loop's, and the proxy's, through a ledgerfile.Writer's Event).
+// A nil emit makes a nil onChange.
+func BreakerEvents(seat string, emit func(*ledgerfile.Event)) func(at time.Time, from, to admit.BreakerState) {
+	if emit == nil {
+		return nil
+	}
+	var e ledgerfile.Event
+	return func(at time.Time, from, to admit.BreakerState) {
+		e = ledgerfile.Event{Kind: ledgerfile.EventBreaker, Seat: seat, From: from.String(), To: to.String(), TS: at.UTC()}
+		emit(&e)
+	}
 }
 
 // JoinNote joins two parts of a row's note.
