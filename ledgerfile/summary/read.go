@@ -26,7 +26,16 @@ const maxParsers = 4
 // bounded number of lines in flight, so memory stays bounded whatever the
 // log's size.
 func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
+	return ScanEvents(r, name, skipBad, fn, nil)
+}
+
+// ScanEvents is Scan that also hands event each `# event` line, in file
+// order among the rows (a Summarizer's AddEvent, for the breaker's spans).
+func ScanEvents(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row), event func(*ledgerfile.Event)) (torn, skipped []*ledgerfile.LineError, err error) {
 	rd := ledgerfile.NewReader(r, name)
+	if event != nil {
+		rd.OnEvent(event)
+	}
 	rd.SkipBad(skipBad)
 	rd.Workers(min(runtime.GOMAXPROCS(0), maxParsers))
 	defer rd.Close()

@@ -245,6 +245,8 @@ type Summary struct {
 	Stream StreamFigures `json:"stream"`
 	// Goodput is set by a check, which knows the policy's thresholds.
 	Goodput *Goodput `json:"goodput,omitempty"`
+	// Breaker is when each seat's breaker was open (events.go).
+	Breaker []BreakerSpan `json:"-"`
 }
 
 // StreamFigures are docs/load.md's per-attempt streaming figures over the
@@ -373,6 +375,8 @@ type Summarizer struct {
 	rows, before  int64
 	refusedRows   int64
 	done          bool
+
+	brk breakerAcc // events.go
 }
 
 type groupAcc struct {
@@ -583,6 +587,7 @@ func (s *Summarizer) Add(r *ledgerfile.Row, file string) { s.AddAs(r, file, Logg
 // deadline-miss rule read decision, every other figure what the row
 // records.
 func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
+	s.brk.addRow(r)
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
 		s.before++
 		return
@@ -1055,6 +1060,7 @@ func (s *Summarizer) Close() *Summary {
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
+	out.Breaker = s.brk.result(s.opts.Since)
 	return out
 }
 
