@@ -19,6 +19,7 @@ type logSet struct {
 	names []string
 	spool string
 	wrap  func(io.Reader) io.Reader // watches the bytes the strict read reads (report --html)
+	event func(*ledgerfile.Event)   // takes the logs' `# event` lines (report: the summary's AddEvent)
 }
 
 func (l *logSet) display(name string) string {
@@ -101,7 +102,7 @@ func (l *logSet) scan(skipBad bool, fn func(r *ledgerfile.Row, file string)) (to
 		if l.wrap != nil {
 			in = l.wrap(rc)
 		}
-		t, s, err := summary.Scan(in, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) })
+		t, s, err := summary.ScanEvents(in, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) }, l.event)
 		rc.Close()
 		torn, skipped = append(torn, t...), append(skipped, s...)
 		for _, e := range t {

@@ -188,6 +188,7 @@ func runReport(opts *ReportOptions) error {
 	sumOpts := summary.Options{By: opts.By, Since: since, SlowAfter: opts.SlowAfter}
 	sum := summary.New(sumOpts)
 	add := sum.Add
+	logs.event = sum.AddEvent // the breaker's spans
 	var draw *drawData
 	if opts.HTML != "" || opts.SVGDir != "" || opts.PNGDir != "" {
 		draw = newDrawData(sum, sumOpts)

@@ -1,10 +1,8 @@
 package cmd
 
 import (
-	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"retrygate/admit"
@@ -37,12 +35,6 @@ type drawData struct {
 	seats   []string
 	seatIx  map[string]int
 
-	// breaker: per seat, when its breaker opened and closed, from the
-	// notes the attempt loop writes ("breaker opened", "breaker closed").
-	breaker     map[string][]breakerSpan
-	breakerOpen map[string]bool
-	lastTS      time.Time
-
 	policy policyWatch
 	since  time.Time // rows before it are left out, as the summary leaves them
 }
@@ -52,8 +44,6 @@ const timelineJobs = 20
 // maxGenGroups bounds the groups gen is counted for.
 const maxGenGroups = 64
 const maxTraceRows = 32
-
-type breakerSpan struct{ from, to time.Time }
 
 type bucket struct {
 	admit    int64
@@ -76,7 +66,6 @@ func newDrawData(sum *summary.Summarizer, heldOpts summary.Options) *drawData {
 		sum: sum, held: summary.New(heldOpts),
 		gen: map[string]*summary.DistAcc{}, open: map[string]*jobTrace{},
 		unit: 1, buckets: map[int64]*bucket{}, seatIx: map[string]int{}, since: heldOpts.Since,
-		breaker: map[string][]breakerSpan{}, breakerOpen: map[string]bool{},
 	}
 }
 
@@ -107,33 +96,7 @@ func (d *drawData) add(r *ledgerfile.Row, file string) {
 		}
 	}
 	d.addBucket(r)
-	d.addBreaker(r)
 	d.addTrace(r, file)
-}
-
-// addBreaker follows the breaker's state changes the loop notes on the
-// row whose outcome caused them, at that row's end.
-func (d *drawData) addBreaker(r *ledgerfile.Row) {
-	if r.TS.IsZero() {
-		return
-	}
-	end := r.TS.Add(r.Elapsed)
-	if end.After(d.lastTS) {
-		d.lastTS = end
-	}
-	if !strings.Contains(r.Note, "breaker ") {
-		return
-	}
-	seat := r.Seat
-	spans := d.breaker[seat]
-	switch {
-	case strings.Contains(r.Note, "breaker opened") && !d.breakerOpen[seat]:
-		d.breaker[seat] = append(spans, breakerSpan{from: end})
-		d.breakerOpen[seat] = true
-	case strings.Contains(r.Note, "breaker closed") && d.breakerOpen[seat]:
-		spans[len(spans)-1].to = end
-		d.breakerOpen[seat] = false
-	}
 }
 
 func (d *drawData) seat(name string) int {
@@ -329,8 +292,9 @@ func (d *drawData) timeline() []chart.TimelineJob {
 }
 
 // decisionBars is the decisions chart's bars: at most 60, each a run of
-// buckets, labelled by the time it starts.
-func (d *drawData) decisionBars() (bars []chart.Stack, rates []chart.Line, spans []chart.Span, secondsPer float64) {
+// buckets, labelled by the time it starts, and the summary's breaker
+// spans shaded over them.
+func (d *drawData) decisionBars(breaker []summary.BreakerSpan) (bars []chart.Stack, rates []chart.Line, spans []chart.Span, secondsPer float64) {
 	if len(d.buckets) == 0 {
 		return nil, nil, nil, 0
 	}
@@ -370,29 +334,12 @@ func (d *drawData) decisionBars() (bars []chart.Stack, rates []chart.Line, spans
 		k := floorDiv(t.Unix(), d.unit)
 		return max(0, min(n-1, int((k-lo)/per)))
 	}
-	for _, seat := range slices.Sorted(maps.Keys(d.breaker)) {
-		for _, sp := range d.breaker[seat] {
-			to := sp.to
-			if to.IsZero() {
-				to = d.lastTS // still open when the log ends
-			}
-			spans = append(spans, chart.Span{From: index(sp.from), To: index(to), Label: "breaker open: " + seat})
+	for _, sp := range breaker {
+		label := "breaker open: " + sp.Seat
+		if sp.Inferred {
+			label = "breaker open (refusals): " + sp.Seat
 		}
-	}
-	if len(spans) == 0 {
-		// No state changes noted (a hand-written log): shade the buckets
-		// whose rows the gate refused for an open breaker.
-		breaker := 1 + slices.Index(admit.Reasons, admit.ReasonBreakerOpen)
-		for i := range bars {
-			if bars[i].Values[breaker] == 0 {
-				continue
-			}
-			if len(spans) > 0 && spans[len(spans)-1].To == i-1 {
-				spans[len(spans)-1].To = i
-			} else {
-				spans = append(spans, chart.Span{From: i, To: i, Label: "breaker open (refusals)"})
-			}
-		}
+		spans = append(spans, chart.Span{From: index(sp.From), To: index(sp.To), Label: label})
 	}
 	return bars, rates, spans, secondsPer
 }

@@ -129,7 +129,7 @@ func (p *pictures) charts() []namedChart {
 	tl := chart.Timeline{Title: fmt.Sprintf("The %d slowest or failed jobs", len(p.d.top)), Jobs: p.d.timeline()}
 	out = append(out, namedChart{"timeline", "timeline", tl.Write})
 
-	bars, rates, spans, per := p.d.decisionBars()
+	bars, rates, spans, per := p.d.decisionBars(p.s.Breaker)
 	parts := []string{"admit"}
 	for _, r := range admit.Reasons {
 		parts = append(parts, "refuse: "+string(r))
@@ -297,7 +297,7 @@ func (p *pictures) html(w io.Writer) error {
 		{"dist", "Distributions per " + string(p.s.By), fmt.Sprintf("Sent attempts only. Circles mark p50, p95 and p99 (the figures of <code>report --json</code>; gen, elapsed − wait, is counted by the same code). Dashed vermillion lines: the wait cap and the deadline, from %s.", html.EscapeString(p.capsFrom))},
 		{"held", "Held-out rows, apart", "Rows marked <code>holdout=true</code>, kept out of tuning, summarised on their own."},
 		{"timeline", "Jobs: the slowest or failed first", "Each attempt is a bar: wait solid, gen hatched; gaps are backoff sleeps; crosses are refusals with their reason; attempts on a fallback seat are vermillion and say so."},
-		{"time", "Decisions over time", "Admits and refusals per time bucket, by reason (colour and pattern). Shaded spans: a seat's breaker open, from the loop's notes (\"breaker opened\" to \"breaker closed\"), or, in a log without them, buckets where the gate refused for an open breaker."},
+		{"time", "Decisions over time", "Admits and refusals per time bucket, by reason (colour and pattern). Shaded spans: a seat's breaker open, from the log's <code># event breaker</code> lines (opened to closed), or, in a log without them, runs of rows the gate refused for an open breaker on that seat."},
 		{"cost", "Cost", "Tokens and USD of sent attempts, split into the kept answer and the retry tax (attempts that did not produce the kept answer)."},
 	}
 	for _, sec := range sections {

@@ -229,8 +229,9 @@ func TestReportHTMLFiguresAreReportJSONs(t *testing.T) {
 	}
 }
 
-// The breaker's open span comes from the loop's notes ("breaker opened"
-// to "half-open probe; breaker closed") on the decisions chart.
+// The breaker's open span comes from the log's `# event breaker` lines
+// (closed → open to half-open → closed), through the summary, on the
+// decisions chart.
 func TestReportHTMLBreakerSpan(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "r.html")
 	code, _, stderr := reportRun(t, false, "", "report", "--html", page, "../testdata/golden/rehearse/breaker-fallback.log")
@@ -242,6 +243,44 @@ func TestReportHTMLBreakerSpan(t *testing.T) {
 	w, _ := strconv.ParseFloat(spans[0][2], 64)
 	assert.Greater(t, w, 100.0) // open for most of the run
 	assert.Less(t, w, 556.0)    // and closed before its end
+}
+
+// Breaker spans are the summary's: a note saying "breaker opened" is
+// free text and draws nothing; `# event breaker` lines draw the span; a
+// log with neither but with breaker-open refusals has the span inferred.
+func TestReportHTMLBreakerSpansFromEventsNotNotes(t *testing.T) {
+	dir := t.TempDir()
+	rows := func(from, to int) string {
+		var b strings.Builder
+		for i := from; i < to; i++ {
+			fmt.Fprintf(&b, "ts=2026-01-01T00:%02d:00Z job=j%d attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=1 outcome=ok job_end=succeeded\n", i, i)
+		}
+		return b.String()
+	}
+	refused := "ts=2026-01-01T00:20:00Z job=r1 attempt=1 seat=a wait_s=0 elapsed_s=0 tokens=0 decision=\"refuse: breaker open\" sent=false job_end=failed\n"
+	for _, tc := range []struct{ name, log, want string }{
+		{"notes only", rows(0, 10) + "ts=2026-01-01T00:10:00Z job=x attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=1 outcome=server_error note=\"breaker opened\"\n" +
+			rows(11, 30) + "ts=2026-01-01T00:30:00Z job=y attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=1 outcome=ok note=\"half-open probe; breaker closed\"\n" + rows(31, 40), ""},
+		{"events", rows(0, 10) + "# event breaker seat=a from=closed to=open ts=2026-01-01T00:10:00Z\n" + rows(11, 20) + refused +
+			"# event breaker seat=a from=open to=half-open ts=2026-01-01T00:25:00Z\n# event breaker seat=a from=half-open to=closed ts=2026-01-01T00:30:00Z\n" + rows(31, 40), "breaker open: a"},
+		{"refusals only", rows(0, 20) + refused + rows(21, 40), "breaker open (refusals): a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".log")
+			require.NoError(t, os.WriteFile(log, []byte(tc.log), 0o644))
+			page := filepath.Join(dir, "r.html")
+			code, _, stderr := reportRun(t, false, "", "report", "--html", page, log)
+			require.Equal(t, 0, code, stderr)
+			b, _ := os.ReadFile(page)
+			spans := regexp.MustCompile(`class="span"><rect [^>]*><title>([^<]*)</title>`).FindAllStringSubmatch(string(b), -1)
+			if tc.want == "" {
+				assert.Empty(t, spans)
+				return
+			}
+			require.Len(t, spans, 1)
+			assert.Equal(t, tc.want, spans[0][1])
+		})
+	}
 }
 
 // The policy line is found however the reads split the log, and a
