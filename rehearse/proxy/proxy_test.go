@@ -420,7 +420,8 @@ func TestBreakerOpen503(t *testing.T) {
 	assert.Contains(t, body, "refuse: breaker open")
 	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
 	rs := px.rows.wait(t, 3)
-	assert.Contains(t, rs[1].Note, "breaker opened")
+	// The opening is a `# event breaker` line now, not note text
+	// (rehearse.BreakerEvents, ledgerfile.Writer.Event), for the proxy to write.
 	assert.Equal(t, "refuse: breaker open", rs[2].Decision)
 }
 
