@@ -134,11 +134,46 @@ func member(obj []byte, want jsonparser.ValueType, keys ...string) (v []byte, pr
 	return v, true, false
 }
 
+// jsonEach reports whether b is valid JSON (encoding/json's Valid) and,
+// when it is, hands each the members of the object b is (or the elements
+// of the array) as eachMember does. For invalid JSON each is not called.
+func jsonEach(b []byte, each func(k, v []byte, t jsonparser.ValueType)) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	eachMember(b, each)
+	return true
+}
+
+// eachMember hands each the members of the object b is (or the elements
+// of the array), as jsonparser's ObjectEach (ArrayEach) hands them: a
+// member's key unescaped, a string value without its quotes, escapes
+// kept; an element's key is nil. A key that does not unescape ends the
+// calls there. b must be valid JSON already: a member of a document
+// jsonEach validated is not validated again.
+func eachMember(b []byte, each func(k, v []byte, t jsonparser.ValueType)) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return
+	}
+	switch b[0] {
+	case '{':
+		_ = jsonparser.ObjectEach(b, func(k, v []byte, t jsonparser.ValueType, _ int) error {
+			each(k, v, t)
+			return nil
+		})
+	case '[':
+		_, _ = jsonparser.ArrayEach(b, func(v []byte, t jsonparser.ValueType, _ int, _ error) {
+			each(nil, v, t)
+		})
+	}
+}
+
 // jsonObject says data is one valid JSON object (null reads as an empty
 // one, as encoding/json has it); bad is false only for those.
 func jsonObject(data []byte) (obj []byte, ok, bad bool) {
 	data = bytes.TrimSpace(data)
-	if !validJSON(data) {
+	if !json.Valid(data) {
 		return nil, false, true
 	}
 	if len(data) > 0 && data[0] == '{' {

@@ -135,13 +135,13 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		bad := false
 		// The members below are in data, valid already: walking them
 		// again costs what skipping them would.
-		jsonEach(choices.v, func(_, ch []byte, t jsonparser.ValueType) {
+		eachMember(choices.v, func(_, ch []byte, t jsonparser.ValueType) {
 			if bad || t != jsonparser.Object {
 				bad = bad || t != jsonparser.Null
 				return
 			}
 			var message, delta jsonMember
-			jsonEach(ch, func(k, v []byte, t jsonparser.ValueType) {
+			eachMember(ch, func(k, v []byte, t jsonparser.ValueType) {
 				switch string(k) {
 				case "message": // a non-streamed answer
 					message.keep(v, t)
@@ -162,7 +162,7 @@ func (openaiWire) chunk(data []byte, st *stream) {
 			}
 			var texts [len(openaiTextFields)]jsonMember
 			var calls jsonMember
-			jsonEach(d.v, func(k, v []byte, t jsonparser.ValueType) {
+			eachMember(d.v, func(k, v []byte, t jsonparser.ValueType) {
 				if string(k) == "tool_calls" {
 					calls.keep(v, t)
 					return
