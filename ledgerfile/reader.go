@@ -333,6 +333,14 @@ func classifyLine(line []byte, terminated bool) (kind lineKind, text []byte) {
 	return lineRow, text
 }
 
+// IsTornMarker reports whether a whole line (no newline) is the writer's
+// TornMarker, by the readers' rule (classifyLine): a quick scan that is
+// not a strict read (summary.NewestTS) drops the line above one.
+func IsTornMarker(line []byte) bool {
+	kind, _ := classifyLine(line, true)
+	return kind == lineMarker
+}
+
 // overLong is what a line over MaxLine is: torn when it is the input's
 // unterminated tail (a crashed writer's), else a bad line.
 func overLong(terminated bool) lineKind {

@@ -57,6 +57,17 @@ func ScanEvents(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)
 // after. ok is false when no row carries a ts.
 func NewestTS(r io.Reader) (newest time.Time, ok bool, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	// The ts of the line before, counted once the line after it is known
+	// not to be a torn marker naming it (the strict read skips that line).
+	var held time.Time
+	hasHeld := false
+	keep := func() {
+		if hasHeld && (!ok || held.After(newest)) {
+			newest, ok = held, true
+		}
+		hasHeld = false
+	}
+	defer keep()
 	for {
 		line, rerr := br.ReadSlice('\n')
 		if errors.Is(rerr, bufio.ErrBufferFull) {
@@ -67,18 +78,26 @@ func NewestTS(r io.Reader) (newest time.Time, ok bool, err error) {
 			if rerr == io.EOF {
 				return newest, ok, nil
 			}
+			keep()
 			continue
 		}
 		if rerr == io.EOF {
-			// A final line without a newline is torn: the strict read skips it too.
+			// A final line without a newline is torn: the strict read skips
+			// it too (and the line above it when it is a torn marker).
+			if ledgerfile.IsTornMarker(line) {
+				hasHeld = false
+			}
 			return newest, ok, nil
 		}
 		if rerr != nil {
 			return newest, ok, rerr
 		}
-		if t, found := lineTS(line); found && (!ok || t.After(newest)) {
-			newest, ok = t, true
+		if ledgerfile.IsTornMarker(bytes.TrimSuffix(line, []byte("\n"))) {
+			hasHeld = false
+			continue
 		}
+		keep()
+		held, hasHeld = lineTS(line)
 	}
 }
 
