@@ -277,9 +277,24 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("wait_s=1000000000 elapsed_s=1 tokens=9007199254740991 spent_tokens=9007199254740992 cost_usd=1e12 retry_after_s=9223372036.854\n"))
 	f.Add([]byte("wait_s=1 elapsed_s=1 tokens=3 tokens_from=mixed prompt_tokens_from=usage completion_tokens_from=tokenizer\n"))
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n\n" + TornMarker + "\njob=b attempt=2 wait_s=1 elap\n" + TornMarker + "\njob=a attempt=65634 wait_s=1 elapsed_s=1 tokens=1\n"))
+	f.Add([]byte("# event breaker seat=a from=closed to=open ts=2026-01-01T00:00:00Z\n# event breaker seat=\"a b\" from=open to=half-open x=1 ts=2026-01-01T00:00:10.5Z\n# event drain ts=2026-01-01T00:00:00Z\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(strings.NewReader(string(data)), "f.log")
 		r.SkipBad(true)
+		// Whatever event reads must write back and read again the same.
+		r.OnEvent(func(e *Event) {
+			line, err := FormatEvent(e)
+			if err != nil {
+				t.Fatalf("event %+v read, but not written: %v", e, err)
+			}
+			again, err := ParseEvent([]byte(line))
+			if err != nil {
+				t.Fatalf("re-read of %q: %v", line, err)
+			}
+			if again.Kind != e.Kind || !again.TS.Equal(e.TS) || again.From != e.From || again.To != e.To {
+				t.Fatalf("event %+v came back as %+v", e, again)
+			}
+		})
 		for i := 0; i < 100000; i++ {
 			var row Row
 			err := r.Next(&row)

@@ -46,7 +46,9 @@ func (e *LineError) Error() string {
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Reader reads rows strictly: every malformed line is a *LineError naming
-// its number. Blank and '#' lines are skipped, unknown keys kept. A torn
+// its number. Blank and '#' lines are skipped (`# event` lines go to
+// OnEvent), unknown keys kept; what a line is, classifyLine decides, as
+// it does for ReadJobTail. A torn
 // line (the file's last line without a newline, or the line directly above
 // a writer's TornMarker) is not an error: it is skipped and listed in Torn.
 //

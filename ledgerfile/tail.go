@@ -22,9 +22,11 @@ const tailBlock = 64 << 10
 // the job is returned. A job whose rows are near the end of a long log is
 // read in a few blocks, in memory bounded by MaxLine and the rows kept.
 //
-// The rules are the forward Reader's: a torn tail and the line a
-// TornMarker names are skipped, every line holding the job id is read
-// strictly, a job's attempts must increase. Rows read this way carry
+// The rules are the forward Reader's, decided by the same classifyLine:
+// a torn tail and the line a TornMarker names are skipped (an
+// unterminated marker still names it), every line holding the job id is
+// read strictly, a line over MaxLine holding it is an error, a job's
+// attempts must increase. Rows read this way carry
 // Line 0 (their number is not known without reading the whole file);
 // errors do name the line, counted then.
 func ReadJobTail(r io.ReaderAt, size int64, name, job string, enough func(*Row) bool) ([]Row, error) {
