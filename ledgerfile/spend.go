@@ -111,24 +111,9 @@ func BookRows() func(*Row) bool {
 	}
 }
 
-// Next is the gate before a job's next attempt on seat (the seat of its
-// last sent attempt when seat is ""), after its rows in file order, with
-// delay the backoff the caller will sleep first: the retry rules on the
-// job's last failure, then the gate on its spend and the seat's estimate
-// (JobGate.Before). It returns the job's spend and the estimate the gate
-// was given.
-func Next(rules Rules, rows []Row, seat string, delay time.Duration) (admit.Decision, admit.Spent, admit.Next) {
-	var g JobGate
-	g.Books(rules, rows)
-	spent, next := g.Estimate(seat)
-	s := spent
-	s.Time = admit.AddDuration(spent.Time, delay)
-	return g.Before(rules.Budget, s, next), spent, next
-}
-
 // Books takes a job's rows in file order into the gate's books: its spend,
-// its retry history and its per-seat estimates (record and admit --log
-// read a job this way).
+// its retry history and its per-seat estimates. admit --log reads a job
+// this way, then asks Before about its next attempt.
 func (g *JobGate) Books(rules Rules, rows []Row) {
 	for i := range rows {
 		g.take(rules, &rows[i])
