@@ -79,7 +79,9 @@ var Reasons = []Reason{
 	ReasonSpendCeiling, ReasonPermanentError, ReasonRetryLimit, ReasonBreakerOpen,
 }
 
-// Remaining is what the budget has left after the spend, before the next attempt.
+// Remaining is what the budget has left after the spend, before the next
+// attempt. It is never negative: a job past its budget (a log that
+// recorded attempts past the cap) has nothing left, not less.
 type Remaining struct {
 	Time     time.Duration
 	Tokens   int64
@@ -121,6 +123,16 @@ func Refuse(r Reason) Decision {
 	return Decision{Reason: r, Failing: []Reason{r}}
 }
 
+// RefuseFirst is a refusal by a rule checked before the gate (the retry
+// rules: permanent error, retry limit), with the gate's own decision on
+// the same numbers kept beside it: its failing checks are listed after
+// the rule's reason, and what the budget has left is the gate's.
+func RefuseFirst(r Reason, gate Decision) Decision {
+	failing := make([]Reason, 0, 1+len(gate.Failing))
+	failing = append(append(failing, r), gate.Failing...)
+	return Decision{Reason: r, Failing: failing, Remaining: gate.Remaining}
+}
+
 // Decide is the gate. Checks run in DESIGN.md's order; every comparison
 // is strict, so spending exactly the budget admits. Sums saturate
 // (limits.go), so no input, however large, wraps into an admit. With no
@@ -128,10 +140,10 @@ func Refuse(r Reason) Decision {
 // attempt needs some of the deadline to run in.
 func Decide(b Budget, s Spent, n Next) Decision {
 	rem := Remaining{
-		Time:     b.Deadline - ClampDuration(s.Time),
-		Tokens:   b.TokenCeiling - ClampTokens(s.Tokens),
-		Attempts: b.MaxAttempts - s.Attempts,
-		USD:      b.MaxSpendUSD - ClampUSD(s.USD),
+		Time:     max(b.Deadline-ClampDuration(s.Time), 0),
+		Tokens:   max(b.TokenCeiling-ClampTokens(s.Tokens), 0),
+		Attempts: max(b.MaxAttempts-s.Attempts, 0),
+		USD:      max(b.MaxSpendUSD-ClampUSD(s.USD), 0),
 	}
 	var failing []Reason
 	if s.Attempts >= b.MaxAttempts {

@@ -106,3 +106,24 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 }
+
+// A job past its budget (a log that recorded attempts past the cap, a
+// job that ran past its deadline) has nothing left: never less than zero.
+func TestDecideRemainingNeverNegative(t *testing.T) {
+	b := Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 2, MaxWait: 5 * time.Second, MaxSpendUSD: 0.10}
+	d := Decide(b, Spent{Time: 50 * time.Second, Tokens: 9000, Attempts: 3, USD: 0.25}, Next{})
+	assert.Equal(t, Remaining{}, d.Remaining)
+	assert.Equal(t, []Reason{ReasonAttemptCap, ReasonDeadline, ReasonTokenCeiling, ReasonSpendCeiling}, d.Failing)
+}
+
+// A rule's refusal keeps the gate's own failing checks beside it, and
+// what the budget has left.
+func TestRefuseFirst(t *testing.T) {
+	b := Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 2, MaxWait: 5 * time.Second}
+	gate := Decide(b, Spent{Time: 10 * time.Second, Attempts: 2}, Next{})
+	d := RefuseFirst(ReasonRetryLimit, gate)
+	assert.Equal(t, "refuse: retry limit", d.String())
+	assert.Equal(t, []Reason{ReasonRetryLimit, ReasonAttemptCap}, d.Failing)
+	assert.Equal(t, gate.Remaining, d.Remaining)
+	assert.Equal(t, []Reason{ReasonPermanentError}, RefuseFirst(ReasonPermanentError, Decide(b, Spent{}, Next{})).Failing)
+}

@@ -23,8 +23,11 @@ type AdmitOptions struct {
 	Job     string
 	Seat    string
 	JSON    bool
-	NoRows  bool            // the log holds no row of the job: nothing observed yet
-	Rule    *admit.Decision // with --log: the retry rules' refusal of the next attempt
+	NoRows  bool // the log holds no row of the job: nothing observed yet
+	// Books is the job's rows from --log, as record and the attempt loop
+	// keep them (empty without --log): its retry rules decide with the
+	// gate, so admit --log prints the decision record would write.
+	Books ledgerfile.JobGate
 }
 
 func newAdmitCmd(f *Factory, runF func(*AdmitOptions) error) *cobra.Command {
@@ -41,9 +44,13 @@ failing check is listed beside it. Equality admits.
 
   1. attempts used >= attempt cap              refuse: attempt cap
   2. next wait > wait cap                      refuse: queue wait
-  3. next wait + next elapsed > time left      refuse: deadline
+  3. next wait + next gen > time left          refuse: deadline
   4. spent tokens + next tokens > ceiling      refuse: token ceiling
   5. spent USD + next USD > spend ceiling      refuse: spend ceiling
+
+Gen is elapsed - wait, the part after the first byte: --next-elapsed
+runs from submit to the last byte, so it already holds the wait, and
+check 3 counts the wait once.
 
 The job's spend and the next attempt come from flags, or from a log:
 --log FILE --job ID sums the job's sent attempts and estimates the next
@@ -53,10 +60,18 @@ takes the estimate from that seat's rows). --next-* flags override the
 estimate. A missing log is bad input (the gate fails closed); a log with
 no row of the job is a first attempt, and says so on stderr. The job's
 rows are read from the end of the log, back to its latest row that
-carries the spend before it, so a long log answers at once.` + exitStatus("admit", "refuse"),
+carries the spend before it, so a long log answers at once.
+
+With --log, the retry rules decide first, as record and the attempt loop
+decide: after a failure they may refuse the retry ("refuse: permanent
+error", "refuse: retry limit"), and the gate's failing checks are listed
+beside that reason. A breaker is the seat's state across jobs, held by a
+running rehearse or proxy: a log's breaker refusals stay as written, and
+admit --log judges the job by its own rows.` + exitStatus("admit", "refuse"),
 		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap
+  # (18 s to the first byte, then 9 s of answer: elapsed 27 s); refused, exit 1
   retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
-    --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 9 --next-tokens 2400
+    --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 27 --next-tokens 2400
 
   # the same question from rehearsal.log
   retrygate admit --log rehearsal.log --job demo-1`,
@@ -123,11 +138,8 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		if err != nil {
 			return err
 		}
-		d, spent, next := ledgerfile.Next(ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}, rows, o.Seat, 0)
-		o.Spent, o.Next = spent, next
-		if !d.Admit && len(d.Failing) == 1 && (d.Reason == admit.ReasonPermanentError || d.Reason == admit.ReasonRetryLimit) {
-			o.Rule = &d // the retry rules refuse before the gate's numbers do
-		}
+		o.Books.Books(ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}, rows)
+		o.Spent, o.Next = o.Books.Estimate(o.Seat)
 	} else {
 		given := false
 		for _, name := range append(spentFlags, nextFlags...) {
@@ -222,7 +234,7 @@ func runAdmit(o *AdmitOptions) error {
 	if o.NoRows {
 		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, o.LogPath)
 	}
-	d := admit.Decide(o.Budget, o.Spent, o.Next)
+	d := o.Books.Before(o.Budget, o.Spent, o.Next)
 	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
 	spend := b.HasSpendCeiling()
 	if o.JSON {

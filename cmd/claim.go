@@ -13,6 +13,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile/claims"
+	"retrygate/ledgerfile/store"
 )
 
 // ClaimOptions reserves one attempt of a job for a shell retry loop.
@@ -114,38 +115,34 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	return nil
 }
 
+// runClaim asks the claim store at --state, a file or a database: the
+// one decision for both is store.Decide.
 func runClaim(o *ClaimOptions) error {
-	if isDBLog(o.State) {
-		return runClaimStore(o)
-	}
-	var g claims.Grant
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	err := claims.Update(ctx, o.State, func(s *claims.State) error {
-		now, err := o.Clock()
-		if err != nil {
-			return err
-		}
-		claims.Tidy(s, now)
-		if o.Done {
-			delete(s.Jobs, o.Job)
-			return nil
-		}
-		g = claims.Claim(s, o.Job, o.Budget, o.Hard, now)
-		return nil
-	})
-	if errors.Is(err, context.Canceled) {
-		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while waiting for the claim state %q: no attempt was reserved", o.State)}
-	}
+	cs, err := openClaims(ctx, o.State, o.Clock)
 	if err != nil {
-		return badInputErr(err)
+		return err
 	}
+	defer cs.Close()
+	var g store.Grant
 	if o.Done {
-		return nil
+		err = cs.Done(ctx, o.Job)
+	} else {
+		g, err = cs.Claim(ctx, store.Request{Job: o.Job, Budget: o.Budget, Hard: o.Hard})
 	}
-	if !g.Decision.Admit {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while waiting for the claim state %q: no attempt was reserved", logDisplay(o.State))}
+	case err != nil && isDBLog(o.State):
+		return withHint(badInputErr(err), dbHint)
+	case err != nil:
+		return badInputErr(err)
+	case o.Done:
+		return nil
+	case !g.Decision.Admit:
 		fmt.Fprintln(o.IO.ErrOut, g.Decision.String())
 		return refused
 	}

@@ -331,7 +331,7 @@ func TestCrashTornTailPlanted(t *testing.T) {
 			dir := t.TempDir()
 			log := filepath.Join(dir, "rehearsal.log")
 			for i := 0; i < 2; i++ {
-				out, err := exec.Command(bin, "record", "--job", "p", "--wait", "1", "--elapsed", "2", "--tokens", "10", "--log", log).CombinedOutput()
+				out, err := exec.Command(bin, "record", "--job", "p", "--wait", "1", "--elapsed", "2", "--tokens", "10", "--max-attempts", "5", "--log", log).CombinedOutput()
 				require.NoError(t, err, string(out))
 			}
 			whole, err := os.ReadFile(log)
@@ -351,7 +351,7 @@ func TestCrashTornTailPlanted(t *testing.T) {
 
 			var cmd *exec.Cmd
 			if writer == "record" {
-				cmd = exec.Command(bin, "record", "--job", "p", "--wait", "1", "--elapsed", "2", "--tokens", "10", "--log", log)
+				cmd = exec.Command(bin, "record", "--job", "p", "--wait", "1", "--elapsed", "2", "--tokens", "10", "--max-attempts", "5", "--log", log)
 			} else {
 				cmd = exec.Command(bin, "rehearse", "--log", log) // the built-in demo
 			}

@@ -14,7 +14,7 @@ import (
 
 // recordArgs appends one row to log.
 func recordArgs(log string) []string {
-	return []string{"record", "--job", "disk", "--wait", "1", "--elapsed", "2", "--tokens", "10", "--note", strings.Repeat("n", 300), "--log", log}
+	return []string{"record", "--job", "disk", "--max-attempts", "1000", "--wait", "1", "--elapsed", "2", "--tokens", "10", "--note", strings.Repeat("n", 300), "--log", log}
 }
 
 // mountTmpfs mounts a small tmpfs at dir, or skips when this user may not.

@@ -43,8 +43,13 @@ checked before the log is touched; the log is locked while the job's
 rows are read and the line is written, so many concurrent record
 processes never number two attempts alike.
 
---elapsed runs from submit to the last byte, so it includes the wait.` +
-			exitStatus("appended", "not used"),
+--elapsed runs from submit to the last byte, so it includes the wait.
+
+record records: an attempt the gate refuses is appended too, with the
+refusal as its decision, and the exit status says which it was, so a
+shell loop can stop retrying on 1. On bad input (2) nothing is appended.` +
+			exitStatus("appended, and the gate admits the attempt (decision=admit)",
+				"appended, and the gate refuses the attempt (decision=\"refuse: <reason>\" on the row printed)"),
 		Example: `  # the free-seat demo, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens
   retrygate record --job demo-1 --seat scratch --wait 1.2 --elapsed 7.2 --tokens 2100`,
 		Args: cobra.NoArgs,
@@ -229,5 +234,8 @@ func runRecord(o *RecordOptions) error {
 		}
 	}
 	fmt.Fprintln(o.IO.Out, ledgerfile.FormatRow(&row))
+	if !row.Admitted() {
+		return refused // appended, and refused: the row says why
+	}
 	return nil
 }

@@ -144,36 +144,6 @@ func (l *reportingLog) unwritten(rows []ledgerfile.Row, err error) {
 	}
 }
 
-// runClaimStore is `claim` against a claim store named by a URL: the
-// same answers as the JSON file's, from PostgreSQL, where many machines
-// share each job's deadline and attempts.
-func runClaimStore(o *ClaimOptions) error {
-	ctx := context.Background()
-	cs, err := openClaims(ctx, o.State, o.Clock)
-	if err != nil {
-		return err
-	}
-	defer cs.Close()
-	if o.Done {
-		return badInputErr(cs.Done(ctx, o.Job))
-	}
-	g, err := cs.Claim(ctx, store.Request{Job: o.Job, Budget: o.Budget, Hard: o.Hard})
-	if err != nil {
-		return withHint(badInputErr(err), dbHint)
-	}
-	if !g.Decision.Admit {
-		fmt.Fprintln(o.IO.ErrOut, g.Decision.String())
-		return refused
-	}
-	ms := g.Timeout.Milliseconds()
-	if o.Seconds {
-		fmt.Fprintf(o.IO.Out, "%d.%03d\n", ms/1000, ms%1000)
-	} else {
-		fmt.Fprintln(o.IO.Out, ms)
-	}
-	return nil
-}
-
 // parseModel is model.Parse, with `log:postgres://…[:SEAT]` read from the
 // database: the bootstrap model over the same rows a file would hold.
 func parseModel(ctx context.Context, spec string) (model.Model, error) {

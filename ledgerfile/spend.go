@@ -111,25 +111,40 @@ func BookRows() func(*Row) bool {
 	}
 }
 
-// Next is the gate before a job's next attempt on seat (the seat of its
-// last sent attempt when seat is ""), after its rows in file order, with
-// delay the backoff the caller will sleep first (admit --log): the retry
-// rules on the job's last failure, then the gate on its spend and the
-// seat's estimate. It returns the job's spend and the estimate the gate
-// was given.
-func Next(rules Rules, rows []Row, seat string, delay time.Duration) (admit.Decision, admit.Spent, admit.Next) {
-	var g JobGate
+// Books takes a job's rows in file order into the gate's books: its spend,
+// its retry history and its per-seat estimates. admit --log reads a job
+// this way, then asks Before about its next attempt.
+func (g *JobGate) Books(rules Rules, rows []Row) {
 	for i := range rows {
 		g.take(rules, &rows[i])
 	}
+}
+
+// Estimate is the job's spend so far and the conservative estimate of its
+// next attempt on seat (the seat of its last sent attempt when seat is "").
+func (g *JobGate) Estimate(seat string) (admit.Spent, admit.Next) {
 	if seat == "" {
 		seat = g.track.LastSeat()
 	}
-	spent, next := g.track.Spent(), g.track.Estimate(seat, 0)
+	return g.track.Spent(), g.track.Estimate(seat, 0)
+}
+
+// Before is the decision on the job's next attempt, given the spend and
+// the numbers the gate sees (admit --log passes its flags' overrides):
+// the retry rules' refusal of a retry after the job's last sent failure,
+// with the gate's failing checks listed beside it, else the gate. It is
+// the decision record writes and the attempt loop makes at that point.
+func (g *JobGate) Before(b admit.Budget, s admit.Spent, n admit.Next) admit.Decision {
+	return g.ruled(admit.Decide(b, s, n))
+}
+
+// ruled puts the retry rules' refusal, when there is one, before the
+// gate's decision d: the loop asks the retry rules first.
+func (g *JobGate) ruled(d admit.Decision) admit.Decision {
 	if g.stepSet && !g.step.Retry {
-		return admit.Refuse(g.step.Reason), spent, next
+		return admit.RefuseFirst(g.step.Reason, d)
 	}
-	return g.track.Before(rules.Budget, seat, admit.AddDuration(spent.Time, delay), 0), spent, next
+	return d
 }
 
 // Rules are what a replay judges rows by: the budget and the retry rules.
@@ -229,8 +244,6 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) admit.Decision {
 		// Other jobs' failures open a breaker, and the operator stops a
 		// run: neither is this job's rows' to decide.
 		return admit.Refuse(reason)
-	case g.stepSet && !g.step.Retry:
-		return admit.Refuse(g.step.Reason)
 	case !g.stepSet && !r.WasSent() && (reason == admit.ReasonPermanentError || reason == admit.ReasonRetryLimit):
 		// The failure the retry rules judged is not in the rows read
 		// (a hand-written row, or the log starts mid-job): keep theirs.
@@ -239,19 +252,18 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) admit.Decision {
 	b := rules.Budget
 	// The gate charges the backoff slept before the attempt to the
 	// deadline: spent_s + delay_s, as the loop does.
-	spent := admit.AddDuration(g.track.Spent().Time, r.Delay)
+	s := g.track.Spent()
+	s.Time = admit.AddDuration(s.Time, r.Delay)
 	if r.Outcome == "" && !r.Unsent {
 		// The hand-written form (no outcome, no sent key): its own
 		// numbers were the gate's next attempt.
-		s := g.track.Spent()
-		s.Time = spent
-		return admit.Decide(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD})
+		return g.Before(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD})
 	}
-	d := g.track.Before(b, r.Seat, spent, r.ReserveUSD)
+	d := g.track.Before(b, r.Seat, s.Time, r.ReserveUSD)
 	if a != nil {
 		d = admit.LiveWaitCap(b, d, a)
 	}
-	return d
+	return g.ruled(d)
 }
 
 // Track is the job's books so far.

@@ -4,7 +4,8 @@
 //
 // Time is measured on the boot-time clock (see Reading), so setting the
 // wall clock back or forward neither gives a job time back nor forgets it.
-// The gate itself is admit.Decide; this package only keeps its inputs.
+// The decision is store.Decide's (the gate, admit.Decide), made for this
+// file and for PostgreSQL alike; this package only keeps its inputs.
 package claims
 
 import (
@@ -68,57 +69,35 @@ type State struct {
 	Jobs    map[string]Job `json:"jobs"`
 }
 
-// Grant is one claim's answer.
-type Grant struct {
-	Decision admit.Decision
-	Timeout  time.Duration // what the attempt may use, when admitted
-	Job      Job
-}
-
 // forgetAfter is how long a job whose deadline has passed is kept, so a
 // late claim still refuses with "deadline" rather than starting afresh.
 // It is measured like the deadline, so a wall clock set forward forgets
 // nothing.
 const forgetAfter = 24 * time.Hour
 
-// minGrant is the least an attempt can be given: claim prints whole
-// milliseconds, and a grant of 0 ms is no grant.
-const minGrant = time.Millisecond
-
-// Claim reserves one attempt of job through the gate (admit.Decide). The
-// first claim starts the job's deadline and fixes its attempt cap; every
-// claim is refused once the attempt cap or the deadline is spent. The
-// returned timeout is what is left of the deadline, capped by hard when
-// hard > 0.
-func Claim(s *State, job string, b admit.Budget, hard time.Duration, now Reading) Grant {
-	j, ok := s.Jobs[job]
+// Job is job id's claim state at now: as kept, or, for a job not seen
+// yet, a new one whose deadline starts now, with b's deadline and attempt
+// cap (kept only once Take records a grant). The decision on it is the
+// claim store's (store.Decide, the gate); this package keeps its inputs.
+func (s *State) Job(id string, b admit.Budget, now Reading) Job {
+	j, ok := s.Jobs[id]
 	if !ok {
 		j = Job{Started: now.Wall, Deadline: b.Deadline, MaxAttempts: b.MaxAttempts}
 		j.see(now)
 	}
-	// Claim keeps only the deadline and the attempt cap; the gate's other
-	// numbers are left wide open so that they never decide.
-	gb := admit.Budget{
-		Deadline:     j.Deadline,
-		TokenCeiling: admit.MaxTokens,
-		MaxAttempts:  j.MaxAttempts,
-		MaxWait:      admit.MaxDuration,
-	}
-	used := j.Used(now)
-	d := admit.Decide(gb, admit.Spent{Time: used, Attempts: j.Attempts}, admit.Next{Wait: minGrant})
-	if !d.Admit {
-		return Grant{Decision: d, Job: j}
-	}
-	j.Spent = used
+	return j
+}
+
+// Take keeps one more attempt granted to job id, whose state at now is j
+// (State.Job): the deadline it has used so far is kept, measured from
+// now on, and the grant gets an id. It returns the job as kept.
+func (s *State) Take(id string, j Job, now Reading) Job {
+	j.Spent = j.Used(now)
 	j.see(now)
-	j.Attempts++
+	j.Attempts = min(j.Attempts+1, admit.MaxAttempts)
 	j.Grants = append(slices.Clip(j.Grants), grantID())
-	s.Jobs[job] = j
-	t := j.Deadline - used
-	if hard > 0 && hard < t {
-		t = hard
-	}
-	return Grant{Decision: d, Timeout: t, Job: j}
+	s.Jobs[id] = j
+	return j
 }
 
 func (j *Job) see(now Reading) {

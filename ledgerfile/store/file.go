@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 
+	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/claims"
 )
@@ -147,8 +148,10 @@ func unwrapPath(err error) error {
 }
 
 // FileClaims is the claim state in one JSON file under a lock
-// (ledgerfile/claims, unchanged). It keeps each job's deadline and
-// attempts; tokens and spend are kept by PostgreSQL's claims only.
+// (ledgerfile/claims). It keeps each job's deadline and attempts; tokens
+// and spend are kept by PostgreSQL's claims only, so the file's jobs
+// leave the gate's other numbers wide open. Each claim is decided by
+// Decide, as the database's are.
 type FileClaims struct {
 	Path  string
 	Clock claims.Clock // nil: claims.SystemClock
@@ -164,26 +167,41 @@ func (c *FileClaims) read() (claims.Reading, error) {
 }
 
 func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
-	var g claims.Grant
+	var g Grant
 	err := claims.Update(ctx, c.Path, func(s *claims.State) error {
 		now, err := c.read()
 		if err != nil {
 			return err
 		}
 		claims.Tidy(s, now)
-		g = claims.Claim(s, req.Job, req.Budget, req.Hard, now)
+		g = fileClaim(s, req, now)
 		return nil
 	})
 	if err != nil {
 		return Grant{}, err
 	}
-	out := Grant{Decision: g.Decision, Timeout: g.Timeout, Job: Job{
-		Started: g.Job.Started, Deadline: g.Job.Deadline, MaxAttempts: g.Job.MaxAttempts, Attempts: g.Job.Attempts,
-	}}
-	if g.Decision.Admit {
-		out.Attempt = g.Job.Attempts
+	return g, nil
+}
+
+// fileClaim is one claim on the file's state at now: Decide over the
+// deadline and attempts the file keeps, and the grant kept when admitted.
+func fileClaim(s *claims.State, req Request, now claims.Reading) Grant {
+	fj := s.Job(req.Job, req.Budget, now)
+	job := func(fj claims.Job) Job {
+		return Job{Started: fj.Started, Deadline: fj.Deadline, MaxAttempts: fj.MaxAttempts, Attempts: fj.Attempts}
 	}
-	return out, nil
+	b := admit.Budget{
+		Deadline:     fj.Deadline,
+		TokenCeiling: admit.MaxTokens,
+		MaxAttempts:  fj.MaxAttempts,
+		MaxWait:      admit.MaxDuration,
+	}
+	d, timeout := Decide(job(fj), b, req.Hard, fj.Used(now), req.Next)
+	if !d.Admit {
+		return Grant{Decision: d, Job: job(fj)}
+	}
+	fj = s.Take(req.Job, fj, now)
+	return Grant{Decision: d, Attempt: fj.Attempts, Timeout: timeout, Job: job(fj)}
 }
 
 func (c *FileClaims) Done(ctx context.Context, job string) error {

@@ -98,7 +98,7 @@ var ErrDuplicate = errors.New("duplicate attempt")
 
 // minAttemptTime is the least an attempt can take: a claim at the very
 // end of the deadline is refused rather than granted a zero timeout
-// (which curl reads as "no timeout").
+// (which curl reads as "no timeout", and claim prints whole milliseconds).
 const minAttemptTime = time.Millisecond
 
 // next is the estimate the gate sees for a claim.
@@ -111,12 +111,14 @@ func next(n admit.Next) admit.Next {
 	return n
 }
 
-// Decide is the gate for a claim: admit.Decide over the job's spend,
-// with every reservation still held counted as spent, and the timeout the
-// attempt may use when it is admitted.
-func Decide(j Job, b admit.Budget, hard time.Duration, now time.Time, n admit.Next) (admit.Decision, time.Duration) {
+// Decide is the one decision on a claim, in every store: the gate
+// (admit.Decide) over the job's spend, used of its deadline gone and
+// every reservation still held counted as spent, and the timeout the
+// attempt may use when it is admitted: what is left of the deadline,
+// capped by hard when hard > 0.
+func Decide(j Job, b admit.Budget, hard, used time.Duration, n admit.Next) (admit.Decision, time.Duration) {
 	spent := admit.Spent{
-		Time:     admit.ClampDuration(now.Sub(j.Started)),
+		Time:     admit.ClampDuration(used),
 		Tokens:   admit.AddTokens(j.Tokens, j.ReservedTokens),
 		Attempts: j.Attempts,
 		USD:      admit.AddUSD(j.USD, j.ReservedUSD),

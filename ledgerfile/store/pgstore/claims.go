@@ -93,7 +93,7 @@ func (s *Store) Claim(ctx context.Context, req store.Request) (store.Grant, erro
 		jobBudget := admit.Budget{Deadline: j.Deadline, TokenCeiling: tokenCeiling, MaxAttempts: j.MaxAttempts,
 			MaxWait: time.Duration(maxWaitNS), MaxSpendUSD: maxSpend}
 		n := req.Next
-		d, timeout := store.Decide(j, jobBudget, req.Hard, now, n)
+		d, timeout := store.Decide(j, jobBudget, req.Hard, now.Sub(j.Started), n)
 		g.Decision, g.Job = d, j
 		if !d.Admit {
 			return nil
