@@ -54,9 +54,9 @@ estimate. A missing log is bad input (the gate fails closed); a log with
 no row of the job is a first attempt, and says so on stderr. The job's
 rows are read from the end of the log, back to its latest row that
 carries the spend before it, so a long log answers at once.` + exitStatus("admit", "refuse"),
-		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap
+		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap, refused (exits 1)
   retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
-    --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 9 --next-tokens 2400
+    --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 27 --next-tokens 2400
 
   # the same question from rehearsal.log
   retrygate admit --log rehearsal.log --job demo-1`,

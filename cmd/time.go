@@ -219,7 +219,7 @@ func runTime(o *TimeOptions) error {
 		if soft := o.Policy.Timeouts.Soft; soft > 0 && soft < o.HardTimeout {
 			req.SoftTimeout = soft
 			req.OnSoft = func(elapsed time.Duration) {
-				fmt.Fprintf(o.IO.ErrOut, "retrygate: still waiting after %ss (soft timeout %s)\n", ledgerfile.FormatSeconds(elapsed), soft)
+				fmt.Fprintln(o.IO.ErrOut, "retrygate: "+stillWaiting(o.Job, sc.Name, elapsed, soft))
 			}
 		}
 		obs = st.Do(ctx, req)
