@@ -170,7 +170,7 @@ func docScript(path string) (string, int, error) {
 	var errs []string
 	n, line, nfiles := 0, 0, 0
 	saving := false // in a block the reader saves as a file
-	fence := "" // the open fence's language; "" outside a block
+	fence := ""     // the open fence's language; "" outside a block
 	inBlock := false
 	var expect *strings.Builder
 	flush := func() {
