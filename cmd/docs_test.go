@@ -36,6 +36,10 @@ import (
 //     command exists, every flag exists and takes its value, the argument
 //     count fits) and the line must be valid sh.
 //
+// A ```sh block holding a retrygate command is a script to adapt (a loop
+// around a real seat, PostgreSQL URLs, a CI step): it is parsed as a
+// `not run` command is, and must say why it is not run.
+//
 // A block whose fence says `file=NAME` (```yaml file=retrygate.yaml) is
 // saved as NAME for the examples after it, as the reader is told to.
 //
@@ -139,13 +143,14 @@ func rewriteDoc(path string, outs map[int]string) error {
 
 var (
 	exitsRE  = regexp.MustCompile(`#.*\bexits (\d+)\b`)
-	notRunRE = regexp.MustCompile(`#.*\bnot run: (.+)$`)
+	notRunRE = regexp.MustCompile(`(?m)#.*\bnot run: (.+)$`)
 	timesRE  = regexp.MustCompile(`#.*\btimes vary\b`)
 	// A command outside a console block: a `$ ` prompt, or a line that
 	// starts with the program's name and a word (not `retrygate: …`,
 	// which is output).
 	// ```yaml file=retrygate.yaml: a block the reader saves as that file.
 	docFileRE      = regexp.MustCompile(`\bfile=(\S+)`)
+	synopsisRE     = regexp.MustCompile(`\[--|\[[A-Z]`) // retrygate rehearse [--seat NAME]: a usage line
 	strayCommandRE = regexp.MustCompile(`^\s*(\$ |retrygate [a-z-])`)
 )
 
@@ -169,8 +174,9 @@ func docScript(path string) (string, int, error) {
 	var cmds, files strings.Builder
 	var errs []string
 	n, line, nfiles := 0, 0, 0
-	saving := false // in a block the reader saves as a file
-	fence := ""     // the open fence's language; "" outside a block
+	saving := false           // in a block the reader saves as a file
+	script, scriptAt := "", 0 // a ```sh block's lines, and its first
+	fence := ""               // the open fence's language; "" outside a block
 	inBlock := false
 	var expect *strings.Builder
 	flush := func() {
@@ -198,11 +204,27 @@ func docScript(path string) (string, int, error) {
 			}
 		case inBlock && trimmed == "```":
 			flush()
+			if fence == "sh" && strings.Contains(script, "retrygate ") {
+				// A script to adapt: parsed, not run, and it says why.
+				n++
+				if !notRunRE.MatchString(script) {
+					errs = append(errs, fmt.Sprintf("%s:%d: a ```sh block with a retrygate command: if it runs offline, make it a ```console block; else say why in it with `# not run: WHY`", docRel(path), scriptAt))
+				}
+				fmt.Fprintf(&cmds, "doc %s:%d 0 %d %s @script/%d\n", docRel(path), scriptAt, n, modeParse, n)
+				fmt.Fprintf(&files, "-- script/%d --\n%s", n, script)
+			}
+			script = ""
 			inBlock, saving = false, false
+		case !inBlock:
 		case saving:
 			files.WriteString(text + "\n")
+		case fence == "sh":
+			if script == "" {
+				scriptAt = line
+			}
+			script += text + "\n"
 		case inBlock && fence != "console":
-			if strayCommandRE.MatchString(text) {
+			if strayCommandRE.MatchString(text) && !synopsisRE.MatchString(text) {
 				errs = append(errs, fmt.Sprintf("%s:%d: a command in a ```%s block: put it in a ```console block (with `# not run: why` if it cannot run offline), so a test runs it", docRel(path), line, fence))
 			}
 		case strings.HasPrefix(text, "$ "):
@@ -686,10 +708,10 @@ func hasHeading(t *testing.T, file, anchor string) bool {
 
 // docRel names a doc by its path in the repository: README.md, docs/x.md.
 func docRel(path string) string {
-	if filepath.Base(filepath.Dir(path)) == "docs" {
-		return "docs/" + filepath.Base(path)
+	if filepath.Base(path) == "README.md" {
+		return "README.md"
 	}
-	return filepath.Base(path)
+	return "docs/" + filepath.Base(path)
 }
 
 func TestDocsShellCommands(t *testing.T) {
