@@ -28,8 +28,9 @@ import (
 //
 //   - `# exits N`: it must exit N (else 0);
 //   - `# times vary`: timestamps and measured times (a decimal number,
-//     with or without a unit) match any other, and so does the padding
-//     they move; nothing else is loosened;
+//     with or without a unit, or a line that is one whole number, as
+//     claim's milliseconds) match any other, and so does the padding they
+//     move; nothing else is loosened;
 //   - `# not run: REASON`: it cannot run offline (a real provider, a
 //     PostgreSQL server, a server that runs until stopped); its output is
 //     not compared, but every retrygate command in it must parse (the
@@ -381,10 +382,11 @@ func docMatch(want, out, errs []string, times bool) bool {
 }
 
 var (
-	timestampRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
-	measuredRE  = regexp.MustCompile(`\d+\.\d+(ms|s)?|\d+(ms|s)\b`)
-	padRE       = regexp.MustCompile(` +`)
-	ruleRE      = regexp.MustCompile(`─+`)
+	timestampRE  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+	measuredRE   = regexp.MustCompile(`\d+\.\d+(ms|s)?|\d+(ms|s)\b`)
+	bareMillisRE = regexp.MustCompile(`^\d+$`)
+	padRE        = regexp.MustCompile(` +`)
+	ruleRE       = regexp.MustCompile(`─+`)
 )
 
 // maskTimes stands every timestamp and measured time in for any other,
@@ -392,6 +394,7 @@ var (
 func maskTimes(s string) string {
 	s = timestampRE.ReplaceAllString(s, "<ts>")
 	s = measuredRE.ReplaceAllString(s, "<t>")
+	s = bareMillisRE.ReplaceAllString(s, "<t>") // claim's milliseconds
 	s = ruleRE.ReplaceAllString(s, "─")
 	return padRE.ReplaceAllString(s, " ")
 }
