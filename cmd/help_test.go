@@ -25,6 +25,10 @@ var helpNotRun = []struct{ command, word, why string }{
 	{"retrygate time", "served", "a seat server in the background"},
 }
 
+// helpConfig names, per command, the file of testdata/help its examples
+// take as retrygate.yaml instead of the default one.
+var helpConfig = map[string]string{"retrygate proxy": "proxy.yaml"}
+
 // TestHelpExamples runs the examples of every command's --help, each in a
 // fresh directory holding testdata/help (a retrygate.yaml whose seats are
 // script seats, a rehearsal.log, prompt.txt, policies and logs/), so none
@@ -44,6 +48,9 @@ func TestHelpExamples(t *testing.T) {
 	walk = func(c *cobra.Command) {
 		if c.Example != "" {
 			var script, files strings.Builder
+			if cfg, ok := helpConfig[c.CommandPath()]; ok {
+				fmt.Fprintf(&script, "cp $REPO/testdata/help/%s retrygate.yaml\n", cfg)
+			}
 			for i, ex := range helpExamples(c.Example) {
 				mode, code := modeStatus, "0"
 				for k, nr := range helpNotRun {
