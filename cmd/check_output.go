@@ -126,8 +126,13 @@ func budgetLine(b admit.Budget) string {
 	return s
 }
 
+// replayHeader names what each column is: row_wait_s, row_elapsed_s and
+// row_tokens are the row's own observed numbers (not the estimate the gate
+// judged the attempt on, which comes from the job's earlier rows);
+// spent_s, spent_tokens and used are the gate's inputs, the job's spend
+// before the row, recomputed from those earlier rows.
 func replayHeader() []string {
-	return []string{"row", "job", "attempt", "seat", "logged", "now", "wait_s", "elapsed_s", "tokens", "spent_s", "spent_tokens", "used"}
+	return []string{"row", "job", "attempt", "seat", "logged", "now", "row_wait_s", "row_elapsed_s", "row_tokens", "spent_s", "spent_tokens", "used"}
 }
 
 func replayRows(rs []summary.Replayed, limit int) [][]string {

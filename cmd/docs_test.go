@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,33 +13,52 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/spf13/cobra"
 )
 
 // TestDocs runs every console example in README.md and docs/*.md, so none
 // can go stale. A ```console block holds `$ command` lines, each followed
-// by the stdout it prints; a line `...` stands for any lines (a timing, a
-// timestamp), and a command whose line ends in `# exits N` must exit N.
+// by what a terminal shows: its stdout and its stderr, in the order they
+// interleave (the comparison accepts any interleaving of the two streams;
+// RETRYGATE_UPDATE_GOLDEN=1 rewrites each output as `2>&1` orders it).
+// A command's trailing shell comment may carry markers:
+//
+//   - `# exits N`: it must exit N (else 0);
+//   - `# times vary`: timestamps and measured times (a decimal number,
+//     with or without a unit, or a line that is one whole number, as
+//     claim's milliseconds) match any other, and so does the padding they
+//     move; nothing else is loosened;
+//   - `# not run: REASON`: it cannot run offline (a real provider, a
+//     PostgreSQL server, a server that runs until stopped); its output is
+//     not compared, but every retrygate command in it must parse (the
+//     command exists, every flag exists and takes its value, the argument
+//     count fits) and the line must be valid sh.
+//
+// A ```sh block holding a retrygate command is a script to adapt (a loop
+// around a real seat, PostgreSQL URLs, a CI step): it is parsed as a
+// `not run` command is, and must say why it is not run.
+//
+// A block whose fence says `file=NAME` (```yaml file=retrygate.yaml) is
+// saved as NAME for the examples after it, as the reader is told to.
+//
 // The blocks of one file run in order in one fresh directory, where the
 // repository's testdata/ is at hand, so a later example reads the log an
-// earlier one wrote. Stderr is not compared: an example that shows it
-// redirects it (2>&1). Output is a terminal's (RETRYGATE_FORCE_TTY=1), as
-// a reader sees it. RETRYGATE_UPDATE_GOLDEN=1 rewrites the documented
-// output from what the commands print.
+// earlier one wrote. Stdout is a terminal's (RETRYGATE_FORCE_TTY=1) unless
+// the command pipes or redirects it, as a reader's terminal would see it.
+// A retrygate command outside a console block fails the test: every
+// example runs.
 func TestDocs(t *testing.T) {
 	root := repoRoot(t)
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{filepath.Join(root, "README.md")}, files...)
 	dir := t.TempDir()
 	n := 0
-	for _, f := range files {
+	for _, f := range docFiles(t, root) {
 		script, count, err := docScript(f)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			continue
 		}
 		if count == 0 {
 			continue
@@ -51,6 +71,9 @@ func TestDocs(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no console examples found in README.md or docs/")
+	}
+	if t.Failed() {
+		return
 	}
 	if docUpdate {
 		// The scripts run as parallel subtests: rewrite once they are done.
@@ -72,6 +95,15 @@ func TestDocs(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"doc": cmdDoc},
 	})
+}
+
+// docFiles is README.md and docs/*.md.
+func docFiles(t *testing.T, root string) []string {
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{filepath.Join(root, "README.md")}, files...)
 }
 
 var (
@@ -110,11 +142,30 @@ func rewriteDoc(path string, outs map[int]string) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-var exitsRE = regexp.MustCompile(`\s+# exits (\d+)$`)
+var (
+	exitsRE  = regexp.MustCompile(`#.*\bexits (\d+)\b`)
+	notRunRE = regexp.MustCompile(`(?m)#.*\bnot run: (.+)$`)
+	timesRE  = regexp.MustCompile(`#.*\btimes vary\b`)
+	// A command outside a console block: a `$ ` prompt, or a line that
+	// starts with the program's name and a word (not `retrygate: …`,
+	// which is output).
+	// ```yaml file=retrygate.yaml: a block the reader saves as that file.
+	docFileRE      = regexp.MustCompile(`\bfile=(\S+)`)
+	synopsisRE     = regexp.MustCompile(`\[--|\[[A-Z]`) // retrygate rehearse [--seat NAME]: a usage line
+	strayCommandRE = regexp.MustCompile(`^\s*(\$ |retrygate [a-z-])`)
+)
+
+// docMode is how one documented command is checked.
+const (
+	modeRun    = "run"    // run it, compare what it prints
+	modeTimes  = "times"  // run it, compare with times and timestamps masked
+	modeParse  = "parse"  // do not run it: check that it parses
+	modeStatus = "status" // run it, check only its exit code (help examples)
+)
 
 // docScript turns a markdown file's console blocks into one testscript:
-// `doc FILE:LINE CODE 'command'` per command, its expected stdout in a
-// file section of its own.
+// `doc FILE:LINE CODE N MODE 'command'` per command, its expected output
+// in a file section of its own.
 func docScript(path string) (string, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -122,7 +173,11 @@ func docScript(path string) (string, int, error) {
 	}
 	defer f.Close()
 	var cmds, files strings.Builder
-	n, line := 0, 0
+	var errs []string
+	n, line, nfiles := 0, 0, 0
+	saving := false           // in a block the reader saves as a file
+	script, scriptAt := "", 0 // a ```sh block's lines, and its first
+	fence := ""               // the open fence's language; "" outside a block
 	inBlock := false
 	var expect *strings.Builder
 	flush := func() {
@@ -136,52 +191,119 @@ func docScript(path string) (string, int, error) {
 	for sc.Scan() {
 		line++
 		text := sc.Text()
+		trimmed := strings.TrimSpace(text)
 		switch {
-		case !inBlock && strings.TrimSpace(text) == "```console":
-			inBlock = true
-		case inBlock && strings.TrimSpace(text) == "```":
+		case !inBlock && strings.HasPrefix(trimmed, "```"):
+			inBlock, fence = true, strings.TrimPrefix(trimmed, "```")
+			if m := docFileRE.FindStringSubmatch(fence); m != nil {
+				// The reader is told to save this block as a file: so do
+				// the examples after it.
+				nfiles++
+				fmt.Fprintf(&cmds, "cp docfile/%d %s\n", nfiles, m[1])
+				fmt.Fprintf(&files, "-- docfile/%d --\n", nfiles)
+				saving = true
+			}
+		case inBlock && trimmed == "```":
 			flush()
-			inBlock = false
-		case inBlock && strings.HasPrefix(text, "$ "):
+			if fence == "sh" && strings.Contains(script, "retrygate ") {
+				// A script to adapt: parsed, not run, and it says why.
+				n++
+				if !notRunRE.MatchString(script) {
+					errs = append(errs, fmt.Sprintf("%s:%d: a ```sh block with a retrygate command: if it runs offline, make it a ```console block; else say why in it with `# not run: WHY`", docRel(path), scriptAt))
+				}
+				fmt.Fprintf(&cmds, "doc %s:%d 0 %d %s @script/%d\n", docRel(path), scriptAt, n, modeParse, n)
+				fmt.Fprintf(&files, "-- script/%d --\n%s", n, script)
+			}
+			script = ""
+			inBlock, saving = false, false
+		case !inBlock:
+		case saving:
+			files.WriteString(text + "\n")
+		case fence == "sh":
+			if script == "" {
+				scriptAt = line
+			}
+			script += text + "\n"
+		case inBlock && fence != "console":
+			if strayCommandRE.MatchString(text) && !synopsisRE.MatchString(text) {
+				errs = append(errs, fmt.Sprintf("%s:%d: a command in a ```%s block: put it in a ```console block (with `# not run: why` if it cannot run offline), so a test runs it", docRel(path), line, fence))
+			}
+		case strings.HasPrefix(text, "$ "):
 			flush()
 			n++
 			at := line
-			command, code := strings.TrimPrefix(text, "$ "), "0"
+			command := strings.TrimPrefix(text, "$ ")
 			for strings.HasSuffix(command, "\\") && sc.Scan() { // a command continued on the next line
 				line++
 				command = strings.TrimSuffix(command, "\\") + " " + strings.TrimSpace(sc.Text())
 			}
+			code, mode := "0", modeRun
 			if m := exitsRE.FindStringSubmatch(command); m != nil {
-				command, code = strings.TrimSuffix(command, m[0]), m[1]
+				code = m[1]
 			}
-			// testscript quotes with '…', doubling a quote inside.
-			fmt.Fprintf(&cmds, "doc %s:%d %s %d '%s'\n", docRel(path), at, code, n, strings.ReplaceAll(command, "'", "''"))
+			if timesRE.MatchString(command) {
+				mode = modeTimes
+			}
+			if notRunRE.MatchString(command) {
+				mode = modeParse
+			}
+			fmt.Fprintf(&cmds, "doc %s:%d %s %d %s %s\n", docRel(path), at, code, n, mode, tsQuote(command))
 			expect = &strings.Builder{}
-		case inBlock && expect != nil:
+		case expect != nil:
 			expect.WriteString(text + "\n")
-		case inBlock:
-			return "", 0, fmt.Errorf("%s:%d: console block line before any $ command", path, line)
+		default:
+			errs = append(errs, fmt.Sprintf("%s:%d: console block line before any $ command", docRel(path), line))
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return "", 0, err
 	}
 	if inBlock {
-		return "", 0, fmt.Errorf("%s: unterminated console block", path)
+		errs = append(errs, fmt.Sprintf("%s: unterminated ``` block", docRel(path)))
+	}
+	if len(errs) > 0 {
+		return "", 0, errors.New(strings.Join(errs, "\n"))
 	}
 	return cmds.String() + files.String(), n, nil
 }
 
+// tsQuote quotes one testscript argument: '…', a quote inside doubled.
+func tsQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 // cmdDoc runs one documented command with sh and checks its exit code and
-// stdout against the documented output.
+// what it printed against the documented output.
 func cmdDoc(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 4 {
-		ts.Fatalf("usage: doc WHERE CODE N 'command'")
+	if neg || len(args) != 5 {
+		ts.Fatalf("usage: doc WHERE CODE N MODE 'command'|@FILE")
 	}
-	where, n := args[0], args[2]
+	where, n, mode, command := args[0], args[2], args[3], args[4]
 	want, _ := strconv.Atoi(args[1])
-	command := args[3]
-	err := ts.Exec("sh", "-c", command)
+	if file, ok := strings.CutPrefix(command, "@"); ok {
+		command = strings.TrimSuffix(ts.ReadFile(file), "\n")
+	}
+	if mode == modeParse {
+		if err := parseOnly(ts, command); err != nil {
+			ts.Fatalf("%s: `%s` (not run) does not parse: %v", where, command, err)
+		}
+		return
+	}
+	// A command whose stdout is piped or redirected sees no terminal.
+	tty := "1"
+	for _, c := range shellCommands(command) {
+		if c.isRetrygate() && !c.toTerminal {
+			tty = "0"
+		}
+	}
+	ts.Setenv("RETRYGATE_FORCE_TTY", tty)
+	defer ts.Setenv("RETRYGATE_FORCE_TTY", "1")
+	script := command
+	if mode == modeStatus {
+		script = "set -e\n" + command // every line of a --help example must pass
+	}
+	if docUpdate && mode != modeStatus {
+		script = "{\n" + command + "\n} 2>&1" // the order the docs will show
+	}
+	err := ts.Exec("sh", "-c", script)
 	got := 0
 	if err != nil {
 		var ee *exec.ExitError
@@ -190,11 +312,16 @@ func cmdDoc(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		got = ee.ExitCode()
 	}
-	stdout := ts.ReadFile("stdout")
+	stdout, stderr := ts.ReadFile("stdout"), ts.ReadFile("stderr")
 	if got != want {
-		ts.Fatalf("%s: `%s` exited %d, the docs say %d\nstdout:\n%s\nstderr:\n%s", where, command, got, want, stdout, ts.ReadFile("stderr"))
+		ts.Fatalf("%s: `%s` exited %d, the docs say %d\nstdout:\n%s\nstderr:\n%s", where, command, got, want, stdout, stderr)
 	}
-	expected := ts.ReadFile("expect/" + n)
+	if w := userWords(stdout + stderr); w != "" {
+		ts.Fatalf("%s: `%s` printed %q: users do not have the articles; name the idea", where, command, w)
+	}
+	if mode == modeStatus {
+		return
+	}
 	if docUpdate {
 		m := docLineOfRE.FindStringSubmatch(where)
 		line, _ := strconv.Atoi(m[2])
@@ -206,37 +333,455 @@ func cmdDoc(ts *testscript.TestScript, neg bool, args []string) {
 		docMu.Unlock()
 		return
 	}
-	if !docMatch(strings.Split(strings.TrimSuffix(expected, "\n"), "\n"), strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")) {
-		ts.Fatalf("%s: `%s` printed:\n%s\nthe docs show:\n%s", where, command, stdout, expected)
+	expected := ts.ReadFile("expect/" + n)
+	if !docMatch(docLines(expected), docLines(stdout), docLines(stderr), mode == modeTimes) {
+		ts.Fatalf("%s: `%s` printed:\n%s\non stderr:\n%s\nthe docs show:\n%s\n(RETRYGATE_UPDATE_GOLDEN=1 go test ./cmd/ -run TestDocs rewrites the docs from what the commands print)", where, command, stdout, stderr, expected)
 	}
 }
 
-// docMatch matches lines, where a want line "..." matches any run of lines.
-func docMatch(want, got []string) bool {
-	if len(want) == 1 && want[0] == "" {
-		want = nil
+func docLines(s string) []string {
+	s = strings.TrimSuffix(s, "\n")
+	if s == "" {
+		return nil
 	}
-	if len(got) == 1 && got[0] == "" {
-		got = nil
-	}
-	if len(want) == 0 {
-		return len(got) == 0
-	}
-	if strings.TrimSpace(want[0]) == "..." {
-		for i := 0; i <= len(got); i++ {
-			if docMatch(want[1:], got[i:]) {
-				return true
-			}
-		}
+	return strings.Split(s, "\n")
+}
+
+// docMatch reports whether want is an interleaving of the stdout lines
+// out and the stderr lines errs: a terminal shows both, in an order the
+// two pipes of a test do not keep.
+func docMatch(want, out, errs []string, times bool) bool {
+	if len(want) != len(out)+len(errs) {
 		return false
 	}
-	return len(got) > 0 && strings.TrimRight(want[0], " ") == strings.TrimRight(got[0], " ") && docMatch(want[1:], got[1:])
+	norm := func(s string) string {
+		s = strings.TrimRight(s, " ")
+		if times {
+			s = maskTimes(s)
+		}
+		return s
+	}
+	// seen[j][k]: want[:j+k] cannot be matched with out[:j], errs[:k] — or it can; memoised.
+	memo := map[[2]int]bool{}
+	var match func(j, k int) bool
+	match = func(j, k int) bool {
+		if j == len(out) && k == len(errs) {
+			return true
+		}
+		key := [2]int{j, k}
+		if v, ok := memo[key]; ok {
+			return v
+		}
+		w := norm(want[j+k])
+		ok := (j < len(out) && w == norm(out[j]) && match(j+1, k)) ||
+			(k < len(errs) && w == norm(errs[k]) && match(j, k+1))
+		memo[key] = ok
+		return ok
+	}
+	return match(0, 0)
+}
+
+var (
+	timestampRE  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+	measuredRE   = regexp.MustCompile(`\d+\.\d+(ms|s)?|\d+(ms|s)\b`)
+	bareMillisRE = regexp.MustCompile(`^\d+$`)
+	padRE        = regexp.MustCompile(` +`)
+	ruleRE       = regexp.MustCompile(`─+`)
+)
+
+// maskTimes stands every timestamp and measured time in for any other,
+// and the padding a table gives them.
+func maskTimes(s string) string {
+	s = timestampRE.ReplaceAllString(s, "<ts>")
+	s = measuredRE.ReplaceAllString(s, "<t>")
+	s = bareMillisRE.ReplaceAllString(s, "<t>") // claim's milliseconds
+	s = ruleRE.ReplaceAllString(s, "─")
+	return padRE.ReplaceAllString(s, " ")
+}
+
+// userWordsRE is what user-facing text never says (DESIGN.md's words):
+// users don't have the articles the product comes from.
+var userWordsRE = regexp.MustCompile(`(?i)\bseeds? 00\d\b|\barticles?\b|free-seat scenario|\bDESIGN\.md\b`)
+
+func userWords(s string) string { return userWordsRE.FindString(s) }
+
+// shellCommand is one simple command of a shell line.
+type shellCommand struct {
+	words      []string
+	toTerminal bool // stdout is not piped or redirected
+}
+
+func (c shellCommand) isRetrygate() bool { return len(c.words) > 0 && c.words[0] == "retrygate" }
+
+// shellCommands splits a sh line (or script) into its simple commands,
+// enough to find each retrygate command's words and where its stdout
+// goes: quotes and backslashes are honoured, $VAR and $(…) are kept as
+// written (a retrygate command inside $(…) is found as its own command),
+// a # comment and redirections are dropped.
+func shellCommands(line string) []shellCommand {
+	var cmds []shellCommand
+	cur := shellCommand{toTerminal: true}
+	var word strings.Builder
+	inWord := false
+	endWord := func() {
+		if inWord {
+			cur.words = append(cur.words, word.String())
+			word.Reset()
+			inWord = false
+		}
+	}
+	endCmd := func(piped bool) {
+		endWord()
+		if piped {
+			cur.toTerminal = false
+		}
+		if len(cur.words) > 0 {
+			cmds = append(cmds, cur)
+		}
+		cur = shellCommand{toTerminal: true}
+	}
+	rs := []rune(line)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case r == '\\' && i+1 < len(rs):
+			i++
+			if rs[i] != '\n' {
+				word.WriteRune(rs[i])
+				inWord = true
+			}
+		case r == '\'':
+			j := i + 1
+			for j < len(rs) && rs[j] != '\'' {
+				j++
+			}
+			word.WriteString(string(rs[i+1 : min(j, len(rs))]))
+			inWord, i = true, j
+		case r == '"':
+			j := i + 1
+			for j < len(rs) && rs[j] != '"' {
+				if rs[j] == '\\' && j+1 < len(rs) {
+					j++
+				}
+				word.WriteRune(rs[j])
+				j++
+			}
+			inWord, i = true, j
+		case r == '$' && i+1 < len(rs) && rs[i+1] == '(':
+			// A command substitution: its commands are commands of their own.
+			endWord()
+			depth, j := 1, i+2
+			for j < len(rs) && depth > 0 {
+				switch rs[j] {
+				case '(':
+					depth++
+				case ')':
+					depth--
+				}
+				j++
+			}
+			for _, c := range shellCommands(string(rs[i+2 : max(i+2, j-1)])) {
+				c.toTerminal = false // its stdout is captured
+				cmds = append(cmds, c)
+			}
+			word.WriteString("$(…)")
+			inWord, i = true, j-1
+		case r == '#' && !inWord:
+			for i < len(rs) && rs[i] != '\n' {
+				i++
+			}
+			endCmd(false)
+		case r == '|':
+			if i+1 < len(rs) && rs[i+1] == '|' {
+				i++
+				endCmd(false)
+			} else {
+				endCmd(true)
+			}
+		case r == '&' || r == ';' || r == '\n' || r == '(' || r == ')' || r == '{' && !inWord || r == '}' && !inWord:
+			if r == '&' && i+1 < len(rs) && rs[i+1] == '&' {
+				i++
+			}
+			endCmd(false)
+		case r == '>' || r == '<':
+			fd := "1"
+			if r == '<' {
+				fd = "0"
+			}
+			if inWord && (word.String() == "1" || word.String() == "2") {
+				fd, inWord = word.String(), false
+				word.Reset()
+			}
+			endWord()
+			if i+1 < len(rs) && rs[i+1] == '>' {
+				i++
+			}
+			if i+1 < len(rs) && rs[i+1] == '&' { // 2>&1: a dup, no file name
+				i++
+				for i+1 < len(rs) && rs[i+1] >= '0' && rs[i+1] <= '9' {
+					i++
+				}
+			} else { // the file name
+				for i+1 < len(rs) && rs[i+1] == ' ' {
+					i++
+				}
+				for i+1 < len(rs) && !strings.ContainsRune(" \n;&|)", rs[i+1]) {
+					i++
+				}
+			}
+			if fd == "1" {
+				cur.toTerminal = false
+			}
+		case r == ' ' || r == '\t':
+			endWord()
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	endCmd(false)
+	return cmds
+}
+
+// parseOnly checks a command that is not run: valid sh, and every
+// retrygate command in it parses, in the script's directory and
+// environment (its config file is read): see parseOnlyMain.
+func parseOnly(ts *testscript.TestScript, script string) error {
+	if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
+		return fmt.Errorf("sh -n: %v: %s", err, out)
+	}
+	found := false
+	for _, c := range shellCommands(script) {
+		if !c.isRetrygate() {
+			continue
+		}
+		found = true
+		ts.Setenv(parseOnlyEnv, "1")
+		err := ts.Exec("retrygate", c.words[1:]...)
+		ts.Setenv(parseOnlyEnv, "")
+		if err != nil {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(c.words, " "), err, ts.ReadFile("stderr"))
+		}
+	}
+	if !found && strings.Contains(script, "retrygate ") {
+		return errors.New("no retrygate command found in it")
+	}
+	return nil
+}
+
+// parseOnlyEnv makes the test binary, run as retrygate, parse its command
+// line without running it (TestMain).
+const parseOnlyEnv = "RETRYGATE_TEST_PARSE_ONLY"
+
+// parseSeams build every command with a run function that does nothing:
+// flags, config and arguments are resolved and checked (a --seat the
+// config does not have is refused), and nothing is served, dialled, read
+// or written. A command without one (a new one) has its flags parsed.
+var parseSeams = map[string]func(*Factory) *cobra.Command{
+	"retrygate admit":   func(f *Factory) *cobra.Command { return newAdmitCmd(f, func(*AdmitOptions) error { return nil }) },
+	"retrygate check":   func(f *Factory) *cobra.Command { return newCheckCmd(f, func(*CheckOptions) error { return nil }) },
+	"retrygate claim":   func(f *Factory) *cobra.Command { return newClaimCmd(f, func(*ClaimOptions) error { return nil }) },
+	"retrygate cost":    func(f *Factory) *cobra.Command { return newCostCmd(f, func(*CostOptions) error { return nil }) },
+	"retrygate db init": func(f *Factory) *cobra.Command { return newDBInitCmd(f, func(*DBInitOptions) error { return nil }) },
+	"retrygate log export": func(f *Factory) *cobra.Command {
+		return newLogExportCmd(f, func(*LogExportOptions) error { return nil })
+	},
+	"retrygate log import": func(f *Factory) *cobra.Command {
+		return newLogImportCmd(f, func(*LogImportOptions) error { return nil })
+	},
+	"retrygate proxy":    func(f *Factory) *cobra.Command { return newProxyCmd(f, func(*ProxyOptions) error { return nil }) },
+	"retrygate record":   func(f *Factory) *cobra.Command { return newRecordCmd(f, func(*RecordOptions) error { return nil }) },
+	"retrygate rehearse": func(f *Factory) *cobra.Command { return newRehearseCmd(f, func(*RehearseOptions) error { return nil }) },
+	"retrygate report":   func(f *Factory) *cobra.Command { return newReportCmd(f, func(*ReportOptions) error { return nil }) },
+	"retrygate seat serve": func(f *Factory) *cobra.Command {
+		return newSeatServeCmd(f, func(*SeatServeOptions) error { return nil })
+	},
+	"retrygate simulate": func(f *Factory) *cobra.Command { return newSimulateCmd(f, func(*SimulateOptions) error { return nil }) },
+	"retrygate time":     func(f *Factory) *cobra.Command { return newTimeCmd(f, func(*TimeOptions) error { return nil }) },
+	"retrygate tune":     func(f *Factory) *cobra.Command { return newTuneCmd(f, func(*TuneOptions) error { return nil }) },
+}
+
+// parseOnlyMain parses os.Args as retrygate would, and stops before the
+// command runs: through its parse seam when it has one, else by parsing
+// its flags and checking its argument count. It exits 2 on an error.
+func parseOnlyMain() int {
+	f := &Factory{IO: System(), Now: time.Now, Getenv: os.Getenv, Ctx: context.Background()}
+	args := os.Args[1:]
+	root := NewRootCmd(f)
+	c, rest, err := root.Find(args)
+	if err == nil {
+		if seam, ok := parseSeams[c.CommandPath()]; ok {
+			parent := c.Parent()
+			parent.RemoveCommand(c)
+			parent.AddCommand(seam(f))
+			decorateFlags(root, f)
+			root.SetArgs(args)
+			err = root.Execute()
+		} else {
+			err = parseFlagsOnly(root, c, rest)
+		}
+	}
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) && ee.Err != nil {
+			err = ee.Err
+		}
+		fmt.Fprintf(os.Stderr, "retrygate: %v\n", err)
+		return ExitBad
+	}
+	return ExitOK
+}
+
+func parseFlagsOnly(root, c *cobra.Command, rest []string) error {
+	if c == root && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		return fmt.Errorf("unknown command %q", rest[0])
+	}
+	if !c.Runnable() && len(c.Commands()) > 0 {
+		return fmt.Errorf("%q needs a subcommand", c.CommandPath())
+	}
+	c.InitDefaultHelpFlag()
+	if err := c.ParseFlags(rest); err != nil {
+		return err
+	}
+	return c.ValidateArgs(c.Flags().Args())
+}
+
+// The relative links of README.md and docs/*.md name files (and
+// headings) the repository has, and no line of them names what users do
+// not have (the articles, DESIGN.md).
+func TestDocsLinks(t *testing.T) {
+	root := repoRoot(t)
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, f := range docFiles(t, root) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if w := userWords(line); w != "" {
+				t.Errorf("%s:%d: says %q: users do not have the articles or DESIGN.md; name the idea", docRel(f), i+1, w)
+			}
+			for _, m := range linkRE.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, anchor, _ := strings.Cut(target, "#")
+				file := f
+				if path != "" {
+					file = filepath.Join(filepath.Dir(f), path)
+				}
+				rel, err := filepath.Rel(root, file)
+				if err != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("%s:%d: link %q leaves the repository", docRel(f), i+1, target)
+					continue
+				}
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s:%d: link %q: no such file %s", docRel(f), i+1, target, rel)
+					continue
+				}
+				if anchor != "" && !hasHeading(t, file, anchor) {
+					t.Errorf("%s:%d: link %q: %s has no heading #%s", docRel(f), i+1, target, rel, anchor)
+				}
+			}
+		}
+	}
+}
+
+// hasHeading reports whether a markdown file has a heading whose GitHub
+// anchor is anchor.
+func hasHeading(t *testing.T, file, anchor string) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		h = strings.ReplaceAll(drop.ReplaceAllString(h, ""), " ", "-")
+		if h == anchor {
+			return true
+		}
+	}
+	return false
 }
 
 // docRel names a doc by its path in the repository: README.md, docs/x.md.
 func docRel(path string) string {
-	if filepath.Base(filepath.Dir(path)) == "docs" {
-		return "docs/" + filepath.Base(path)
+	if filepath.Base(path) == "README.md" {
+		return "README.md"
 	}
-	return filepath.Base(path)
+	return "docs/" + filepath.Base(path)
+}
+
+func TestDocsShellCommands(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want []string // each retrygate command's words, then "tty" or "piped"
+	}{
+		{"retrygate report testdata/logs/mixed.log | head -10", []string{"retrygate report testdata/logs/mixed.log piped"}},
+		{"retrygate claim --job j1 2>&1   # exits 1", []string{"retrygate claim --job j1 tty"}},
+		{"retrygate tune rehearsal.log > budget.yaml", []string{"retrygate tune rehearsal.log piped"}},
+		{"retrygate report --json 2>/dev/null", []string{"retrygate report --json tty"}},
+		{`while s=$(retrygate claim --job "$id" --seconds); do curl -d '{"a": 1}' x && break; done`, []string{`retrygate claim --job $id --seconds piped`}},
+		{`retrygate simulate --model "lognormal p50=2.1s" --vs 'b c.yaml'`, []string{"retrygate simulate --model lognormal p50=2.1s --vs b c.yaml tty"}},
+	} {
+		var got []string
+		for _, sc := range shellCommands(c.line) {
+			if sc.isRetrygate() {
+				where := "tty"
+				if !sc.toTerminal {
+					where = "piped"
+				}
+				got = append(got, strings.Join(sc.words, " ")+" "+where)
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%s:\n got %q\nwant %q", c.line, got, c.want)
+		}
+	}
+}
+
+// A command that is not run must still parse: a flag that does not exist,
+// a bad value, a missing argument, an unknown command or a seat the config
+// does not have is caught (testdata/script/docs_parse_only.txtar).
+func TestDocsParseOnly(t *testing.T) {
+	dir := t.TempDir()
+	script := `parses 'retrygate proxy --seat scratch --listen 127.0.0.1:7000'
+parses 'retrygate db init postgres://retrygate@db.internal/retrygate'
+parses 'retrygate log export postgres://retrygate@db.internal/retrygate > rehearsal.log'
+parses 'id=x; while s=$(retrygate claim --job "$id" --deadline 45s --seconds); do break; done'
+parses 'retrygate report --by outcome rehearsal.log'
+! parses 'retrygate proxy --seat openai'
+stderr 'no seat named "openai"'
+! parses 'retrygate proxy --sate scratch'
+! parses 'retrygate claim --job j --deadline soon'
+! parses 'retrygate log import'
+! parses 'retrygate nosuch --x'
+! parses 'retrygate report --by colour'
+! parses 'retrygate report ''unterminated'
+-- retrygate.yaml --
+seats:
+  scratch: {kind: openai, base_url: https://api.openai.com/v1, model: gpt-4o-mini, api_key_env: OPENAI_API_KEY}
+`
+	if err := os.WriteFile(filepath.Join(dir, "parse.txtar"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: dir,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"parses": func(ts *testscript.TestScript, neg bool, args []string) {
+				err := parseOnly(ts, args[0])
+				if err == nil && neg {
+					ts.Fatalf("%s: parsed", args[0])
+				}
+				if err != nil && !neg {
+					ts.Fatalf("%s: %v", args[0], err)
+				}
+			},
+		},
+	})
 }

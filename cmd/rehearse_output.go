@@ -157,7 +157,6 @@ func newAttemptPrinter(io *IOStreams, jsonOut, virtual bool, jobs int) *attemptP
 	// A virtual run is over at once: on a terminal, show its attempts as a
 	// table instead of a progress bar nobody would see move.
 	p.table = !jsonOut && io.OutTTY && virtual
-	p.notes = io.ErrTTY && !p.table
 	if !virtual && io.ErrTTY && (jsonOut || io.OutTTY || isRegularFile(io.Out)) {
 		total := jobs
 		if total == 0 {
@@ -235,9 +234,11 @@ func (c *connTally) add(r *ledgerfile.Row) {
 	}
 }
 
-// report says on stderr which seats never connected, with their URL, and
-// returns exit 1 when no attempt of the run connected at all.
-func (c *connTally) report(w io.Writer, chain []seat.Config) error {
+// report says on stderr which seats never connected, with their URL. A
+// run where nothing connected is still done (exit 0): a seat failing is
+// data in the log, not a tool error (DESIGN.md's exit codes), and the
+// warning and its hint say where to look.
+func (c *connTally) report(w io.Writer, chain []seat.Config) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	urls := map[string]string{}
@@ -258,15 +259,14 @@ func (c *connTally) report(w io.Writer, chain []seat.Config) error {
 		}
 	}
 	if sent > 0 && conn == sent {
-		return &exitError{Code: ExitRefuse,
-			Err:  fmt.Errorf("every attempt failed to connect (%d of %d, conn_error): %s", conn, sent, strings.Join(wheres, ", ")),
-			Hint: "is the server up, and is the port right? the log's notes say what the connection got"}
+		fmt.Fprintf(w, "retrygate: warning: every attempt failed to connect (%d of %d, conn_error): %s\n", conn, sent, strings.Join(wheres, ", "))
+		fmt.Fprintf(w, "retrygate: hint: is the server up, and is the port right? the log's notes say what the connection got\n")
+		return
 	}
 	for i, name := range down {
 		fmt.Fprintf(w, "retrygate: warning: %s: every attempt failed to connect (%d of %d, conn_error); the other seats answered\n",
 			wheres[i], c.conn[name], c.sent[name])
 	}
-	return nil
 }
 
 // safeURL is a base URL fit to print: scheme, host and path, never the

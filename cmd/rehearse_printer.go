@@ -24,7 +24,6 @@ type attemptPrinter struct {
 	io     *IOStreams
 	lines  bool
 	table  bool
-	notes  bool // "still waiting" notes on stderr, when there is no bar
 	bar    *progressbar.ProgressBar
 	mu     sync.Mutex
 	header bool
@@ -89,18 +88,24 @@ func lastWord(r *ledgerfile.Row) string {
 	return string(r.Outcome) + " in " + ledgerfile.FormatSeconds(r.Elapsed) + "s"
 }
 
-// soft is the "still waiting" note (seed 002's interim state).
-func (p *attemptPrinter) soft(job, seatName string, el time.Duration) {
+// soft shows that an attempt passed timeouts.soft: in the bar's
+// description when there is a bar, else as a note line on stderr, piped
+// or not, as `time` writes it (only real-time runs call it).
+func (p *attemptPrinter) soft(job, seatName string, el time.Duration, softAfter time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	note := fmt.Sprintf("%s on %s: still waiting %.1fs…", job, seatName, el.Seconds())
+	note := stillWaiting(job, seatName, el, softAfter)
 	if p.bar != nil {
 		p.bar.Describe(note)
 		return
 	}
-	if p.notes {
-		fmt.Fprintln(p.io.ErrOut, note)
-	}
+	fmt.Fprintln(p.io.ErrOut, "retrygate: "+note)
+}
+
+// stillWaiting is the one "still waiting" note, for rehearse and time: an
+// attempt passed the soft timeout and is not cut (the hard timeout cuts).
+func stillWaiting(job, seatName string, elapsed, softAfter time.Duration) string {
+	return fmt.Sprintf("%s on %s: still waiting after %ss (timeouts.soft %s)", job, seatName, ledgerfile.FormatSeconds(elapsed), softAfter)
 }
 
 // finish ends the bar: at 100% on its own line when every job ran (the

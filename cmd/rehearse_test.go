@@ -118,7 +118,7 @@ scratch	2	0	1.200	5.000	5.000	7.200	3600	attempt cap 1, queue wait 1
 jobs	succeeded	failed	unknown	cancelled	deadline_misses
 1	0	0	1	0	0
 `, out)
-	assert.Contains(t, errOut, "retrygate: built-in demo: the free-seat scenario")
+	assert.Contains(t, errOut, "retrygate: built-in demo: the free-seat demo")
 	assert.Contains(t, errOut, "put seats: and fallback: in retrygate.yaml")
 	assert.Contains(t, errOut, "run r1, seed 1, virtual clock, appending to rehearsal.log")
 

@@ -383,3 +383,25 @@ func TestReportHTMLManyGroups(t *testing.T) {
 	assert.True(t, strings.Contains(cdf, `data-series="j002"`)) // three rows: among the largest
 	assert.False(t, strings.Contains(cdf, `data-series="j000"`))
 }
+
+// --svg and --png name a directory with or without a trailing slash, as
+// docs/report.md writes it, and create it when it is missing; a missing
+// parent is still bad input.
+func TestReportImageDirSlash(t *testing.T) {
+	base := t.TempDir()
+	for _, flag := range []string{"--svg", "--png"} {
+		for _, name := range []string{"with-slash/", "without-slash"} {
+			dir := filepath.Join(base, strings.TrimPrefix(flag, "--")+"-"+name)
+			if strings.HasSuffix(name, "/") {
+				dir += "/"
+			}
+			code, _, stderr := reportRun(t, false, "", "report", flag, dir, mixedLog)
+			require.Equal(t, 0, code, "%s %s: %s", flag, dir, stderr)
+			got, _ := filepath.Glob(filepath.Join(dir, "*."+strings.TrimPrefix(flag, "--")))
+			assert.Len(t, got, 18, "%s %s", flag, dir)
+		}
+	}
+	code, _, stderr := reportRun(t, false, "", "report", "--svg", filepath.Join(base, "no", "such")+"/", mixedLog)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no such file or directory")
+}

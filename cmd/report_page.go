@@ -96,7 +96,9 @@ func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
 		if st, err := os.Stat(d.dir); err == nil && !st.IsDir() {
 			return badInput("%s: %q is not a directory", d.flag, d.dir)
 		} else if err != nil {
-			if err := checkParent(d.flag, d.dir); err != nil {
+			// "charts/" names the directory charts, created under ".":
+			// its parent is that of the cleaned path, not charts itself.
+			if err := checkParent(d.flag, filepath.Clean(d.dir)); err != nil {
 				return err
 			}
 		}

@@ -16,17 +16,54 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3".
+// Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3"
+// (the GitHub Action sets it to the ref it was used at); else it comes
+// from the module's build info.
 var Version = ""
 
 func version() string {
 	if Version != "" {
 		return Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return develVersion
 	}
-	return "dev"
+	return buildVersion(bi)
+}
+
+// develVersion is a build that knows nothing of where it came from: go
+// build without VCS stamping (-buildvcs=false, a source tarball).
+const develVersion = "(devel)"
+
+// buildVersion is the version the build info names: the module version
+// `go install retrygate@v1.2.3` (or a VCS-stamped go build) records, else
+// the commit a go build in a git checkout was made from (+dirty when the
+// tree had changes), else (devel).
+func buildVersion(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != develVersion {
+		return v
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" {
+		return develVersion
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	v := develVersion + " " + rev
+	if modified == "true" {
+		v += "+dirty"
+	}
+	return v
 }
 
 // Factory carries what every command needs from the outside world, so

@@ -74,8 +74,8 @@ prints and exits 0.` + exitStatus("the attempt ran, whatever its outcome", "not 
   # the free-seat demo's second attempt, on the virtual clock
   retrygate time --seat demo --call 2 --json
 
-  # against a local seat server
-  retrygate seat serve --script builtin:free-seat &
+  # against a local seat server (seat served: base_url http://127.0.0.1:6556/v1)
+  retrygate seat serve --script builtin:free-seat --addr 127.0.0.1:6556 &
   retrygate time --seat served --hard-timeout 10s --wait-cap 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -219,7 +219,7 @@ func runTime(o *TimeOptions) error {
 		if soft := o.Policy.Timeouts.Soft; soft > 0 && soft < o.HardTimeout {
 			req.SoftTimeout = soft
 			req.OnSoft = func(elapsed time.Duration) {
-				fmt.Fprintf(o.IO.ErrOut, "retrygate: still waiting after %ss (soft timeout %s)\n", ledgerfile.FormatSeconds(elapsed), soft)
+				fmt.Fprintln(o.IO.ErrOut, "retrygate: "+stillWaiting(o.Job, sc.Name, elapsed, soft))
 			}
 		}
 		obs = st.Do(ctx, req)

@@ -58,6 +58,10 @@ type ghAction struct {
 	} `yaml:"runs"`
 }
 
+// workflowActionRef is the ref a workflow's uses: names, as the runner
+// gives it to the action (github.action_ref).
+const workflowActionRef = "v1.4.0"
+
 // ourAction is how a workflow names retrygate's action: <owner>/retrygate@<ref>.
 var ourAction = regexp.MustCompile(`^[^/\s]+/retrygate@\S+$`)
 
@@ -137,6 +141,10 @@ func testWorkflows(t *testing.T, doc string, blocks []string) {
 						assert.Zero(t, code, "%s's workflow %d fails with a %s\n%s", doc, i+1, c.name, out)
 					}
 					assert.Contains(t, out, c.out)
+					if uses := usesOurAction(job.Steps); uses {
+						// The action says which build judged the logs: the ref of uses:.
+						assert.Contains(t, out, "retrygate "+workflowActionRef+"\n")
+					}
 					if c.policy == "tight.yaml" && strings.Contains(out, "::notice") {
 						// Annotations name the workspace's files, so GitHub can place them.
 						assert.Contains(t, out, "::error file=retrygate.yaml,line=7,")
@@ -193,6 +201,14 @@ func TestActionInputsNeverInScripts(t *testing.T) {
 		}
 	}
 	assert.True(t, built, "the action builds retrygate from its own checkout")
+	for _, s := range a.Runs.Steps {
+		if strings.Contains(s.Run, `go -C "$GITHUB_ACTION_PATH" build`) {
+			// The version is the ref of uses: OWNER/retrygate@REF (docs/ci.md).
+			assert.Equal(t, "${{ github.action_ref }}", s.Env["ACTION_REF"])
+			assert.Contains(t, s.Run, `-ldflags "-X retrygate/cmd.Version=${ACTION_REF:-(devel)}"`)
+			assert.Contains(t, s.Run, `"$RUNNER_TEMP/retrygate" --version`)
+		}
+	}
 	assert.True(t, a.Inputs["policy"].Required)
 	assert.Equal(t, "rehearsal.log", a.Inputs["logs"].Default)
 	assert.Equal(t, "github", a.Inputs["format"].Default)
@@ -393,6 +409,8 @@ func (r *fakeRunner) expand(s string, inputs map[string]string, actionPath strin
 			return r.temp
 		case e == "github.action_path" && actionPath != "":
 			return actionPath
+		case e == "github.action_ref" && actionPath != "":
+			return workflowActionRef
 		case strings.HasPrefix(e, "inputs.") && inputs != nil:
 			return inputs[strings.TrimPrefix(e, "inputs.")]
 		}
@@ -478,4 +496,13 @@ func (r *fakeRunner) readRunnerFiles() {
 			}
 		}
 	}
+}
+
+func usesOurAction(steps []ghStep) bool {
+	for _, s := range steps {
+		if ourAction.MatchString(s.Uses) {
+			return true
+		}
+	}
+	return false
 }
