@@ -94,8 +94,8 @@ func replayed(r *ledgerfile.Row, file string, d admit.Decision, before admit.Spe
 	for _, f := range d.Failing[min(1, len(d.Failing)):] {
 		out.Also = append(out.Also, string(f))
 	}
-	out.WaitS, out.ElapsedS, out.Tokens = r.Wait.Seconds(), r.Elapsed.Seconds(), r.Tokens
-	out.SpentS, out.SpentTokens, out.Used = before.Time.Seconds(), before.Tokens, before.Attempts
+	out.WaitS, out.ElapsedS, out.Tokens = Seconds(r.Wait), Seconds(r.Elapsed), r.Tokens
+	out.SpentS, out.SpentTokens, out.Used = Seconds(before.Time), before.Tokens, before.Attempts
 	return out
 }
 
