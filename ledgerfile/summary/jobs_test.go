@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"retrygate/admit"
 	"retrygate/ledgerfile"
 )
 
@@ -72,4 +74,28 @@ ts=2026-03-14T09:00:04Z job=b attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 ou
 	assert.Equal(t, int64(2), sum.Goodput.Jobs)
 	assert.Equal(t, int64(2), sum.Goodput.Good)
 	assert.Equal(t, 6.0, sum.Goodput.WindowS)
+}
+
+// The replay keeps a job's books past its job_end row for a row of it
+// that follows: the gate judges that row with the job's attempts used.
+func TestReplayGoesOnPastJobEnd(t *testing.T) {
+	c, err := NewCheck(CheckOptions{Budget: admit.Budget{Deadline: time.Minute, TokenCeiling: 8000, MaxAttempts: 1, MaxWait: 5 * time.Second},
+		Thresholds: []Threshold{{Threshold: mustThreshold(t, "refused_rate", "rate <= 100%")}}})
+	require.NoError(t, err)
+	_, _, err = Scan(strings.NewReader(`job=j attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok decision=admit used=0 job_end=succeeded
+job=j attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 decision="refuse: attempt cap" sent=false
+job=k attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok decision=admit used=0 job_end=succeeded
+`), "t.log", false, func(r *ledgerfile.Row) { c.Add(r, "t.log") })
+	require.NoError(t, err)
+	res := c.Close()
+	assert.Zero(t, res.ChangesTotal, "%+v", res.Changes)
+	assert.Equal(t, int64(2), res.Summary.All.Jobs)
+	assert.Equal(t, 1.0/3, *res.Thresholds[0].Observed)
+}
+
+func mustThreshold(t *testing.T, metric, expr string) admit.Threshold {
+	t.Helper()
+	th, err := admit.ParseThreshold(metric, expr)
+	require.NoError(t, err)
+	return th
 }
