@@ -143,7 +143,7 @@ func (c *Check) Add(r *ledgerfile.Row, file string) {
 			return
 		}
 	}
-	c.sum.AddAs(r, file, now)
+	c.sum.add(r, file, now, changed && now != admitted || !changed && !r.WasSent()) // Refused, from the flip found above
 }
 
 // Close judges the thresholds. The check passes when every threshold
