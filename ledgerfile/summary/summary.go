@@ -347,11 +347,13 @@ type Summarizer struct {
 
 	// A job is every row that shares its id (DESIGN.md), job_end or not:
 	// a row after a job's job_end row is still that job's. Jobs live in
-	// chunks of jobChunk (growing copies at most the first), by index. A job's state is
-	// kept past its job_end row while endWindow more jobs end, so a late
-	// row rejoins it, and is counted then; only its id's 64-bit hash stays
-	// after that (ids), to count each id once: memory follows the jobs
-	// open at once and a few bytes per job id, never the rows.
+	// chunks of jobChunk (growing copies at most the first), by index. A
+	// job's state is kept past its job_end row while endWindow more jobs
+	// end, so a late row rejoins it, and is counted then; only its id's
+	// 64-bit hash stays after that (ids), to count each id once: memory
+	// follows the jobs open at once and a few bytes per job id, never the
+	// rows. (Two ids of one hash would be one job: at a million ids, a
+	// chance of about 3e-8, with a seed no log can aim at.)
 	jobs    [][]jobState
 	free    []int32
 	ids     map[uint64]int32 // hash of a job id → its slot; finished when < 0
