@@ -3,6 +3,7 @@ package admit
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ var Metrics = []MetricSpec{
 	{Name: "attempts_per_success", Kind: ValueMetric, Doc: "sent attempts ÷ jobs that succeeded (+Inf with no success)"},
 	{Name: "retry_ratio", Kind: ValueMetric, Doc: "sent attempts ÷ jobs"},
 	{Name: "retry_tax", Kind: ValueMetric, Percent: true, Doc: "share of tokens spent in attempts that did not produce the kept result"},
-	{Name: "refused_rate", Kind: RateMetric, Percent: true, Doc: "attempt rows the policy refuses on replay ÷ attempt rows"},
+	{Name: "refused_rate", Kind: RateMetric, Percent: true, Doc: "rows the policy refuses before sending (sent=false, or flipped to a refusal on replay; a sent attempt cut live is not one) ÷ rows"},
 	{Name: "unknown_rate", Kind: RateMetric, Percent: true, Doc: "jobs that ended unknown ÷ jobs"},
 	{Name: "deadline_miss_rate", Kind: RateMetric, Percent: true, Doc: "jobs whose time (Σ delay + elapsed of sent attempts) exceeds budget.deadline ÷ jobs"},
 	{Name: "billable_failure_rate", Kind: RateMetric, Percent: true, Doc: "failed attempts billed (ambiguous counts as billed) ÷ failed attempts"},
@@ -93,6 +94,10 @@ type Threshold struct {
 	Value  float64 // in the metric's base unit: seconds, tokens, a fraction, a count
 	Num    float64 // the number as written, before its unit
 	Unit   string  // as written: "", "ms", "s", "m", "%"
+	// exact is the limit as the exact decimal written, in the base unit
+	// (a big.Rat's RatString: "7/10" for 0.7s, 700ms and 0.7 alike);
+	// Value is the double nearest it.
+	exact string
 }
 
 // ParseThreshold parses expr, one threshold for metric.
@@ -246,15 +251,24 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	}
 	unit := strings.TrimSpace(rhs[len(num):])
 	t.Unit, t.Num = unit, v
+	// The limit is the decimal written, scaled exactly: 700ms is 7/10 s,
+	// as 0.7s and 0.7 are, and its double is the one nearest that
+	// (700 × 0.001 would be 0.7000000000000001).
+	exact, ok := new(big.Rat).SetString(num)
+	if !ok {
+		exact = new(big.Rat).SetFloat64(v)
+	}
 	counting := t.Agg == AggCount
 	switch {
 	case unit == "":
 	case counting:
 		return fmt.Errorf("unit %q does not apply to count (a plain number of %s)", unit, countOf(spec))
 	case spec.Time && (unit == "ms" || unit == "s" || unit == "m"):
-		v *= map[string]float64{"ms": 0.001, "s": 1, "m": 60}[unit]
+		exact.Mul(exact, unitScale[unit])
+		v, _ = exact.Float64()
 	case spec.Percent && unit == "%":
-		v /= 100
+		exact.Mul(exact, unitScale[unit])
+		v, _ = exact.Float64()
 	case unit == "ms" || unit == "s" || unit == "m" || unit == "%":
 		return fmt.Errorf("unit %q does not apply to %s (%s)", unit, spec.Name, unitHint(spec))
 	default:
@@ -271,8 +285,13 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	if !counting && spec.Percent && unit == "" && v > 1 {
 		return fmt.Errorf("value %q is not a fraction (a %s is between 0 and 1; write %s%% for a percentage)", rhs, kindWord(spec), num)
 	}
-	t.Value = v
+	t.Value, t.exact = v, exact.RatString()
 	return nil
+}
+
+// unitScale is each unit's worth in its metric's base unit, exactly.
+var unitScale = map[string]*big.Rat{
+	"ms": big.NewRat(1, 1000), "s": big.NewRat(1, 1), "m": big.NewRat(60, 1), "%": big.NewRat(1, 100),
 }
 
 func kindWord(spec MetricSpec) string {
@@ -411,7 +430,55 @@ func (t Threshold) Label() string {
 // nothing bad did). Percentiles are Percentile's nearest rank.
 func (t Threshold) Eval(o Observed) (observed float64, pass bool) {
 	observed = t.aggregate(o)
-	return observed, compare(observed, t.Op, t.Value)
+	if math.IsNaN(observed) {
+		return observed, false
+	}
+	return observed, holds(t.cmp(observed, o), t.Op)
+}
+
+// cmp compares an observed figure with the limit as exact decimals: the
+// observed one as it prints (the log's three decimals for a duration, a
+// rate's own fraction), the limit as written. Both doubles are the ones
+// nearest their decimals, and rounding keeps order, so unequal doubles
+// decide; equal ones are looked at exactly (a limit of more digits than
+// a double holds).
+func (t Threshold) cmp(x float64, o Observed) int {
+	switch {
+	case x < t.Value:
+		return -1
+	case x > t.Value:
+		return 1
+	}
+	lim, ok := new(big.Rat).SetString(t.exact)
+	if !ok || math.IsInf(x, 0) {
+		return 0 // a Threshold not made by ParseThreshold: its double is all it has
+	}
+	var obs *big.Rat
+	if t.Agg == AggRate && o.Den > 0 {
+		obs = big.NewRat(o.Num, o.Den)
+	} else if obs, ok = new(big.Rat).SetString(strconv.FormatFloat(x, 'g', -1, 64)); !ok {
+		return 0
+	}
+	return obs.Cmp(lim)
+}
+
+// holds reads a comparison's result c (<0, 0, >0) under op.
+func holds(c int, op string) bool {
+	switch op {
+	case "<":
+		return c < 0
+	case "<=":
+		return c <= 0
+	case ">":
+		return c > 0
+	case ">=":
+		return c >= 0
+	case "==":
+		return c == 0
+	case "!=":
+		return c != 0
+	}
+	return false
 }
 
 func (t Threshold) aggregate(o Observed) float64 {
@@ -450,25 +517,4 @@ func (t Threshold) aggregate(o Observed) float64 {
 		return v.Percentile(t.P)
 	}
 	return math.NaN()
-}
-
-func compare(x float64, op string, limit float64) bool {
-	if math.IsNaN(x) {
-		return false
-	}
-	switch op {
-	case "<":
-		return x < limit
-	case "<=":
-		return x <= limit
-	case ">":
-		return x > limit
-	case ">=":
-		return x >= limit
-	case "==":
-		return x == limit
-	case "!=":
-		return x != limit
-	}
-	return false
 }

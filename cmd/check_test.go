@@ -207,3 +207,34 @@ func TestLogFiguresEqualTheRunsOwn(t *testing.T) {
 	assert.InDelta(t, float64(run.Jobs.RefusedRate), got["refused_rate"], 1e-12)
 	assert.InDelta(t, float64(run.Jobs.AttemptsPerSuccess), got["attempts_per_success"], 1e-12)
 }
+
+// Two jobs that succeeded, written by record (which writes no job_end),
+// are two good jobs: goodput's jobs and end states are the summary's.
+func TestCheckGoodputOfRecordedJobs(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "rehearsal.log")
+	for _, job := range []string{"a", "b"} {
+		code, _, errOut := costRun(t, "record", "--log", log, "--job", job, "--seat", "s", "--wait", "0.7", "--elapsed", "2", "--tokens", "100")
+		require.Equal(t, ExitOK, code, errOut)
+	}
+	policy := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("budget: {deadline: 45s, token_ceiling: 8000, max_attempts: 2, max_wait: 5s}\n"+
+		"thresholds:\n  goodput: [\"value > 0\"]\n  wait_s: [\"p(50) <= 0.7s\", \"p(50) <= 0.7\", \"max == 0.7s\", \"p(50) <= 700ms\"]\n"), 0o644))
+	code, out, errOut := costRun(t, "check", "--json", "--policy", policy, log)
+	require.Equal(t, ExitOK, code, "%s\n%s", out, errOut)
+	var got checkJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Equal(t, int64(2), got.Jobs)
+	assert.Equal(t, int64(2), got.Goodput.Jobs)
+	assert.Equal(t, int64(2), got.Goodput.Good)
+	for _, th := range got.Thresholds {
+		assert.True(t, th.Pass, "%s %s", th.Metric, th.Threshold)
+		if th.Metric == "wait_s" {
+			require.NotNil(t, th.Observed)
+			assert.Equal(t, 0.7, *th.Observed, "the log's 0.700, not one ulp above")
+			assert.Equal(t, 0.7, th.Limit, th.Threshold)
+		}
+	}
+	_, text, _ := costRun(t, "check", "--policy", policy, log)
+	assert.NotContains(t, text, "fail")
+}

@@ -13,6 +13,7 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
 )
 
@@ -172,24 +173,24 @@ func lagString(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
 }
 
-// rampTable counts, per step of a ramp, what happened to the jobs that
-// arrived in it: the row where the wait cap starts refusing is the load
-// the seat no longer serves within budget.max_wait.
+// rampTable is, per step of a ramp, the one summary (ledgerfile/summary)
+// of the jobs that arrived in it: the row where the wait cap starts
+// cutting is the load the seat no longer serves within budget.max_wait.
+// A job is in the step its first row's ts falls in, every row of it.
 type rampTable struct {
 	start time.Time
 	ramp  []rehearse.Step
 	step  map[string]int // job → its step
-	rows  []rampRow
+	sums  []*summary.Summarizer
+	file  string
 }
 
-type rampRow struct {
-	jobs, succeeded, failed, unknown, cancelled int
-	attempts, waitCap                           int
-	waits                                       []float64
-}
-
-func newRampTable(start time.Time, ramp []rehearse.Step) *rampTable {
-	return &rampTable{start: start, ramp: ramp, step: map[string]int{}, rows: make([]rampRow, len(ramp))}
+func newRampTable(start time.Time, ramp []rehearse.Step, opts summary.Options, file string) *rampTable {
+	t := &rampTable{start: start, ramp: ramp, step: map[string]int{}, file: file}
+	for range ramp {
+		t.sums = append(t.sums, summary.New(opts))
+	}
+	return t
 }
 
 // add counts a row (the sink's; it is not kept).
@@ -200,48 +201,29 @@ func (t *rampTable) add(r *ledgerfile.Row) {
 		for i = 0; i < len(t.ramp)-1 && off >= t.ramp[i].For; i++ {
 			off -= t.ramp[i].For
 		}
-		t.step[r.Job] = i
-		t.rows[i].jobs++
-	}
-	x := &t.rows[i]
-	if !r.Unsent {
-		x.attempts++
-		if r.Outcome == admit.WaitCap {
-			x.waitCap++
-		} else if r.Outcome == admit.OK {
-			x.waits = append(x.waits, r.Wait.Seconds())
+		if r.Job != "" {
+			t.step[r.Job] = i
 		}
 	}
-	switch r.JobEnd {
-	case "":
-	case ledgerfile.JobSucceeded:
-		x.succeeded++
-	case ledgerfile.JobUnknown:
-		x.unknown++
-	case ledgerfile.JobCancelled:
-		x.cancelled++
-	default:
-		x.failed++
-	}
-	if r.JobEnd != "" {
-		delete(t.step, r.Job)
-	}
+	t.sums[i].Add(r, t.file)
 }
 
 func (t *rampTable) print(s *IOStreams) error {
 	header := []string{"step", "rate_per_s", "jobs", "achieved_per_s", "succeeded", "failed", "unknown", "cancelled", "wait_p95_s", "wait_cap_cuts"}
 	var rows [][]string
-	for i, x := range t.rows {
-		st := t.ramp[i]
+	for i, sum := range t.sums {
+		x, st := sum.Close(), t.ramp[i]
+		all := x.All
 		p95 := "-"
-		if len(x.waits) > 0 {
-			p95 = strconv.FormatFloat(admit.PercentileOf(x.waits, 95), 'f', 3, 64)
+		if x.OK.Wait.Len() > 0 {
+			p95 = strconv.FormatFloat(x.OK.Wait.Percentile(95), 'f', 3, 64)
 		}
+		i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
 		rows = append(rows, []string{
-			strconv.Itoa(i + 1), strconv.FormatFloat(st.Rate, 'g', -1, 64), strconv.Itoa(x.jobs),
-			strconv.FormatFloat(float64(x.jobs)/st.For.Seconds(), 'f', 2, 64),
-			strconv.Itoa(x.succeeded), strconv.Itoa(x.failed), strconv.Itoa(x.unknown), strconv.Itoa(x.cancelled),
-			p95, strconv.Itoa(x.waitCap),
+			strconv.Itoa(i + 1), strconv.FormatFloat(st.Rate, 'g', -1, 64), i64(all.Jobs),
+			strconv.FormatFloat(float64(all.Jobs)/st.For.Seconds(), 'f', 2, 64),
+			i64(all.Succeeded), i64(all.Failed), i64(all.Unknown), i64(all.Cancelled),
+			p95, i64(all.Outcomes[string(admit.WaitCap)]),
 		})
 	}
 	fmt.Fprintln(s.Out)

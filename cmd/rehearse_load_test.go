@@ -7,9 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
+	"retrygate/rehearse"
 )
 
 func TestRehearseLoadFlagsBadInput(t *testing.T) {
@@ -81,4 +87,27 @@ func TestSimulateRampIsBoundedByTimeAndRepeats(t *testing.T) {
 	code, _, errOut = costRun(t, "simulate", "--policy", simTwo, "--model", simSeed2, "--ramp-step", "5s")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--ramp-step: only with --ramp")
+}
+
+// The ramp table is the one summary per step: a job is every row of its
+// id, in the step its first row arrived in, and its end state is the
+// summary's (a job with no job_end row that answered succeeded).
+func TestRampTableIsPerStepSummaries(t *testing.T) {
+	start := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	ramp := []rehearse.Step{{Rate: 1, For: 10 * time.Second}, {Rate: 2, For: 10 * time.Second}}
+	tab := newRampTable(start, ramp, summary.Options{By: summary.BySeat}, "t.log")
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	for _, r := range []ledgerfile.Row{
+		{TS: at(1), Job: "a", Attempt: 1, Seat: "s", Wait: 700 * time.Millisecond, Elapsed: time.Second, Outcome: admit.ServerError, JobEnd: ledgerfile.JobFailed},
+		{TS: at(12), Job: "a", Attempt: 2, Seat: "s", Wait: 700 * time.Millisecond, Elapsed: time.Second, Outcome: admit.OK, JobEnd: ledgerfile.JobSucceeded},
+		{TS: at(13), Job: "b", Attempt: 1, Seat: "s", Wait: 5 * time.Second, Elapsed: 5 * time.Second, Outcome: admit.WaitCap, Decision: "refuse: queue wait"},
+		{TS: at(14), Job: "b", Attempt: 2, Seat: "s", Wait: 300 * time.Millisecond, Elapsed: time.Second, Outcome: admit.OK},
+	} {
+		tab.add(&r)
+	}
+	ios, _, out, _ := TestStreams()
+	require.NoError(t, tab.print(ios))
+	assert.Equal(t, "\nstep\trate_per_s\tjobs\tachieved_per_s\tsucceeded\tfailed\tunknown\tcancelled\twait_p95_s\twait_cap_cuts\n"+
+		"1\t1\t1\t0.10\t1\t0\t0\t0\t0.700\t0\n"+
+		"2\t2\t1\t0.10\t1\t0\t0\t0\t0.300\t1\n", out.String())
 }

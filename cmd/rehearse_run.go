@@ -106,13 +106,14 @@ func runRehearse(o *RehearseOptions) error {
 	var conns connTally
 	// The end-of-run tables are the one summary's, over this run's rows,
 	// seats in chain order.
-	sum := summary.New(summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
-		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true})
+	sumOpts := summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
+		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true}
+	sum := summary.New(sumOpts)
 	var writeErr error
 	var ramp *rampTable
 	start := o.Now()
 	if len(o.Load.Ramp) > 0 {
-		ramp = newRampTable(start, o.Load.Ramp)
+		ramp = newRampTable(start, o.Load.Ramp, sumOpts, o.LogPath)
 	}
 	sink := func(r *ledgerfile.Row) {
 		if writeErr != nil {

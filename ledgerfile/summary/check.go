@@ -86,7 +86,6 @@ type Check struct {
 	opts CheckOptions
 	rp   *Replayer
 	sum  *Summarizer
-	good *goodput
 	res  CheckResult
 }
 
@@ -118,9 +117,8 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 		opts: opts,
 		rp:   NewReplayer(opts.Budget, opts.Retry),
 		sum: New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline,
-			OnlyGroups: true, NoStream: !readsStream(opts.Thresholds)}),
-		good: newGoodput(opts.Thresholds),
-		res:  CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
+			OnlyGroups: true, NoStream: !readsStream(opts.Thresholds), Goodput: true, Thresholds: opts.Thresholds}),
+		res: CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
 	}, nil
 }
 
@@ -145,18 +143,15 @@ func (c *Check) Add(r *ledgerfile.Row, file string) {
 			return
 		}
 	}
-	c.sum.AddAs(r, file, now)
-	c.good.add(r)
+	c.sum.add(r, file, now, changed && now != admitted || !changed && !r.WasSent()) // Refused, from the flip found above
 }
 
 // Close judges the thresholds. The check passes when every threshold
 // passes and the budget admits every held-out row.
 func (c *Check) Close() *CheckResult {
 	s := c.sum.Close()
-	gp := c.good.close()
-	s.Goodput = &gp
 	c.res.Summary, c.res.Judged = s, s.Rows
-	c.res.Goodput = gp
+	c.res.Goodput = *s.Goodput
 	c.res.Thresholds = Evaluate(c.opts.Thresholds, s)
 	for _, t := range c.res.Thresholds {
 		if !t.Pass {

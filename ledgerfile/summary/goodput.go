@@ -27,15 +27,15 @@ type Goodput struct {
 	PerSecond Figure        `json:"per_second"` // good ÷ window
 }
 
-// goodput counts good jobs as rows stream past; memory is per open job
-// whose answer came before its last row (an answer on the last row, the
-// usual case, is judged there and kept nowhere).
+// goodput judges answers against the per-job thresholds as rows stream
+// past; the summary keeps each job's verdict on its kept answer and
+// counts the job once, when it counts the job's end state (jobEnd), so
+// goodput's jobs are the summary's jobs.
 type goodput struct {
 	ts       []Threshold     // the per-job ones
 	ms       []attemptMetric // each one's metric
-	okMet    map[string]bool
-	one      oneValue    // the one value to judge, reused
-	oneTrend admit.Trend // &one, boxed once
+	one      oneValue        // the one value to judge, reused
+	oneTrend admit.Trend     // &one, boxed once
 	first    time.Time
 	last     time.Time
 	has      bool
@@ -43,7 +43,7 @@ type goodput struct {
 }
 
 func newGoodput(ts []Threshold) *goodput {
-	g := &goodput{okMet: map[string]bool{}}
+	g := &goodput{}
 	g.oneTrend = &g.one
 	for _, t := range ts {
 		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
@@ -95,11 +95,11 @@ func attemptMetricOf(metric string) attemptMetric {
 func (m attemptMetric) value(r *ledgerfile.Row) (float64, bool) {
 	switch m {
 	case metricWait:
-		return logged(r.Wait).Seconds(), true
+		return Seconds(r.Wait), true
 	case metricTTFB:
-		return logged(r.TTFB).Seconds(), r.HasTTFB
+		return Seconds(r.TTFB), r.HasTTFB
 	case metricElapsed:
-		return logged(r.Elapsed).Seconds(), true
+		return Seconds(r.Elapsed), true
 	case metricTokens:
 		return float64(r.Tokens), true
 	case metricTPOT:
@@ -112,9 +112,14 @@ func (m attemptMetric) value(r *ledgerfile.Row) (float64, bool) {
 	return 0, false
 }
 
-func (g *goodput) add(r *ledgerfile.Row) {
+// window takes a row's time into the run's window: first row's ts to the
+// last attempt's end. A row without a ts has no time to take.
+func (g *goodput) window(r *ledgerfile.Row) {
+	if r.TS.IsZero() {
+		return
+	}
 	end := r.TS
-	if !r.Unsent {
+	if r.WasSent() {
 		end = r.TS.Add(logged(r.Elapsed))
 	}
 	if !g.has || r.TS.Before(g.first) {
@@ -124,37 +129,29 @@ func (g *goodput) add(r *ledgerfile.Row) {
 		g.last = end
 	}
 	g.has = true
-	judged, met := false, false
-	if !r.Unsent && r.Outcome == admit.OK {
-		judged, met = true, true
-		for i := range g.ts {
-			t := &g.ts[i]
-			x, ok := g.ms[i].value(r)
-			if !ok {
-				met = false
-				break
-			}
-			g.one = oneValue(x)
-			if _, pass := t.Eval(admit.Observed{Values: g.oneTrend}); !pass {
-				met = false
-				break
-			}
+}
+
+// meets reports whether an ok attempt's own values meet every per-job
+// threshold.
+func (g *goodput) meets(r *ledgerfile.Row) bool {
+	for i := range g.ts {
+		x, ok := g.ms[i].value(r)
+		if !ok {
+			return false
+		}
+		g.one = oneValue(x)
+		if _, pass := g.ts[i].Eval(admit.Observed{Values: g.oneTrend}); !pass {
+			return false
 		}
 	}
-	if r.JobEnd == "" {
-		if judged {
-			g.okMet[r.Job] = met
-		}
-		return
-	}
+	return true
+}
+
+// job counts one job at its end: good when it succeeded with its kept
+// answer meeting every threshold.
+func (g *goodput) job(succeeded, keptMet bool) {
 	g.of++
-	if len(g.okMet) > 0 {
-		if !judged {
-			met = g.okMet[r.Job]
-		}
-		delete(g.okMet, r.Job)
-	}
-	if r.JobEnd == ledgerfile.JobSucceeded && met {
+	if succeeded && keptMet {
 		g.good++
 	}
 }

@@ -24,6 +24,7 @@ type Replayer struct {
 	curJob string
 	own    ledgerfile.JobGate
 	single ledgerfile.JobGate // a row without a job id: a job of its own
+	ended  bool               // the current job's last row so far carried job_end
 }
 
 // Replayed is one row's two decisions.
@@ -74,12 +75,17 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 // decision and the job's spend before the row.
 func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
 	d, before := p.gate(r.Job).Judge(p.rules, r)
+	if r.Job != "" {
+		p.ended = false
+	}
 	if r.Job != "" && r.JobEnd != "" {
-		// job_end is on a job's last row: its books are closed.
+		// job_end is on a job's last row: its books are let go, but kept
+		// while the job stays the current one, for a row of it right
+		// after its end (a job is every row of its id).
 		if p.cur != &p.own {
 			delete(p.jobs, r.Job)
 		}
-		p.cur = nil
+		p.ended = true
 	}
 	return d, before
 }
@@ -94,8 +100,8 @@ func replayed(r *ledgerfile.Row, file string, d admit.Decision, before admit.Spe
 	for _, f := range d.Failing[min(1, len(d.Failing)):] {
 		out.Also = append(out.Also, string(f))
 	}
-	out.WaitS, out.ElapsedS, out.Tokens = r.Wait.Seconds(), r.Elapsed.Seconds(), r.Tokens
-	out.SpentS, out.SpentTokens, out.Used = before.Time.Seconds(), before.Tokens, before.Attempts
+	out.WaitS, out.ElapsedS, out.Tokens = Seconds(r.Wait), Seconds(r.Elapsed), r.Tokens
+	out.SpentS, out.SpentTokens, out.Used = Seconds(before.Time), before.Tokens, before.Attempts
 	return out
 }
 
@@ -106,9 +112,12 @@ func (p *Replayer) gate(job string) *ledgerfile.JobGate {
 		return &p.single
 	}
 	if p.cur != nil && job == p.curJob {
+		if p.ended && p.cur != &p.own {
+			p.jobs[job] = p.cur // its books were let go at its end: they are in use again
+		}
 		return p.cur
 	}
-	if p.cur == &p.own {
+	if p.cur == &p.own && !p.ended {
 		// Jobs interleave: the current one's books move to the map (and
 		// take their room with them).
 		g := new(ledgerfile.JobGate)

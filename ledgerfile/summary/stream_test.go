@@ -162,7 +162,7 @@ func TestCheckThresholdsReadAsTheWholeSummary(t *testing.T) {
 		require.NoError(t, err)
 		whole, err := NewCheck(opts)
 		require.NoError(t, err)
-		whole.sum = New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline})
+		whole.sum = New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline, Goodput: true, Thresholds: ts})
 		for i := range rows {
 			lean.Add(&rows[i], name)
 			whole.Add(&rows[i], name)

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strconv"
@@ -76,6 +77,10 @@ type Options struct {
 	// and EndToEnd. Counts, sums, means and rates are kept. check's
 	// thresholds and pages read no other distribution (Summary.Observed).
 	OnlyGroups bool
+	// Goodput counts Summary.Goodput, judging each job's kept answer
+	// against the per-attempt ones of Thresholds (check).
+	Goodput    bool
+	Thresholds []Threshold
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -229,8 +234,9 @@ type Summary struct {
 	By     GroupBy `json:"by"`
 	Rows   int64   `json:"rows"`
 	Before int64   `json:"rows_before_since"` // rows dropped by Since
-	// RefusedRows are the rows the policy refuses: the logged decision,
-	// or the replayed one for rows counted with AddAs.
+	// RefusedRows are the rows the policy refuses to send (Refused): the
+	// rows not sent, or, for rows counted with AddAs, the replayed
+	// policy's. Under the logged decisions it is All.Refused.
 	RefusedRows int64    `json:"refused_rows"`
 	RefusedRate Figure   `json:"refused_rate"` // of rows
 	Groups      []*Group `json:"groups"`
@@ -243,7 +249,8 @@ type Summary struct {
 	Content ContentFigures `json:"-"`
 	// Stream holds the per-attempt streaming figures (docs/load.md).
 	Stream StreamFigures `json:"stream"`
-	// Goodput is set by a check, which knows the policy's thresholds.
+	// Goodput is counted with Options.Goodput (check: it knows the
+	// policy's thresholds).
 	Goodput *Goodput `json:"goodput,omitempty"`
 	// Breaker is when each seat's breaker was open (events.go).
 	Breaker []BreakerSpan `json:"-"`
@@ -267,7 +274,7 @@ type StreamFigures struct {
 // has none (fewer than two chunks carrying text, or not sent).
 func ITL(r *ledgerfile.Row) (float64, bool) {
 	d, ok := itlDur(r)
-	return logged(d).Seconds(), ok
+	return Seconds(d), ok
 }
 
 // itlDur is ITL's rule as the row's duration, which the summary counts at
@@ -285,7 +292,7 @@ func TPOT(r *ledgerfile.Row) (float64, bool) {
 	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || r.CompletionTokens < 2 || r.Elapsed < r.Wait {
 		return 0, false
 	}
-	return logged(r.Elapsed-r.Wait).Seconds() / float64(r.CompletionTokens-1), true
+	return Seconds(r.Elapsed-r.Wait) / float64(r.CompletionTokens-1), true
 }
 
 // OutputTPS is a row's output tokens per second; false when it has none.
@@ -293,7 +300,7 @@ func OutputTPS(r *ledgerfile.Row) (float64, bool) {
 	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || r.Elapsed <= 0 {
 		return 0, false
 	}
-	return float64(r.CompletionTokens) / logged(r.Elapsed).Seconds(), true
+	return float64(r.CompletionTokens) / Seconds(r.Elapsed), true
 }
 
 // ContentFigures split sent attempts' waits by whether a first content
@@ -330,7 +337,7 @@ type OKFigures struct {
 
 // Summarizer aggregates rows as they stream past (Add, then Close once):
 // it keeps exact counts of the values percentiles need and a few numbers
-// per open job, freed at the job's job_end row.
+// per job still open, and a hash per job id (see jobs below).
 type Summarizer struct {
 	opts         Options
 	groups       []*groupAcc
@@ -340,21 +347,30 @@ type Summarizer struct {
 	hasLastGroup bool
 	all          *groupAcc
 
-	// Open jobs live in fixed-size chunks (growing never copies them) and
-	// their slots are reused once a job ends: a job ends at its job_end row
-	// (the log's contract: it is on a job's last row only), so memory
-	// follows the jobs open at once, not every job in the log.
-	jobs   [][]jobState
-	free   []int32
-	jobIdx map[string]int32
-	// The current job stays out of the map while its rows are adjacent, as
-	// they are unless jobs interleave: most jobs never touch the map.
-	curJob   string
-	curIx    int32
-	hasCur   bool
-	curInMap bool
-	seats    []string // wasted-call seat names, by index
-	seatIx   map[string]int32
+	// A job is every row that shares its id (DESIGN.md), job_end or not:
+	// a row after a job's job_end row is still that job's. Jobs live in
+	// chunks of jobChunk (growing copies at most the first), by index. A
+	// job's state is kept past its job_end row while endWindow more jobs
+	// end, so a late row rejoins it, and is counted then; only its id's
+	// 64-bit hash stays after that (ids), to count each id once: memory
+	// follows the jobs open at once and a few bytes per job id, never the
+	// rows. (Two ids of one hash would be one job: at a million ids, a
+	// chance of about 3e-8, with a seed no log can aim at.)
+	jobs    [][]jobState
+	free    []int32
+	ids     map[uint64]int32 // hash of a job id → its slot; finished when < 0
+	seed    maphash.Seed
+	ended   []endedJob // ring of jobs past their job_end row, oldest first at endHead
+	endHead int
+	endSeq  uint32
+	// The current job's rows are adjacent, as they are unless jobs
+	// interleave: they skip the hash.
+	curJob string
+	curIx  int32
+	hasCur bool
+	good   *goodput // Options.Goodput
+	seats  []string // wasted-call seat names, by index
+	seatIx map[string]int32
 
 	wasted    map[wasteKey]*Wasted
 	wasteKeys []wasteKey
@@ -430,10 +446,24 @@ type wasteKey struct {
 
 const jobChunk = 4096
 
+// endWindow is how many jobs may end after a job's job_end row while a
+// late row of it still rejoins its figures. A row that comes later than
+// that counts in the row figures (rows, attempts, outcomes, percentiles)
+// but changes no job figure: the job was counted, once, as it then stood.
+const endWindow = 1 << 14
+
+// endedJob is a job past its job_end row, in the order jobs ended.
+type endedJob struct {
+	ix  int32
+	seq uint32 // the job's endSeq when it ended; a later row clears it
+}
+
 // jobState is the little a job needs remembered between its rows.
 type jobState struct {
 	groups []int32 // groups touched besides the first
 
+	hash       uint64      // its id's hash (Summarizer.ids)
+	endSeq     uint32      // set by its job_end row, cleared by any later row
 	spend      admit.Spent // ledgerfile.AddSpent over its sent rows so far
 	terms      int         // durations summed into spend.Time
 	keptTokens int64
@@ -465,6 +495,7 @@ type jobState struct {
 	end8        uint8 // job_end of the latest row carrying one (endCodes)
 	fallback    bool
 	kept        bool
+	keptMet     bool // the kept answer meets every per-attempt threshold (goodput)
 	allCost     bool
 	missed      bool
 }
@@ -488,7 +519,8 @@ func New(opts Options) *Summarizer {
 	s := &Summarizer{
 		opts:     opts,
 		groupIdx: map[string]int32{},
-		jobIdx:   map[string]int32{},
+		ids:      map[uint64]int32{},
+		seed:     maphash.MakeSeed(),
 		seatIx:   map[string]int32{},
 		wasted:   map[wasteKey]*Wasted{},
 		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
@@ -503,6 +535,9 @@ func New(opts Options) *Summarizer {
 	}
 	if opts.OnlyGroups {
 		s.jobE2E.off = true
+	}
+	if opts.Goodput {
+		s.good = newGoodput(opts.Thresholds)
 	}
 	for _, g := range opts.Groups {
 		s.group(g)
@@ -578,22 +613,54 @@ func LoggedDecision(r *ledgerfile.Row) string {
 
 const admitted = "admit"
 
+// Refused is the one refusal rule: whether the policy whose decision for
+// r is decision refuses to send it. Under the decision the row records,
+// that is a row not sent (ledgerfile.Row.WasSent); a sent row saying
+// refuse (a live wait-cap cut, a record past the cap) was sent all the
+// same. Under another policy's decision (check's replay), a row it flips
+// (Replayed.Changed) is refused when that decision refuses; a row it does
+// not flip keeps what the log says.
+func Refused(r *ledgerfile.Row, decision string) bool {
+	if (LoggedDecision(r) == admitted) != (decision == admitted) {
+		return decision != admitted
+	}
+	return !r.WasSent()
+}
+
+// refusalReason is the reason an unsent row is counted under: its
+// decision's, or "unsent" when it names none.
+func refusalReason(r *ledgerfile.Row) string {
+	if reason := r.Reason(); reason != "" {
+		return reason
+	}
+	return "unsent"
+}
+
 // Add counts one row under the decision it records; file names it for
 // rows without a job id (each of which is a job of its own).
-func (s *Summarizer) Add(r *ledgerfile.Row, file string) { s.AddAs(r, file, LoggedDecision(r)) }
+func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
+	s.add(r, file, LoggedDecision(r), !r.WasSent())
+}
 
 // AddAs counts one row as Add does, but judges it by decision, another
 // policy's decision for it (check's replay): the refused rate and the
 // deadline-miss rule read decision, every other figure what the row
 // records.
 func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
+	s.add(r, file, decision, Refused(r, decision))
+}
+
+func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool) {
 	s.brk.addRow(r)
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
 		s.before++
 		return
 	}
 	s.rows++
-	if decision != admitted {
+	if s.good != nil {
+		s.good.window(r)
+	}
+	if refused {
 		s.refusedRows++
 	}
 	gi := s.group(s.groupKey(r, file))
@@ -611,44 +678,79 @@ func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
 		s.finishJob(&single)
 		return
 	}
-	ix := s.jobFor(r.Job)
+	ix, ok := s.jobFor(r.Job)
+	if !ok {
+		return // its job was counted long ago (endWindow): a row figure only
+	}
 	js := &s.jobs[ix/jobChunk][ix%jobChunk]
+	js.endSeq = 0 // a row after the job's job_end row: the job goes on
 	s.addJobRow(js, gi, r, f, decision)
 	if r.JobEnd != "" {
-		s.finishJob(js)
-		*js = jobState{}
-		s.free = append(s.free, ix)
-		if s.curInMap {
-			delete(s.jobIdx, r.Job)
-		}
-		s.hasCur = false
+		s.endJob(ix, js)
 	}
 }
 
-// jobFor finds the open job's slot, or opens one.
-func (s *Summarizer) jobFor(id string) int32 {
+// jobFor finds the job's slot, or opens one; false when the job was
+// finished and let go before this row came (endWindow).
+func (s *Summarizer) jobFor(id string) (int32, bool) {
 	if s.hasCur && id == s.curJob {
-		return s.curIx
+		return s.curIx, true
 	}
-	if s.hasCur && !s.curInMap {
-		s.jobIdx[s.curJob] = s.curIx // jobs interleave: the current one joins the map
-	}
-	ix, ok := s.jobIdx[id]
-	if !ok {
+	h := maphash.String(s.seed, id)
+	ix, seen := s.ids[h]
+	switch {
+	case seen && ix < 0:
+		return 0, false
+	case !seen:
 		if n := len(s.free); n > 0 {
 			ix, s.free = s.free[n-1], s.free[:n-1]
 		} else {
-			if len(s.jobs) == 0 || len(s.jobs[len(s.jobs)-1]) == jobChunk {
+			switch {
+			case len(s.jobs) == 0:
+				// The first chunk grows as jobs come (a small log, a
+				// one-row check, costs little); later ones are whole.
+				s.jobs = append(s.jobs, make([]jobState, 0, 16))
+			case len(s.jobs[len(s.jobs)-1]) == jobChunk:
 				s.jobs = append(s.jobs, make([]jobState, 0, jobChunk))
 			}
 			c := &s.jobs[len(s.jobs)-1]
 			*c = append(*c, jobState{})
 			ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
 		}
-		s.jobs[ix/jobChunk][ix%jobChunk] = jobState{firstGroup: -1, open: true}
+		s.jobs[ix/jobChunk][ix%jobChunk] = jobState{firstGroup: -1, open: true, hash: h}
+		s.ids[h] = ix
 	}
-	s.curJob, s.curIx, s.hasCur, s.curInMap = id, ix, true, ok
-	return ix
+	s.curJob, s.curIx, s.hasCur = id, ix, true
+	return ix, true
+}
+
+// endJob takes a job past its job_end row into the window of ended jobs;
+// the oldest one there, if no row came for it since, is counted and let go.
+func (s *Summarizer) endJob(ix int32, js *jobState) {
+	s.endSeq++
+	if s.endSeq == 0 {
+		s.endSeq++ // 0 means "not ended"
+	}
+	js.endSeq = s.endSeq
+	e := endedJob{ix, s.endSeq}
+	if len(s.ended) < endWindow {
+		s.ended = append(s.ended, e)
+		return
+	}
+	old := s.ended[s.endHead]
+	s.ended[s.endHead] = e
+	s.endHead = (s.endHead + 1) % endWindow
+	o := &s.jobs[old.ix/jobChunk][old.ix%jobChunk]
+	if !o.open || o.endSeq != old.seq {
+		return // a later row reopened it; a later end queued it again
+	}
+	s.finishJob(o)
+	s.ids[o.hash] = -1
+	*o = jobState{}
+	s.free = append(s.free, old.ix)
+	if s.hasCur && s.curIx == old.ix {
+		s.hasCur = false
+	}
 }
 
 // rowFacts are what several figures ask of a row, worked out once.
@@ -671,15 +773,12 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 	if r.Holdout {
 		g.g.HeldOut++
 	}
-	// Refusals count every refusal a row records: an unsent row's, and a
-	// sent attempt's the gate cut (a wait_cap row says refuse: queue wait).
-	if reason := r.Reason(); reason != "" {
-		g.refusals[reason]++
-	} else if !f.sent {
-		g.refusals["unsent"]++
-	}
 	if !f.sent {
+		// A refusal is a row that was not sent (DESIGN.md), counted in
+		// total and by its reason alike; a sent attempt the wait cap cut
+		// live says refuse: queue wait, and counts under its outcome.
 		g.g.Refused++
+		g.refusals[refusalReason(r)]++
 		return
 	}
 	g.g.Attempts++
@@ -721,6 +820,14 @@ func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
 		return r.Billing
 	}
 	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
+}
+
+// Seconds is a duration as the log writes it, in seconds: the double
+// nearest its three decimals (rounded to the millisecond first, as the
+// log rounds it), so that 0.700 reads as 0.7, the same double a
+// threshold's 0.7s, 0.7 or 700ms is.
+func Seconds(d time.Duration) float64 {
+	return float64(logged(d)/time.Millisecond) / msUnit
 }
 
 // logged is a duration as the log keeps it: d.Round(time.Millisecond).
@@ -835,6 +942,9 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 		js.kept, js.keptAttempt, js.keptGroup = true, attempt, gi
 		js.keptTokens, js.keptUSD = r.Tokens, r.CostUSD
 		js.keptSent = int32(js.spend.Attempts)
+		if s.good != nil {
+			js.keptMet = s.good.meets(r)
+		}
 		// Elapsed holds the wait: the gate charges wait + gen = elapsed.
 		js.keptTime = admit.AddDuration(before, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
 	}
@@ -929,6 +1039,9 @@ func (s *Summarizer) finishJob(js *jobState) {
 	touch(s.all)
 
 	end := js.jobEnd()
+	if s.good != nil {
+		s.good.job(end == ledgerfile.JobSucceeded, js.kept && js.keptMet)
+	}
 	decider := js.lastGroup
 	if end == ledgerfile.JobSucceeded && js.kept {
 		decider = js.keptGroup
@@ -981,7 +1094,11 @@ func (s *Summarizer) finishJob(js *jobState) {
 }
 
 const (
-	msUnit    = 0.001 // durations are counted in milliseconds, read in seconds
+	// msUnit is milliseconds per second: durations are counted in the
+	// log's milliseconds, and k of them read as k/1000 s, the double
+	// nearest the log's decimal (k × 0.001 is not: 700 × 0.001 is
+	// 0.7000000000000001, and a threshold at 0.7s would fail on it).
+	msUnit    = 1000
 	countUnit = 1
 )
 
@@ -1002,7 +1119,7 @@ func (s *Summarizer) Close() *Summary {
 		}
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
-	s.jobs, s.jobIdx, s.free = nil, nil, nil
+	s.jobs, s.ids, s.free, s.ended = nil, nil, nil, nil
 	jf := JobFigures{
 		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
 		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(countUnit),
@@ -1056,11 +1173,15 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sortedSeconds())}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(msUnit))}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
 	out.Breaker = s.brk.result(s.opts.Since)
+	if s.good != nil {
+		gp := s.good.close()
+		out.Goodput = &gp
+	}
 	return out
 }
 
@@ -1089,7 +1210,7 @@ func (a *groupAcc) finish() *Group {
 	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
-		a.sITL = a.itl.sortedSeconds()
+		a.sITL = a.itl.sorted(msUnit)
 	}
 	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
 	if a.sITL.Len() > 0 {

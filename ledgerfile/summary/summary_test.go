@@ -340,7 +340,7 @@ func TestValuesExact(t *testing.T) {
 		for range n {
 			d := gen.Draw(t, "d")
 			vals.addDur(d)
-			want = append(want, float64(d.Round(time.Millisecond)/time.Millisecond)*msUnit) // the log's resolution
+			want = append(want, float64(d.Round(time.Millisecond)/time.Millisecond)/msUnit) // the log's resolution
 		}
 		slices.Sort(want)
 		got := vals.sorted(msUnit)

@@ -92,7 +92,7 @@ func (v *values) addDur(d time.Duration) {
 		v.addUnits(ms)
 		return
 	}
-	v.addFloat(float64(ms) * msUnit)
+	v.addFloat(float64(ms) / msUnit)
 }
 
 // addCount counts a whole number (tokens, attempts).
@@ -120,16 +120,11 @@ func (v *values) addFloat(x float64) {
 	v.other[x]++
 }
 
-// sorted finishes the values: unit is what one counted unit is worth
-// (0.001 for seconds kept as milliseconds, 1 for counts).
-func (v *values) sorted(unit float64) Sorted {
-	return v.sortedAs(func(k int64) float64 { return float64(k) * unit })
-}
-
-// sortedSeconds finishes durations counted by addDur as the seconds
-// logged(d).Seconds() gives (ITL's values), to the last bit.
-func (v *values) sortedSeconds() Sorted {
-	return v.sortedAs(func(k int64) float64 { return (time.Duration(k) * time.Millisecond).Seconds() })
+// sorted finishes the values: per is how many counted units make one
+// (msUnit for seconds kept as milliseconds, countUnit for counts), and k
+// units read as k/per, the double nearest that decimal.
+func (v *values) sorted(per float64) Sorted {
+	return v.sortedAs(func(k int64) float64 { return float64(k) / per })
 }
 
 // sortedAs finishes the values, reading k counted units as value(k).

@@ -200,7 +200,7 @@ func TestSimulateScriptSeatIsTheLoop(t *testing.T) {
 	assert.Equal(t, 5, s.Attempts)
 	assert.Equal(t, 5, s.Billed)
 	assert.Equal(t, map[string]int{"reset": 3, "wait_cap": 2}, s.Outcomes)
-	assert.Equal(t, map[string]int{"attempt cap": 2, "breaker open": 1, "queue wait": 2}, s.Refusals, "the two wait-cap cuts say refuse: queue wait")
+	assert.Equal(t, map[string]int{"attempt cap": 2, "breaker open": 1}, s.Refusals, "refusals are unsent rows: the two wait-cap cuts were sent, and count under outcomes")
 	assert.Equal(t, 5, s.WastedCalls, "every failed attempt was followed by another row")
 }
 
