@@ -37,14 +37,38 @@ func TestBreakerOpensHalfOpensCloses(t *testing.T) {
 	assert.Equal(t, sec(10+10), b.OpenTime(at(30)))
 }
 
+// TestBreakerWindowForgets: one failure, then successes. Counted, the
+// failure makes the rate 1 of 2 (50%: open); past the window it is
+// forgotten and the breaker stays closed. An event exactly one window old
+// has left it.
 func TestBreakerWindowForgets(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	b := NewBreaker(BreakerConfig{Window: 30 * time.Second, FailureRate: 0.5, MinRequests: 2, Cooldown: time.Second}, nil)
+	cfg := BreakerConfig{Window: 30 * time.Second, FailureRate: 0.5, MinRequests: 2, Cooldown: time.Second}
+	for _, tt := range []struct {
+		name  string
+		after time.Duration // from the failure to the success
+		want  BreakerState
+	}{
+		{"inside the window the failure counts", 29 * time.Second, Open},
+		{"exactly one window old it has left", 30 * time.Second, Closed},
+		{"40 s old it is forgotten", 40 * time.Second, Closed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBreaker(cfg, nil)
+			b.Record(t0, true)
+			assert.Equal(t, Closed, b.State(t0), "one request: under min_requests")
+			b.Record(t0.Add(tt.after), false)
+			assert.Equal(t, tt.want, b.State(t0.Add(tt.after)))
+		})
+	}
+	// A run of successes after an old failure never opens it.
+	b := NewBreaker(cfg, nil)
 	b.Record(t0, true)
-	// 40 s later the old failure has left the window: 1 success of 1.
-	b.Record(t0.Add(40*time.Second), false)
-	b.Record(t0.Add(41*time.Second), false)
-	assert.Equal(t, Closed, b.State(t0.Add(41*time.Second)))
+	for i := range 5 {
+		at := t0.Add(40*time.Second + time.Duration(i)*time.Second)
+		b.Record(at, false)
+		assert.Equal(t, Closed, b.State(at), "success %d", i+1)
+	}
 }
 
 func TestBreakerDisabled(t *testing.T) {

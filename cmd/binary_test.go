@@ -45,3 +45,20 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// stressEnv turns the process-spawning stress tests up to full size
+// (16,000 record processes on one log, 64 claimers per cleanup case).
+// The README's test command runs them small, which keeps every race they
+// prove real (16 writers, 16 claimers for a cap of 5, at once) in a few
+// seconds; .ci/run runs them full size in a step of their own.
+const stressEnv = "RETRYGATE_STRESS"
+
+// stressSize is small, or full when RETRYGATE_STRESS is set.
+func stressSize(t testing.TB, small, full int) int {
+	t.Helper()
+	if os.Getenv(stressEnv) != "" {
+		return full
+	}
+	t.Logf("%d of %d (%s=1 runs it full size, as .ci/run does)", small, full, stressEnv)
+	return small
+}

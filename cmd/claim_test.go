@@ -19,8 +19,9 @@ import (
 	"retrygate/ledgerfile/claims"
 )
 
-// TestClaimUnderCleanup runs 64 claimer processes for one job with a cap
-// of 5 while a cleanup removes files under the state's directory. Removed
+// TestClaimUnderCleanup runs 16 claimer processes (64 with
+// RETRYGATE_STRESS=1, .ci/run's stress step) for one job with a cap of 5
+// while a cleanup removes files under the state's directory. Removed
 // files are moved aside, not deleted, so the test can count afterwards:
 //   - removing anything but the state (a lock file, temp files) in a loop
 //     changes nothing: exactly the cap is granted;
@@ -30,10 +31,11 @@ import (
 //     race: every grant printed is recorded in a state that was at the path.
 func TestClaimUnderCleanup(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns 64 processes per case")
+		t.Skip("spawns 16 processes per case")
 	}
 	bin := retrygateBinary(t)
-	const claimers, cap = 64, 5
+	const cap = 5
+	claimers := stressSize(t, 16, 64)
 	for _, mode := range []string{"stray files", "state dir once", "state file", "state dir"} {
 		t.Run(mode, func(t *testing.T) {
 			root := t.TempDir()

@@ -27,9 +27,9 @@ func browser(t *testing.T) string {
 		return chromiumPath
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true and %s is missing: .ci/run installs it (apt-get install -y chromium)", chromiumPath)
+		t.Fatalf("CI=true and %s is missing: .ci/run installs it (apt-get install -y --no-install-recommends chromium)", chromiumPath)
 	}
-	t.Skipf("%s is missing: install Debian's chromium (apt-get update && apt-get install -y chromium) to run the browser test", chromiumPath)
+	t.Skipf("%s is missing: install Debian's chromium (apt-get update && apt-get install -y --no-install-recommends chromium) to run the browser test", chromiumPath)
 	return ""
 }
 

@@ -266,7 +266,7 @@ func copyFile(t *testing.T, from, to string) {
 type fakeRunner struct {
 	t       *testing.T
 	ws      string // GITHUB_WORKSPACE, the checked-out repository
-	temp    string // RUNNER_TEMP
+	temp    string // the runner's own files
 	path    []string
 	env     map[string]string // from GITHUB_ENV
 	out     bytes.Buffer
@@ -275,38 +275,41 @@ type fakeRunner struct {
 	ghPath  string
 	ghEnv   string
 	summary string
+	// runnerTemp is RUNNER_TEMP (see runnerTemp); temp holds the
+	// runner's own files (scripts, GITHUB_PATH, GITHUB_ENV).
+	runnerTemp string
+}
+
+// workflowBin is a retrygate built from this checkout, for workflows that
+// expect one on PATH: the test binary's own static build
+// (retrygateBinary), so the package builds retrygate once.
+func workflowBin(t *testing.T) string {
+	return filepath.Dir(retrygateBinary(t))
 }
 
 var (
-	workflowBinOnce sync.Once
-	workflowBinDir  string
-	workflowBinErr  error
+	runnerTempOnce sync.Once
+	runnerTempDir  string
+	runnerTempErr  error
 )
 
-// workflowBin is a retrygate built from this checkout, for workflows that
-// expect one on PATH.
-func workflowBin(t *testing.T) string {
-	workflowBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "retrygate-workflow-bin-")
-		if err != nil {
-			workflowBinErr = err
-			return
-		}
-		workflowBinDir = dir
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "retrygate"), ".")
-		cmd.Dir = flagRepo
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			workflowBinErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+// runnerTemp is RUNNER_TEMP, one for every workflow the package runs: the
+// action builds retrygate into it, and a build whose output is there and
+// up to date is not linked again (a link is most of a minute on a loaded
+// machine, and the workflows run a dozen times). The build step still
+// runs, and must succeed, each time; TestActionInputsNeverInScripts holds
+// the action to building from its own checkout.
+func runnerTemp(t *testing.T) string {
+	runnerTempOnce.Do(func() {
+		runnerTempDir, runnerTempErr = os.MkdirTemp("", "retrygate-runner-temp-")
 	})
-	require.NoError(t, workflowBinErr)
-	return workflowBinDir
+	require.NoError(t, runnerTempErr)
+	return runnerTempDir
 }
 
 func newFakeRunner(t *testing.T, ws string, steps []ghStep) *fakeRunner {
 	temp := t.TempDir()
-	r := &fakeRunner{t: t, ws: ws, temp: temp, env: map[string]string{},
+	r := &fakeRunner{t: t, ws: ws, temp: temp, runnerTemp: runnerTemp(t), env: map[string]string{},
 		ghPath: filepath.Join(temp, "github_path"), ghEnv: filepath.Join(temp, "github_env"),
 		summary: filepath.Join(temp, "step_summary")}
 	// A workflow that neither uses our action nor builds retrygate
@@ -389,7 +392,7 @@ func (r *fakeRunner) runAction(s ghStep) int {
 	}
 	// The action's steps run as a job of their own would, but their
 	// failure is the calling step's.
-	sub := &fakeRunner{t: t, ws: r.ws, temp: r.temp, path: r.path, env: r.env, ghPath: r.ghPath, ghEnv: r.ghEnv, summary: r.summary}
+	sub := &fakeRunner{t: t, ws: r.ws, temp: r.temp, runnerTemp: r.runnerTemp, path: r.path, env: r.env, ghPath: r.ghPath, ghEnv: r.ghEnv, summary: r.summary}
 	code := sub.run(a.Runs.Steps, inputs, flagRepo)
 	r.out.Write(sub.out.Bytes())
 	r.path = sub.path
@@ -406,7 +409,7 @@ func (r *fakeRunner) expand(s string, inputs map[string]string, actionPath strin
 		case e == "github.workspace":
 			return r.ws
 		case e == "runner.temp":
-			return r.temp
+			return r.runnerTemp
 		case e == "github.action_path" && actionPath != "":
 			return actionPath
 		case e == "github.action_ref" && actionPath != "":
@@ -446,7 +449,7 @@ func (r *fakeRunner) runShell(s ghStep, inputs map[string]string, actionPath str
 	slices.Reverse(path) // GITHUB_PATH prepends: the last added comes first
 	path = append(path, os.Getenv("PATH"))
 	env = append(env, "PATH="+strings.Join(path, string(os.PathListSeparator)),
-		"CI=true", "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE="+r.ws, "RUNNER_TEMP="+r.temp,
+		"CI=true", "GITHUB_ACTIONS=true", "GITHUB_WORKSPACE="+r.ws, "RUNNER_TEMP="+r.runnerTemp,
 		"GITHUB_PATH="+r.ghPath, "GITHUB_ENV="+r.ghEnv, "GITHUB_STEP_SUMMARY="+r.summary)
 	if actionPath != "" {
 		env = append(env, "GITHUB_ACTION_PATH="+actionPath)

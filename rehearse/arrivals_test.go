@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/internal/realtime"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
@@ -173,12 +174,12 @@ func TestRehearseLiveDurationStopsOnTime(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("elapsed %v for --duration %v; started %d; ends %+v; arrivals %+v", res.Elapsed, d, res.Started, res.Ends, res.Arrivals)
 	assert.GreaterOrEqual(t, res.Elapsed, d)
-	// Waiting for the attempts in flight would end near d+400ms (one
-	// starts every 20ms, each takes 400ms); cutting them ends at once.
-	// 250ms leaves room for a loaded machine and still tells the two apart.
-	assert.Less(t, res.Elapsed, d+250*time.Millisecond, "the run stops at --duration, cutting attempts in flight")
-	assert.False(t, res.Interrupted)
+	// The event: attempts in flight at the duration are cut (waited for,
+	// they would have succeeded). How soon after d the run ends is load,
+	// so only a ceiling a hang reaches is asserted (realtime).
 	assert.Positive(t, res.Ends.Cancelled, "attempts in flight at the duration are cut")
+	assert.Less(t, res.Elapsed, realtime.By(d), "the run stops at --duration")
+	assert.False(t, res.Interrupted)
 	assert.Equal(t, res.Started, res.Ends.Total(), "every started job has its end row")
 	for _, r := range out.r {
 		if r.Outcome == admit.Cancelled {

@@ -7,12 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"retrygate/internal/realtime"
 )
 
 // testKey is planted in the environment of every HTTP seat the tests build.
@@ -172,21 +173,17 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // Timing bounds. A measurement is never early (the client's clock starts
 // before the server's, so early means a bug); lateness is scheduling
 // noise, and CI machines are shared, so the late bound is generous, and
-// RETRYGATE_TIMING_SLACK (a Go duration) widens every late bound on a
-// machine known to be overloaded.
+// RETRYGATE_TIMING_SLACK (realtime.Slack, the one knob every real-time
+// test reads) widens every late bound on a machine known to be
+// overloaded.
 const earlyTol = 5 * time.Millisecond
 
 var (
-	lateTol = 50*time.Millisecond + timingSlack()
+	lateTol = 50*time.Millisecond + realtime.Slack()
 	// cancelSlack bounds how long after a limit Do returns and the server
 	// sees the cancellation (the 100 ms).
-	cancelSlack = 100*time.Millisecond + timingSlack()
+	cancelSlack = 100*time.Millisecond + realtime.Slack()
 )
-
-func timingSlack() time.Duration {
-	d, _ := time.ParseDuration(os.Getenv("RETRYGATE_TIMING_SLACK"))
-	return max(d, 0)
-}
 
 // requireTimed asserts got is within [want-earlyTol, want+lateTol].
 func requireTimed(t *testing.T, want, got time.Duration, what string) {

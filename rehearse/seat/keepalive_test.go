@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/internal/realtime"
 )
 
 // TestConnectionsKeptAlive (issue 11): attempts reuse one connection by
@@ -73,6 +74,7 @@ func TestStaleKeptAliveConnection(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var last atomic.Pointer[net.Conn]
+	var closed atomic.Bool
 	srv := &httptest.Server{Listener: ln, Config: &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			sw := startStream(w, "text/event-stream")
@@ -85,6 +87,8 @@ func TestStaleKeptAliveConnection(t *testing.T) {
 				conns.Add(1)
 			case http.StateIdle:
 				last.Store(&c)
+			case http.StateClosed:
+				closed.Store(true)
 			}
 		},
 	}}
@@ -93,8 +97,11 @@ func TestStaleKeptAliveConnection(t *testing.T) {
 	s := newTestSeat(t, "openai", srv.URL)
 	require.Equal(t, admit.OK, do(t, s, 2*time.Second, Request{}).Outcome)
 	require.Eventually(t, func() bool { return last.Load() != nil }, time.Second, 5*time.Millisecond)
-	(*last.Load()).Close()            // the server drops the idle connection
-	time.Sleep(20 * time.Millisecond) // let the FIN arrive: the server's pace
+	// The server drops the idle connection: its FIN goes out, its read
+	// side stays open, so the server sees the moment the client, having
+	// read the FIN, closes its end (StateClosed). Awaited, not slept for.
+	require.NoError(t, (*last.Load()).(*net.TCPConn).CloseWrite())
+	require.Eventually(t, closed.Load, realtime.Hang(), time.Millisecond, "the client never closed the dropped connection")
 	obs := do(t, s, 2*time.Second, Request{})
 	assert.Equal(t, admit.OK, obs.Outcome, obs.Detail)
 	assert.Equal(t, int32(2), conns.Load())

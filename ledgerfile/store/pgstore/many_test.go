@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/internal/realtime"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
@@ -155,6 +156,7 @@ func claimerChurn() int {
 				job := fmt.Sprintf("job-%d", rand.IntN(5))
 				gr, err := s.Claim(ctx, store.Request{Job: job, Budget: churnBudget(), Hard: time.Second,
 					Next: admit.Next{Tokens: 100, USD: 1}})
+				fmt.Println("claimed") // the test counts these to know the claimer runs
 				if err != nil || !gr.Decision.Admit {
 					continue
 				}
@@ -175,16 +177,40 @@ func claimerChurn() int {
 func TestKilledClaimersLeakNothing(t *testing.T) {
 	s, u := open(t, Options{})
 	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 24))
 	for round := 0; round < 3; round++ {
 		cmds := startClaimers(t, "churn", u, 4)
+		var calls atomic.Int64
+		var readers sync.WaitGroup
 		for _, c := range cmds {
+			out, err := c.StdoutPipe()
+			require.NoError(t, err)
 			require.NoError(t, c.Start())
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					calls.Add(1)
+				}
+			}()
 		}
-		time.Sleep(time.Duration(150+rand.IntN(200)) * time.Millisecond)
+		// Kill once the claimers are running, after a seeded number of
+		// Claim calls: an event, not a sleep (on a loaded machine a
+		// process may not have started by then).
+		want := 20 + rng.Int64N(200)
+		deadline := time.Now().Add(realtime.By(30 * time.Second))
+		for calls.Load() < want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // a poll of the claimers' count
+		}
 		for _, c := range cmds {
 			_ = c.Process.Signal(syscall.SIGKILL)
+		}
+		readers.Wait()
+		for _, c := range cmds {
 			_ = c.Wait()
 		}
+		require.GreaterOrEqual(t, calls.Load(), want, "round %d: the claimers never ran", round)
 		checkTotals(t, u)
 	}
 	// Past every hard timeout, each claim expires: nothing stays reserved.
@@ -277,9 +303,27 @@ func TestServerRestartKeepsAcknowledgedRows(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
-	srv.Restart(300 * time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	// The writers are writing before the restart, and write again after
+	// it: awaited as acknowledged rows, not slept for.
+	nAcked := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
+	awaitAcked := func(n int, when string) {
+		deadline := time.Now().Add(realtime.By(30 * time.Second))
+		for nAcked() < n {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("%s: %d rows acknowledged, want %d", when, nAcked(), n)
+			}
+			time.Sleep(time.Millisecond) // a poll of the writers' count
+		}
+	}
+	awaitAcked(20, "before the restart")
+	srv.Restart(300 * time.Millisecond) // the server's down time, not a test clock
+	awaitAcked(nAcked()+20, "after the restart: the writers carry on")
 	close(stop)
 	wg.Wait()
 
@@ -298,6 +342,6 @@ func TestServerRestartKeepsAcknowledgedRows(t *testing.T) {
 		}
 	}
 	assert.Zero(t, missing, "acknowledged rows lost")
-	assert.Greater(t, len(acked), 20)
+	assert.GreaterOrEqual(t, len(acked), 40)
 	t.Logf("%d rows acknowledged, %d appends failed with the outcome unknown", len(acked), failures.Load())
 }

@@ -1,0 +1,49 @@
+package cmd
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCITestRunsEveryModule: .ci/test, the README's test command, runs
+// the nested SDK modules even when the main module fails, and still
+// fails. A stand-in `go` on PATH records each call and fails the main
+// module's, so the script's own logic is what runs.
+func TestCITestRunsEveryModule(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git: .ci/test lists the nested modules with git ls-files")
+	}
+	mods, err := exec.Command("git", "-C", flagRepo, "ls-files", "*/go.mod").Output()
+	if err != nil || len(strings.Fields(string(mods))) == 0 {
+		t.Skip("not a git checkout with nested modules")
+	}
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	fake := `#!/bin/sh
+echo "$*" >> "$CALLS"
+case "$1" in test) exit 1;; esac
+exit 0
+`
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte(fake), 0o755))
+	c := exec.Command("bash", filepath.Join(flagRepo, ".ci", "test"))
+	c.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "CALLS="+calls)
+	out, err := c.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the main module failed: .ci/test must fail\n%s", out)
+	assert.Equal(t, 1, ee.ExitCode())
+	data, err := os.ReadFile(calls)
+	require.NoError(t, err)
+	for _, mod := range strings.Fields(string(mods)) {
+		assert.Contains(t, string(data), "-C "+filepath.Dir(mod)+" test", "nested module %s ran after the main module failed\n%s", filepath.Dir(mod), out)
+	}
+	assert.Contains(t, string(out), "FAILED: main module")
+}
