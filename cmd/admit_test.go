@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// helpExamples is the commands of a --help Example block: each
+// exampleCommands is the commands of a --help Example block: each
 // `retrygate ...` line with its backslash continuations joined, split
 // into arguments (the examples quote nothing).
-func helpExamples(t *testing.T, example string) [][]string {
+func exampleCommands(t *testing.T, example string) [][]string {
 	t.Helper()
 	var out [][]string
 	var cur string
@@ -40,8 +40,8 @@ func TestAdmitHelpExamplesRun(t *testing.T) {
 	t.Chdir(t.TempDir())
 	t.Setenv("RETRYGATE_LOG", "")
 	f := &Factory{}
-	admitEx := helpExamples(t, newAdmitCmd(f, nil).Example)
-	recordEx := helpExamples(t, newRecordCmd(f, nil).Example)
+	admitEx := exampleCommands(t, newAdmitCmd(f, nil).Example)
+	recordEx := exampleCommands(t, newRecordCmd(f, nil).Example)
 	require.Len(t, admitEx, 2)
 	require.Len(t, recordEx, 1)
 

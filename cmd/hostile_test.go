@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
 	"retrygate/ledgerfile"
+	"retrygate/rehearse/realtime"
 )
 
 // hostileHard is the hard timeout every hostile case runs under; the

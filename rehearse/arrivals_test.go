@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
+	"retrygate/rehearse/realtime"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )

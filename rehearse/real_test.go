@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
 	"retrygate/ledgerfile"
+	"retrygate/rehearse/realtime"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
+	"retrygate/rehearse/realtime"
 )
 
 func execSeatFor(t *testing.T, script string) Seat {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/internal/realtime"
+	"retrygate/rehearse/realtime"
 )
 
 // testKey is planted in the environment of every HTTP seat the tests build.

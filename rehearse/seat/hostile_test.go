@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
+	"retrygate/rehearse/realtime"
 )
 
 // rawServer accepts TCP connections on 127.0.0.1 and hands each, with

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
+	"retrygate/rehearse/realtime"
 	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )

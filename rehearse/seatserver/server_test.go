@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/internal/realtime"
+	"retrygate/rehearse/realtime"
 	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )

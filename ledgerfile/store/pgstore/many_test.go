@@ -20,10 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"retrygate/rehearse/realtime"
 )
 
 // A claimer process: the test binary run again with RETRYGATE_CLAIMER set.

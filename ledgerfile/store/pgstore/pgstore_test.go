@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
-	"retrygate/internal/realtime"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"retrygate/rehearse/realtime"
 )
 
 // open makes a fresh database with the schema and opens it.
