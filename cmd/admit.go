@@ -69,7 +69,7 @@ beside that reason. A breaker is the seat's state across jobs, held by a
 running rehearse or proxy: a log's breaker refusals stay as written, and
 admit --log judges the job by its own rows.` + exitStatus("admit", "refuse"),
 		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap
-  # (18 s to the first byte, then 9 s of answer: elapsed 27 s); refused, exit 1
+  # (18 s to the first byte, then 9 s of answer: elapsed 27 s); refused (exits 1)
   retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
     --spent 7.2 --spent-tokens 2100 --used 1 --next-wait 18 --next-elapsed 27 --next-tokens 2400
 

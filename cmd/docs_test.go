@@ -411,7 +411,11 @@ type shellCommand struct {
 	toTerminal bool // stdout is not piped or redirected
 }
 
-func (c shellCommand) isRetrygate() bool { return len(c.words) > 0 && c.words[0] == "retrygate" }
+// isRetrygate: the installed command or the binary the README builds
+// (./retrygate).
+func (c shellCommand) isRetrygate() bool {
+	return len(c.words) > 0 && (c.words[0] == "retrygate" || c.words[0] == "./retrygate")
+}
 
 // shellCommands splits a sh line (or script) into its simple commands,
 // enough to find each retrygate command's words and where its stdout
