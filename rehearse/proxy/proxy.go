@@ -72,15 +72,16 @@ type Options struct {
 type upstream struct {
 	cfg     seat.Config
 	seat    seat.Seat
-	o       *origin // scheme, host and port of base_url: the client's path is kept
+	origin  *url.URL          // scheme and host of base_url: the client's path is kept
+	rt      http.RoundTripper // the seat's own http.Transport
 	inject  bool
 	br      *admit.Breaker
 	priced  bool
 	fallbck bool
 }
 
-// Proxy is the gate in front of one seat and its fallbacks; Serve is its
-// HTTP/1.1 server.
+// Proxy is the gate in front of one seat and its fallbacks: an
+// http.Handler, which Serve serves with net/http's server.
 type Proxy struct {
 	opts  Options
 	kind  string
@@ -162,22 +163,37 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, _ = seat.WithTransport(s, transport{})
-		u, err := url.Parse(c.BaseURL)
-		if err != nil {
-			return nil, fmt.Errorf("seats.%s.base_url: not a valid URL", c.Name)
-		}
-		org, err := newOrigin(u)
+		s, rt, _ := seat.WithTransport(s, func(http.RoundTripper) http.RoundTripper { return transport{} })
+		org, err := originOf(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
 		_, priced := c.Cost(0, 0)
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, o: org, inject: c.APIKeyEnv != "",
+			cfg: c, seat: s, origin: org, rt: rt, inject: c.APIKeyEnv != "",
 			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
 		})
 	}
 	return p, nil
+}
+
+// originOf is the scheme and host requests to base go to.
+func originOf(base string) (*url.URL, error) {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		return nil, errors.New("not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	case u.Hostname() == "":
+		return nil, errors.New("no host")
+	}
+	for _, c := range u.Host {
+		if c < 0x21 || c > 0x7e {
+			return nil, errors.New("the host must be ASCII (write an international name in its xn-- form)")
+		}
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
 }
 
 // gated reports whether a request is a generation the gate times: the
@@ -197,7 +213,7 @@ func (p *Proxy) gated(r *http.Request) bool {
 	return strings.HasSuffix(path, "/chat/completions")
 }
 
-// serve gates, forwards and logs one request, whose body the server has
+// serve gates, forwards and logs one request, whose body ServeHTTP has
 // read (within MaxBody: see tooLarge).
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	select {
@@ -311,10 +327,9 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	u := &p.seats[0]
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
 	defer cancel()
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
+	f := p.forward(w, r, u, body)
 	defer f.finish()
-	ctx = context.WithValue(ctx, forwardKey{}, f)
-	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(ctx)
+	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(context.WithValue(ctx, forwardKey{}, f))
 	if u.inject {
 		// The seat's own key, as its wire format sends it.
 		k := p.opts.Getenv(u.cfg.APIKeyEnv)
@@ -326,11 +341,16 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	resp, err := transport{}.RoundTrip(hreq)
 	if err != nil {
+		if r.Context().Err() != nil {
+			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer
+		}
 		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
 		return
 	}
 	_ = resp.Body.Close() // releases only
-	f.rest(ctx)
+	if f.rest(ctx) || f.failed() {
+		panic(http.ErrAbortHandler) // a cut answer must not look whole
+	}
 }
 
 // SetRun sets the run whose number names unnamed jobs (r<run>-<k>); the

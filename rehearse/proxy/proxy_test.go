@@ -284,7 +284,7 @@ func TestLimits(t *testing.T) {
 	assert.Equal(t, 413, resp.StatusCode)
 	assert.Contains(t, body, "request body over 1024 bytes")
 
-	resp, _ = post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Big", strings.Repeat("y", MaxHeaderBytes+4096))
+	resp, _ = post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Big", strings.Repeat("y", 2*MaxHeaderBytes))
 	assert.Equal(t, 431, resp.StatusCode)
 
 	slow := make(chan struct{})

@@ -25,7 +25,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
 	}
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
+	f := p.forward(w, r, u, body)
 	f.ctx = clientCtx{f: f, r: r.Context()}
 	defer f.finish()
 	// The hard timeout, min(timeouts.hard, what is left of the deadline),
@@ -217,10 +217,6 @@ func (p *Proxy) Sweep() {
 	p.mu.Lock()
 	p.sweep(p.opts.Now())
 	p.mu.Unlock()
-	cutoff := time.Now().Add(-idleTimeout)
-	for i := range p.seats {
-		p.seats[i].o.closeIdle(cutoff, false)
-	}
 	if p.opts.Books != nil {
 		p.sweepShared()
 	}
@@ -235,7 +231,9 @@ func (p *Proxy) Sweep() {
 func (p *Proxy) Close() {
 	p.wg.Wait()
 	for i := range p.seats {
-		p.seats[i].o.closeIdle(time.Time{}, true)
+		if t, ok := p.seats[i].rt.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
 	}
 	defer p.q.close()
 	p.mu.Lock()
