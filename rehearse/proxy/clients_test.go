@@ -244,4 +244,3 @@ func (c *eofConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-

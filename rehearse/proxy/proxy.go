@@ -63,6 +63,11 @@ type Options struct {
 	// in this process (one proxy). Unnamed jobs stay in process either way.
 	Books store.Books
 
+	// OnBreaker, when set, is told of every transition of a seat's
+	// circuit breaker (see breakerChanged). It is called under the
+	// proxy's lock: it must not block or call the proxy.
+	OnBreaker func(seat string, at time.Time, from, to admit.BreakerState)
+
 	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
 	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
@@ -76,6 +81,7 @@ type upstream struct {
 	rt      http.RoundTripper // the seat's own http.Transport
 	inject  bool
 	br      *admit.Breaker
+	opened  time.Time // when br last opened
 	priced  bool
 	fallbck bool
 }
@@ -111,7 +117,7 @@ type job struct {
 	rows     int
 	flights  []flight // attempts sent and not yet taken into the books
 	lost     int      // attempts whose proxy died before their row (shared books)
-	ended    bool     // a row carried job_end
+	end      string   // the job_end its last row with one carried; "": none yet
 	named    bool
 	shared   bool            // its books live in Options.Books
 	sent     []admit.Attempt // what track took, kept for a shared book
@@ -171,10 +177,52 @@ func New(o Options) (*Proxy, error) {
 		_, priced := c.Cost(0, 0)
 		p.seats = append(p.seats, upstream{
 			cfg: c, seat: s, origin: org, rt: rt, inject: c.APIKeyEnv != "",
-			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
+			priced: priced, fallbck: i > 0,
 		})
 	}
+	for i := range p.seats {
+		u := &p.seats[i]
+		u.br = admit.NewBreaker(o.Policy.Breaker, func(at time.Time, from, to admit.BreakerState) { p.breakerChanged(u, at, from, to) })
+	}
 	return p, nil
+}
+
+// breakerChanged is where the proxy learns of every transition of a
+// seat's breaker (under p.mu): it keeps when the breaker opened, for the
+// Retry-After of its refusals, and tells Options.OnBreaker. A transition
+// is the seat's, not any one request's: no row's note carries it.
+func (p *Proxy) breakerChanged(u *upstream, at time.Time, from, to admit.BreakerState) {
+	if to == admit.Open {
+		u.opened = at
+	}
+	if p.opts.OnBreaker != nil {
+		p.opts.OnBreaker(u.cfg.Name, at, from, to)
+	}
+}
+
+// recordBreaker takes a finished attempt's outcome into its seat's
+// breaker, as the loop does (a cancelled attempt says nothing of the
+// seat; a client error is the request's fault, not the seat's).
+func recordBreaker(u *upstream, now time.Time, o *seat.Observation) {
+	if o.Outcome != admit.Cancelled {
+		u.br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
+	}
+}
+
+// cooldownLeft is how long until a seat from s on may let a request
+// through: the least cooldown left of an open breaker along the chain;
+// a half-open one whose probes are out, a second (their answers decide).
+func (p *Proxy) cooldownLeft(s int, now time.Time) time.Duration {
+	left := p.opts.Policy.Breaker.Cooldown
+	for ; s < len(p.seats); s++ {
+		u := &p.seats[s]
+		d := time.Second
+		if u.br.State(now) == admit.Open {
+			d = u.opened.Add(p.opts.Policy.Breaker.Cooldown).Sub(now)
+		}
+		left = min(left, d)
+	}
+	return max(left, time.Millisecond) // rounded up to whole seconds when sent
 }
 
 // originOf is the scheme and host requests to base go to.
