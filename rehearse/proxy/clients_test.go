@@ -244,3 +244,29 @@ func (c *eofConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// What a gateway does not forward: CONNECT (it is not a forward proxy)
+// and the HTTP/2 preface, which net/http hands a handler.
+func TestNotForwarded(t *testing.T) {
+	u := make(chan string, 4)
+	base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if req, _, ok := readReq(br); ok {
+			u <- req.Method
+		}
+	})
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	for req, want := range map[string]int{
+		"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n": http.StatusMethodNotAllowed,
+		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n":                                   http.StatusHTTPVersionNotSupported,
+	} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(px.url, "http://"))
+		require.NoError(t, err)
+		_, err = io.WriteString(c, req)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodGet})
+		require.NoError(t, err, req)
+		assert.Equal(t, want, resp.StatusCode, req)
+		_ = c.Close()
+	}
+	assert.Empty(t, u, "nothing reached the upstream")
+}

@@ -79,7 +79,14 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) er
 // ServeHTTP reads a request's body, bounded by MaxBody (413) and the
 // body clock, then serves it.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength > p.opts.MaxBody {
+	switch {
+	case r.ProtoMajor != 1: // net/http hands a handler "PRI * HTTP/2.0"
+		refusal{status: http.StatusHTTPVersionNotSupported, code: "http_version", message: "retrygate: the proxy speaks HTTP/1.1"}.write(w, p.kind)
+		return
+	case r.Method == http.MethodConnect:
+		refusal{status: http.StatusMethodNotAllowed, code: "method", message: "retrygate: a gateway, not a forward proxy: no CONNECT"}.write(w, p.kind)
+		return
+	case r.ContentLength > p.opts.MaxBody:
 		p.tooLarge(w) // before reading: an Expect: 100-continue body is never sent
 		return
 	}
