@@ -257,7 +257,7 @@ func TestNotForwarded(t *testing.T) {
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
 	for req, want := range map[string]int{
 		"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n": http.StatusMethodNotAllowed,
-		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n":                                   http.StatusHTTPVersionNotSupported,
+		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n":                                  http.StatusHTTPVersionNotSupported,
 	} {
 		c, err := net.Dial("tcp", strings.TrimPrefix(px.url, "http://"))
 		require.NoError(t, err)
