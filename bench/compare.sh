@@ -14,7 +14,7 @@ usage: bench/compare.sh [--quick] [--tests] [--only report|rehearse|proxy] [--ou
 
 Builds retrygate and a hello-world Go binary, installs the peers when
 missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
-curl, jq and GNU time with apt-get), generates a rehearsal.log and the
+curl, jq, GNU time and nginx-light with apt-get), generates a rehearsal.log and the
 matching vegeta results, runs every figure of issue 11 side by side and
 prints the table as markdown on stdout.
 
@@ -26,7 +26,8 @@ prints the table as markdown on stdout.
   --only rehearse
               run only the rehearse-vs-vegeta rows (no log, no start-up,
               report, proxy or simulate rows); for profiling that figure
-  --only proxy  only the proxy rows (retrygate proxy vs direct, c=64 and 1)
+  --only proxy  only the proxy rows (retrygate proxy and nginx vs direct,
+              c=64 and 1)
   --out FILE  also write the table to FILE
   --keep DIR  keep the generated log, results and raw measurements in DIR
   -h, --help  this text
@@ -125,6 +126,8 @@ command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
 [[ -x /usr/bin/time ]] || need+=(time)
 command -v taskset >/dev/null || need+=(util-linux)
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+if want proxy && [[ ! -x $nginx ]]; then need+=(nginx-light); fi
 if ((${#need[@]})); then
 	command -v apt-get >/dev/null || die "missing ${need[*]}, and no apt-get to install them with"
 	say "installing ${need[*]} with apt-get"
@@ -304,9 +307,63 @@ vattack() { # NAME URL WORKERS SECONDS KEEPALIVE: sets va_n va_rate va_cpu1k va_
 	va_p50=$(jq '.latencies["50th"] / 1e9' "$tmp/logs/$name-report.out")
 	va_p95=$(jq '.latencies["95th"] / 1e9' "$tmp/logs/$name-report.out")
 }
-proxy_pair() { # WORKERS SECONDS: one direct and one proxied attack, on a fresh seat and proxy;
-	# sets pr_added (ms) and pr_cells (the row's cells but its first)
-	local c=$1 secs=$2 i px_pid px_url cpu0 cpu1 logged px_cpu1k di_rate di_p50 di_p95
+# nginx_attack: the same attack through nginx in front of the seat at
+# $url, as a reverse proxy is set up for streaming (proxy_pass with an
+# upstream keep-alive pool, proxy_buffering off), in one process
+# (master_process off: its CPU is one /proc entry; the proxy runs on one
+# CPU too, see SidecarProcs), on a free port below the ephemeral range.
+nginx_attack() { # WORKERS SECONDS: sets ng_rate ng_p50 ng_p95 ng_cpu_us, from vattack
+	local c=$1 secs=$2 hostport path port ng_pid ng_url cpu0 cpu1 i
+	hostport=${url#http://} && hostport=${hostport%%/*}
+	path=/${url#http://*/}
+	mkdir -p "$tmp/nginx"
+	for ((port = 21400; port < 21500; port++)); do
+		cat >"$tmp/nginx/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/logs/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path $tmp/nginx/body;
+	proxy_temp_path $tmp/nginx/proxy;
+	upstream seat { server $hostport; keepalive 256; }
+	server {
+		listen 127.0.0.1:$port;
+		location / {
+			proxy_pass http://seat;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffering off;
+		}
+	}
+}
+EOF
+		"$nginx" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" >"$tmp/logs/nginx.out" 2>"$tmp/logs/nginx.err" &
+		ng_pid=$!
+		pids+=("$ng_pid")
+		ng_url=
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$ng_pid" 2>/dev/null || break
+			if curl -s -o /dev/null "http://127.0.0.1:$port/"; then ng_url=http://127.0.0.1:$port$path && break; fi
+			sleep 0.1
+		done
+		[[ -n $ng_url ]] && break
+		stop "$ng_pid" # the port was taken: the next one
+	done
+	[[ -n $ng_url ]] || { cat "$tmp/logs/nginx.err" >&2; die "nginx did not start"; }
+	cpu0=$(awk '{ print $14 + $15 }' "/proc/$ng_pid/stat")
+	vattack "nginx-c$c" "$ng_url" "$c" "$secs" true
+	cpu1=$(awk '{ print $14 + $15 }' "/proc/$ng_pid/stat")
+	stop "$ng_pid"
+	ng_rate=$va_rate ng_p50=$va_p50 ng_p95=$va_p95
+	ng_cpu_us=$(calc '%.0f' "($cpu1 - $cpu0) / $(getconf CLK_TCK) / $va_n * 1000000")
+}
+proxy_pair() { # WORKERS SECONDS: one direct, one proxied and one nginx attack, on a fresh seat
+	# and proxy; sets pr_added (ms), pr_cells and ng_cells (the rows' cells but their first)
+	local c=$1 secs=$2 i px_pid px_url cpu0 cpu1 logged px_cpu1k px_cpu_us di_rate di_p50 di_p95
 	cat >"$tmp/model-seat.yaml" <<'EOF'
 name: model
 model: gpt-4o-mini
@@ -341,35 +398,47 @@ EOF
 	vattack "proxied-c$c" "$px_url" "$c" "$secs" true
 	cpu1=$(awk '{ print $14 + $15 }' "/proc/$px_pid/stat")
 	stop "$px_pid" # SIGTERM: the proxy drains and writes every row
-	stop "$srv_pid"
 	logged=$(grep -c '^ts=' "$tmp/proxy.log" || true)
 	[[ $logged == "$va_n" ]] || say "warning: proxy: $logged rows for $va_n requests"
 	px_cpu1k=$(calc '%.3f' "($cpu1 - $cpu0) / $(getconf CLK_TCK) / $va_n * 1000")
+	px_cpu_us=$(calc '%.0f' "($cpu1 - $cpu0) / $(getconf CLK_TCK) / $va_n * 1000000")
 	pr_added=$(calc '%.2f' "($va_p50 - $di_p50) * 1000")
-	pr_cells=("$(commas "$va_rate")/s, p50 / p95 $(ms "$va_p50") / $(ms "$va_p95") ms; the proxy: $px_cpu1k CPU-s per 1,000, a row each"
+	local px_rate=$va_rate px_p50=$va_p50 px_p95=$va_p95 ng_added
+	nginx_attack "$c" "$secs"
+	stop "$srv_pid"
+	ng_added=$(calc '%.2f' "($ng_p50 - $di_p50) * 1000")
+	pr_cells=("$(commas "$px_rate")/s, p50 / p95 $(ms "$px_p50") / $(ms "$px_p95") ms; the proxy: $px_cpu1k CPU-s per 1,000 ($px_cpu_us µs a request), a row each"
 		"direct: $(commas "$di_rate")/s, p50 / p95 $(ms "$di_p50") / $(ms "$di_p95") ms"
-		"$(ratio "$va_rate" "$di_rate") rate; p50 $(calc '%+.1f' "($va_p50 - $di_p50) * 1000") ms, p95 $(calc '%+.1f' "($va_p95 - $di_p95) * 1000") ms")
+		"$(ratio "$px_rate" "$di_rate") rate; p50 $(calc '%+.1f' "$pr_added") ms, p95 $(calc '%+.1f' "($px_p95 - $di_p95) * 1000") ms; added p50 $(calc '%.1f' "$pr_added / ($ng_added > 0.05 ? $ng_added : 0.05)")× nginx's")
+	ng_cells=("nginx: $(commas "$ng_rate")/s, p50 / p95 $(ms "$ng_p50") / $(ms "$ng_p95") ms; $ng_cpu_us µs of CPU a request"
+		"direct: $(commas "$di_rate")/s, p50 / p95 $(ms "$di_p50") / $(ms "$di_p95") ms"
+		"$(ratio "$ng_rate" "$di_rate") rate; p50 $(calc '%+.1f' "$ng_added") ms, p95 $(calc '%+.1f' "($ng_p95 - $di_p95) * 1000") ms")
 }
 proxy_row() { # WORKERS SECONDS PAIRS: one row, from the pair with the median added p50 of PAIRS
 	local c=$1 secs=$2 pairs=$3 k med note=""
-	local -a all=() cells=()
+	local -a all=() cells=() ngs=()
 	for ((k = 0; k < pairs; k++)); do
 		proxy_pair "$c" "$secs"
 		all+=("$pr_added")
 		cells+=("${pr_cells[@]}")
+		ngs+=("${ng_cells[@]}")
 	done
 	# The run-to-run spread at concurrency 64 is as large as the figure:
 	# the median pair gives the row, and every pair's added p50 is shown.
+	local goal="goal: ≥ 0.8× direct, added p50 ≤ 2.5× nginx's, ≤ 200 µs of CPU a request"
+	((c == 1)) && goal="goal: ≤ +0.5 ms added at p50"
 	med=$(for k in "${!all[@]}"; do echo "${all[$k]} $k"; done | sort -n | awk -v n="$pairs" 'NR == int((n + 1) / 2) { print $2 }')
 	if ((pairs > 1)); then
 		note="; the median of $pairs pairs, whose added p50 were $(printf '%s\n' "${all[@]}" | sort -n | awk '{ printf "%s%+.1f", (NR > 1 ? ", " : ""), $1 }') ms"
 	fi
 	row "\`proxy\` in front of \`seat serve\` answering at 20 ms: vegeta keep-alive, concurrency $c, ${secs}s" \
 		"${cells[$((3 * med))]}" "${cells[$((3 * med + 1))]}" \
-		"${cells[$((3 * med + 2))]}$note (goal: ≥ 0.8×, p50 ≤ +1 ms)"
+		"${cells[$((3 * med + 2))]}$note ($goal)"
+	row "nginx-light (\`proxy_pass\`, upstream keep-alive, \`proxy_buffering off\`, one process) in front of the same seat, in the same pair: concurrency $c, ${secs}s" \
+		"${ngs[$((3 * med))]}" "${ngs[$((3 * med + 1))]}" "${ngs[$((3 * med + 2))]}"
 }
 proxy_rows() {
-	say "proxy vs direct: vegeta keep-alive, concurrency $conc for ${vegeta_s}s (three pairs) and 1 for $((2 * vegeta_s))s, a seat answering at 20 ms"
+	say "proxy and nginx vs direct: vegeta keep-alive, concurrency $conc for ${vegeta_s}s (three pairs) and 1 for $((2 * vegeta_s))s, a seat answering at 20 ms"
 	proxy_row "$conc" "$vegeta_s" 3
 	proxy_row 1 $((2 * vegeta_s)) 1 # about 45 requests a second: longer, for enough of them
 }

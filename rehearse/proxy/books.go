@@ -52,6 +52,7 @@ type book struct {
 	Flights  []flight         `json:"flights,omitempty"`
 	Lost     int              `json:"lost,omitempty"`
 	Ended    bool             `json:"ended,omitempty"`
+	End      string           `json:"end,omitempty"` // the job_end its last row with one carried
 }
 
 // rowOut takes the rows a decision writes: straight to the row queue
@@ -117,7 +118,7 @@ func (p *Proxy) withShared(ctx context.Context, id string, sweeping bool, fn job
 		}
 		data, err := json.Marshal(p.bookOf(j))
 		due := j.deadline
-		if j.ended {
+		if j.end != "" {
 			due = j.deadline.Add(p.opts.Retention)
 		}
 		return store.Record{Data: data, Due: due}, out.rows, err
@@ -136,9 +137,12 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
 	if err := json.Unmarshal(old, &b); err != nil {
 		return nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
 	}
-	j.start, j.deadline, j.rows, j.ended, j.final, j.lost = b.Start, b.Deadline, b.Rows, b.Ended, b.Final, b.Lost
+	j.start, j.deadline, j.rows, j.end, j.final, j.lost = b.Start, b.Deadline, b.Rows, b.End, b.Final, b.Lost
 	for i := range b.Sent {
 		j.take(&b.Sent[i])
+	}
+	if b.Ended && j.end == "" {
+		j.end = j.track.End() // a book an older proxy kept
 	}
 	if b.Step != nil {
 		j.step, j.stepSet = *b.Step, true
@@ -162,7 +166,7 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
 
 func (p *Proxy) bookOf(j *job) *book {
 	b := &book{Start: j.start, Deadline: j.deadline, Sent: j.sent, Final: j.final,
-		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Flights: j.flights, Lost: j.lost, Ended: j.ended}
+		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Flights: j.flights, Lost: j.lost, Ended: j.end != "", End: j.end}
 	if j.stepSet {
 		b.Step = &j.step
 	}

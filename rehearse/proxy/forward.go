@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,24 +55,17 @@ func copyHeaders(dst, src http.Header) {
 	}
 }
 
-// headerHold is how long the answer's headers wait for its first bytes,
-// so that both leave in one write: past it they go alone (a model that
-// has not started its stream yet).
-const headerHold = 200 * time.Microsecond
-
 // forward is one client request on its way upstream: what the seat's
 // transport sends, and where the answer's bytes go as the seat reads them.
 type forward struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	client *http.Request
-	o      *origin // the seat's origin: the client's request-target goes there
+	u      *upstream // the seat: the client's request-target goes to its origin
 	body   []byte
-	inject bool // send the seat's own key instead of the client's
 
 	// up is the exchange with the origin once its answer's headers came
-	// (its body): up.abort cancels it, up.stop stops the seat's context
-	// (seatCtx) from doing so.
+	// (its body); seatCtx is the seat's context for it.
 	up      *upBody
 	seatCtx context.Context
 
@@ -84,13 +79,12 @@ type forward struct {
 
 	ctx clientCtx // the attempt's parent context
 
-	// The client's ResponseWriter is written by the handler and, once,
-	// by the header timer: wmu orders them.
-	wmu      sync.Mutex
-	dirty    bool // written, not yet flushed
-	finished bool // the handler is returning: no more writes
-	hold     *time.Timer
 	writeErr error
+	cut      atomic.Bool // unblock was called: no write may wait any more
+}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream, body []byte) *forward {
+	return &forward{w: w, rc: http.NewResponseController(w), client: r, u: u, body: body}
 }
 
 type forwardKey struct{}
@@ -98,10 +92,9 @@ type forwardKey struct{}
 // clientCtx is a forwarded attempt's parent context: it carries the
 // forward (the transport's only value) and ends when the client hangs up,
 // unless the answer is an error status (forward.errStatus), whose body is
-// read to its end all the same. It is not a child of the client's
-// request context (so no cancel of the server's reaches the attempt
-// directly): a context made under it learns of the hang-up through
-// AfterFunc, which the context package calls for a parent that has it.
+// read to its end all the same. A context made under it learns of the
+// hang-up through AfterFunc, which the context package calls for a
+// parent that has it.
 type clientCtx struct {
 	f *forward
 	r context.Context // the client's request's
@@ -142,9 +135,12 @@ func (c *clientCtx) AfterFunc(fn func()) (stop func() bool) {
 }
 
 // transport is the seat's RoundTripper: it sends the client's own request
-// (method, request-target, headers, body) to the seat's origin, writes
-// the answer's headers to the client at once, and hands the seat a body
-// that copies every byte to the client as the seat reads it.
+// (method, request-target, headers, body) to the seat's origin through
+// the seat's own http.Transport, writes the answer's headers to the
+// client, and hands the seat a body that copies every byte to the client
+// as the seat reads it. The request has no GetBody: http.Transport never
+// sends it twice (the seat sends it again, on a new connection, only
+// when not a byte of it was written).
 type transport struct{}
 
 func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
@@ -157,137 +153,168 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	// is cancelled with the seat's context (hard timeout, wait cap, client
 	// gone) until the seat closes the body. The context's values, the
 	// seat's stopwatch trace among them, are the exchange's.
-	bp := headBufs.Get().(*[]byte)
-	head := appendHead((*bp)[:0], f.client.Method, f.client.URL.RequestURI(), f.o.host, f.client.Header, f.inject, seatReq.Header, len(f.body))
-	body := f.body
-	if len(body) <= inlineBody {
-		head, body = append(head, body...), nil // one write
-	}
-	resp, up, err := f.o.exchange(seatReq.Context(), f.client, head, body)
-	if cap(head) <= 64<<10 {
-		*bp = head[:0]
-		headBufs.Put(bp)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(seatReq.Context()))
+	detach := context.AfterFunc(seatReq.Context(), cancel)
+	resp, err := f.u.rt.RoundTrip(f.request(ctx, seatReq.Header))
+	if err == nil && resp.StatusCode < 200 {
+		// A protocol switch nobody asked for (Upgrade is not forwarded),
+		// or a status below 100 that Go's parser takes ("000"): a
+		// malformed answer, as one it cannot parse.
+		_ = resp.Body.Close()
+		err = fmt.Errorf("proxy: malformed HTTP status code %03d", resp.StatusCode)
 	}
 	if err != nil {
+		detach()
+		cancel()
 		return nil, err
 	}
-	if resp.StatusCode < 100 {
-		// Go's parser takes any three digits ("000"); a ResponseWriter
-		// panics on them. A malformed answer, as one it cannot parse.
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("proxy: malformed HTTP status code %03d", resp.StatusCode)
-	}
-	f.up, f.seatCtx = up, seatReq.Context()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	f.up, f.seatCtx = &upBody{rc: resp.Body, cancel: cancel, detach: detach}, seatReq.Context()
+	if resp.StatusCode > 299 {
 		f.errStatus.Store(true)
 	}
 	h := f.w.Header()
 	copyHeaders(h, resp.Header)
 	if resp.ContentLength >= 0 {
-		h.Set("Content-Length", itoa(resp.ContentLength))
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	f.w.WriteHeader(resp.StatusCode)
-	f.wrote, f.dirty = true, true
-	if up.buffered() == 0 {
-		// The answer's first bytes are not here yet: its headers wait
-		// for them only briefly. When they came with the headers (most
-		// answers), the seat's first read sends both, with no timer.
-		f.hold = time.AfterFunc(headerHold, f.flush)
+	f.wrote = true
+	stream := resp.ContentLength < 0
+	if stream {
+		f.flush() // the SDK's stream object, before a model's first chunk
 	}
-	resp.Body = &tee{f: f, r: up, left: resp.ContentLength}
+	resp.Body = &tee{f: f, stream: stream}
 	return resp, nil
 }
 
+// request is the client's request as it goes to the seat's origin: its
+// method, request-target and headers but hop-by-hop ones, the origin's
+// Host, the body. With api_key_env the seat's own key (auth, as the seat
+// sets it) replaces the client's.
+func (f *forward) request(ctx context.Context, auth http.Header) *http.Request {
+	u := *f.client.URL
+	u.Scheme, u.Host, u.User, u.Fragment = f.u.origin.Scheme, f.u.origin.Host, nil, ""
+	h := make(http.Header, len(f.client.Header)+1)
+	copyHeaders(h, f.client.Header)
+	if f.u.inject {
+		delete(h, "Authorization")
+		delete(h, "X-Api-Key")
+		for _, k := range [...]string{"Authorization", "X-Api-Key"} {
+			if v := auth.Get(k); v != "" {
+				h.Set(k, v)
+			}
+		}
+	}
+	var body io.ReadCloser = http.NoBody
+	if len(f.body) > 0 {
+		body = io.NopCloser(bytes.NewReader(f.body)) // no GetBody: never replayed
+	}
+	req := &http.Request{Method: f.client.Method, URL: &u, Host: f.u.origin.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: body, ContentLength: int64(len(f.body))}
+	return req.WithContext(ctx)
+}
+
+// upBody is the upstream answer's body and the request's cancel.
+type upBody struct {
+	rc     io.ReadCloser
+	cancel context.CancelFunc // ends the upstream request
+	detach func() bool        // unhooks it from the seat's context
+	eof    bool
+}
+
+func (b *upBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.eof = b.eof || err == io.EOF
+	return n, err
+}
+
+func (b *upBody) whole() bool { return b.eof }
+
+// abort cancels the upstream request: a read in progress returns at once.
+func (b *upBody) abort() { b.cancel() }
+
+// Close ends the exchange: a body read to its end has given its
+// connection back to the transport; one that was not closes it.
+func (b *upBody) Close() error {
+	b.detach()
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}
+
 // tee is the answer's body as the seat reads it: each read is written
-// and flushed to the client before the seat sees it.
+// to the client before the seat sees it.
 type tee struct {
-	f    *forward
-	r    io.Reader
-	left int64 // bytes of a Content-Length body still to come; -1 unknown
+	f      *forward
+	stream bool // of unknown length: each read is flushed
 }
 
 func (t *tee) Read(p []byte) (int, error) {
-	if t.left == 0 {
-		return 0, io.EOF
-	}
-	n, err := t.r.Read(p)
+	n, err := t.f.up.Read(p)
 	if n > 0 {
-		if t.left > 0 {
-			t.left -= int64(n)
-			if t.left <= 0 && err == nil {
-				// The whole body is here: say so now. Waiting for the EOF
-				// on another read would race the client, which may hang up
-				// the moment it has the last byte, and a hang-up cancels
-				// the attempt.
-				t.left, err = 0, io.EOF
-			}
-		}
 		// A stream's reads are flushed as they come, but the last: the
 		// handler ends at once, and the server sends it with the body's
 		// end. A body of known length is one document no client reads in
 		// part: it goes as the server's buffer fills, and its end with
 		// the handler's.
-		t.f.send(p[:n], err == nil && t.left < 0)
+		t.f.send(p[:n], t.stream && err == nil)
 	}
 	return n, err
 }
 
 // Close releases the upstream request from the seat's context; the
 // proxy closes the upstream body itself once the rest is forwarded. A
-// seat closing it because its context ended (its hook may run before
-// the exchange's own) cancels the upstream request instead, and frees a
-// write stuck on a client that stopped reading (unblock).
+// seat closing it because its context ended cancels the upstream
+// request instead, and frees a write stuck on a client that stopped
+// reading (unblock).
 func (t *tee) Close() error {
 	if t.f.seatCtx.Err() != nil {
 		t.f.up.abort()
 		t.f.unblock()
 	} else {
-		t.f.up.stop()
+		t.f.up.detach()
 	}
 	return nil
 }
 
+// send writes b to the client, each write bounded by writeStall.
 func (f *forward) send(b []byte, flush bool) {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	if f.writeErr != nil || f.finished {
+	if f.writeErr != nil {
 		return
 	}
+	f.writeDeadline()
 	if _, err := f.w.Write(b); err != nil {
 		f.writeErr = err
 		return
 	}
-	f.dirty = true
 	if flush {
-		f.flushLocked()
+		f.flush()
 	}
 }
 
-// flush sends what is written and not yet sent: the held headers when
-// the answer's first bytes are slow to come, or the last bytes before the
-// proxy does anything slower than ending the handler.
+// flush sends what is written and not yet sent.
 func (f *forward) flush() {
-	f.wmu.Lock()
-	f.flushLocked()
-	f.wmu.Unlock()
-}
-
-func (f *forward) flushLocked() {
-	if f.dirty && !f.finished && f.writeErr == nil {
-		f.dirty = false
+	if f.writeErr == nil {
+		f.writeDeadline()
 		f.writeErr = f.rc.Flush()
 	}
 }
 
-// finish is the handler returning: the header timer must not touch the
-// ResponseWriter after it.
-func (f *forward) finish() {
-	if f.hold != nil {
-		f.hold.Stop()
+// writeDeadline gives the next write writeStall, unless the attempt is
+// cut (unblock), whose deadline in the past it keeps.
+func (f *forward) writeDeadline() {
+	_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	if f.cut.Load() {
+		f.unblock()
 	}
-	f.wmu.Lock()
-	f.finished = true
-	f.wmu.Unlock()
+}
+
+// finish is the handler returning: the upstream exchange is released.
+func (f *forward) finish() {
+	if f.up != nil {
+		_ = f.up.Close()
+	}
 }
 
 // unblock ends a write to the client that waits on a client no longer
@@ -295,24 +322,20 @@ func (f *forward) finish() {
 // reading a stream would hold its handler (and its slot) past every
 // timeout. The answer is cut anyway, so the connection is spent.
 func (f *forward) unblock() {
+	f.cut.Store(true)
 	_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
 }
 
-func (f *forward) failed() bool {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	return f.writeErr != nil
-}
+func (f *forward) failed() bool { return f.writeErr != nil }
 
 // rest forwards what the seat left unread (after a stream's terminal
 // event, past the seat's read bounds) until the upstream body ends or ctx
-// does, then closes it.
+// does.
 func (f *forward) rest(ctx context.Context) (cut bool) {
 	up := f.up
 	if up == nil || up.whole() {
 		return false // the seat read it to its end (most answers)
 	}
-	defer up.Close()
 	stop := context.AfterFunc(ctx, func() { up.abort(); f.unblock() })
 	defer stop()
 	// Most answers have nothing left once the seat has read its last
@@ -338,17 +361,3 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 const restBuf = 32 << 10
 
 var restBufs = sync.Pool{New: func() any { return new([restBuf]byte) }}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
-}

@@ -51,19 +51,11 @@ func (p *Proxy) admitJob(j *job, now time.Time, req *request, retry string, out 
 	delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
 	s := p.readySeat(j, now)
 	refuse := func(d admit.Decision, st int) (*attempt, *refusal) {
-		if j.ended {
-			// The log already holds the row that ended the job (a
-			// report counts a job by that row): answer, log nothing new.
-			if permanent(d) {
-				j.final = &d
-			}
-			return nil, p.refusalFor(j, d)
-		}
 		ab := p.base(j, now, st, spent, delay, req)
 		var row ledgerfile.Row
 		rehearse.RefusalRow(&row, &ab, &j.track, d)
 		p.finishRefusal(j, &row, retry, out)
-		return nil, p.refusalFor(j, d)
+		return nil, p.refusalFor(j, d, now)
 	}
 	switch {
 	case j.final != nil:
@@ -192,7 +184,7 @@ func (p *Proxy) job(id string, named bool, now time.Time) (*job, *refusal) {
 // refusalFor is the client's answer to a refused request: 504 when the
 // deadline is gone, else 503 with the reason; Retry-After only when the
 // breaker's cooldown may let a later request through.
-func (p *Proxy) refusalFor(j *job, d admit.Decision) *refusal {
+func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time) *refusal {
 	b := p.opts.Policy.Budget
 	spent := j.track.Spent()
 	r := &refusal{status: http.StatusServiceUnavailable, code: code(d.Reason), final: true}
@@ -212,7 +204,7 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision) *refusal {
 		why = fmt.Sprintf("the seat's last wait is past the %s wait cap", b.MaxWait)
 	case admit.ReasonBreakerOpen:
 		r.final = false
-		r.retryAfter = p.opts.Policy.Breaker.Cooldown
+		r.retryAfter = p.cooldownLeft(j.seat, now)
 		why = "every seat's circuit breaker is open"
 	case admit.ReasonPermanentError:
 		why = "the last attempt failed for good (identical bytes fail identically)"
@@ -233,20 +225,43 @@ func code(r admit.Reason) string {
 	return string(b)
 }
 
-// finishRefusal writes a refused request's row. The first refusal that
-// ends a job carries its job_end; a request after that is one more row
-// of an ended job, without one.
-//
-// A request naming no job is a job no later request can join: its one
-// row ends it, and it is forgotten at once.
+// finishRefusal writes a refused request's row (see endRow). A request
+// naming no job is a job no later request can join: its one row ends
+// it, and it is forgotten at once.
 func (p *Proxy) finishRefusal(j *job, row *ledgerfile.Row, retry string, out *rowOut) {
 	j.rows++
-	if !j.ended && j.inflight() == 0 && (j.final != nil || !j.named) {
-		row.JobEnd = j.track.End()
-		j.ended = true
-	}
+	endRow(j, row)
 	if !j.named {
 		delete(p.jobs, j.id)
 	}
 	out.add(row, retry)
+}
+
+// endRow is the one rule for a row's job_end, for every row the proxy
+// writes: a job's last row in the log carries its end, and the proxy
+// cannot know a row is the last, so a row carries the end the job has
+// if no request of it follows, whenever that is known: with nothing of
+// the job in flight, a success ends it succeeded; a refusal ends it as
+// it stands (the end it already had, else its track's: failed when
+// nothing was sent); a failed attempt ends it only when it had ended
+// before (a row after a job's end must say the end again). A request
+// naming no job ends at its one row. A later row of the job says its
+// end again (report takes a job's end from its last such row).
+func endRow(j *job, row *ledgerfile.Row) {
+	if j.named && j.inflight() > 0 {
+		return
+	}
+	switch {
+	case !row.Unsent && row.Outcome == admit.OK:
+		row.JobEnd = ledgerfile.JobSucceeded
+	case !row.Unsent && (j.end != "" || !j.named):
+		row.JobEnd = j.track.End()
+	case row.Unsent && j.end != "":
+		row.JobEnd = j.end
+	case row.Unsent:
+		row.JobEnd = j.track.End()
+	default:
+		return
+	}
+	j.end = row.JobEnd
 }

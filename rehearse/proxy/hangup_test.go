@@ -53,22 +53,18 @@ func TestClientHangUpCancelsAttempt(t *testing.T) {
 func TestHangUpDuringErrorBodyKeepsStatus(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	gone := make(chan struct{})
+	hungUp := &eofListener{Listener: listen(t), eof: make(chan struct{})}
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		http.NewResponseController(w).Flush()
-		select { // the body comes once the client has left
-		case <-gone:
-		case <-time.After(3 * time.Second):
-		}
-		time.Sleep(20 * ms) // the proxy sees the hang-up first
+		<-hungUp.eof // the body comes once the proxy has seen the client leave
 		_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":"overloaded"}}`)
 	})}
 	go func() { _ = up.Serve(ln) }()
 	t.Cleanup(func() { _ = up.Close() })
-	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+	px := startOn(t, hungUp, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -79,7 +75,6 @@ func TestHangUpDuringErrorBodyKeepsStatus(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	cancel() // hang up before the body
 	resp.Body.Close()
-	close(gone)
 	rs := px.rows.wait(t, 1)
 	assert.Equal(t, admit.ServerError, rs[0].Outcome)
 	assert.Equal(t, 503, rs[0].HTTPStatus)

@@ -115,6 +115,12 @@ func testPolicy() rehearse.Policy {
 // start runs a proxy in front of chain on 127.0.0.1; it drains with the test.
 func start(t testing.TB, pol rehearse.Policy, chain []seat.Config, tweak ...func(*Options)) *running {
 	t.Helper()
+	return startOn(t, nil, pol, chain, tweak...)
+}
+
+// startOn is start on ln (nil: a new listener on 127.0.0.1).
+func startOn(t testing.TB, ln net.Listener, pol rehearse.Policy, chain []seat.Config, tweak ...func(*Options)) *running {
+	t.Helper()
 	rs, c := &rows{}, &clock{}
 	o := Options{Policy: pol, Chain: chain, Sink: rs.add, Now: c.Now, Run: 7,
 		Getenv: func(k string) string {
@@ -128,8 +134,9 @@ func start(t testing.TB, pol rehearse.Policy, chain []seat.Config, tweak ...func
 	}
 	px, err := New(o)
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if ln == nil {
+		ln = listen(t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = px.Serve(ctx, ln, io.Discard); close(done) }()

@@ -63,6 +63,11 @@ type Options struct {
 	// in this process (one proxy). Unnamed jobs stay in process either way.
 	Books store.Books
 
+	// OnBreaker, when set, is told of every transition of a seat's
+	// circuit breaker (see breakerChanged). It is called under the
+	// proxy's lock: it must not block or call the proxy.
+	OnBreaker func(seat string, at time.Time, from, to admit.BreakerState)
+
 	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
 	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
@@ -72,15 +77,17 @@ type Options struct {
 type upstream struct {
 	cfg     seat.Config
 	seat    seat.Seat
-	o       *origin // scheme, host and port of base_url: the client's path is kept
+	origin  *url.URL          // scheme and host of base_url: the client's path is kept
+	rt      http.RoundTripper // the seat's own http.Transport
 	inject  bool
 	br      *admit.Breaker
+	opened  time.Time // when br last opened
 	priced  bool
 	fallbck bool
 }
 
-// Proxy is the gate in front of one seat and its fallbacks; Serve is its
-// HTTP/1.1 server.
+// Proxy is the gate in front of one seat and its fallbacks: an
+// http.Handler, which Serve serves with net/http's server.
 type Proxy struct {
 	opts  Options
 	kind  string
@@ -110,7 +117,7 @@ type job struct {
 	rows     int
 	flights  []flight // attempts sent and not yet taken into the books
 	lost     int      // attempts whose proxy died before their row (shared books)
-	ended    bool     // a row carried job_end
+	end      string   // the job_end its last row with one carried; "": none yet
 	named    bool
 	shared   bool            // its books live in Options.Books
 	sent     []admit.Attempt // what track took, kept for a shared book
@@ -162,22 +169,79 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, _ = seat.WithTransport(s, transport{})
-		u, err := url.Parse(c.BaseURL)
-		if err != nil {
-			return nil, fmt.Errorf("seats.%s.base_url: not a valid URL", c.Name)
-		}
-		org, err := newOrigin(u)
+		s, rt, _ := seat.WithTransport(s, func(http.RoundTripper) http.RoundTripper { return transport{} })
+		org, err := originOf(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
 		_, priced := c.Cost(0, 0)
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, o: org, inject: c.APIKeyEnv != "",
-			br: admit.NewBreaker(o.Policy.Breaker, nil), priced: priced, fallbck: i > 0,
+			cfg: c, seat: s, origin: org, rt: rt, inject: c.APIKeyEnv != "",
+			priced: priced, fallbck: i > 0,
 		})
 	}
+	for i := range p.seats {
+		u := &p.seats[i]
+		u.br = admit.NewBreaker(o.Policy.Breaker, func(at time.Time, from, to admit.BreakerState) { p.breakerChanged(u, at, from, to) })
+	}
 	return p, nil
+}
+
+// breakerChanged is where the proxy learns of every transition of a
+// seat's breaker (under p.mu): it keeps when the breaker opened, for the
+// Retry-After of its refusals, and tells Options.OnBreaker. A transition
+// is the seat's, not any one request's: no row's note carries it.
+func (p *Proxy) breakerChanged(u *upstream, at time.Time, from, to admit.BreakerState) {
+	if to == admit.Open {
+		u.opened = at
+	}
+	if p.opts.OnBreaker != nil {
+		p.opts.OnBreaker(u.cfg.Name, at, from, to)
+	}
+}
+
+// recordBreaker takes a finished attempt's outcome into its seat's
+// breaker, as the loop does (a cancelled attempt says nothing of the
+// seat; a client error is the request's fault, not the seat's).
+func recordBreaker(u *upstream, now time.Time, o *seat.Observation) {
+	if o.Outcome != admit.Cancelled {
+		u.br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
+	}
+}
+
+// cooldownLeft is how long until a seat from s on may let a request
+// through: the least cooldown left of an open breaker along the chain;
+// a half-open one whose probes are out, a second (their answers decide).
+func (p *Proxy) cooldownLeft(s int, now time.Time) time.Duration {
+	left := p.opts.Policy.Breaker.Cooldown
+	for ; s < len(p.seats); s++ {
+		u := &p.seats[s]
+		d := time.Second
+		if u.br.State(now) == admit.Open {
+			d = u.opened.Add(p.opts.Policy.Breaker.Cooldown).Sub(now)
+		}
+		left = min(left, d)
+	}
+	return max(left, time.Millisecond) // rounded up to whole seconds when sent
+}
+
+// originOf is the scheme and host requests to base go to.
+func originOf(base string) (*url.URL, error) {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		return nil, errors.New("not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	case u.Hostname() == "":
+		return nil, errors.New("no host")
+	}
+	for _, c := range u.Host {
+		if c < 0x21 || c > 0x7e {
+			return nil, errors.New("the host must be ASCII (write an international name in its xn-- form)")
+		}
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
 }
 
 // gated reports whether a request is a generation the gate times: the
@@ -197,7 +261,7 @@ func (p *Proxy) gated(r *http.Request) bool {
 	return strings.HasSuffix(path, "/chat/completions")
 }
 
-// serve gates, forwards and logs one request, whose body the server has
+// serve gates, forwards and logs one request, whose body ServeHTTP has
 // read (within MaxBody: see tooLarge).
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	select {
@@ -311,10 +375,9 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	u := &p.seats[0]
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
 	defer cancel()
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
+	f := p.forward(w, r, u, body)
 	defer f.finish()
-	ctx = context.WithValue(ctx, forwardKey{}, f)
-	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(ctx)
+	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(context.WithValue(ctx, forwardKey{}, f))
 	if u.inject {
 		// The seat's own key, as its wire format sends it.
 		k := p.opts.Getenv(u.cfg.APIKeyEnv)
@@ -326,11 +389,16 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	resp, err := transport{}.RoundTrip(hreq)
 	if err != nil {
+		if r.Context().Err() != nil {
+			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer
+		}
 		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
 		return
 	}
 	_ = resp.Body.Close() // releases only
-	f.rest(ctx)
+	if f.rest(ctx) || f.failed() {
+		panic(http.ErrAbortHandler) // a cut answer must not look whole
+	}
 }
 
 // SetRun sets the run whose number names unnamed jobs (r<run>-<k>); the

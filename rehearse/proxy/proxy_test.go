@@ -114,10 +114,16 @@ func TestAttemptCapShapes(t *testing.T) {
 			for i, want := range []string{"0", "1", "2"} {
 				assert.Equal(t, want, extra(rs[i], KeyClientRetry), "row %d", i)
 			}
-			// Asked again, the job answers the same and logs nothing new.
+			// Asked again, the job answers the same, and the request is
+			// one more row of it (each request is one row), which says
+			// the job's end again: the job's last row carries it.
 			resp, _ = post(t, px.url+k.path, k.body, "Idempotency-Key", "job-a")
 			assert.Equal(t, 503, resp.StatusCode)
-			assert.Len(t, px.rows.all(), 3)
+			rs = px.rows.wait(t, 4)
+			require.Len(t, rs, 4)
+			assert.Equal(t, 4, rs[3].Attempt)
+			assert.Equal(t, "refuse: attempt cap", rs[3].Decision)
+			assert.Equal(t, "failed", rs[3].JobEnd)
 		})
 	}
 }
@@ -284,7 +290,7 @@ func TestLimits(t *testing.T) {
 	assert.Equal(t, 413, resp.StatusCode)
 	assert.Contains(t, body, "request body over 1024 bytes")
 
-	resp, _ = post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Big", strings.Repeat("y", MaxHeaderBytes+4096))
+	resp, _ = post(t, px.url+"/v1/chat/completions", kinds[0].body, "X-Big", strings.Repeat("y", 2*MaxHeaderBytes))
 	assert.Equal(t, 431, resp.StatusCode)
 
 	slow := make(chan struct{})
@@ -402,27 +408,55 @@ func TestPassThrough(t *testing.T) {
 }
 
 // With the breaker open and no fallback left, the answer is 503 with a
-// Retry-After of the breaker's cooldown: waiting is what helps.
+// Retry-After of the cooldown left (rounded up): waiting is what helps.
+// The breaker's transitions go to OnBreaker, not onto a row's note.
 func TestBreakerOpen503(t *testing.T) {
 	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms})
 	pol := testPolicy()
 	pol.Breaker = admit.BreakerConfig{Window: time.Minute, FailureRate: 0.5, MinRequests: 2, Cooldown: 30 * time.Second, HalfOpenProbes: 1}
-	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	var changes []string
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
+		o.OnBreaker = func(seat string, _ time.Time, from, to admit.BreakerState) {
+			changes = append(changes, seat+" "+from.String()+" "+to.String())
+		}
+	})
 	for range 2 {
 		resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body)
 		require.Equal(t, 500, resp.StatusCode)
 	}
 	px.rows.wait(t, 2)
+	px.clock.Advance(10*time.Second + 300*ms)
 	resp, body := post(t, px.url+"/v1/chat/completions", kinds[0].body)
 	assert.Equal(t, 503, resp.StatusCode)
-	assert.Equal(t, "30", resp.Header.Get("Retry-After"))
+	assert.Equal(t, "20", resp.Header.Get("Retry-After"), "the cooldown left, rounded up")
 	assert.Empty(t, resp.Header.Get("X-Should-Retry"), "a later request may be let through")
 	assert.Contains(t, body, "refuse: breaker open")
 	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
 	rs := px.rows.wait(t, 3)
-	// The opening is a `# event breaker` line now, not note text
-	// (rehearse.BreakerEvents, ledgerfile.Writer.Event), for the proxy to write.
+	for _, r := range rs {
+		assert.NotContains(t, r.Note, "breaker", "row %d", r.Attempt)
+	}
 	assert.Equal(t, "refuse: breaker open", rs[2].Decision)
+	px.stop()
+	assert.Equal(t, []string{"s closed open"}, changes)
+}
+
+// A success whose outcome opens the breaker (the window's failure rate
+// reached with it) carries no breaker note: the transition is the
+// seat's, not the request's.
+func TestSuccessRowCarriesNoBreakerNote(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms}, seat.Plan{Status: 500, Elapsed: 5 * ms}, okPlan)
+	pol := testPolicy()
+	pol.Breaker = admit.BreakerConfig{Window: time.Minute, FailureRate: 0.5, MinRequests: 3, Cooldown: 30 * time.Second, HalfOpenProbes: 1}
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	for _, want := range []int{500, 500, 200} {
+		resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body)
+		require.Equal(t, want, resp.StatusCode)
+	}
+	rs := px.rows.wait(t, 3)
+	assert.Equal(t, admit.OK, rs[2].Outcome)
+	assert.NotContains(t, rs[2].Note, "breaker")
+	assert.False(t, px.px.seats[0].br.Ready(px.clock.Now()), "the success opened the breaker (2 of 3 failed)")
 }
 
 // The answer's headers wait for its first bytes only briefly: an
@@ -481,4 +515,48 @@ func TestRequestTargetKept(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{"POST " + target + " " + ln.Addr().String()}, got)
+}
+
+// A request of a job that already ended is one more row of it, and a
+// job's last row carries its end: the admitted request after
+// job_end=succeeded ends it succeeded again.
+func TestRequestAfterJobEndIsARow(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, okPlan)
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)})
+	for range 2 {
+		resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body, headerJob, "again")
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	rs := px.rows.wait(t, 2)
+	require.Len(t, rs, 2)
+	for i, r := range rs {
+		assert.Equal(t, i+1, r.Attempt)
+		assert.Equal(t, admit.OK, r.Outcome)
+		assert.Equal(t, "succeeded", r.JobEnd, "row %d", i+1)
+	}
+}
+
+// On SIGTERM, a job whose one request the breaker refused has that
+// row, which ended it: no made-up second row says it was cancelled.
+func TestDrainAddsNoRowToRefusedJob(t *testing.T) {
+	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms})
+	pol := testPolicy()
+	pol.Breaker = admit.BreakerConfig{Window: time.Minute, FailureRate: 0.5, MinRequests: 2, Cooldown: 30 * time.Second, HalfOpenProbes: 1}
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	for range 2 {
+		resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body) // unnamed: each its own job
+		require.Equal(t, 500, resp.StatusCode)
+	}
+	resp, _ := post(t, px.url+"/v1/chat/completions", kinds[0].body, headerJob, "refused")
+	require.Equal(t, 503, resp.StatusCode)
+	px.stop()
+	var refused []ledgerfile.Row
+	for _, r := range px.rows.all() {
+		if r.Job == "refused" {
+			refused = append(refused, r)
+		}
+	}
+	require.Len(t, refused, 1, "one request, one row")
+	assert.Equal(t, "refuse: breaker open", refused[0].Decision)
+	assert.Equal(t, "failed", refused[0].JobEnd)
 }

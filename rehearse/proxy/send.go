@@ -25,7 +25,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
 	}
-	f := &forward{w: w, rc: http.NewResponseController(w), client: r, o: u.o, body: body, inject: u.inject}
+	f := p.forward(w, r, u, body)
 	f.ctx = clientCtx{f: f, r: r.Context()}
 	defer f.finish()
 	// The hard timeout, min(timeouts.hard, what is left of the deadline),
@@ -66,6 +66,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if !f.wrote {
 		switch obs.Outcome {
 		case admit.Cancelled:
+			panic(http.ErrAbortHandler) // the client is gone: no answer, not even net/http's empty 200
 		case admit.Timeout, admit.WaitCap:
 			ref := refusal{status: http.StatusGatewayTimeout, code: string(obs.Outcome), final: ended,
 				message: fmt.Sprintf("retrygate: %s after %s on seat %s (job %s)", obs.Detail, ledgerfile.FormatSeconds(obs.Elapsed)+"s", u.cfg.Name, a.j.id)}
@@ -115,41 +116,36 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
 	cost, priced := u.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
-	note := rehearse.RecordBreaker(u.br, now, obs, a.probe)
+	recordBreaker(u, now, obs)
+	note := obs.Detail
+	if a.probe {
+		note = rehearse.JoinNote("half-open probe", note)
+	}
 	var row ledgerfile.Row
 	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
 	at := ledgerfile.AttemptOf(&row)
 	j.take(&at)
+	endRow(j, &row)
+	out.add(&row, a.retry)
 	if !j.named {
-		// No later request can join this job: this row ends it.
-		row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
-		if obs.Outcome != admit.OK {
-			row.JobEnd = j.track.End()
-		}
+		// No later request can join this job: this row ended it.
 		delete(p.jobs, j.id)
-		out.add(&row, a.retry)
 		return false // a retry is a job of its own: nothing to tell the client
 	}
 	switch obs.Outcome {
 	case admit.OK:
 		j.stepSet = false
-		if !j.ended && j.inflight() == 0 {
-			row.JobEnd, j.ended = ledgerfile.JobSucceeded, true
-		}
-		out.add(&row, a.retry)
-		return j.ended
+		return false
 	case admit.Cancelled:
 		// The client left: it may come back under the same job.
-		out.add(&row, a.retry)
 		return false
 	}
-	out.add(&row, a.retry)
 	j.step = admit.AfterFailure(p.opts.Policy.Retry, admit.Failure{
 		Outcome: at.Outcome, Billing: at.Billing, RetryAfter: at.RetryAfter, HasRetry: at.HasRetryAfter,
 	}, j.track.History(), nil)
 	j.stepSet = true
-	if j.inflight() > 0 || j.ended {
-		return j.ended
+	if j.inflight() > 0 {
+		return false
 	}
 	spent := j.track.Spent()
 	if !j.step.Retry {
@@ -179,7 +175,7 @@ func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent a
 	var row ledgerfile.Row
 	rehearse.RefusalRow(&row, &b, &j.track, d)
 	j.rows++
-	row.JobEnd, j.ended = j.track.End(), true
+	endRow(j, &row)
 	out.add(&row, "")
 }
 
@@ -200,7 +196,7 @@ func (p *Proxy) sweepJob(j *job, now time.Time, out *rowOut) (forget bool) {
 	if j.inflight() > 0 || now.Before(j.deadline) {
 		return false
 	}
-	if !j.ended {
+	if j.end == "" {
 		d := admit.Refuse(admit.ReasonDeadline)
 		if j.final != nil {
 			d = *j.final
@@ -217,10 +213,6 @@ func (p *Proxy) Sweep() {
 	p.mu.Lock()
 	p.sweep(p.opts.Now())
 	p.mu.Unlock()
-	cutoff := time.Now().Add(-idleTimeout)
-	for i := range p.seats {
-		p.seats[i].o.closeIdle(cutoff, false)
-	}
 	if p.opts.Books != nil {
 		p.sweepShared()
 	}
@@ -235,7 +227,9 @@ func (p *Proxy) Sweep() {
 func (p *Proxy) Close() {
 	p.wg.Wait()
 	for i := range p.seats {
-		p.seats[i].o.closeIdle(time.Time{}, true)
+		if t, ok := p.seats[i].rt.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
 	}
 	defer p.q.close()
 	p.mu.Lock()
@@ -243,8 +237,8 @@ func (p *Proxy) Close() {
 	now := p.opts.Now()
 	out := &rowOut{p: p}
 	for _, j := range p.jobs {
-		if j.ended {
-			continue
+		if j.end != "" {
+			continue // its last row says how it ended
 		}
 		spent := j.track.Spent()
 		delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
@@ -258,7 +252,7 @@ func (p *Proxy) Close() {
 		row.Outcome = admit.Cancelled
 		row.Note = "proxy stopped before the job's next request"
 		j.rows++
-		row.JobEnd, j.ended = ledgerfile.JobCancelled, true
+		row.JobEnd, j.end = ledgerfile.JobCancelled, ledgerfile.JobCancelled
 		out.add(&row, "")
 	}
 }

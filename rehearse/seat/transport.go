@@ -3,16 +3,19 @@ package seat
 import "net/http"
 
 // WithTransport is the HTTP seat s (openai, anthropic or ollama) sending
-// its attempts through rt instead of its own client: `retrygate proxy`
-// times a client's own request with the seat's stopwatch and readers by
-// handing Do a transport that forwards that request. ok is false for a
-// seat of another kind. Redirects are still never followed.
-func WithTransport(s Seat, rt http.RoundTripper) (_ Seat, ok bool) {
+// its attempts through wrap(own), where own is the seat's own
+// http.Transport (kept-alive connections, no resend of a written
+// request): `retrygate proxy` times a client's own request with the
+// seat's stopwatch and readers by wrapping it in a RoundTripper that
+// forwards that request. own is returned too, for requests the proxy
+// sends untimed. ok is false for a seat of another kind. Redirects are
+// still never followed.
+func WithTransport(s Seat, wrap func(own http.RoundTripper) http.RoundTripper) (_ Seat, own http.RoundTripper, ok bool) {
 	h, ok := s.(*httpSeat)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	c := *h
-	c.rt = rt
-	return &c, true
+	c.rt = wrap(h.rt)
+	return &c, h.rt, true
 }
