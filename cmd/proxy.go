@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
 	"retrygate/rehearse"
@@ -213,13 +214,22 @@ func runProxy(o *ProxyOptions) error {
 		names[i] = s.Name
 	}
 	var writeFailed atomic.Bool
+	onError := func(err error) {
+		if writeFailed.CompareAndSwap(false, true) {
+			fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
+		}
+	}
 	px, err := proxy.New(proxy.Options{
 		Policy: o.Policy, Chain: o.Chain, Getenv: o.Getenv, Now: o.Now,
-		Sink: lg.appendRows, Books: books,
-		OnError: func(err error) {
-			if writeFailed.CompareAndSwap(false, true) {
-				fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
-			}
+		Sink: lg.appendRows, Books: books, OnError: onError,
+		// A seat's breaker changing state is a `# event breaker` line of
+		// the log, as the attempt loop writes it (rare: written at once).
+		OnBreaker: func(name string, at time.Time, from, to admit.BreakerState) {
+			rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
+				if err := lg.event(ev); err != nil {
+					onError(err)
+				}
+			})(at, from, to)
 		},
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
 		Run: 0,

@@ -95,43 +95,11 @@ func TestProxySIGTERMDrains(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := retrygateBinary(t)
-	srv, err := seatserver.New(seatserver.Options{Format: seatserver.OpenAI, Planner: proxyPlans{
+	pp := startProxyProcess(t, "", proxyPlans{
 		{Status: 500, Elapsed: 5 * time.Millisecond},
 		{TTFB: 5 * time.Millisecond, Wait: 50 * time.Millisecond, Elapsed: 600 * time.Millisecond, CompletionTokens: 10},
-	}})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(ctx, ln); close(served) }()
-	t.Cleanup(func() { cancel(); <-served })
-
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n", ln.Addr())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
-	cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0")
-	cmd.Dir = dir
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	base, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	base = strings.TrimSpace(base)
-
-	postTo := func(job, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
-		req.Header.Set("X-Retrygate-Job", job)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	})
+	srv, cmd, stderr, dir, postTo := pp.srv, pp.cmd, pp.stderr, pp.dir, pp.post
 	code, _ := postTo("open", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	require.Equal(t, 500, code)
 	done := make(chan string, 1)
@@ -225,4 +193,81 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 2, "two sent rows; the refusals of an ended job are answered, not logged")
 	assert.Equal(t, []int{1, 2}, []int{rows[0].Attempt, rows[1].Attempt})
+}
+
+// proxyProcess is a `retrygate proxy` process in a directory of its own,
+// in front of a scripted OpenAI seat named up that answers plans in turn.
+type proxyProcess struct {
+	srv    *seatserver.Server
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	dir    string
+	post   func(job, body string) (int, string)
+}
+
+func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProcess {
+	t.Helper()
+	bin := retrygateBinary(t)
+	srv, err := seatserver.New(seatserver.Options{Format: seatserver.OpenAI, Planner: plans})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(served) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n%s", ln.Addr(), policy)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
+	cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0")
+	cmd.Dir = dir
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	base, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	base = strings.TrimSpace(base)
+	post := func(job, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("X-Retrygate-Job", job)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	return &proxyProcess{srv: srv, cmd: cmd, stderr: stderr, dir: dir, post: post}
+}
+
+// A seat's breaker opening in front of live traffic is a `# event
+// breaker` line of the proxy's log, as in a rehearsal, and no row's note;
+// report reads it as the seat's open span.
+func TestProxyBreakerEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	pp := startProxyProcess(t, "breaker: {window: 1m, failure_rate: 0.5, min_requests: 2, cooldown: 30s}\n", proxyPlans{
+		{Status: 500, Elapsed: 5 * time.Millisecond},
+		{Status: 500, Elapsed: 5 * time.Millisecond},
+	})
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, job := range []string{"a", "b"} {
+		code, _ := pp.post(job, body)
+		require.Equal(t, 500, code)
+	}
+	code, msg := pp.post("c", body)
+	require.Equal(t, 503, code)
+	assert.Contains(t, msg, "refuse: breaker open")
+	require.NoError(t, pp.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, pp.cmd.Wait(), pp.stderr.String())
+
+	log, err := os.ReadFile(filepath.Join(pp.dir, "rehearsal.log"))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^# event breaker seat=up from=closed to=open ts=\S+$`, string(log))
+	assert.NotContains(t, string(log), `note="breaker`)
+	assert.Len(t, pp.srv.Requests(), 2, "the refused request never reached the seat")
 }
