@@ -173,7 +173,7 @@ var checkFormats = []string{"table", "tsv", "json", "github", "junit"}
 func (opts *CheckOptions) resolveFormat(formatSet bool) error {
 	if formatSet && !slices.Contains(checkFormats, opts.Format) {
 		e := badInput("--format: unknown format %q (want %s)", opts.Format, strings.Join(checkFormats, ", "))
-		if s, ok := closest(opts.Format, checkFormats); ok {
+		if s, ok := admit.Closest(opts.Format, checkFormats); ok {
 			return withHint(e, fmt.Sprintf("did you mean --format %s?", s))
 		}
 		return e

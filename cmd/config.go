@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"retrygate/admit"
 	"retrygate/rehearse"
 )
 
@@ -187,7 +188,7 @@ func suggestKey(k string) (string, bool) {
 			cands = append(cands, strings.Join(np, "."))
 		}
 	}
-	return closest(k, cands)
+	return admit.Closest(k, cands)
 }
 
 func (c *config) fileRef(key string) string { return ref(c.file, c.tree.lines[key], key) }

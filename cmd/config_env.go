@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"retrygate/admit"
 )
 
 func envName(key string) string {
@@ -43,7 +45,7 @@ func checkEnviron(environ []string) error {
 			continue
 		}
 		first, _, _ := strings.Cut(rest, "_")
-		_, near := closest(name, known)
+		_, near := admit.Closest(name, known)
 		tail := false
 		for _, k := range envKeys {
 			_, key, _ := strings.Cut(k, ".")
@@ -64,7 +66,7 @@ func checkEnviron(environ []string) error {
 	if strings.EqualFold(name, "RETRYGATE_CONFIG") {
 		return withHint(err, "name the config file with --config FILE")
 	}
-	if s, ok := closest(name, known); ok {
+	if s, ok := admit.Closest(name, known); ok {
 		return withHint(err, fmt.Sprintf("did you mean %s?", s))
 	}
 	for _, k := range envKeys {

@@ -98,11 +98,12 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 		}
 		*i.dst = int(n)
 	}
-	if p.Breaker.FailureRate, err = c.amount("breaker.failure_rate"); err != nil {
+	s, err := c.raw("breaker.failure_rate")
+	if err != nil {
 		return p, nil, err
 	}
-	if p.Breaker.FailureRate > 1 {
-		return p, nil, badInput("%s: must be between 0 and 1, got %g", c.where("breaker.failure_rate"), p.Breaker.FailureRate)
+	if p.Breaker.FailureRate, err = admit.ParseRate(s); err != nil {
+		return p, nil, badInput("%s: %v", c.where("breaker.failure_rate"), err)
 	}
 	if err := p.Validate(); err != nil {
 		key, _, _ := strings.Cut(err.Error(), ":")
@@ -119,7 +120,7 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 		ln := strings.ToLower(name)
 		if _, ok := seats[ln]; !ok {
 			err := badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
-			if s, ok := closest(ln, seatNames(seats)); ok {
+			if s, ok := admit.Closest(ln, seatNames(seats)); ok {
 				return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
 			}
 			return p, nil, withHint(err, seatList(seats))
