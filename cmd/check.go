@@ -136,7 +136,7 @@ no pipe.` +
 						return badInput("%s: %v", e.Where, err)
 					}
 					opts.Thresholds = append(opts.Thresholds, CheckThreshold{Threshold: t, Where: e.Where})
-					opts.ThresholdLines = append(opts.ThresholdLines, cfg.tree.lines["thresholds."+e.Metric])
+					opts.ThresholdLines = append(opts.ThresholdLines, cfg.lines["thresholds."+e.Metric])
 				}
 			}
 			if len(opts.Thresholds) == 0 {

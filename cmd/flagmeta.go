@@ -176,7 +176,7 @@ func seatCompletions(f *Factory, c *cobra.Command) []cobra.Completion {
 	if err != nil {
 		return nil
 	}
-	raw, _ := cfg.tree.get("seats").(map[string]any)
+	raw := cfg.seatMap()
 	names := make([]string, 0, len(raw))
 	for n := range raw {
 		names = append(names, n)
