@@ -267,7 +267,9 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 			starts = append(starts, i+1)
 		}
 	}
-	lineAt := func(off uint32) int { return sort.Search(len(starts), func(i int) bool { return starts[i] > int(off) }) }
+	lineAt := func(off uint32) int {
+		return sort.Search(len(starts), func(i int) bool { return starts[i] > int(off) })
+	}
 	keyOf := func(n *unstable.Node, prefix, shown string) (string, string, int) {
 		line := 0
 		for it := n.Key(); it.Next(); {
