@@ -45,7 +45,8 @@ func TestConfigFormatsAgree(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "p.yaml", "budget: {deadline: 30s, max_attempts: 3}\nbreaker: {failure_rate: 25%}\n"+
 		"seats:\n  A: {kind: script, script: builtin:seed003, price_in: 2.5, headers: {X-Team: blue}}\nthresholds:\n  wait_s: [\"p(95) < 5\"]\n")
-	writeFile(t, dir, "p.json", `{"budget": {"deadline": "30s", "max_attempts": 3}, "breaker": {"failure_rate": "25%"},
+	// JSON's own escapes ("\/") are JSON's to read, not YAML's.
+	writeFile(t, dir, "p.json", `{"log": "logs\/p.log", "budget": {"deadline": "30s", "max_attempts": 3}, "breaker": {"failure_rate": "25%"},
 "seats": {"A": {"kind": "script", "script": "builtin:seed003", "price_in": 2.5, "headers": {"X-Team": "blue"}}},
 "thresholds": {"wait_s": ["p(95) < 5"]}}`)
 	writeFile(t, dir, "p.toml", "[budget]\ndeadline = \"30s\"\nmax_attempts = 3\n[breaker]\nfailure_rate = \"25%\"\n"+

@@ -7,6 +7,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,10 +83,13 @@ func (e *keyCollision) Error() string {
 func (c *config) load(path, ext string, data []byte) error {
 	var keys map[string]fileKey
 	var err error
-	if ext == "toml" {
+	switch ext {
+	case "toml":
 		keys, err = tomlKeys(path, data)
-	} else {
-		keys, err = yamlKeys(path, data) // JSON is YAML too
+	case "json":
+		keys, err = jsonKeys(path, data)
+	default:
+		keys, err = yamlKeys(path, data)
 	}
 	if err == nil {
 		c.v.SetConfigType(ext)
@@ -256,26 +260,100 @@ func yamlKeys(file string, data []byte) (map[string]fileKey, error) {
 	return keys, walk(n, "", "", 0)
 }
 
-// tomlKeys notes the line of every key of a TOML file and refuses a key
-// given twice in any case, naming both lines. Syntax errors are left to
-// the decoder, which names their line.
-func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
-	keys := map[string]fileKey{}
+// lineAt maps a byte offset of data to its line.
+func lineAt(data []byte) func(off int64) int {
 	starts := []int{0}
 	for i, b := range data {
 		if b == '\n' {
 			starts = append(starts, i+1)
 		}
 	}
-	lineAt := func(off uint32) int {
-		return sort.Search(len(starts), func(i int) bool { return starts[i] > int(off) })
+	return func(off int64) int { return sort.Search(len(starts), func(i int) bool { return int64(starts[i]) > off }) }
+}
+
+// jsonKeys is yamlKeys for JSON, read by encoding/json's tokens (YAML
+// does not read every JSON string: "\/" is JSON's, not YAML's).
+func jsonKeys(file string, data []byte) (map[string]fileKey, error) {
+	keys := map[string]fileKey{}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return keys, nil
 	}
+	line := lineAt(data)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	fail := func(err error) error {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("line %d: %v", line(dec.InputOffset()), err)
+	}
+	// value reads one value; it reports a non-empty object and a null.
+	var value func(key, shown string, depth int) (bool, bool, error)
+	value = func(key, shown string, depth int) (bool, bool, error) {
+		if depth > maxConfigDepth {
+			return false, false, fmt.Errorf("line %d: nested deeper than %d levels", line(dec.InputOffset()), maxConfigDepth)
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return false, false, fail(err)
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]fileKey{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return false, false, fail(err)
+				}
+				k := kt.(string) // the decoder gives only strings as object keys
+				lk, ln := strings.ToLower(k), line(dec.InputOffset())
+				full, fullShown := joinKey(key, lk), joinKey(shown, k)
+				if first, dup := seen[lk]; dup {
+					return false, false, &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, ln, fullShown)}
+				}
+				section, null, err := value(full, fullShown, depth+1)
+				if err != nil {
+					return false, false, err
+				}
+				seen[lk] = fileKey{line: ln, shown: fullShown, section: section, null: null}
+				keys[full] = seen[lk]
+			}
+			_, err := dec.Token()
+			return len(seen) > 0, false, err
+		case json.Delim('['):
+			for dec.More() {
+				if _, _, err := value(key, shown, depth+1); err != nil {
+					return false, false, err
+				}
+			}
+			_, err := dec.Token()
+			return false, false, err
+		}
+		return false, tok == nil, nil
+	}
+	if bytes.TrimSpace(data)[0] != '{' {
+		return nil, errors.New("the config must be an object of sections (budget, seats, …)")
+	}
+	if _, _, err := value("", "", 0); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("line %d: text after the config's closing brace", line(dec.InputOffset()))
+	}
+	return keys, nil
+}
+
+// tomlKeys notes the line of every key of a TOML file and refuses a key
+// given twice in any case, naming both lines. Syntax errors are left to
+// the decoder, which names their line.
+func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
+	keys := map[string]fileKey{}
+	lineOf := lineAt(data)
 	keyOf := func(n *unstable.Node, prefix, shown string) (string, string, int) {
 		line := 0
 		for it := n.Key(); it.Next(); {
 			k := it.Node()
 			prefix, shown = joinKey(prefix, strings.ToLower(string(k.Data))), joinKey(shown, string(k.Data))
-			line = lineAt(k.Raw.Offset)
+			line = lineOf(int64(k.Raw.Offset))
 		}
 		return prefix, shown, line
 	}
