@@ -268,7 +268,9 @@ func lineAt(data []byte) func(off int64) int {
 			starts = append(starts, i+1)
 		}
 	}
-	return func(off int64) int { return sort.Search(len(starts), func(i int) bool { return int64(starts[i]) > off }) }
+	return func(off int64) int {
+		return sort.Search(len(starts), func(i int) bool { return int64(starts[i]) > off })
+	}
 }
 
 // jsonKeys is yamlKeys for JSON, read by encoding/json's tokens (YAML
