@@ -234,11 +234,6 @@ func ref(file string, line int, key string) string {
 	return fmt.Sprintf("%s: %s", file, key)
 }
 
-// isSet reports whether the user gave key anywhere (not just a default).
-func (c *config) isSet(key string) bool {
-	return !strings.HasSuffix(c.where(key), "(default)")
-}
-
 // value is key's resolved value, parsed as its kind says.
 func (c *config) value(key string) (any, error) {
 	s := lookupSetting(key)

@@ -2,10 +2,11 @@ package cmd
 
 import (
 	"fmt"
-	"retrygate/admit"
 	"strconv"
 	"strings"
 	"time"
+
+	"retrygate/admit"
 )
 
 // parseDuration is admit.ParseDuration: one reading of a duration, one
