@@ -82,6 +82,7 @@ func (e *keyCollision) Error() string {
 // load checks a config file's keys and gives its bytes to viper.
 func (c *config) load(path, ext string, data []byte) error {
 	var keys map[string]fileKey
+	var root map[string]any
 	var err error
 	switch ext {
 	case "toml":
@@ -89,9 +90,15 @@ func (c *config) load(path, ext string, data []byte) error {
 	case "json":
 		keys, err = jsonKeys(path, data)
 	default:
-		keys, err = yamlKeys(path, data)
+		keys, root, err = yamlKeys(path, data)
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case ext == "yaml":
+		// Already parsed: viper's own YAML decoding checks every key of
+		// a mapping against every other (40,000 seats took a minute).
+		err = c.v.MergeConfigMap(root)
+	default:
 		c.v.SetConfigType(ext)
 		err = c.v.ReadConfig(bytes.NewReader(data))
 	}
@@ -187,61 +194,73 @@ func noteKey(file string, keys map[string]fileKey, full string, fk fileKey) erro
 	return nil
 }
 
-// yamlKeys walks a YAML (or JSON) document's nodes once: every dotted key
-// (lowercased), its line, and a refusal of keys given twice in any case.
-func yamlKeys(file string, data []byte) (map[string]fileKey, error) {
-	keys := map[string]fileKey{}
+// yamlKeys walks a YAML document's nodes once: every dotted key
+// (lowercased), its line, a refusal of keys given twice in any case, and
+// the values, for viper.
+func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, error) {
+	keys, root := map[string]fileKey{}, map[string]any{}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return keys, nil // an empty file
+			return keys, root, nil // an empty file
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("line %d: a second YAML document (a config is one document)", extra.Line)
+		return nil, nil, fmt.Errorf("line %d: a second YAML document (a config is one document)", extra.Line)
 	}
 	n := &doc
 	if len(n.Content) == 0 {
-		return keys, nil
+		return keys, root, nil
 	}
 	if n = n.Content[0]; n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return keys, nil
+		return keys, root, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: the config must be a mapping of sections (budget:, seats:, …)", n.Line)
+		return nil, nil, fmt.Errorf("line %d: the config must be a mapping of sections (budget:, seats:, …)", n.Line)
 	}
 	budget := maxConfigValues
-	var walk func(n *yaml.Node, key, shown string, depth int) error
-	walk = func(n *yaml.Node, key, shown string, depth int) error {
+	var walk func(n *yaml.Node, key, shown string, depth int) (any, error)
+	walk = func(n *yaml.Node, key, shown string, depth int) (any, error) {
 		if budget--; budget < 0 {
-			return fmt.Errorf("more than %d values (aliases expanding?)", maxConfigValues)
+			return nil, fmt.Errorf("more than %d values (aliases expanding?)", maxConfigValues)
 		}
 		if depth > maxConfigDepth {
-			return fmt.Errorf("line %d: nested deeper than %d levels (an alias inside itself?)", n.Line, maxConfigDepth)
+			return nil, fmt.Errorf("line %d: nested deeper than %d levels (an alias inside itself?)", n.Line, maxConfigDepth)
 		}
 		switch n.Kind {
 		case yaml.AliasNode:
 			return walk(n.Alias, key, shown, depth+1)
 		case yaml.SequenceNode:
+			out := make([]any, 0, len(n.Content))
 			for _, e := range n.Content {
-				if err := walk(e, key, shown, depth+1); err != nil {
-					return err
+				v, err := walk(e, key, shown, depth+1)
+				if err != nil {
+					return nil, err
 				}
+				out = append(out, v)
 			}
+			return out, nil
+		case yaml.ScalarNode:
+			var v any
+			if err := n.Decode(&v); err != nil {
+				return nil, fmt.Errorf("line %d: %s: %v", n.Line, shown, err)
+			}
+			return v, nil
 		case yaml.MappingNode:
+			m := make(map[string]any, len(n.Content)/2)
 			seen := map[string]fileKey{}
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				kn, vn := n.Content[i], n.Content[i+1]
 				if kn.Kind != yaml.ScalarNode {
-					return fmt.Errorf("line %d: a key must be a plain word", kn.Line)
+					return nil, fmt.Errorf("line %d: a key must be a plain word", kn.Line)
 				}
 				lk := strings.ToLower(kn.Value)
 				full, fullShown := joinKey(key, lk), joinKey(shown, kn.Value)
 				if first, dup := seen[lk]; dup {
-					return &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, kn.Line, fullShown)}
+					return nil, &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, kn.Line, fullShown)}
 				}
 				v := vn
 				for v.Kind == yaml.AliasNode && v.Alias != nil && depth < maxConfigDepth {
@@ -250,14 +269,20 @@ func yamlKeys(file string, data []byte) (map[string]fileKey, error) {
 				fk := fileKey{line: kn.Line, shown: fullShown, section: v.Kind == yaml.MappingNode && len(v.Content) > 0,
 					null: v.Kind == yaml.ScalarNode && v.Tag == "!!null"}
 				seen[lk], keys[full] = fk, fk
-				if err := walk(vn, full, fullShown, depth+1); err != nil {
-					return err
+				var err error
+				if m[lk], err = walk(vn, full, fullShown, depth+1); err != nil {
+					return nil, err
 				}
 			}
+			return m, nil
 		}
-		return nil
+		return nil, fmt.Errorf("line %d: %s: unexpected YAML", n.Line, shown)
 	}
-	return keys, walk(n, "", "", 0)
+	v, err := walk(n, "", "", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, v.(map[string]any), nil
 }
 
 // lineAt maps a byte offset of data to its line.
