@@ -103,5 +103,5 @@ func (e *Estimator) Next() Next {
 // rate card (DESIGN.md; the failover formula's worst case for one call).
 // usdPerMIn and usdPerMOut are USD per million prompt and completion tokens.
 func Reservation(usdPerMIn, usdPerMOut float64, promptTokens, maxTokens int64) float64 {
-	return ClampUSD((float64(ClampTokens(promptTokens))*usdPerMIn + float64(ClampTokens(maxTokens))*usdPerMOut) / 1e6)
+	return Cost(usdPerMIn, usdPerMOut, promptTokens, maxTokens)
 }

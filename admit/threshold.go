@@ -320,37 +320,13 @@ func unitHint(spec MetricSpec) string {
 
 func unknownMetricError(name string) error {
 	names := make([]string, len(Metrics))
-	best, bestD := "", 4
 	for i, m := range Metrics {
 		names[i] = m.Name
-		if d := editDistance(name, m.Name); d < bestD {
-			best, bestD = m.Name, d
-		}
 	}
-	if best != "" {
+	if best, ok := Closest(name, names); ok {
 		return fmt.Errorf("unknown metric %q (did you mean %q? metrics: %s)", name, best, strings.Join(names, ", "))
 	}
 	return fmt.Errorf("unknown metric %q (metrics: %s)", name, strings.Join(names, ", "))
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // String is the threshold in canonical form; ParseThreshold reads it back

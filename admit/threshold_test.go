@@ -58,6 +58,8 @@ func TestThresholdParseErrors(t *testing.T) {
 	tests := []struct{ metric, expr, want string }{
 		{"wiat_s", "p(95) < 5s", `unknown metric "wiat_s" (did you mean "wait_s"?`},
 		{"latency", "p(95) < 5s", `unknown metric "latency" (metrics: wait_s,`},
+		// Three edits from itl_s: not a typo of it under the one rule (Closest).
+		{"abc_s", "p(95) < 5s", `unknown metric "abc_s" (metrics: wait_s,`},
 		{"wait_s", "p95 < 5s", `unknown aggregation "p95" (did you mean p(95)?`},
 		{"wait_s", "pct(95) < 5s", `unknown aggregation "pct(95)"`},
 		{"wait_s", "p(95) =< 5s", `unknown operator "=<"`},

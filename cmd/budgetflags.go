@@ -1,27 +1,32 @@
 package cmd
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"retrygate/rehearse"
 )
 
-// budgetFlags adds the four numbers (and the spend ceiling) as flags and
-// returns their config keys, for loadConfig to bind.
+// budgetFlags adds the four numbers (and the spend ceiling) as flags,
+// from the settings table, and returns their config keys for loadConfig
+// to bind.
 func budgetFlags(c *cobra.Command) map[string]string {
-	fl := c.Flags()
-	fl.String("deadline", "", "job `deadline` (default 45s; config budget.deadline)")
-	fl.String("token-ceiling", "", "prompt + completion `tokens` for the whole job (default 8000)")
-	fl.String("max-attempts", "", "attempt `cap` (default 2)")
-	fl.String("max-wait", "", "queue wait `cap`, submit to first byte (default 5s)")
-	fl.String("max-spend", "", "spend ceiling in `USD` (default none)")
-	return map[string]string{
-		"budget.deadline":      "deadline",
-		"budget.token_ceiling": "token-ceiling",
-		"budget.max_attempts":  "max-attempts",
-		"budget.max_wait":      "max-wait",
-		"budget.max_spend_usd": "max-spend",
+	keys := map[string]string{}
+	p := rehearse.DefaultPolicy()
+	for _, s := range settings {
+		if s.flag == "" {
+			continue
+		}
+		def := "none"
+		if d := s.defaultValue(&p); d != 0.0 {
+			def = fmt.Sprint(d)
+		}
+		c.Flags().String(s.flag, "", fmt.Sprintf("%s (default %s; config %s)", s.help, def, s.key))
+		keys[s.key] = s.flag
 	}
+	return keys
 }
 
 // mergeFlags joins flag→key maps.

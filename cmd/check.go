@@ -136,7 +136,7 @@ no pipe.` +
 						return badInput("%s: %v", e.Where, err)
 					}
 					opts.Thresholds = append(opts.Thresholds, CheckThreshold{Threshold: t, Where: e.Where})
-					opts.ThresholdLines = append(opts.ThresholdLines, cfg.tree.lines["thresholds."+e.Metric])
+					opts.ThresholdLines = append(opts.ThresholdLines, cfg.lines["thresholds."+e.Metric])
 				}
 			}
 			if len(opts.Thresholds) == 0 {
@@ -173,7 +173,7 @@ var checkFormats = []string{"table", "tsv", "json", "github", "junit"}
 func (opts *CheckOptions) resolveFormat(formatSet bool) error {
 	if formatSet && !slices.Contains(checkFormats, opts.Format) {
 		e := badInput("--format: unknown format %q (want %s)", opts.Format, strings.Join(checkFormats, ", "))
-		if s, ok := closest(opts.Format, checkFormats); ok {
+		if s, ok := admit.Closest(opts.Format, checkFormats); ok {
 			return withHint(e, fmt.Sprintf("did you mean --format %s?", s))
 		}
 		return e

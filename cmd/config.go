@@ -1,79 +1,182 @@
 package cmd
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
+	"retrygate/admit"
 	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
 )
 
 // DefaultConfigFile is read from the working directory when --config is not given.
 const DefaultConfigFile = "retrygate.yaml"
 
-// config resolves every setting as flags > env (RETRYGATE_<SECTION>_<KEY>)
-// > config file > defaults, and remembers where each value came from so an
-// error can name the flag, the variable, or the file and line.
-type config struct {
-	file     string      // the config file read, "" when none
-	tree     *configTree // its contents, keys lowercased
-	defaults map[string]any
-	cmd      *cobra.Command
-	flags    map[string]string // dotted key → flag name
-	getenv   func(string) string
+type kind int
+
+const (
+	kDuration kind = iota
+	kCount
+	kAmount
+	kRate
+	kBool
+	kText
+	kList
+	kMap // any keys below it (a seat's headers, extra_body)
+)
+
+// setting is one config key. The table below is the only place a key is
+// declared: the file's known keys, their suggestions, defaults, the
+// environment variables (RETRYGATE_<SECTION>_<KEY>) and the policy's
+// fields all come from it.
+type setting struct {
+	key  string // dotted; '*' stands for a seat or metric name
+	kind kind
+	env  bool   // an environment variable sets it
+	max  int64  // counts: the largest allowed (0: admit.MaxTokens)
+	flag string // the budget flag that sets it
+	help string // that flag's help
+	pol  func(*rehearse.Policy) any
+	seat func(*seat.Config) any
+	def  any // when pol gives none
 }
 
-// knownKeys are the config file's keys; '*' is a seat or metric name.
-// compiled on first use: a command that reads no config pays nothing.
-var knownKeys = sync.OnceValue(func() []*regexp.Regexp {
-	return []*regexp.Regexp{
-		regexp.MustCompile(`^budget\.(deadline|token_ceiling|max_attempts|max_wait|max_spend_usd)$`),
-		regexp.MustCompile(`^retry\.(base_delay|max_delay|slow_5xx_after|honor_retry_after|timeouts_retried)$`),
-		regexp.MustCompile(`^timeouts\.(soft|hard)$`),
-		regexp.MustCompile(`^breaker\.(window|failure_rate|min_requests|cooldown|half_open_probes)$`),
-		regexp.MustCompile(`^seats\.[^.]+\.(kind|base_url|model|api_key_env|command|script|encoding|price_in|price_out|max_tokens_param|cold)$`),
-		regexp.MustCompile(`^seats\.[^.]+\.(headers|extra_body)\..+$`),
-		regexp.MustCompile(`^thresholds\.[^.]+$`),
-		regexp.MustCompile(`^(fallback|log)$`),
+var settings = []setting{
+	{key: "budget.deadline", flag: "deadline", kind: kDuration, env: true, help: "job `deadline`", pol: func(p *rehearse.Policy) any { return &p.Budget.Deadline }},
+	{key: "budget.token_ceiling", flag: "token-ceiling", kind: kCount, env: true, help: "prompt + completion `tokens` for the whole job", pol: func(p *rehearse.Policy) any { return &p.Budget.TokenCeiling }},
+	{key: "budget.max_attempts", flag: "max-attempts", kind: kCount, env: true, max: 1000, help: "attempt `cap`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxAttempts }},
+	{key: "budget.max_wait", flag: "max-wait", kind: kDuration, env: true, help: "queue wait `cap`, submit to first byte", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxWait }},
+	{key: "budget.max_spend_usd", flag: "max-spend", kind: kAmount, env: true, help: "spend ceiling in `USD`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxSpendUSD }},
+	{key: "retry.base_delay", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.BaseDelay }},
+	{key: "retry.max_delay", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.MaxDelay }},
+	{key: "retry.slow_5xx_after", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.SlowServerAfter }},
+	{key: "retry.honor_retry_after", kind: kBool, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.HonorRetryAfter }},
+	{key: "retry.timeouts_retried", kind: kCount, env: true, max: 100, pol: func(p *rehearse.Policy) any { return &p.Retry.TimeoutsRetried }},
+	{key: "timeouts.soft", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Timeouts.Soft }},
+	{key: "timeouts.hard", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Timeouts.Hard }},
+	{key: "breaker.window", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Breaker.Window }},
+	{key: "breaker.failure_rate", kind: kRate, env: true, pol: func(p *rehearse.Policy) any { return &p.Breaker.FailureRate }},
+	{key: "breaker.min_requests", kind: kCount, env: true, max: 1 << 20, pol: func(p *rehearse.Policy) any { return &p.Breaker.MinRequests }},
+	{key: "breaker.cooldown", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Breaker.Cooldown }},
+	{key: "breaker.half_open_probes", kind: kCount, env: true, max: 1 << 20, pol: func(p *rehearse.Policy) any { return &p.Breaker.HalfOpenProbes }},
+	{key: "seats.*.kind", kind: kText, seat: func(c *seat.Config) any { return &c.Kind }},
+	{key: "seats.*.base_url", kind: kText, seat: func(c *seat.Config) any { return &c.BaseURL }},
+	{key: "seats.*.model", kind: kText, seat: func(c *seat.Config) any { return &c.Model }},
+	{key: "seats.*.api_key_env", kind: kText, seat: func(c *seat.Config) any { return &c.APIKeyEnv }},
+	{key: "seats.*.command", kind: kList, seat: func(c *seat.Config) any { return &c.Command }},
+	{key: "seats.*.script", kind: kText, seat: func(c *seat.Config) any { return &c.Script }},
+	{key: "seats.*.encoding", kind: kText, seat: func(c *seat.Config) any { return &c.Encoding }},
+	{key: "seats.*.price_in", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceIn }},
+	{key: "seats.*.price_out", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceOut }},
+	{key: "seats.*.max_tokens_param", kind: kText, seat: func(c *seat.Config) any { return &c.MaxTokensParam }},
+	{key: "seats.*.cold", kind: kBool, seat: func(c *seat.Config) any { return &c.Cold }},
+	{key: "seats.*.headers", kind: kMap}, // header → value, read by seats()
+	{key: "seats.*.extra_body", kind: kMap, seat: func(c *seat.Config) any { return &c.ExtraBody }},
+	{key: "fallback", kind: kList},
+	{key: "log", kind: kText, env: true, def: "rehearsal.log"},
+	{key: "thresholds.*", kind: kList},
+}
+
+// sections are the config's top-level mappings.
+var sections = []string{"budget", "retry", "timeouts", "breaker", "seats", "thresholds"}
+
+func lookupSetting(key string) *setting {
+	for i := range settings {
+		if matchKey(settings[i], key) {
+			return &settings[i]
+		}
 	}
-})
-
-// keyNames spells out knownKeys for suggestions ('*' stands for a name).
-var keyNames = []string{
-	"budget.deadline", "budget.token_ceiling", "budget.max_attempts", "budget.max_wait", "budget.max_spend_usd",
-	"retry.base_delay", "retry.max_delay", "retry.slow_5xx_after", "retry.honor_retry_after", "retry.timeouts_retried",
-	"timeouts.soft", "timeouts.hard",
-	"breaker.window", "breaker.failure_rate", "breaker.min_requests", "breaker.cooldown", "breaker.half_open_probes",
-	"seats.*.kind", "seats.*.base_url", "seats.*.model", "seats.*.api_key_env", "seats.*.command", "seats.*.script",
-	"seats.*.encoding", "seats.*.price_in", "seats.*.price_out", "seats.*.max_tokens_param", "seats.*.cold",
-	"seats.*.headers.*", "seats.*.extra_body.*",
-	"fallback", "log", "thresholds.*",
+	return nil
 }
 
-var literalKey = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^seats\.[^.]+\.(api_key|apikey|key|token|authorization|secret|password)$`)
-})
+// matchKey reports whether key is s's, '*' matching one name.
+func matchKey(s setting, key string) bool {
+	pat, parts := strings.Split(s.key, "."), strings.Split(key, ".")
+	if len(parts) < len(pat) || len(parts) > len(pat) && s.kind != kMap {
+		return false
+	}
+	for i, p := range pat {
+		if p != "*" && p != parts[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func envName(key string) string {
+	return "RETRYGATE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// config resolves every setting through viper as flags > environment >
+// config file > defaults, and remembers the file's lines so an error can
+// name the flag, the variable, or the file and line a value came from.
+type config struct {
+	v     *viper.Viper
+	file  string         // the config file read, "" when none
+	lines map[string]int // dotted key (lowercase) → line in the file
+	cmd   *cobra.Command
+	flags map[string]string // dotted key → flag name
+}
+
+// newConfig is a viper with every default and environment variable of
+// the table, and no file yet.
+func newConfig() *config {
+	v := viper.New()
+	v.SetEnvPrefix("RETRYGATE")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	p := rehearse.DefaultPolicy()
+	for _, s := range settings {
+		if d := s.defaultValue(&p); d != nil {
+			v.SetDefault(s.key, d)
+		}
+		if s.env {
+			_ = v.BindEnv(s.key)
+		}
+	}
+	return &config{v: v, lines: map[string]int{}}
+}
+
+// defaultValue is s's default as a person would write it.
+func (s setting) defaultValue(p *rehearse.Policy) any {
+	if s.pol == nil {
+		return s.def
+	}
+	switch x := s.pol(p).(type) {
+	case *time.Duration:
+		return x.String()
+	case *int64:
+		return *x
+	case *int:
+		return *x
+	case *float64:
+		return *x
+	case *bool:
+		return *x
+	}
+	return nil
+}
 
 // loadConfig reads the config file (--config, or ./retrygate.yaml when it
 // exists) and binds the given flags (dotted key → flag name). The whole
 // file is checked here, before any command writes anything.
 func loadConfig(f *Factory, cmd *cobra.Command, flags map[string]string) (*config, error) {
-	c := &config{cmd: cmd, flags: flags, getenv: f.Getenv, tree: &configTree{root: map[string]any{}, lines: map[string]int{}}, defaults: defaults()}
-	if c.getenv == nil {
-		c.getenv = func(string) string { return "" }
-	}
 	if f.Environ != nil {
 		if err := checkEnviron(f.Environ()); err != nil {
 			return nil, err
+		}
+	}
+	c := newConfig()
+	c.cmd, c.flags = cmd, flags
+	for key, name := range flags {
+		if fl := cmd.Flags().Lookup(name); fl != nil {
+			_ = c.v.BindPFlag(key, fl)
 		}
 	}
 	path := f.ConfigFile
@@ -97,239 +200,96 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-func (c *config) readFile(ctx context.Context, path string) error {
-	ext := strings.TrimPrefix(filepath.Ext(path), ".")
-	switch ext {
-	case "yaml", "yml", "":
-		ext = "yaml"
-	case "json", "toml":
-	default:
-		return badInput("config %q: unknown format %q (want .yaml, .json or .toml)", path, ext)
-	}
-	data, err := readInputFile("config", path, maxConfigBytes)
-	if err != nil {
-		return err
-	}
-	if ctx == nil {
-		return c.load(path, ext, data)
-	}
-	// Parsing a big config takes a moment; Ctrl-C ends the wait at once.
-	done := make(chan error, 1)
-	go func() { done <- c.load(path, ext, data) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while reading config %q", path)}
-	}
-}
-
-// load parses a config file's bytes and checks every key in it.
-func (c *config) load(path, ext string, data []byte) error {
-	tree, err := parseConfig(path, ext, data)
-	if err != nil {
-		var kc *keyCollision
-		if errors.As(err, &kc) {
-			return badInput("%v", err)
-		}
-		return badInput("config %q: %v", path, err)
-	}
-	c.file, c.tree = path, tree
-	for _, k := range tree.leaves() {
-		if literalKey().MatchString(k) {
-			return withHint(badInput("%s: a literal API key in a config file is refused", c.fileRef(k)),
-				"name the environment variable that holds it instead: api_key_env: OPENAI_API_KEY")
-		}
-		if tree.get(k) == nil {
-			if slices.Contains(sections, k) || strings.HasPrefix(k, "seats.") && strings.Count(k, ".") == 1 {
-				continue // an empty section
-			}
-			if known(k) {
-				return badInput("%s: no value", c.fileRef(k))
-			}
-		}
-		if !known(k) {
-			err := badInput("%s: unknown key", c.fileRef(k))
-			if s, ok := suggestKey(k); ok {
-				return withHint(err, fmt.Sprintf("did you mean %s?", s))
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// sections are the config's top-level mappings.
-var sections = []string{"budget", "retry", "timeouts", "breaker", "seats", "thresholds"}
-
-func known(k string) bool {
-	for _, re := range knownKeys() {
-		if re.MatchString(k) {
-			return true
-		}
-	}
-	return false
-}
-
-// suggestKey finds the known key nearest a mistyped one, keeping the
-// user's seat or metric name in place of '*'.
-func suggestKey(k string) (string, bool) {
-	parts := strings.Split(k, ".")
-	cands := make([]string, 0, len(keyNames))
-	for _, n := range keyNames {
-		np := strings.Split(n, ".")
-		if len(np) == len(parts) {
-			for i, p := range np {
-				if p == "*" {
-					np[i] = parts[i]
-				}
-			}
-			cands = append(cands, strings.Join(np, "."))
-		}
-	}
-	return closest(k, cands)
-}
-
-func (c *config) fileRef(key string) string { return ref(c.file, c.tree.lines[key], key) }
-
-func defaults() map[string]any {
-	p := rehearse.DefaultPolicy()
-	return map[string]any{
-		"budget.deadline":          p.Budget.Deadline.String(),
-		"budget.token_ceiling":     p.Budget.TokenCeiling,
-		"budget.max_attempts":      p.Budget.MaxAttempts,
-		"budget.max_wait":          p.Budget.MaxWait.String(),
-		"budget.max_spend_usd":     0,
-		"retry.base_delay":         p.Retry.BaseDelay.String(),
-		"retry.max_delay":          p.Retry.MaxDelay.String(),
-		"retry.slow_5xx_after":     p.Retry.SlowServerAfter.String(),
-		"retry.honor_retry_after":  p.Retry.HonorRetryAfter,
-		"retry.timeouts_retried":   p.Retry.TimeoutsRetried,
-		"timeouts.soft":            p.Timeouts.Soft.String(),
-		"timeouts.hard":            p.Timeouts.Hard.String(),
-		"breaker.window":           p.Breaker.Window.String(),
-		"breaker.failure_rate":     p.Breaker.FailureRate,
-		"breaker.min_requests":     p.Breaker.MinRequests,
-		"breaker.cooldown":         p.Breaker.Cooldown.String(),
-		"breaker.half_open_probes": p.Breaker.HalfOpenProbes,
-		"log":                      "rehearsal.log",
-	}
-}
-
 // changedFlag is key's flag when the user gave it.
-func (c *config) changedFlag(key string) (string, string, bool) {
+func (c *config) changedFlag(key string) (string, bool) {
 	if name := c.flags[key]; name != "" && c.cmd != nil {
 		if fl := c.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return name, fl.Value.String(), true
+			return name, true
 		}
 	}
-	return "", "", false
-}
-
-// get resolves key: flag > environment > file > default.
-func (c *config) get(key string) any {
-	if _, v, ok := c.changedFlag(key); ok {
-		return v
-	}
-	if slices.Contains(envKeys, key) {
-		if v := c.getenv(envName(key)); v != "" {
-			return v
-		}
-	}
-	if v := c.tree.get(key); v != nil {
-		return v
-	}
-	return c.defaults[key]
+	return "", false
 }
 
 // where names the source of key's value for an error message: the flag,
 // the environment variable, the file and line, or the default.
 func (c *config) where(key string) string {
-	if name, _, ok := c.changedFlag(key); ok {
+	if name, ok := c.changedFlag(key); ok {
 		return "--" + name
 	}
-	if slices.Contains(envKeys, key) && c.getenv(envName(key)) != "" {
+	if s := lookupSetting(key); s != nil && s.env && os.Getenv(envName(key)) != "" {
 		return envName(key)
 	}
-	if c.tree.get(key) != nil {
+	if c.v.InConfig(key) {
 		return c.fileRef(key)
 	}
 	return key + " (default)"
 }
 
-// isSet reports whether the user gave key anywhere (not just a default).
-func (c *config) isSet(key string) bool {
-	return !strings.HasSuffix(c.where(key), "(default)")
+func (c *config) fileRef(key string) string { return ref(c.file, c.lines[key], key) }
+
+func ref(file string, line int, key string) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d: %s", file, line, key)
+	}
+	return fmt.Sprintf("%s: %s", file, key)
 }
 
-func (c *config) raw(key string) (string, error) {
-	v := c.get(key)
+// value is key's resolved value, parsed as its kind says.
+func (c *config) value(key string) (any, error) {
+	s := lookupSetting(key)
+	return c.parse(s.kind, key, c.v.Get(key))
+}
+
+// parse reads one value of the given kind; errors name where it came from.
+func (c *config) parse(k kind, key string, v any) (any, error) {
+	var err error
+	switch k {
+	case kList:
+		return c.list(key, v)
+	case kMap:
+		if m, ok := v.(map[string]any); ok || v == nil {
+			return m, nil
+		}
+		return nil, badInput("%s: expected a mapping, got %T", c.where(key), v)
+	}
 	s, ok := valueString(v)
 	if !ok {
-		return "", badInput("%s: expected a single value, got %T", c.where(key), v)
+		return nil, badInput("%s: expected a single value, got %T", c.where(key), v)
 	}
-	return s, nil
-}
-
-func (c *config) duration(key string) (time.Duration, error) {
-	s, err := c.raw(key)
+	var out any = s
+	switch k {
+	case kDuration:
+		out, err = parseDuration(s)
+	case kCount:
+		out, err = parseCount(s)
+	case kAmount:
+		out, err = parseAmount(s)
+	case kRate:
+		out, err = admit.ParseRate(s)
+	case kBool:
+		out, err = parseBoolValue(s)
+	}
 	if err != nil {
-		return 0, err
+		return nil, badInput("%s: %v", c.where(key), err)
 	}
-	d, err := parseDuration(s)
-	if err != nil {
-		return 0, badInput("%s: %v", c.where(key), err)
-	}
-	return d, nil
-}
-
-func (c *config) count(key string) (int64, error) {
-	s, err := c.raw(key)
-	if err != nil {
-		return 0, err
-	}
-	n, err := parseCount(s)
-	if err != nil {
-		return 0, badInput("%s: %v", c.where(key), err)
-	}
-	return n, nil
-}
-
-func (c *config) amount(key string) (float64, error) {
-	s, err := c.raw(key)
-	if err != nil {
-		return 0, err
-	}
-	f, err := parseAmount(s)
-	if err != nil {
-		return 0, badInput("%s: %v", c.where(key), err)
-	}
-	return f, nil
-}
-
-func (c *config) boolean(key string) (bool, error) {
-	s, err := c.raw(key)
-	if err != nil {
-		return false, err
-	}
-	b, err := parseBoolValue(s)
-	if err != nil {
-		return false, badInput("%s: %v", c.where(key), err)
-	}
-	return b, nil
+	return out, nil
 }
 
 func (c *config) str(key string) (string, error) {
-	s, err := c.raw(key)
-	if err != nil {
-		return "", err
-	}
-	return s, nil
+	v, err := c.value(key)
+	s, _ := v.(string)
+	return s, err
 }
 
-// list reads a list of strings (a YAML list, or one comma-separated string).
-func (c *config) list(key string) ([]string, error) {
-	switch v := c.get(key).(type) {
+func (c *config) duration(key string) (time.Duration, error) {
+	v, err := c.value(key)
+	d, _ := v.(time.Duration)
+	return d, err
+}
+
+// list reads a list of strings (a list, or one comma-separated string).
+func (c *config) list(key string, v any) ([]string, error) {
+	switch v := v.(type) {
 	case nil:
 		return nil, nil
 	case string:
@@ -352,10 +312,9 @@ func (c *config) list(key string) ([]string, error) {
 		}
 		return out, nil
 	case []string:
-		return v, nil
-	default:
-		return nil, badInput("%s: expected a list, got %T", c.where(key), v)
+		return slices.Clone(v), nil
 	}
+	return nil, badInput("%s: expected a list, got %T", c.where(key), v)
 }
 
 // logFiles is the logs a reading command reads: its arguments, or the

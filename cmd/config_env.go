@@ -7,19 +7,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"retrygate/admit"
 )
 
-func envName(key string) string {
-	return "RETRYGATE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-}
-
 // envKeys are the settings an environment variable may set.
-var envKeys = []string{
-	"budget.deadline", "budget.token_ceiling", "budget.max_attempts", "budget.max_wait", "budget.max_spend_usd",
-	"retry.base_delay", "retry.max_delay", "retry.slow_5xx_after", "retry.honor_retry_after", "retry.timeouts_retried",
-	"timeouts.soft", "timeouts.hard",
-	"breaker.window", "breaker.failure_rate", "breaker.min_requests", "breaker.cooldown", "breaker.half_open_probes",
-	"log",
+func envKeys() []string {
+	var out []string
+	for _, s := range settings {
+		if s.env {
+			out = append(out, s.key)
+		}
+	}
+	return out
 }
 
 // settingWords are the first words of a RETRYGATE_ variable that make it a
@@ -31,8 +31,9 @@ var settingWords = []string{"BUDGET", "RETRY", "TIMEOUTS", "TIMEOUT", "BREAKER",
 // checkEnviron refuses a RETRYGATE_ variable that looks like a setting but
 // is none: a typo there would otherwise be ignored without a word.
 func checkEnviron(environ []string) error {
-	known := make([]string, len(envKeys))
-	for i, k := range envKeys {
+	keys := envKeys()
+	known := make([]string, len(keys))
+	for i, k := range keys {
 		known[i] = envName(k)
 	}
 	var bad []string
@@ -43,9 +44,9 @@ func checkEnviron(environ []string) error {
 			continue
 		}
 		first, _, _ := strings.Cut(rest, "_")
-		_, near := closest(name, known)
+		_, near := admit.Closest(name, known)
 		tail := false
-		for _, k := range envKeys {
+		for _, k := range keys {
 			_, key, _ := strings.Cut(k, ".")
 			if key != "" && strings.EqualFold(rest, key) {
 				tail = true
@@ -64,10 +65,10 @@ func checkEnviron(environ []string) error {
 	if strings.EqualFold(name, "RETRYGATE_CONFIG") {
 		return withHint(err, "name the config file with --config FILE")
 	}
-	if s, ok := closest(name, known); ok {
+	if s, ok := admit.Closest(name, known); ok {
 		return withHint(err, fmt.Sprintf("did you mean %s?", s))
 	}
-	for _, k := range envKeys {
+	for _, k := range keys {
 		if _, key, _ := strings.Cut(k, "."); key != "" && strings.HasSuffix(strings.ToLower(name), "_"+key) {
 			return withHint(err, fmt.Sprintf("did you mean %s?", envName(k)))
 		}

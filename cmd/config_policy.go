@@ -17,30 +17,23 @@ import (
 	"retrygate/rehearse/seat"
 )
 
-// budget resolves the budget section.
-func (c *config) budget() (admit.Budget, error) {
-	var b admit.Budget
-	var err error
-	if b.Deadline, err = c.duration("budget.deadline"); err != nil {
-		return b, err
+// apply sets the policy's field of every setting under section ("" for
+// every section), each parsed by its kind and checked against its cap.
+func (c *config) apply(p *rehearse.Policy, section string) error {
+	for _, s := range settings {
+		if s.pol == nil || !strings.HasPrefix(s.key, section) {
+			continue
+		}
+		v, err := c.value(s.key)
+		if err != nil {
+			return err
+		}
+		if n, ok := v.(int64); ok && s.max > 0 && n > s.max {
+			return badInput("%s: %d is too large (at most %d)", c.where(s.key), n, s.max)
+		}
+		setField(s.pol(p), v)
 	}
-	if b.TokenCeiling, err = c.count("budget.token_ceiling"); err != nil {
-		return b, err
-	}
-	n, err := c.count("budget.max_attempts")
-	if err != nil {
-		return b, err
-	}
-	if n > 1000 {
-		return b, badInput("%s: %d attempts is past any sane cap (at most 1000)", c.where("budget.max_attempts"), n)
-	}
-	b.MaxAttempts = int(n)
-	if b.MaxWait, err = c.duration("budget.max_wait"); err != nil {
-		return b, err
-	}
-	if b.MaxSpendUSD, err = c.amount("budget.max_spend_usd"); err != nil {
-		return b, err
-	}
+	b := p.Budget
 	for key, bad := range map[string]bool{
 		"budget.deadline":      b.Deadline <= 0,
 		"budget.token_ceiling": b.TokenCeiling <= 0,
@@ -48,61 +41,47 @@ func (c *config) budget() (admit.Budget, error) {
 		"budget.max_wait":      b.MaxWait <= 0,
 	} {
 		if bad {
-			return b, badInput("%s: must be positive", c.where(key))
+			return badInput("%s: must be positive", c.where(key))
 		}
 	}
-	return b, nil
+	return nil
+}
+
+// setField stores a parsed value in the field dst points to.
+func setField(dst, v any) {
+	switch d := dst.(type) {
+	case *time.Duration:
+		*d = v.(time.Duration)
+	case *int64:
+		*d = v.(int64)
+	case *int:
+		*d = int(v.(int64))
+	case *float64:
+		*d = v.(float64)
+	case *bool:
+		*d = v.(bool)
+	case *string:
+		*d = v.(string)
+	case *[]string:
+		*d = v.([]string)
+	case *map[string]any:
+		*d = v.(map[string]any)
+	}
+}
+
+// budget resolves the budget section.
+func (c *config) budget() (admit.Budget, error) {
+	p := rehearse.DefaultPolicy()
+	err := c.apply(&p, "budget.")
+	return p.Budget, err
 }
 
 // policy resolves the whole policy and its seats. Seats named in
 // fallback must exist; the first fallback seat is where jobs start.
 func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 	p := rehearse.DefaultPolicy()
-	var err error
-	if p.Budget, err = c.budget(); err != nil {
+	if err := c.apply(&p, ""); err != nil {
 		return p, nil, err
-	}
-	durs := []struct {
-		key string
-		dst *time.Duration
-	}{
-		{"retry.base_delay", &p.Retry.BaseDelay}, {"retry.max_delay", &p.Retry.MaxDelay},
-		{"retry.slow_5xx_after", &p.Retry.SlowServerAfter},
-		{"timeouts.soft", &p.Timeouts.Soft}, {"timeouts.hard", &p.Timeouts.Hard},
-		{"breaker.window", &p.Breaker.Window}, {"breaker.cooldown", &p.Breaker.Cooldown},
-	}
-	for _, d := range durs {
-		if *d.dst, err = c.duration(d.key); err != nil {
-			return p, nil, err
-		}
-	}
-	if p.Retry.HonorRetryAfter, err = c.boolean("retry.honor_retry_after"); err != nil {
-		return p, nil, err
-	}
-	ints := []struct {
-		key string
-		dst *int
-		max int64
-	}{
-		{"retry.timeouts_retried", &p.Retry.TimeoutsRetried, 100},
-		{"breaker.min_requests", &p.Breaker.MinRequests, 1 << 20},
-		{"breaker.half_open_probes", &p.Breaker.HalfOpenProbes, 1 << 20},
-	}
-	for _, i := range ints {
-		n, err := c.count(i.key)
-		if err != nil {
-			return p, nil, err
-		}
-		if n > i.max {
-			return p, nil, badInput("%s: %d is too large (at most %d)", c.where(i.key), n, i.max)
-		}
-		*i.dst = int(n)
-	}
-	if p.Breaker.FailureRate, err = c.amount("breaker.failure_rate"); err != nil {
-		return p, nil, err
-	}
-	if p.Breaker.FailureRate > 1 {
-		return p, nil, badInput("%s: must be between 0 and 1, got %g", c.where("breaker.failure_rate"), p.Breaker.FailureRate)
 	}
 	if err := p.Validate(); err != nil {
 		key, _, _ := strings.Cut(err.Error(), ":")
@@ -112,14 +91,14 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 	if err != nil {
 		return p, nil, err
 	}
-	if p.Fallback, err = c.list("fallback"); err != nil {
+	if p.Fallback, err = c.list("fallback", c.v.Get("fallback")); err != nil {
 		return p, nil, err
 	}
 	for i, name := range p.Fallback {
 		ln := strings.ToLower(name)
 		if _, ok := seats[ln]; !ok {
 			err := badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
-			if s, ok := closest(ln, seatNames(seats)); ok {
+			if s, ok := admit.Closest(ln, seatNames(seats)); ok {
 				return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
 			}
 			return p, nil, withHint(err, seatList(seats))
@@ -139,69 +118,42 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 	return p, seats, nil
 }
 
+// seatMap is the file's seats section (seats come from the file only).
+func (c *config) seatMap() map[string]any {
+	m, _ := c.v.Get("seats").(map[string]any)
+	return m
+}
+
 // seats resolves the seats map. A seat's kind decides which keys it needs.
 func (c *config) seats() (map[string]seat.Config, error) {
-	raw, _ := c.tree.get("seats").(map[string]any)
 	out := map[string]seat.Config{}
-	for name := range raw {
+	for name, raw := range c.seatMap() {
 		key := "seats." + name
 		sc := seat.Config{Name: name}
-		get := func(k string) (string, error) {
-			if c.tree.get(key+"."+k) == nil {
-				return "", nil
+		m, _ := raw.(map[string]any)
+		for _, s := range settings {
+			k, ok := strings.CutPrefix(s.key, "seats.*.")
+			if !ok || m[k] == nil || s.seat == nil {
+				continue
 			}
-			return c.str(key + "." + k)
+			if words, ok := m[k].(string); ok && k == "command" {
+				sc.Command = strings.Fields(words)
+				continue
+			}
+			v, err := c.parse(s.kind, key+"."+k, m[k])
+			if err != nil {
+				return nil, err
+			}
+			setField(s.seat(&sc), v)
 		}
-		var err error
-		if sc.Kind, err = get("kind"); err != nil {
-			return nil, err
-		}
-		if sc.BaseURL, err = get("base_url"); err != nil {
-			return nil, err
-		}
-		if sc.Model, err = get("model"); err != nil {
-			return nil, err
-		}
-		if sc.APIKeyEnv, err = get("api_key_env"); err != nil {
-			return nil, err
-		}
-		if sc.Script, err = get("script"); err != nil {
-			return nil, err
-		}
-		if sc.Encoding, err = get("encoding"); err != nil {
-			return nil, err
-		}
-		if sc.MaxTokensParam, err = get("max_tokens_param"); err != nil {
-			return nil, err
-		}
-		if hv, ok := c.tree.get(key + ".headers").(map[string]any); ok {
+		if h, ok := m["headers"].(map[string]any); ok {
 			sc.Headers = map[string]string{}
-			for k := range hv {
-				if sc.Headers[k], err = c.str(key + ".headers." + k); err != nil {
-					return nil, err
+			for k, v := range h {
+				s, ok := valueString(v)
+				if !ok {
+					return nil, badInput("%s: expected a single value, got %T", c.where(key+".headers."+k), v)
 				}
-			}
-		}
-		if eb, ok := c.tree.get(key + ".extra_body").(map[string]any); ok {
-			sc.ExtraBody = eb
-		}
-		if c.tree.get(key+".cold") != nil {
-			if sc.Cold, err = c.boolean(key + ".cold"); err != nil {
-				return nil, err
-			}
-		}
-		for k, dst := range map[string]*float64{"price_in": &sc.PriceIn, "price_out": &sc.PriceOut} {
-			if c.tree.get(key+"."+k) != nil {
-				if *dst, err = c.amount(key + "." + k); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if cmdv := c.tree.get(key + ".command"); cmdv != nil {
-			if s, ok := cmdv.(string); ok {
-				sc.Command = strings.Fields(s)
-			} else if sc.Command, err = c.list(key + ".command"); err != nil {
-				return nil, err
+				sc.Headers[k] = s
 			}
 		}
 		if sc.APIKeyEnv != "" && !envVarName().MatchString(sc.APIKeyEnv) || looksLikeKey(sc.APIKeyEnv) {
@@ -219,6 +171,7 @@ func (c *config) seats() (map[string]seat.Config, error) {
 				return nil, badInput("%s: an exec seat needs command", c.where(key+".kind"))
 			}
 		case "script":
+			var err error
 			if sc.Script == "" {
 				return nil, badInput("%s: a script seat needs script", c.where(key+".kind"))
 			}
@@ -306,18 +259,18 @@ type thresholdEntry struct {
 
 // thresholds reads the thresholds section in file order.
 func (c *config) thresholds() ([]thresholdEntry, error) {
-	raw, _ := c.tree.get("thresholds").(map[string]any)
+	raw, _ := c.v.Get("thresholds").(map[string]any)
 	var out []thresholdEntry
-	for metric := range raw {
+	for metric, v := range raw {
 		key := "thresholds." + metric
-		exprs, err := c.list(key)
+		exprs, err := c.list(key, v)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, thresholdEntry{Metric: metric, Exprs: exprs, Where: c.where(key)})
 	}
 	slices.SortFunc(out, func(a, b thresholdEntry) int {
-		la, lb := c.tree.lines["thresholds."+a.Metric], c.tree.lines["thresholds."+b.Metric]
+		la, lb := c.lines["thresholds."+a.Metric], c.lines["thresholds."+b.Metric]
 		if la != lb {
 			return la - lb
 		}

@@ -22,6 +22,7 @@ func cfgRun(t *testing.T, dir string, env map[string]string, args ...string) (co
 	var environ []string
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
+		t.Setenv(k, v) // viper reads the process's environment
 	}
 	f := &Factory{
 		IO:      ios,

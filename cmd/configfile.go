@@ -1,61 +1,181 @@
+// The config file: read bounded, its keys checked in one pass over the
+// parsed nodes (lines kept, unknown keys and keys that differ only in
+// case refused), then handed to viper.
+
 package cmd
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 	"go.yaml.in/yaml/v3"
+
+	"retrygate/admit"
 )
 
-// maxConfigValues bounds the values a config expands to (YAML aliases can
+// maxConfigValues bounds the nodes a config expands to (YAML aliases can
 // multiply a small file).
 const maxConfigValues = 1 << 21
 
 // maxConfigDepth bounds nesting; a real config nests three levels.
 const maxConfigDepth = 32
 
-// configTree is a config file parsed into nested maps with lowercased keys
-// (keys are case-insensitive, as environment variables are), and the line
-// of every dotted key where the format gives lines.
-type configTree struct {
-	root  map[string]any
-	lines map[string]int
+var literalKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^seats\.[^.]+\.(api_key|apikey|key|token|authorization|secret|password)$`)
+})
+
+func (c *config) readFile(ctx context.Context, path string) error {
+	ext := strings.TrimPrefix(filepath.Ext(path), ".")
+	switch ext {
+	case "yaml", "yml", "":
+		ext = "yaml"
+	case "json", "toml":
+	default:
+		return badInput("config %q: unknown format %q (want .yaml, .json or .toml)", path, ext)
+	}
+	data, err := readInputFile("config", path, maxConfigBytes)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		return c.load(path, ext, data)
+	}
+	// Parsing a big config takes a moment; Ctrl-C ends the wait at once.
+	done := make(chan error, 1)
+	go func() { done <- c.load(path, ext, data) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted while reading config %q", path)}
+	}
+}
+
+// fileKey is one key of the file: its line, and what it holds.
+type fileKey struct {
+	line    int
+	shown   string // as written
+	section bool   // a mapping with keys in it
+	null    bool
 }
 
 // keyCollision is two keys of one mapping that are the same key once case
 // is ignored (or the same key twice).
-type keyCollision struct {
-	first, second string // each "file:line: dotted.Key" or "file: dotted.Key"
-}
+type keyCollision struct{ first, second string }
 
 func (e *keyCollision) Error() string {
 	return fmt.Sprintf("%s: the same key as %s (keys ignore case; each may be given once)", e.second, e.first)
 }
 
-// parseConfig parses data in format ("yaml", "json" or "toml"). Every
-// mapping is checked for keys given twice, in any case.
-func parseConfig(file, format string, data []byte) (*configTree, error) {
-	t := &configTree{root: map[string]any{}, lines: map[string]int{}}
-	switch format {
-	case "yaml":
-		return t, t.fromYAML(file, data)
-	case "json":
-		return t, t.fromJSON(file, data)
+// load checks a config file's keys and gives its bytes to viper.
+func (c *config) load(path, ext string, data []byte) error {
+	var keys map[string]fileKey
+	var root map[string]any
+	var err error
+	switch ext {
 	case "toml":
-		return t, t.fromTOML(file, data)
+		keys, err = tomlKeys(path, data)
+	case "json":
+		keys, err = jsonKeys(path, data)
+	default:
+		keys, root, err = yamlKeys(path, data)
 	}
-	return nil, fmt.Errorf("unknown format %q (want .yaml, .json or .toml)", format)
+	switch {
+	case err != nil:
+	case ext == "yaml":
+		// Already parsed: viper's own YAML decoding checks every key of
+		// a mapping against every other (40,000 seats took a minute).
+		err = c.v.MergeConfigMap(root)
+	default:
+		c.v.SetConfigType(ext)
+		err = c.v.ReadConfig(bytes.NewReader(data))
+	}
+	if err != nil {
+		var kc *keyCollision
+		if errors.As(err, &kc) {
+			return badInput("%v", err)
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, _ := de.Position()
+			err = fmt.Errorf("line %d: %s", row, de.Error())
+		}
+		return badInput("config %q: %v", path, err)
+	}
+	c.file = path
+	names := make([]string, 0, len(keys))
+	for k, fk := range keys {
+		c.lines[k] = fk.line
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if d := keys[a].line - keys[b].line; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range names {
+		if err := c.checkKey(k, keys[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func ref(file string, line int, key string) string {
-	if line > 0 {
-		return fmt.Sprintf("%s:%d: %s", file, line, key)
+// checkKey refuses a literal key, an unknown key and a known one without a value.
+func (c *config) checkKey(k string, fk fileKey) error {
+	if literalKey().MatchString(k) {
+		return withHint(badInput("%s: a literal API key in a config file is refused", c.fileRef(k)),
+			"name the environment variable that holds it instead: api_key_env: OPENAI_API_KEY")
 	}
-	return fmt.Sprintf("%s: %s", file, key)
+	if fk.section {
+		return nil // its keys are checked
+	}
+	if fk.null && (slices.Contains(sections, k) || strings.HasPrefix(k, "seats.") && strings.Count(k, ".") == 1) {
+		return nil // an empty section
+	}
+	if lookupSetting(k) == nil {
+		err := badInput("%s: unknown key", c.fileRef(k))
+		if s, ok := suggestKey(k); ok {
+			return withHint(err, fmt.Sprintf("did you mean %s?", s))
+		}
+		return err
+	}
+	if fk.null {
+		return badInput("%s: no value", c.fileRef(k))
+	}
+	return nil
+}
+
+// suggestKey finds the known key nearest a mistyped one, keeping the
+// user's seat or metric name in place of '*'.
+func suggestKey(k string) (string, bool) {
+	parts := strings.Split(k, ".")
+	var cands []string
+	for _, s := range settings {
+		np := strings.Split(s.key, ".")
+		if len(np) == len(parts) {
+			for i, p := range np {
+				if p == "*" {
+					np[i] = parts[i]
+				}
+			}
+			cands = append(cands, strings.Join(np, "."))
+		}
+	}
+	return admit.Closest(k, cands)
 }
 
 func joinKey(prefix, k string) string {
@@ -65,130 +185,241 @@ func joinKey(prefix, k string) string {
 	return prefix + "." + k
 }
 
-// --- YAML
+// noteKey records a key, refusing one given twice in any case.
+func noteKey(file string, keys map[string]fileKey, full string, fk fileKey) error {
+	if first, dup := keys[full]; dup {
+		return &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, fk.line, fk.shown)}
+	}
+	keys[full] = fk
+	return nil
+}
 
-func (t *configTree) fromYAML(file string, data []byte) error {
+// yamlKeys walks a YAML document's nodes once: every dotted key
+// (lowercased), its line, a refusal of keys given twice in any case, and
+// the values, for viper.
+func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, error) {
+	keys, root := map[string]fileKey{}, map[string]any{}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // an empty file
+			return keys, root, nil // an empty file
 		}
-		return err
+		return nil, nil, err
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return fmt.Errorf("line %d: a second YAML document (a config is one document)", extra.Line)
+		return nil, nil, fmt.Errorf("line %d: a second YAML document (a config is one document)", extra.Line)
 	}
 	n := &doc
-	if n.Kind == yaml.DocumentNode {
-		if len(n.Content) == 0 {
-			return nil
-		}
-		n = n.Content[0]
+	if len(n.Content) == 0 {
+		return keys, root, nil
 	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return nil
+	if n = n.Content[0]; n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return keys, root, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, nil, fmt.Errorf("line %d: the config must be a mapping of sections (budget:, seats:, …)", n.Line)
 	}
 	budget := maxConfigValues
-	v, err := t.yamlValue(file, n, "", "", &budget, 0)
+	var walk func(n *yaml.Node, key, shown string, depth int) (any, error)
+	walk = func(n *yaml.Node, key, shown string, depth int) (any, error) {
+		if budget--; budget < 0 {
+			return nil, fmt.Errorf("more than %d values (aliases expanding?)", maxConfigValues)
+		}
+		if depth > maxConfigDepth {
+			return nil, fmt.Errorf("line %d: nested deeper than %d levels (an alias inside itself?)", n.Line, maxConfigDepth)
+		}
+		switch n.Kind {
+		case yaml.AliasNode:
+			return walk(n.Alias, key, shown, depth+1)
+		case yaml.SequenceNode:
+			out := make([]any, 0, len(n.Content))
+			for _, e := range n.Content {
+				v, err := walk(e, key, shown, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, v)
+			}
+			return out, nil
+		case yaml.ScalarNode:
+			var v any
+			if err := n.Decode(&v); err != nil {
+				return nil, fmt.Errorf("line %d: %s: %v", n.Line, shown, err)
+			}
+			return v, nil
+		case yaml.MappingNode:
+			m := make(map[string]any, len(n.Content)/2)
+			seen := map[string]fileKey{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				kn, vn := n.Content[i], n.Content[i+1]
+				if kn.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf("line %d: a key must be a plain word", kn.Line)
+				}
+				lk := strings.ToLower(kn.Value)
+				full, fullShown := joinKey(key, lk), joinKey(shown, kn.Value)
+				if first, dup := seen[lk]; dup {
+					return nil, &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, kn.Line, fullShown)}
+				}
+				v := vn
+				for v.Kind == yaml.AliasNode && v.Alias != nil && depth < maxConfigDepth {
+					v = v.Alias
+				}
+				fk := fileKey{line: kn.Line, shown: fullShown, section: v.Kind == yaml.MappingNode && len(v.Content) > 0,
+					null: v.Kind == yaml.ScalarNode && v.Tag == "!!null"}
+				seen[lk], keys[full] = fk, fk
+				var err error
+				if m[lk], err = walk(vn, full, fullShown, depth+1); err != nil {
+					return nil, err
+				}
+			}
+			return m, nil
+		}
+		return nil, fmt.Errorf("line %d: %s: unexpected YAML", n.Line, shown)
+	}
+	v, err := walk(n, "", "", 0)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("line %d: the config must be a mapping of sections (budget:, seats:, …)", n.Line)
-	}
-	t.root = m
-	return nil
+	return keys, v.(map[string]any), nil
 }
 
-func (t *configTree) yamlValue(file string, n *yaml.Node, key, shown string, budget *int, depth int) (any, error) {
-	if *budget--; *budget < 0 {
-		return nil, fmt.Errorf("more than %d values (aliases expanding?)", maxConfigValues)
+// lineAt maps a byte offset of data to its line.
+func lineAt(data []byte) func(off int64) int {
+	starts := []int{0}
+	for i, b := range data {
+		if b == '\n' {
+			starts = append(starts, i+1)
+		}
 	}
-	if depth > maxConfigDepth {
-		return nil, fmt.Errorf("line %d: nested deeper than %d levels (an alias inside itself?)", n.Line, maxConfigDepth)
+	return func(off int64) int {
+		return sort.Search(len(starts), func(i int) bool { return int64(starts[i]) > off })
 	}
-	depth++
-	switch n.Kind {
-	case yaml.AliasNode:
-		return t.yamlValue(file, n.Alias, key, shown, budget, depth)
-	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
-		seen := make(map[string]int, len(n.Content)/2)
-		names := make(map[string]string, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			kn, vn := n.Content[i], n.Content[i+1]
-			if kn.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: a key must be a plain word", kn.Line)
+}
+
+// jsonKeys is yamlKeys for JSON, read by encoding/json's tokens (YAML
+// does not read every JSON string: "\/" is JSON's, not YAML's).
+func jsonKeys(file string, data []byte) (map[string]fileKey, error) {
+	keys := map[string]fileKey{}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return keys, nil
+	}
+	line := lineAt(data)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	fail := func(err error) error {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("line %d: %v", line(dec.InputOffset()), err)
+	}
+	// value reads one value; it reports a non-empty object and a null.
+	var value func(key, shown string, depth int) (bool, bool, error)
+	value = func(key, shown string, depth int) (bool, bool, error) {
+		if depth > maxConfigDepth {
+			return false, false, fmt.Errorf("line %d: nested deeper than %d levels", line(dec.InputOffset()), maxConfigDepth)
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return false, false, fail(err)
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]fileKey{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return false, false, fail(err)
+				}
+				k := kt.(string) // the decoder gives only strings as object keys
+				lk, ln := strings.ToLower(k), line(dec.InputOffset())
+				full, fullShown := joinKey(key, lk), joinKey(shown, k)
+				if first, dup := seen[lk]; dup {
+					return false, false, &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, ln, fullShown)}
+				}
+				section, null, err := value(full, fullShown, depth+1)
+				if err != nil {
+					return false, false, err
+				}
+				seen[lk] = fileKey{line: ln, shown: fullShown, section: section, null: null}
+				keys[full] = seen[lk]
 			}
-			lk := strings.ToLower(kn.Value)
-			full, fullShown := joinKey(key, lk), joinKey(shown, kn.Value)
-			if line, dup := seen[lk]; dup {
-				return nil, &keyCollision{first: ref(file, line, names[lk]), second: ref(file, kn.Line, fullShown)}
+			_, err := dec.Token()
+			return len(seen) > 0, false, err
+		case json.Delim('['):
+			for dec.More() {
+				if _, _, err := value(key, shown, depth+1); err != nil {
+					return false, false, err
+				}
 			}
-			seen[lk], names[lk] = kn.Line, fullShown
-			t.lines[full] = kn.Line
-			v, err := t.yamlValue(file, vn, full, fullShown, budget, depth)
-			if err != nil {
+			_, err := dec.Token()
+			return false, false, err
+		}
+		return false, tok == nil, nil
+	}
+	if bytes.TrimSpace(data)[0] != '{' {
+		return nil, errors.New("the config must be an object of sections (budget, seats, …)")
+	}
+	if _, _, err := value("", "", 0); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("line %d: text after the config's closing brace", line(dec.InputOffset()))
+	}
+	return keys, nil
+}
+
+// tomlKeys notes the line of every key of a TOML file and refuses a key
+// given twice in any case, naming both lines. Syntax errors are left to
+// the decoder, which names their line.
+func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
+	keys := map[string]fileKey{}
+	lineOf := lineAt(data)
+	keyOf := func(n *unstable.Node, prefix, shown string) (string, string, int) {
+		line := 0
+		for it := n.Key(); it.Next(); {
+			k := it.Node()
+			prefix, shown = joinKey(prefix, strings.ToLower(string(k.Data))), joinKey(shown, string(k.Data))
+			line = lineOf(int64(k.Raw.Offset))
+		}
+		return prefix, shown, line
+	}
+	var keyval func(n *unstable.Node, prefix, shown string) error
+	keyval = func(n *unstable.Node, prefix, shown string) error {
+		full, fullShown, line := keyOf(n, prefix, shown)
+		v := n.Value()
+		if err := noteKey(file, keys, full, fileKey{line: line, shown: fullShown, section: v.Kind == unstable.InlineTable}); err != nil {
+			return err
+		}
+		if v.Kind == unstable.InlineTable {
+			for it := v.Children(); it.Next(); {
+				if c := it.Node(); c.Kind == unstable.KeyValue {
+					if err := keyval(c, full, fullShown); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	p := unstable.Parser{}
+	p.Reset(data)
+	prefix, shown := "", ""
+	for p.NextExpression() {
+		switch e := p.Expression(); e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			var line int
+			prefix, shown, line = keyOf(e, "", "")
+			if e.Kind == unstable.Table {
+				if err := noteKey(file, keys, prefix, fileKey{line: line, shown: shown, section: true}); err != nil {
+					return nil, err
+				}
+			}
+		case unstable.KeyValue:
+			if err := keyval(e, prefix, shown); err != nil {
 				return nil, err
 			}
-			m[lk] = v
-		}
-		return m, nil
-	case yaml.SequenceNode:
-		out := make([]any, 0, len(n.Content))
-		for _, c := range n.Content {
-			v, err := t.yamlValue(file, c, key, shown, budget, depth)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return nil, fmt.Errorf("line %d: %s: %v", n.Line, shown, err)
-		}
-		return v, nil
-	}
-	return nil, fmt.Errorf("line %d: %s: unexpected YAML", n.Line, shown)
-}
-
-// --- JSON
-
-// get returns the value at a dotted key, or nil.
-func (t *configTree) get(key string) any {
-	var cur any = t.root
-	for part := range strings.SplitSeq(key, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		if cur, ok = m[part]; !ok {
-			return nil
 		}
 	}
-	return cur
-}
-
-// leaves lists every dotted key that holds a value (not a mapping), sorted.
-func (t *configTree) leaves() []string {
-	var out []string
-	var walk func(prefix string, m map[string]any)
-	walk = func(prefix string, m map[string]any) {
-		for k, v := range m {
-			full := joinKey(prefix, k)
-			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
-				walk(full, sub)
-				continue
-			}
-			out = append(out, full)
-		}
-	}
-	walk("", t.root)
-	slices.Sort(out)
-	return out
+	return keys, nil
 }

@@ -21,12 +21,11 @@ func FuzzConfig(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		for _, ext := range []string{"yaml", "json", "toml"} {
-			c := &config{getenv: func(string) string { return "" }, defaults: defaults(),
-				tree: &configTree{root: map[string]any{}, lines: map[string]int{}}}
+			c := newConfig()
 			if err := c.load("f."+ext, ext, []byte(text)); err != nil {
 				continue
 			}
-			for _, k := range c.tree.leaves() {
+			for k := range c.lines {
 				if k != strings.ToLower(k) {
 					t.Fatalf("%s: key %q kept its case", ext, k)
 				}

@@ -146,20 +146,13 @@ func rateFlag(c *cobra.Command, name string) (*float64, error) {
 	return &v, nil
 }
 
+// parseRate is admit's rate, below 1 for the formulas.
 func parseRate(s string) (float64, error) {
-	s = strings.TrimSpace(s)
-	num, pct := strings.CutSuffix(s, "%")
-	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	v, err := admit.ParseRate(s)
 	if err != nil {
-		return 0, fmt.Errorf("not a rate %q (want e.g. 0.05 or 5%%)", s)
-	}
-	if pct {
-		v /= 100
-	}
-	if err := admit.CheckRate(v); err != nil {
 		return 0, err
 	}
-	return v, nil
+	return v, admit.CheckRate(v)
 }
 
 // costResult is one formula, its inputs and its value.

@@ -100,10 +100,10 @@ func TestCostBadInputNamesTheFlag(t *testing.T) {
 	}{
 		{[]string{"--fail-rate", "1"}, "--fail-rate: must be below 1"},
 		{[]string{"--fail-rate", "100%"}, "--fail-rate: must be below 1"},
-		{[]string{"--fail-rate", "-0.1"}, "--fail-rate: must not be negative"},
-		{[]string{"--fail-rate", "NaN"}, "--fail-rate: not a finite number"},
+		{[]string{"--fail-rate", "-0.1"}, "--fail-rate: must be between 0 and 1, got -0.1"},
+		{[]string{"--fail-rate", "NaN"}, `--fail-rate: not a rate "NaN"`},
 		{[]string{"--fail-rate", "five"}, `--fail-rate: not a rate "five"`},
-		{[]string{"--timeout-rate", "Inf", "--cost", "1"}, "--timeout-rate: not a finite number"},
+		{[]string{"--timeout-rate", "Inf", "--cost", "1"}, `--timeout-rate: not a rate "Inf"`},
 		{[]string{"--cost", "-1", "--attempts-per-success", "2"}, `--cost: negative number "-1"`},
 		{[]string{"--cost", "NaN", "--attempts-per-success", "2"}, `--cost: not a number "NaN"`},
 		{[]string{"--fallback-cost", "0.1", "--fail-rate", "0.1"}, "--fallback-cost: needs --cost"},

@@ -176,7 +176,7 @@ func seatCompletions(f *Factory, c *cobra.Command) []cobra.Completion {
 	if err != nil {
 		return nil
 	}
-	raw, _ := cfg.tree.get("seats").(map[string]any)
+	raw := cfg.seatMap()
 	names := make([]string, 0, len(raw))
 	for n := range raw {
 		names = append(names, n)
@@ -198,7 +198,7 @@ func flagError(c *cobra.Command, err error) error {
 			}
 		})
 		e := badInput("unknown flag: --%s", name)
-		if s, ok := closest(name, names); ok {
+		if s, ok := admit.Closest(name, names); ok {
 			return withHint(e, fmt.Sprintf("did you mean --%s?", s))
 		}
 		return withHint(e, fmt.Sprintf("see '%s --help'", c.CommandPath()))
@@ -241,7 +241,7 @@ func unknownCommand(root *cobra.Command, err error) error {
 		}
 	}
 	e := badInput("unknown command %q", name)
-	if s, ok := closest(name, names); ok {
+	if s, ok := admit.Closest(name, names); ok {
 		return withHint(e, fmt.Sprintf("did you mean %s?", s))
 	}
 	return withHint(e, "see 'retrygate --help'")

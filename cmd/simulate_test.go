@@ -183,7 +183,7 @@ func TestSimulateBadInputNamesIt(t *testing.T) {
 		want string
 	}{
 		{[]string{"--model", "lognormal p50=2.1s p99=14s foo=1"}, `--model: term "foo=1": unknown key "foo"`},
-		{[]string{"--model", "lognormal p50=2.1s p99=14s 5xx=120%"}, `--model: term "5xx=120%": a share must be between 0% and 100%`},
+		{[]string{"--model", "lognormal p50=2.1s p99=14s 5xx=120%"}, `--model: term "5xx=120%": must be between 0% and 100%, got 120%`},
 		{[]string{"--model", "gamma k=2"}, `--model: term "gamma": unknown model kind`},
 		{[]string{"--model", ""}, "--model: empty"},
 		{[]string{"--model", "log:/nonexistent.log"}, `--model: log "/nonexistent.log": no such file or directory`},

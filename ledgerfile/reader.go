@@ -1565,21 +1565,10 @@ func decimalSeconds(s string) (d time.Duration, ok bool) {
 }
 
 func parseCount(s string) (int64, error) {
-	n, ok := digits(s)
-	if ok && n <= admit.MaxTokens {
+	if n, ok := digits(s); ok && n <= admit.MaxTokens {
 		return n, nil
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("not a whole number %q", truncate(s))
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("negative count %q", truncate(s))
-	}
-	if n > admit.MaxTokens {
-		return 0, fmt.Errorf("count over %d %q", admit.MaxTokens, truncate(s))
-	}
-	return n, nil
+	return admit.ParseCount(s)
 }
 
 // digits reads a plain run of decimal digits short enough not to

@@ -394,21 +394,8 @@ func number(s string) (float64, error) {
 	return f, nil
 }
 
-// share reads "0.3%" or "0.003" as 0.003, refusing anything outside [0, 1].
-func share(s string) (float64, error) {
-	v, isPct := strings.CutSuffix(s, "%")
-	f, err := number(v)
-	if err != nil {
-		return 0, fmt.Errorf("not a share (want e.g. 0.3%% or 0.003)")
-	}
-	if isPct {
-		f /= 100
-	}
-	if f < 0 || f > 1 {
-		return 0, fmt.Errorf("a share must be between 0%% and 100%%")
-	}
-	return f, nil
-}
+// share reads "0.3%" or "0.003" as 0.003: admit's one rate.
+func share(s string) (float64, error) { return admit.ParseRate(s) }
 
 func count(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)

@@ -622,47 +622,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// suggest returns the known key a misspelt one is closest to: one edit
-// away for short keys, two for longer ones (a swap of neighbours is one).
+// suggest returns the known key a misspelt one is closest to, or "".
 func suggest(key string, known []string) string {
-	if len(key) > 40 {
-		return ""
-	}
-	limit := 1
-	if len(key) >= 6 {
-		limit = 2
-	}
-	best, bestD := "", limit+1
-	for _, k := range known {
-		if d := editDistance(strings.ToLower(key), k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the optimal-string-alignment distance: insertions,
-// deletions, substitutions and swaps of neighbours.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
+	s, _ := admit.Closest(key, known)
+	return s
 }

@@ -327,5 +327,5 @@ func (c Config) Cost(prompt, completion int64) (usd float64, ok bool) {
 	if c.PriceIn == 0 && c.PriceOut == 0 {
 		return 0, false
 	}
-	return (float64(prompt)*c.PriceIn + float64(completion)*c.PriceOut) / 1e6, true
+	return admit.Cost(c.PriceIn, c.PriceOut, prompt, completion), true
 }
