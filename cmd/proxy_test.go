@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store/pgstore"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
 	"retrygate/rehearse/seat"
@@ -191,8 +192,15 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 	defer st.Close()
 	rows, err := st.ReadJob(context.Background(), "both")
 	require.NoError(t, err)
-	require.Len(t, rows, 2, "two sent rows; the refusals of an ended job are answered, not logged")
-	assert.Equal(t, []int{1, 2}, []int{rows[0].Attempt, rows[1].Attempt})
+	// Every request the proxies answered is a row: the two sent, then the
+	// two refusals, each saying the job's end again.
+	require.Len(t, rows, 4)
+	for i, r := range rows {
+		assert.Equal(t, i+1, r.Attempt)
+		assert.Equal(t, i < 2, r.WasSent(), "row %d", i+1)
+		assert.Equal(t, ledgerfile.JobSucceeded, r.JobEnd, "row %d", i+1)
+	}
+	assert.Equal(t, "refuse: attempt cap", rows[3].Decision)
 }
 
 // proxyProcess is a `retrygate proxy` process in a directory of its own,

@@ -142,11 +142,12 @@ func TestSharedBooksSpendCeiling(t *testing.T) {
 	assert.Contains(t, body, "refuse: spend ceiling for job spend-job: the job spent $0.0400 of $0.0500")
 	assert.Equal(t, 2, sp.srv.Total())
 
-	// The first answer ended the job (its row says succeeded): the
-	// refusal is answered, not logged again.
+	// The refusal of the ended job is a row too, saying its end again.
 	rs := sp.jobRows(t, "spend-job")
-	require.Len(t, rs, 2)
-	assert.Equal(t, []int{1, 2}, []int{rs[0].Attempt, rs[1].Attempt})
+	require.Len(t, rs, 3)
+	assert.Equal(t, []int{1, 2, 3}, []int{rs[0].Attempt, rs[1].Attempt, rs[2].Attempt})
+	assert.Equal(t, "refuse: spend ceiling", rs[2].Decision)
+	assert.False(t, rs[2].WasSent())
 	assert.InDelta(t, 0.02, rs[1].SpentUSD, 1e-9, "the second proxy's row carries the first proxy's spend")
 }
 
