@@ -28,8 +28,6 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require golang.org/x/net v0.62.0
-
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/clipperhouse/uax29/v2 v2.6.0 // indirect
