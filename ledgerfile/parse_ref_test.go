@@ -375,19 +375,10 @@ func decimalSecondsRef(s string) (d time.Duration, ok bool) {
 	return time.Duration(sec)*time.Second + time.Duration(ns), true
 }
 
-func parseCountRef(s string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("not a whole number %q", truncate(s))
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("negative count %q", truncate(s))
-	}
-	if n > admit.MaxTokens {
-		return 0, fmt.Errorf("count over %d %q", admit.MaxTokens, truncate(s))
-	}
-	return n, nil
-}
+// parseCountRef is the one count rule (admit.ParseCount): the reference
+// checks the line's syntax and the reader's fast path for plain digits,
+// not a second reading of a count.
+func parseCountRef(s string) (int64, error) { return admit.ParseCount(s) }
 
 // span is one key=value pair as offsets into the line; quoted values with
 // escapes are unquoted into val.
