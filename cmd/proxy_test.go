@@ -132,19 +132,12 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 	_, err := pgstore.Init(context.Background(), u)
 	require.NoError(t, err)
 	bin := retrygateBinary(t)
-	srv, err := seatserver.New(seatserver.Options{Format: seatserver.OpenAI, Planner: proxyPlans{
+	srv, addr := servePlans(t, proxyPlans{
 		{TTFB: 5 * time.Millisecond, Wait: 10 * time.Millisecond, Elapsed: 20 * time.Millisecond, CompletionTokens: 5},
-	}})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(ctx, ln); close(served) }()
-	t.Cleanup(func() { cancel(); <-served })
+	})
 
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("budget: {deadline: 30s, max_attempts: 2}\nseats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n", ln.Addr())
+	cfg := fmt.Sprintf("budget: {deadline: 30s, max_attempts: 2}\nseats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n", addr)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
 	var procs []*exec.Cmd
 	var bases []string
@@ -213,9 +206,10 @@ type proxyProcess struct {
 	post   func(job, body string) (int, string)
 }
 
-func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProcess {
+// servePlans serves plans in turn as a scripted OpenAI seat on loopback
+// until the test ends.
+func servePlans(t *testing.T, plans proxyPlans) (*seatserver.Server, net.Addr) {
 	t.Helper()
-	bin := retrygateBinary(t)
 	srv, err := seatserver.New(seatserver.Options{Format: seatserver.OpenAI, Planner: plans})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -224,9 +218,15 @@ func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProc
 	served := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(served) }()
 	t.Cleanup(func() { cancel(); <-served })
+	return srv, ln.Addr()
+}
 
+func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProcess {
+	t.Helper()
+	bin := retrygateBinary(t)
+	srv, addr := servePlans(t, plans)
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n%s", ln.Addr(), policy)
+	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n%s", addr, policy)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
 	cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0")
 	cmd.Dir = dir
