@@ -143,17 +143,8 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 	var bases []string
 	var errs []*bytes.Buffer
 	for range 2 {
-		cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0", "--log", u)
-		cmd.Dir = dir
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		stderr := &bytes.Buffer{}
-		cmd.Stderr = stderr
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		base, err := bufio.NewReader(out).ReadString('\n')
-		require.NoError(t, err, stderr.String())
-		procs, bases, errs = append(procs, cmd), append(bases, strings.TrimSpace(base)), append(errs, stderr)
+		cmd, stderr, base := startProxyIn(t, bin, dir, "--log", u)
+		procs, bases, errs = append(procs, cmd), append(bases, base), append(errs, stderr)
 	}
 	postTo := func(base string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
@@ -221,14 +212,11 @@ func servePlans(t *testing.T, plans proxyPlans) (*seatserver.Server, net.Addr) {
 	return srv, ln.Addr()
 }
 
-func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProcess {
+// startProxyIn starts `retrygate proxy` on a free loopback port in dir
+// (its retrygate.yaml) and returns it once it printed its base URL.
+func startProxyIn(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, *bytes.Buffer, string) {
 	t.Helper()
-	bin := retrygateBinary(t)
-	srv, addr := servePlans(t, plans)
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n%s", addr, policy)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
-	cmd := exec.Command(bin, "proxy", "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -238,7 +226,17 @@ func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProc
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	base, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err, stderr.String())
-	base = strings.TrimSpace(base)
+	return cmd, stderr, strings.TrimSpace(base)
+}
+
+func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProcess {
+	t.Helper()
+	bin := retrygateBinary(t)
+	srv, addr := servePlans(t, plans)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n%s", addr, policy)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
+	cmd, stderr, base := startProxyIn(t, bin, dir)
 	post := func(job, body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions", strings.NewReader(body))
 		req.Header.Set("X-Retrygate-Job", job)
