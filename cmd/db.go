@@ -58,7 +58,7 @@ PGPASSWORD works too.` + exitStatus("the schema is ready", "not used"),
 
 func (o *DBInitOptions) fill(f *Factory, c *cobra.Command, args []string) error {
 	if len(args) > 0 && !isDBLog(args[0]) {
-		return badInput("URL %q: not a postgres:// URL", args[0])
+		return badInput("URL %q: not a postgres:// URL or a host=… dbname=… connection string", args[0])
 	}
 	u, err := logArg(f, c, args)
 	o.URL = u

@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,6 +31,15 @@ func withPassword(t testing.TB, raw, pw string) string {
 
 const testPassword = "hunter2-Secret"
 
+// keywordForm is a test database's URL as a libpq keyword/value string.
+func keywordForm(t testing.TB, raw string) string {
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	pw, _ := u.User.Password()
+	return fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable",
+		u.Hostname(), u.Port(), u.User.Username(), pw, strings.TrimPrefix(u.Path, "/"))
+}
+
 // TestScriptPostgres runs testdata/script-pg against a fresh database per
 // script: $PGURL (with a password that must never be printed) and
 // $PGNAME (the same URL as output names it).
@@ -41,6 +51,7 @@ func TestScriptPostgres(t *testing.T) {
 			u := withPassword(t, pgtest.DB(t), testPassword)
 			env.Setenv("PGURL", u)
 			env.Setenv("PGNAME", logDisplay(u))
+			env.Setenv("PGKV", keywordForm(t, u))
 			env.Setenv("PGPW", testPassword)
 			env.Setenv("REPO", repoRoot(t))
 			return nil

@@ -20,23 +20,60 @@ import (
 	"retrygate/ledgerfile/store"
 )
 
-// IsURL reports whether name names a PostgreSQL database rather than a file.
+// IsURL reports whether name names a PostgreSQL database rather than a
+// file: a postgres:// or postgresql:// URL, or a libpq keyword/value
+// connection string (`host=db user=rg dbname=rg`), which pgx reads too.
+// A file whose name begins with a libpq keyword and '=' is written with a
+// directory in front (./host=x).
 func IsURL(name string) bool {
-	return strings.HasPrefix(name, "postgres://") || strings.HasPrefix(name, "postgresql://")
+	if strings.HasPrefix(name, "postgres://") || strings.HasPrefix(name, "postgresql://") {
+		return true
+	}
+	k, _, ok := strings.Cut(strings.TrimLeft(name, " \t\n\r\v\f"), "=")
+	return ok && libpqKeywords[strings.TrimRight(k, " \t\n\r\v\f")]
 }
 
-// Redact is the URL with no password and no query: what output, errors
-// and the log may say.
+// libpqKeywords are the connection parameters of libpq's keyword/value
+// form (PostgreSQL's "Parameter Key Words"), which pgx accepts.
+var libpqKeywords = map[string]bool{
+	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true,
+	"password": true, "passfile": true, "require_auth": true, "channel_binding": true,
+	"connect_timeout": true, "client_encoding": true, "options": true,
+	"application_name": true, "fallback_application_name": true, "keepalives": true,
+	"keepalives_idle": true, "keepalives_interval": true, "keepalives_count": true,
+	"tcp_user_timeout": true, "replication": true, "gssencmode": true, "sslmode": true,
+	"requiressl": true, "sslnegotiation": true, "sslcompression": true, "sslcert": true,
+	"sslkey": true, "sslpassword": true, "sslcertmode": true, "sslrootcert": true,
+	"sslcrl": true, "sslcrldir": true, "sslsni": true, "requirepeer": true,
+	"ssl_min_protocol_version": true, "ssl_max_protocol_version": true,
+	"krbsrvname": true, "gsslib": true, "gssdelegation": true, "service": true,
+	"target_session_attrs": true, "load_balance_hosts": true,
+}
+
+// Redact is the connection string with no password and no query or
+// options: what output, errors and the log may say. Either form is
+// named as a URL (postgres://user@host:port/db).
 func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" && u.Path == "" {
-		return "postgres://(unparsable URL)"
+	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" && u.Path == "" {
+			return "postgres://(unparsable URL)"
+		}
+		out := u.Scheme + "://"
+		if u.User != nil && u.User.Username() != "" {
+			out += u.User.Username() + "@"
+		}
+		return out + u.Host + u.Path
 	}
-	out := u.Scheme + "://"
-	if u.User != nil && u.User.Username() != "" {
-		out += u.User.Username() + "@"
+	cfg, err := pgconn.ParseConfig(raw)
+	if err != nil {
+		return "postgres://(unparsable connection string)"
 	}
-	return out + u.Host + u.Path
+	out := "postgres://"
+	if cfg.User != "" {
+		out += url.PathEscape(cfg.User) + "@"
+	}
+	return out + net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)) + "/" + url.PathEscape(cfg.Database)
 }
 
 // Options tune a Store.
@@ -84,7 +121,12 @@ func connect(rawURL string, opts Options) (*Store, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("bad PostgreSQL URL %s: %s", s.name, s.scrub(parseMsg(err)))
+		// pgx's reason may quote a value; never the keyword form's
+		// password, which no URL parse above found.
+		return nil, fmt.Errorf("bad PostgreSQL connection string %s: %s", s.name, s.scrub(parseMsg(err)))
+	}
+	if pw := cfg.ConnConfig.Password; pw != "" {
+		s.password = pw // either form, or PGPASSWORD
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > 5*time.Second {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -260,4 +262,46 @@ func TestRetriesStopAtTheCallersDeadline(t *testing.T) {
 	assert.Contains(t, err.Error(), "postgres 127.0.0.1:1/db: ")
 	// A ceiling only a hang reaches (realtime), far short of RetryFor.
 	assert.Less(t, time.Since(start), realtime.By(300*time.Millisecond), "bounded by the context, not by RetryFor")
+}
+
+// A libpq keyword/value connection string is a database, as pgx reads
+// it, and is named as a URL with no password; a path stays a path.
+func TestKeywordValueConnectionString(t *testing.T) {
+	for name, want := range map[string]bool{
+		"postgres://u@h/db":                  true,
+		"postgresql://h/db":                  true,
+		"host=db.internal user=rg dbname=rg": true,
+		"  dbname = rg host=h":               true,
+		"password=x host=h":                  true,
+		"rehearsal.log":                      false,
+		"./host=x":                           false,
+		"logs/host=x.log":                    false,
+		"hosts=x":                            false,
+		"":                                   false,
+		"=x":                                 false,
+		"host":                               false,
+		"service=rg":                         true,
+		"sslmode=disable host=127.0.0.1 dbname=rg ": true,
+	} {
+		assert.Equal(t, want, IsURL(name), "%q", name)
+	}
+	assert.Equal(t, "postgres://rg@db.internal:5433/rg",
+		Redact("host=db.internal port=5433 user=rg password='s3cr3t pw' dbname=rg sslmode=disable"))
+	assert.Equal(t, "postgres://(unparsable connection string)", Redact("host=h port=notaport password=s3cr3t-pw"))
+
+	ctx := context.Background()
+	_, err := Open(ctx, "host=127.0.0.1 port=notaport user=u password=s3cr3t-pw dbname=db", Options{})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cr3t-pw")
+
+	// The test server, by keyword/value: it opens, and a refusal (no such
+	// database) names it without the password.
+	u, err := url.Parse(pgtest.Server(t))
+	require.NoError(t, err)
+	kv := fmt.Sprintf("host=%s port=%s user=%s password=s3cr3t-pw dbname=no_such_db_here sslmode=disable",
+		u.Hostname(), u.Port(), u.User.Username())
+	_, err = Open(ctx, kv, Options{RetryFor: time.Second})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cr3t-pw")
+	assert.Contains(t, err.Error(), "no_such_db_here")
 }
