@@ -232,7 +232,7 @@ func ptr[T any](v T) *T { return &v }
 
 func runAdmit(o *AdmitOptions) error {
 	if o.NoRows {
-		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, o.LogPath)
+		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, logDisplay(o.LogPath))
 	}
 	d := o.Books.Before(o.Budget, o.Spent, o.Next)
 	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
