@@ -270,3 +270,30 @@ func TestConfigEmptyValuesAndLiteralKeys(t *testing.T) {
 	code, _, errOut := cfgRun(t, dir, nil, admitArgs...)
 	assert.Equal(t, ExitOK, code, "empty sections are fine: %s", errOut)
 }
+
+// An empty mapping is judged alike in every format: an empty known
+// section or seat is fine, an unknown one is an unknown key, with its line.
+func TestConfigEmptyMappingsAlikeInEveryFormat(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ file, text, want string }{
+		{"c.yaml", "budget: {}\nseats:\n  a: {}\n", ""},
+		{"c.json", `{"budget": {}, "seats": {"a": {}}}`, ""},
+		{"c.toml", "[budget]\n[seats.a]\n", ""},
+		{"c.toml", "budget = {}\n", ""},
+		{"c.yaml", "budget: {}\nbogus: {}\n", "c.yaml:2: bogus: unknown key"},
+		{"c.json", "{\"budget\": {},\n \"bogus\": {}}", "c.json:2: bogus: unknown key"},
+		{"c.toml", "[budget]\n\n[bogus]\n", "c.toml:3: bogus: unknown key"},
+		{"c.toml", "[budget]\nbogus = {}\n", "c.toml:2: budget.bogus: unknown key"},
+		{"c.toml", "[retry.budgett]\n", "c.toml:1: retry.budgett: unknown key"},
+	} {
+		path := filepath.Join(dir, tc.file)
+		require.NoError(t, os.WriteFile(path, []byte(tc.text), 0o600))
+		code, _, errOut := cfgRun(t, dir, nil, append([]string{"--config", path}, admitArgs...)...)
+		if tc.want == "" {
+			assert.Equal(t, ExitOK, code, "%s %q: %s", tc.file, tc.text, errOut)
+			continue
+		}
+		assert.Equal(t, ExitBad, code, "%s %q", tc.file, tc.text)
+		assert.Contains(t, errOut, tc.want, "%s %q", tc.file, tc.text)
+	}
+}

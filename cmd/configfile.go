@@ -68,7 +68,7 @@ type fileKey struct {
 	line    int
 	shown   string // as written
 	section bool   // a mapping with keys in it
-	null    bool
+	null    bool   // no value, or an empty mapping ([table], {})
 }
 
 // keyCollision is two keys of one mapping that are the same key once case
@@ -267,7 +267,7 @@ func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, err
 					v = v.Alias
 				}
 				fk := fileKey{line: kn.Line, shown: fullShown, section: v.Kind == yaml.MappingNode && len(v.Content) > 0,
-					null: v.Kind == yaml.ScalarNode && v.Tag == "!!null"}
+					null: v.Kind == yaml.ScalarNode && v.Tag == "!!null" || v.Kind == yaml.MappingNode && len(v.Content) == 0}
 				seen[lk], keys[full] = fk, fk
 				var err error
 				if m[lk], err = walk(vn, full, fullShown, depth+1); err != nil {
@@ -345,7 +345,7 @@ func jsonKeys(file string, data []byte) (map[string]fileKey, error) {
 				keys[full] = seen[lk]
 			}
 			_, err := dec.Token()
-			return len(seen) > 0, false, err
+			return len(seen) > 0, len(seen) == 0, err
 		case json.Delim('['):
 			for dec.More() {
 				if _, _, err := value(key, shown, depth+1); err != nil {
@@ -419,6 +419,19 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 			if err := keyval(e, prefix, shown); err != nil {
 				return nil, err
 			}
+		}
+	}
+	// A table with no key under it is an empty mapping, judged as YAML's {}.
+	parents := map[string]bool{}
+	for k := range keys {
+		if i := strings.LastIndexByte(k, '.'); i > 0 {
+			parents[k[:i]] = true
+		}
+	}
+	for k, fk := range keys {
+		if fk.section && !parents[k] {
+			fk.section, fk.null = false, true
+			keys[k] = fk
 		}
 	}
 	return keys, nil
