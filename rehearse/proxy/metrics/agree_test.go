@@ -21,6 +21,9 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/store/pgstore"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
 	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
 	"retrygate/rehearse/proxy"
@@ -81,27 +84,89 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// running is a proxy with metrics in front of a seat and its fallback,
-// logging to a file, as `retrygate proxy --metrics` wires it.
-type running struct {
-	url, metrics, log string
-	clock             *clock
-	m                 *metrics.Metrics
-	stop              func()
+// logTo is where a test proxy logs: a file, or a PostgreSQL log whose
+// database also keeps the named jobs' books (their rows are stored with
+// the books, not through the sink).
+type logTo struct {
+	sink   func([]ledgerfile.Row) error
+	books  store.Books
+	event  func(*ledgerfile.Event) error
+	flush  func() error
+	report func(t *testing.T) *summary.Summary // report's summary of the log, events included
 }
 
-func start(t *testing.T, pol rehearse.Policy, chain []seat.Config) *running {
-	t.Helper()
-	log := filepath.Join(t.TempDir(), "rehearsal.log")
-	w := ledgerfile.NewWriter(log, false)
+func fileLog(t *testing.T, _ *clock) logTo {
+	path := filepath.Join(t.TempDir(), "rehearsal.log")
+	w := ledgerfile.NewWriter(path, false)
 	t.Cleanup(func() { _ = w.Close() })
-	m := metrics.New(metrics.Options{Chain: chain, SlowAfter: pol.Retry.SlowServerAfter})
+	return logTo{
+		sink:  func(rs []ledgerfile.Row) error { return w.Append(rs...) },
+		event: w.Event, flush: w.Flush,
+		report: func(t *testing.T) *summary.Summary {
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			s := summary.New(summary.Options{})
+			_, _, err = summary.ScanEvents(f, path, false, func(r *ledgerfile.Row) { s.Add(r, path) }, s.AddEvent)
+			require.NoError(t, err)
+			return s.Close()
+		},
+	}
+}
+
+func pgLog(t *testing.T, c *clock) logTo {
+	ctx := context.Background()
+	u := pgtest.DB(t)
+	_, err := pgstore.Init(ctx, u)
+	require.NoError(t, err)
+	st, err := pgstore.Open(ctx, u, pgstore.Options{Now: c.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return logTo{
+		sink: func(rs []ledgerfile.Row) error { return st.Append(ctx, rs...) }, books: st,
+		event: func(ev *ledgerfile.Event) error {
+			line, err := ledgerfile.FormatEvent(ev)
+			if err != nil {
+				return err
+			}
+			return st.CommentLocked(ctx, func([]string) (string, error) { return strings.TrimPrefix(line, "# "), nil })
+		},
+		flush: func() error { return nil },
+		report: func(t *testing.T) *summary.Summary {
+			s := summary.New(summary.Options{})
+			require.NoError(t, st.Scan(ctx, func(e store.Entry) error {
+				if e.Row != nil {
+					s.Add(e.Row, st.Name())
+				} else if ev, err := ledgerfile.ParseEvent([]byte(e.Comment)); err == nil {
+					s.AddEvent(&ev)
+				}
+				return nil
+			}))
+			return s.Close()
+		},
+	}
+}
+
+// running is a proxy with metrics in front of a seat and its fallback,
+// wired as `retrygate proxy --metrics` wires it.
+type running struct {
+	url, metrics string
+	log          logTo
+	clock        *clock
+	m            *metrics.Metrics
+	stop         func()
+}
+
+func start(t *testing.T, pol rehearse.Policy, chain []seat.Config, to func(*testing.T, *clock) logTo) *running {
+	t.Helper()
 	c := &clock{}
+	lg := to(t, c)
+	m := metrics.New(metrics.Options{Chain: chain, SlowAfter: pol.Retry.SlowServerAfter})
 	px, err := proxy.New(proxy.Options{
 		Policy: pol, Chain: chain, Now: c.Now, Getenv: func(string) string { return "" },
-		Sink: m.Sink(func(rs []ledgerfile.Row) error { return w.Append(rs...) }),
+		Sink: m.Sink(lg.sink), Books: m.Books(lg.books),
 		OnBreaker: func(name string, at time.Time, from, to admit.BreakerState) {
-			rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) { require.NoError(t, w.Event(ev)) })(at, from, to)
+			rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) { require.NoError(t, lg.event(ev)) })(at, from, to)
 			m.Breaker(name, at, from, to)
 		},
 	})
@@ -121,11 +186,11 @@ func start(t *testing.T, pol rehearse.Policy, chain []seat.Config) *running {
 		once.Do(func() {
 			cancel()
 			<-done
-			require.NoError(t, w.Flush())
+			require.NoError(t, lg.flush())
 		})
 	}
 	t.Cleanup(stop)
-	return &running{url: "http://" + ln.Addr().String(), metrics: "http://" + mln.Addr().String(), log: log, clock: c, m: m, stop: stop}
+	return &running{url: "http://" + ln.Addr().String(), metrics: "http://" + mln.Addr().String(), log: lg, clock: c, m: m, stop: stop}
 }
 
 // chat sends one chat request of job (none: a job of its own).
@@ -156,18 +221,6 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	require.NoError(t, err)
 	return fams
-}
-
-// report is the summary `report` computes from the log, events included.
-func report(t *testing.T, log string) *summary.Summary {
-	t.Helper()
-	f, err := os.Open(log)
-	require.NoError(t, err)
-	defer f.Close()
-	s := summary.New(summary.Options{})
-	_, _, err = summary.ScanEvents(f, log, false, func(r *ledgerfile.Row) { s.Add(r, log) }, s.AddEvent)
-	require.NoError(t, err)
-	return s.Close()
 }
 
 func labels(m *dto.Metric) map[string]string {
@@ -216,12 +269,18 @@ func agreePolicy() rehearse.Policy {
 	return p
 }
 
-// TestMetricsAgreeWithReport runs the proxy with a file log in front of
-// a seat that answers ok, 429, 500, 400 and hangs (a timeout, retried on
-// the fallback), with refusals and an opening breaker, then compares
-// every count and sum a scrape shows with the summary report computes
-// from the log it wrote.
+// TestMetricsAgreeWithReport runs the proxy in front of a seat that
+// answers ok, 429, 500, 400 and hangs (a timeout, retried on the
+// fallback), with refusals and a breaker that opens and closes, then
+// compares every count, sum and bucket a scrape shows with the summary
+// report computes from the log it wrote: a file, or a PostgreSQL log
+// (whose named jobs' rows are stored with their shared books).
 func TestMetricsAgreeWithReport(t *testing.T) {
+	t.Run("file", func(t *testing.T) { agree(t, fileLog) })
+	t.Run("postgres", func(t *testing.T) { agree(t, pgLog) })
+}
+
+func agree(t *testing.T, to func(*testing.T, *clock) logTo) {
 	up := upstream(t,
 		fail500, okPlan, // j1: a 5xx, then the answer
 		limit429, okPlan, // j2: a 429, then the answer
@@ -236,7 +295,7 @@ func TestMetricsAgreeWithReport(t *testing.T) {
 		{Name: "up", Kind: "openai", BaseURL: up, Model: "m-up", PriceIn: 1, PriceOut: 2},
 		{Name: "fb", Kind: "openai", BaseURL: fb, Model: "m-fb", PriceIn: 3, PriceOut: 4},
 	}
-	r := start(t, agreePolicy(), chain)
+	r := start(t, agreePolicy(), chain, to)
 
 	assert.Equal(t, 500, r.chat(t, "j1", "m-up"))
 	assert.Equal(t, 200, r.chat(t, "j1", "m-up"))
@@ -261,14 +320,8 @@ func TestMetricsAgreeWithReport(t *testing.T) {
 	r.clock.Advance(6 * time.Second)            // past the cooldown: half-open
 	assert.Equal(t, 200, r.chat(t, "", "m-up")) // the probe, which closes it
 	r.stop()
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(r.log); err == nil && t.Failed() {
-			t.Logf("the log:\n%s", b)
-		}
-	})
-
 	fams := scrape(t, r.metrics)
-	s := report(t, r.log)
+	s := r.log.report(t)
 
 	// The run was the mix it says: each kind of row is there.
 	require.NotNil(t, s.All)
