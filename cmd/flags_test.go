@@ -151,6 +151,7 @@ var flagSpecs = map[string]flagSpec{
 	"proxy --max-spend":      {bad: flagBadUSD},
 	"proxy --seat":           {bad: []string{"", "no-such-seat"}},
 	"proxy --listen":         {bad: []string{"", "nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
+	"proxy --metrics":        {bad: []string{"nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
 	"proxy --log":            {bad: flagBadOutPath, path: true},
 	"proxy --max-body":       {bad: flagWith(flagBadInt, "0", "1073741825")},
 	"proxy --max-concurrent": {bad: flagWith(flagBadInt, "0", "100001")},
