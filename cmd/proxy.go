@@ -31,6 +31,11 @@ type ProxyOptions struct {
 	Now    func() time.Time
 	Getenv func(string) string
 
+	// Metrics is --metrics, where /metrics, /healthz and /readyz are
+	// served ("": off); MetricsRemote, that it is off loopback.
+	Metrics       string
+	MetricsRemote bool
+
 	Policy     rehearse.Policy
 	Thresholds []rehearse.Threshold
 	Chain      []seat.Config // the seat, then its fallbacks of the same kind
@@ -40,10 +45,6 @@ type ProxyOptions struct {
 	LogPath    string
 	MaxBody    int64
 	MaxConc    int
-	// Metrics is --metrics, where /metrics, /healthz and /readyz are
-	// served ("": off); MetricsRemote, that it is off loopback.
-	Metrics       string
-	MetricsRemote bool
 }
 
 func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
@@ -131,11 +132,11 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
 	fl.StringVar(&opts.Listen, "listen", defaultProxyListen, "listen on `addr` (loopback unless named here)")
+	fl.StringVar(&opts.Metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on `addr` (off by default; docs/proxy.md)")
 	fl.StringVar(&seatName, "seat", "", "front this `seat` (a name under seats:; default the first of fallback:)")
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
-	fl.StringVar(&opts.Metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on `addr` (off by default; docs/proxy.md)")
 	return c
 }
 
