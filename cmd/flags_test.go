@@ -151,7 +151,6 @@ var flagSpecs = map[string]flagSpec{
 	"proxy --max-spend":      {bad: flagBadUSD},
 	"proxy --seat":           {bad: []string{"", "no-such-seat"}},
 	"proxy --listen":         {bad: []string{"", "nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
-	"proxy --metrics":        {bad: []string{"nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
 	"proxy --log":            {bad: flagBadOutPath, path: true},
 	"proxy --max-body":       {bad: flagWith(flagBadInt, "0", "1073741825")},
 	"proxy --max-concurrent": {bad: flagWith(flagBadInt, "0", "100001")},
@@ -221,6 +220,9 @@ var flagSpecs = map[string]flagSpec{
 	// The job goes out as the Idempotency-Key header: one line, or the
 	// request fails as a confusing connection error.
 	"time --job": {bad: []string{"a\nb", "a\rb"}},
+
+	// proxy --metrics: off when empty; a listener of its own.
+	"proxy --metrics": {bad: []string{"nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
 }
 
 // flagBase is a valid command line (after the command path) for each
