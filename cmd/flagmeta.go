@@ -76,7 +76,7 @@ var flagVocabulary = map[string]flagMeta{
 	"job": {placeholder: phID}, "prompt": {placeholder: phText}, "note": {placeholder: phText},
 	"ts": {placeholder: phTime}, "since": {placeholder: phTime}, "addr": {placeholder: phAddr},
 	"layers": {placeholder: phLayers}, "ramp": {placeholder: phRates},
-	"listen": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
+	"listen": {placeholder: phAddr}, "metrics": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
 }
 
 // flagOverrides are per command: a fixed set of values belongs to one

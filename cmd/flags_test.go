@@ -220,6 +220,9 @@ var flagSpecs = map[string]flagSpec{
 	// The job goes out as the Idempotency-Key header: one line, or the
 	// request fails as a confusing connection error.
 	"time --job": {bad: []string{"a\nb", "a\rb"}},
+
+	// proxy --metrics: off when empty; a listener of its own.
+	"proxy --metrics": {bad: []string{"nope", "127.0.0.1:99999", "127.0.0.1:-1"}},
 }
 
 // flagBase is a valid command line (after the command path) for each

@@ -31,6 +31,11 @@ type ProxyOptions struct {
 	Now    func() time.Time
 	Getenv func(string) string
 
+	// Metrics is --metrics, where /metrics, /healthz and /readyz are
+	// served ("": off); MetricsRemote, that it is off loopback.
+	Metrics       string
+	MetricsRemote bool
+
 	Policy     rehearse.Policy
 	Thresholds []rehearse.Threshold
 	Chain      []seat.Config // the seat, then its fallbacks of the same kind
@@ -93,6 +98,12 @@ about). Request bodies over --max-body get 413, header blocks over 64 KiB
 SIGTERM drains: requests in flight finish or are cut at their deadline,
 every row is written, and jobs still open get the row that ends them.
 
+With --metrics ADDR it also serves Prometheus metrics (/metrics), counted
+from the rows and breaker events it logs, so they agree with report, and
+/healthz and /readyz (ready: the log takes rows), on loopback unless ADDR
+names another address. Each breaker change of state is an event line of
+the log and a line on stderr.
+
 Like a sidecar beside the application it fronts, it runs on half the
 CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
 GOGC=400 unless GOGC is set (docs/proxy.md).
@@ -103,7 +114,10 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
   retrygate proxy
 
   # one seat, on another port; then: OPENAI_BASE_URL=http://127.0.0.1:7000/v1
-  retrygate proxy --seat scratch --listen 127.0.0.1:7000`,
+  retrygate proxy --seat scratch --listen 127.0.0.1:7000
+
+  # with Prometheus metrics: curl http://127.0.0.1:9464/metrics
+  retrygate proxy --metrics 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opts.fill(f, c, budgetKeys, seatName); err != nil {
@@ -118,6 +132,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
 	fl.StringVar(&opts.Listen, "listen", defaultProxyListen, "listen on `addr` (loopback unless named here)")
+	fl.StringVar(&opts.Metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on `addr` (off by default; docs/proxy.md)")
 	fl.StringVar(&seatName, "seat", "", "front this `seat` (a name under seats:; default the first of fallback:)")
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
@@ -143,6 +158,9 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			return badInput("--listen: %v", err)
 		}
 		o.Remote = true
+	}
+	if err := o.checkMetricsAddr(); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(f, c, mergeFlags(budgetKeys, map[string]string{"log": "log"}))
 	if err != nil {
@@ -213,6 +231,11 @@ func runProxy(o *ProxyOptions) error {
 	for i, s := range o.Chain {
 		names[i] = s.Name
 	}
+	m := o.newMetrics(lg)
+	sink, booksM := lg.appendRows, books
+	if m != nil {
+		sink, booksM = m.Sink(sink), m.Books(books)
+	}
 	var writeFailed atomic.Bool
 	onError := func(err error) {
 		if writeFailed.CompareAndSwap(false, true) {
@@ -221,15 +244,20 @@ func runProxy(o *ProxyOptions) error {
 	}
 	px, err := proxy.New(proxy.Options{
 		Policy: o.Policy, Chain: o.Chain, Getenv: o.Getenv, Now: o.Now,
-		Sink: lg.appendRows, Books: books, OnError: onError,
+		Sink: sink, Books: booksM, OnError: onError,
 		// A seat's breaker changing state is a `# event breaker` line of
-		// the log, as the attempt loop writes it (rare: written at once).
+		// the log, as the attempt loop writes it (rare: written at once),
+		// and a line on stderr.
 		OnBreaker: func(name string, at time.Time, from, to admit.BreakerState) {
 			rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
 				if err := lg.event(ev); err != nil {
 					onError(err)
 				}
+				breakerLine(e, ev)
 			})(at, from, to)
+			if m != nil {
+				m.Breaker(name, at, from, to)
+			}
 		},
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
 		Run: 0,
@@ -242,6 +270,11 @@ func runProxy(o *ProxyOptions) error {
 		return badInput("--listen: cannot listen on %q: %v", o.Listen, unwrapListenErr(err))
 	}
 	defer ln.Close()
+	stopMetrics, err := o.serveMetrics(m, e)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	run, err := lg.reserve(fmt.Sprintf("proxy seats=%s listen=%s", strings.Join(names, ","), ln.Addr()))
 	if err != nil {
 		return badInputErr(err)

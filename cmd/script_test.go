@@ -39,6 +39,8 @@ func TestScript(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits":    cmdExits,
 			"waitport": cmdWaitPort,
+			"scrape":   cmdScrape, // scrape_test.go
+			"get":      cmdGet,
 		},
 	})
 }

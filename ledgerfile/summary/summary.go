@@ -814,12 +814,9 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 	}
 }
 
-// billing is the row's billing class, or admit.BillingOf's when it has none.
+// billing is the row's billing class (RowBilling).
 func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
-	if r.Billing != "" {
-		return r.Billing
-	}
-	return admit.BillingOf(r.Outcome, r.Elapsed, s.opts.SlowAfter)
+	return RowBilling(r, s.opts.SlowAfter)
 }
 
 // Seconds is a duration as the log writes it, in seconds: the double

@@ -58,8 +58,10 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
 	}
-	if a.j.shared {
-		f.flush() // the client's last bytes go before a round trip to the books
+	if a.j.shared && f.wrote {
+		// The client's last bytes go before a round trip to the books (a
+		// flush of nothing would send 200 headers before the 504 or 502).
+		f.flush()
 	}
 	ended := p.done(a, &obs)
 

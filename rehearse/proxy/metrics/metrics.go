@@ -1,0 +1,401 @@
+// Package metrics is the proxy's Prometheus endpoint (`proxy --metrics`):
+// counters and histograms taken from the very rows and breaker events the
+// proxy writes to its log, so a scrape agrees with `report` on that log.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/summary"
+	"retrygate/rehearse/seat"
+)
+
+// Bounds on the label values a client can choose: past them a value
+// counts as Other (the OpenTelemetry conventions' fallback value), so
+// the number of series stays bounded whatever the traffic.
+const (
+	maxModels  = 32
+	maxReasons = 32
+	// maxJobs is how many jobs' kept answers (for the retry tax) and
+	// fallbacks are remembered; an older job's late row counts as a new
+	// job's (report's own window, summary's endWindow, is 16384 ended jobs).
+	maxJobs = 1 << 16
+	// Other is a label value past its bound.
+	Other = "_OTHER"
+)
+
+// The OpenTelemetry GenAI conventions' bucket boundaries.
+var (
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
+
+// Options build Metrics.
+type Options struct {
+	// Chain is the proxy's seats: their names label the series, their
+	// kinds are gen_ai_provider_name.
+	Chain []seat.Config
+	// SlowAfter classifies a row that carries no billing key, as report's
+	// --slow-after does (the proxy's rows always carry one).
+	SlowAfter time.Duration
+	// Ready is /readyz's check that the log can take rows (nil: none).
+	Ready func(context.Context) error
+}
+
+// Metrics counts the rows and events a proxy writes. Feed it through
+// Sink and Books (the two ways the proxy's rows reach the log) and
+// Breaker; serve Handler.
+type Metrics struct {
+	reg   *prometheus.Registry
+	kinds map[string]string // seat → provider
+	slow  time.Duration
+	ready func(context.Context) error
+
+	duration, ttfc, tokens           *prometheus.HistogramVec
+	decisions, attempts, retries     *prometheus.CounterVec
+	costUSD, taxUSD, taxTokens       *prometheus.CounterVec
+	fallbacks                        *prometheus.CounterVec
+	breakerState                     *prometheus.GaugeVec
+	transitions                      *prometheus.CounterVec
+	rowsWritten, rowsLost, writeErrs prometheus.Counter
+
+	lastErr atomic.Pointer[error] // the last write's failure; nil after a good one
+
+	mu      sync.Mutex
+	models  map[string]bool
+	reasons map[string]bool
+	jobs    map[string]*jobMemo
+	ring    []string // jobs' ids in the order first remembered, for eviction
+	head    int
+}
+
+// jobMemo is what a job's later rows need of its earlier ones: its kept
+// answer (report's: the ok attempt of the highest number), whose cost
+// becomes retry tax when a later answer replaces it, and whether it
+// already fell back.
+type jobMemo struct {
+	kept        bool
+	keptAttempt int
+	keptSeat    string
+	keptUSD     float64
+	keptTokens  int64
+	fallback    bool
+}
+
+// New builds the metrics on a registry of their own, with the Go and
+// process collectors beside them.
+func New(o Options) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(), kinds: map[string]string{}, slow: o.SlowAfter, ready: o.Ready,
+		models: map[string]bool{}, reasons: map[string]bool{}, jobs: map[string]*jobMemo{},
+	}
+	for _, s := range o.Chain {
+		m.kinds[s.Name] = s.Kind
+	}
+	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "seat"}
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gen_ai_client_operation_duration_seconds", Buckets: durationBuckets,
+		Help: "Sent attempts' elapsed_s (submit to last byte, or to the cut-off), as logged; error_type is the outcome when not ok.",
+	}, append(genAI, "error_type"))
+	m.ttfc = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gen_ai_client_operation_time_to_first_chunk_seconds", Buckets: durationBuckets,
+		Help: "Sent attempts' wait_s (submit to the first chunk carrying content), over attempts whose answer started.",
+	}, genAI)
+	m.tokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gen_ai_client_token_usage", Buckets: tokenBuckets,
+		Help: "Sent attempts' prompt_tokens (input) and completion_tokens (output), over rows with the split.",
+	}, append(genAI, "gen_ai_token_type"))
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_decisions_total",
+		Help: "Rows by the gate's decision: admit (sent), or refuse with its reason (not sent; a live wait-cap cut is sent and counts as admit).",
+	}, []string{"decision", "reason"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_attempts_total", Help: "Sent attempts by seat, outcome and billing class.",
+	}, []string{"seat", "outcome", "billing"})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_retries_total", Help: "Sent attempts after their job's first sent attempt (used >= 1).",
+	}, []string{"seat"})
+	m.costUSD = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_cost_usd_total", Help: "Σ cost_usd of sent attempts on priced seats; rate() is the spend per second.",
+	}, []string{"seat"})
+	m.taxUSD = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_retry_tax_usd_total", Help: "Σ cost_usd of sent attempts that are not their job's kept answer (report's retry tax).",
+	}, []string{"seat"})
+	m.taxTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_retry_tax_tokens_total", Help: "Σ tokens of sent attempts that are not their job's kept answer.",
+	}, []string{"seat"})
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_fallback_activations_total", Help: "Jobs whose first row on a fallback seat this is, by that seat (report's fallback jobs).",
+	}, []string{"seat"})
+	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "retrygate_breaker_state", Help: "1 for the state each seat's circuit breaker is in (closed, open, half-open), 0 for the others.",
+	}, []string{"seat", "state"})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrygate_breaker_transitions_total", Help: "Circuit-breaker changes of state, as the log's # event breaker lines.",
+	}, []string{"seat", "from", "to"})
+	m.rowsWritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrygate_log_rows_total", Help: "Rows the log took; every other retrygate_ figure counts these rows.",
+	})
+	m.rowsLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrygate_log_rows_lost_total", Help: "Rows a failed write lost (counted in no other figure).",
+	})
+	m.writeErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrygate_log_write_errors_total", Help: "Writes to the log that failed.",
+	})
+	m.reg.MustRegister(m.duration, m.ttfc, m.tokens, m.decisions, m.attempts, m.retries,
+		m.costUSD, m.taxUSD, m.taxTokens, m.fallbacks, m.breakerState, m.transitions,
+		m.rowsWritten, m.rowsLost, m.writeErrs,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every seat's series from the start, so rate() has a zero to start from.
+	m.decisions.WithLabelValues("admit", "")
+	for _, s := range o.Chain {
+		m.retries.WithLabelValues(s.Name)
+		m.taxTokens.WithLabelValues(s.Name)
+		m.fallbacks.WithLabelValues(s.Name)
+		if _, priced := s.Cost(0, 0); priced {
+			m.costUSD.WithLabelValues(s.Name)
+			m.taxUSD.WithLabelValues(s.Name)
+		}
+		m.setBreaker(s.Name, admit.Closed)
+	}
+	return m
+}
+
+// Registry is the metrics' own registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Sink wraps the proxy's row sink (proxy.Options.Sink): the rows a
+// write took are counted, those of a failed write are not (they are not
+// in the log).
+func (m *Metrics) Sink(write func([]ledgerfile.Row) error) func([]ledgerfile.Row) error {
+	return func(rows []ledgerfile.Row) error {
+		err := write(rows)
+		m.wrote(rows, err)
+		return err
+	}
+}
+
+// Books wraps the shared books (proxy.Options.Books), which append a
+// decision's rows with the job's record: the rows of a Book that
+// committed are counted once, however often the store ran fn. Nil stays
+// nil.
+func (m *Metrics) Books(b store.Books) store.Books {
+	if b == nil {
+		return nil
+	}
+	return countingBooks{b, m}
+}
+
+type countingBooks struct {
+	store.Books
+	m *Metrics
+}
+
+func (c countingBooks) Book(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
+	var rows []ledgerfile.Row
+	err := c.Books.Book(ctx, key, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
+		rec, rs, err := fn(old, now)
+		rows = rs // the last run's rows are the ones committed
+		return rec, rs, err
+	})
+	if len(rows) > 0 || err != nil {
+		c.m.wrote(rows, err)
+	}
+	return err
+}
+
+func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
+	if err != nil {
+		m.lastErr.Store(&err)
+		m.writeErrs.Inc()
+		m.rowsLost.Add(float64(len(rows)))
+		return
+	}
+	m.lastErr.Store(nil)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range rows {
+		m.row(&rows[i])
+	}
+	m.rowsWritten.Add(float64(len(rows)))
+}
+
+// row counts one row the log took (under m.mu), by the summary's own
+// rules: a refusal is a row not sent, counted by its reason; everything
+// else is a sent attempt's.
+func (m *Metrics) row(r *ledgerfile.Row) {
+	memo := m.memo(r)
+	if r.Fallback && !memo.fallback {
+		memo.fallback = true
+		m.fallbacks.WithLabelValues(m.seatLabel(r.Seat)).Inc()
+	}
+	if !r.WasSent() {
+		m.decisions.WithLabelValues("refuse", bounded(m.reasons, maxReasons, summary.RefusalReason(r))).Inc()
+		return
+	}
+	m.decisions.WithLabelValues("admit", "").Inc()
+	s := m.seatLabel(r.Seat)
+	outcome := summary.RowOutcome(r)
+	m.attempts.WithLabelValues(s, string(outcome), string(summary.RowBilling(r, m.slow))).Inc()
+	if r.HasSpent && r.Used > 0 {
+		m.retries.WithLabelValues(s).Inc()
+	}
+	if r.HasCost {
+		m.costUSD.WithLabelValues(s).Add(r.CostUSD)
+	}
+	m.tax(r, s, outcome, memo)
+
+	model := bounded(m.models, maxModels, r.Model)
+	provider, op := m.provider(r.Seat), "chat"
+	errType := ""
+	if outcome != admit.OK {
+		errType = string(outcome)
+	}
+	m.duration.WithLabelValues(op, provider, model, s, errType).Observe(summary.Seconds(r.Elapsed))
+	if summary.ProducedContent(r) {
+		m.ttfc.WithLabelValues(op, provider, model, s).Observe(summary.Seconds(r.Wait))
+	}
+	if r.HasSplit {
+		m.tokens.WithLabelValues(op, provider, model, s, "input").Observe(float64(r.PromptTokens))
+		m.tokens.WithLabelValues(op, provider, model, s, "output").Observe(float64(r.CompletionTokens))
+	}
+}
+
+// tax is report's retry tax, as a counter: a sent attempt that is not
+// its job's kept answer (the ok attempt of the highest number) is tax;
+// a kept answer a later-numbered ok attempt replaces becomes tax then.
+func (m *Metrics) tax(r *ledgerfile.Row, s string, outcome admit.Outcome, memo *jobMemo) {
+	add := func(seat string, usd float64, tokens int64, priced bool) {
+		if priced {
+			m.taxUSD.WithLabelValues(seat).Add(usd)
+		}
+		m.taxTokens.WithLabelValues(seat).Add(float64(tokens))
+	}
+	switch {
+	case outcome != admit.OK:
+		add(s, r.CostUSD, r.Tokens, r.HasCost)
+	case memo.kept && r.Attempt <= memo.keptAttempt:
+		add(s, r.CostUSD, r.Tokens, r.HasCost)
+	default:
+		if memo.kept {
+			add(memo.keptSeat, memo.keptUSD, memo.keptTokens, memo.keptUSD != 0)
+		}
+		memo.kept, memo.keptAttempt, memo.keptSeat = true, r.Attempt, s
+		memo.keptUSD, memo.keptTokens = r.CostUSD, r.Tokens
+	}
+}
+
+// memo is the job's memo, remembered (the oldest forgotten past
+// maxJobs); a row with no job id is a job of its own.
+func (m *Metrics) memo(r *ledgerfile.Row) *jobMemo {
+	if r.Job == "" {
+		return &jobMemo{}
+	}
+	if j, ok := m.jobs[r.Job]; ok {
+		return j
+	}
+	j := &jobMemo{}
+	if len(m.ring) < maxJobs {
+		m.ring = append(m.ring, r.Job)
+	} else {
+		delete(m.jobs, m.ring[m.head])
+		m.ring[m.head] = r.Job
+		m.head = (m.head + 1) % maxJobs
+	}
+	m.jobs[r.Job] = j
+	return j
+}
+
+// Breaker counts one change of a seat's breaker (proxy.Options.OnBreaker).
+func (m *Metrics) Breaker(seat string, _ time.Time, from, to admit.BreakerState) {
+	s := m.seatLabel(seat)
+	m.transitions.WithLabelValues(s, from.String(), to.String()).Inc()
+	m.setBreaker(s, to)
+}
+
+func (m *Metrics) setBreaker(seat string, to admit.BreakerState) {
+	for _, st := range []admit.BreakerState{admit.Closed, admit.Open, admit.HalfOpen} {
+		v := 0.0
+		if st == to {
+			v = 1
+		}
+		m.breakerState.WithLabelValues(seat, st.String()).Set(v)
+	}
+}
+
+func (m *Metrics) seatLabel(s string) string {
+	if _, ok := m.kinds[s]; ok {
+		return s
+	}
+	return Other
+}
+
+func (m *Metrics) provider(s string) string {
+	if k, ok := m.kinds[s]; ok {
+		return k
+	}
+	return Other
+}
+
+// bounded is v while seen holds fewer than limit values, or v is one of
+// them; Other past that.
+func bounded(seen map[string]bool, limit int, v string) string {
+	if seen[v] {
+		return v
+	}
+	if len(seen) >= limit {
+		return Other
+	}
+	seen[v] = true
+	return v
+}
+
+// Handler serves /metrics (Prometheus text), /healthz (the process
+// answers) and /readyz (the log takes rows: the last write did and
+// Options.Ready passes).
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := m.Ready(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// readyTimeout bounds /readyz's check of the log.
+const readyTimeout = 2 * time.Second
+
+// Ready is /readyz's verdict: nil when the last write to the log took
+// its rows and Options.Ready passes.
+func (m *Metrics) Ready(ctx context.Context) error {
+	if p := m.lastErr.Load(); p != nil {
+		return *p
+	}
+	if m.ready == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return m.ready(ctx)
+}
