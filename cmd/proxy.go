@@ -64,7 +64,8 @@ one "# event request" line. Any other request is 405 (a route's path,
 another method) or 404, or with --pass-unknown forwarded ungated and
 logged.
 The job is named by the X-Retrygate-Job header, else Idempotency-Key;
-with neither, each request is a job of its own. The deadline is made at
+with neither, each request is a job of its own (named r<run>-<k>, a form
+no client may use: 400). The deadline is made at
 a job's first request and inherited by every later one. The SDK's own
 retry counter (X-Stainless-Retry-Count) is logged as client_retry.
 

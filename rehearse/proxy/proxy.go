@@ -349,6 +349,12 @@ func jobName(h http.Header) (id string, named bool, bad string) {
 				return "", false, fmt.Sprintf("%s: only printable ASCII without spaces", k)
 			}
 		}
+		if rehearse.IsRunJobID(v) {
+			// The proxy's own name for a request naming no job, and a
+			// rehearsal's: a named job of that form would share books
+			// and (job, attempt) rows with one of them.
+			return "", false, fmt.Sprintf("%s: %q has the form r<run>-<k> of the ids the proxy and rehearse give their own jobs; name the job otherwise", k, v)
+		}
 		return v, true, ""
 	}
 	return "", false, ""
