@@ -194,6 +194,7 @@ type proxyProcess struct {
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
 	dir    string
+	base   string // the base URL the proxy printed
 	post   func(job, body string) (int, string)
 }
 
@@ -246,7 +247,7 @@ func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProc
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	return &proxyProcess{srv: srv, cmd: cmd, stderr: stderr, dir: dir, post: post}
+	return &proxyProcess{srv: srv, cmd: cmd, stderr: stderr, dir: dir, base: base, post: post}
 }
 
 // A seat's breaker opening in front of live traffic is a `# event
@@ -276,4 +277,47 @@ func TestProxyBreakerEvent(t *testing.T) {
 	assert.Regexp(t, `(?m)^# event breaker seat=up from=closed to=open ts=\S+$`, string(log))
 	assert.NotContains(t, string(log), `note="breaker`)
 	assert.Len(t, pp.srv.Requests(), 2, "the refused request never reached the seat")
+}
+
+// A request that is no attempt (a model list passed through, a method or
+// path off the allow-list) is a `# event request` line of the proxy's
+// log, never a row: report counts only the attempt.
+func TestProxyRequestEventLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	pp := startProxyProcess(t, "", proxyPlans{{TTFB: 5 * time.Millisecond, Wait: 10 * time.Millisecond, Elapsed: 20 * time.Millisecond, CompletionTokens: 5}})
+	code, _ := pp.post("one", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, 200, code)
+	base := pp.base
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPut, "/chat/completions", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/chat/completions/../completions", http.StatusNotFound},
+		{http.MethodGet, "/models", 0}, // passed through: whatever the seat answers
+	} {
+		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(`{}`))
+		req.URL.Opaque = strings.TrimPrefix(base, "http:") + c.path // sent as written
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		if c.want != 0 {
+			assert.Equal(t, c.want, resp.StatusCode, c.path)
+		}
+	}
+	require.NoError(t, pp.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, pp.cmd.Wait(), pp.stderr.String())
+	logPath := filepath.Join(pp.dir, "rehearsal.log")
+	log, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^# event request method=PUT path=/v1/chat/completions served=refused status=405 code=method_not_allowed elapsed_s=\S+ client=127\.0\.0\.1 ts=\S+$`, string(log))
+	assert.Regexp(t, `(?m)^# event request method=POST path=/v1/chat/completions/\.\./completions served=refused status=404 code=not_found `, string(log))
+	assert.Regexp(t, `(?m)^# event request seat=up method=GET path=/v1/models served=pass status=\d+ `, string(log))
+	assert.Equal(t, 1, strings.Count(string(log), "\nts="), "one row: the attempt\n%s", log)
+
+	out, err := exec.Command(retrygateBinary(t), "report", logPath).Output()
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^\(all\)\t1\t1\t0\t`, string(out), "rows 1, attempts 1, refused 0")
 }
