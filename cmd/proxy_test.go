@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
 	"retrygate/rehearse/seat"
@@ -165,6 +166,10 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 		assert.Contains(t, body, "refuse: attempt cap for job both: the job used 2 of 2 attempts")
 	}
 	assert.Equal(t, 2, srv.Total())
+	resp, err := http.Post(bases[1]+"/chat/completions/.", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	for i, cmd := range procs {
 		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, cmd.Wait(), errs[i].String())
@@ -185,6 +190,16 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 		assert.Equal(t, ledgerfile.JobSucceeded, r.JobEnd, "row %d", i+1)
 	}
 	assert.Equal(t, "refuse: attempt cap", rows[3].Decision)
+	// A refusal before any job is an event line in the database's log too.
+	var events []string
+	require.NoError(t, st.Scan(context.Background(), func(e store.Entry) error {
+		if strings.HasPrefix(e.Comment, "# event request ") {
+			events = append(events, e.Comment)
+		}
+		return nil
+	}))
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "path=/v1/chat/completions/. served=refused status=404 code=not_found")
 }
 
 // proxyProcess is a `retrygate proxy` process in a directory of its own,
