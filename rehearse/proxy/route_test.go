@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,4 +270,48 @@ func TestPassThroughLoggedAndPassUnknown(t *testing.T) {
 		"# event request method=POST path=/v1/x/../chat/completions served=refused status=404",
 		"# event request method=PUT path=/v1/chat/completions served=refused status=405",
 	}, lines)
+}
+
+// Whatever the request-target, what goes upstream is a route's own path
+// or, under PassUnknown, a clean path no case-folding makes a gated
+// route; a gated request is exactly a gated route's method and path.
+func FuzzRoute(f *testing.F) {
+	for _, s := range []string{
+		"/v1/chat/completions", "//v1/chat/completions", "/v1/chat%2Fcompletions", "/v1/x/../chat/completions",
+		"/v1/chat/completions;x=1", "/v1/chat/completions.", "/v1/chat/completions%00", "/V1/CHAT/COMPLETIONS",
+		"/v1/models/gpt-4o", "/v1/responses/resp_1", "/v1/%63hat/completions", "/v1/chat/completions/",
+	} {
+		f.Add("POST", s)
+		f.Add("GET", s)
+	}
+	p := &Proxy{opts: Options{PassUnknown: true}, routes: routes("openai", "/v1")}
+	f.Fuzz(func(t *testing.T, method, target string) {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(method + " " + target + " HTTP/1.1\r\nHost: h\r\n\r\n")))
+		if err != nil {
+			return // net/http refuses it before any handler
+		}
+		rt := p.route(r)
+		if rt.how == servedRefused {
+			return
+		}
+		got := r.URL.EscapedPath()
+		if r.URL.RawPath != "" || path.Clean(r.URL.Path) != r.URL.Path {
+			t.Fatalf("%s %q: forwarded as %q, not a clean path", method, target, got)
+		}
+		for i := 0; i < len(r.URL.Path); i++ {
+			if c := r.URL.Path[i]; c < 0x20 || c == 0x7f || c == ';' || c == '\\' {
+				t.Fatalf("%s %q: forwarded path %q holds %q", method, target, r.URL.Path, c)
+			}
+		}
+		switch rt.how {
+		case servedGated:
+			if r.Method != rt.r.method || r.URL.Path != rt.r.path {
+				t.Fatalf("%s %q: gated as %s %s", method, target, rt.r.method, rt.r.path)
+			}
+		case servedUnknown:
+			if p.confusable(r.URL.Path) {
+				t.Fatalf("%s %q: a gated route forwarded ungated", method, target)
+			}
+		}
+	})
 }
