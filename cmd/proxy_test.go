@@ -23,6 +23,7 @@ import (
 	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"retrygate/rehearse/proxy"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
@@ -79,6 +80,19 @@ func TestProxyOptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c"}, names(o))
 	assert.Equal(t, []string{"a", "b"}, o.Skipped)
+
+	assert.Equal(t, proxy.DefaultMaxJobs, o.MaxJobs)
+	assert.Zero(t, o.MaxClientJobs, "a quarter of --max-jobs, as the proxy makes it")
+	assert.Equal(t, proxy.DefaultRetention, o.Retention)
+	assert.False(t, o.PassUnknown)
+	o, err = proxyOptions(t, proxyConfig, "--max-jobs", "1000", "--max-client-jobs", "10", "--job-retention", "90s", "--pass-unknown")
+	require.NoError(t, err)
+	assert.Equal(t, 1000, o.MaxJobs)
+	assert.Equal(t, 10, o.MaxClientJobs)
+	assert.Equal(t, 90*time.Second, o.Retention)
+	assert.True(t, o.PassUnknown)
+	_, err = proxyOptions(t, proxyConfig, "--max-jobs", "10", "--max-client-jobs", "11")
+	assert.ErrorContains(t, err, "--max-client-jobs: must be between 1 and --max-jobs (10), got 11")
 
 	// Off loopback only when --listen names it, and then it is flagged.
 	o, err = proxyOptions(t, proxyConfig, "--listen", "0.0.0.0:6557")
