@@ -54,12 +54,21 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 		}
 	}
 	p.expire(now)
+	h := p.clients[client]
 	switch {
 	case len(p.jobs) >= p.opts.MaxJobs:
-		return nil, &refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: p.nextDue(now), noJob: true,
+		var first *job
+		if len(p.expiry) > 0 {
+			first = p.expiry[0]
+		}
+		return nil, &refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: p.freedIn(first, now), noJob: true,
 			message: fmt.Sprintf("retrygate: proxy busy: %d jobs open", p.opts.MaxJobs)}
-	case p.clients[client] >= p.opts.MaxClientJobs:
-		return nil, &refusal{status: http.StatusTooManyRequests, code: "client_jobs", retryAfter: p.nextDue(now), noJob: true,
+	case h != nil && h.n >= p.opts.MaxClientJobs:
+		var first *job
+		if len(h.named) > 0 {
+			first = h.named[0]
+		}
+		return nil, &refusal{status: http.StatusTooManyRequests, code: "client_jobs", retryAfter: p.freedIn(first, now), noJob: true,
 			message: fmt.Sprintf("retrygate: this client holds %d jobs, its most at once (--max-client-jobs)", p.opts.MaxClientJobs)}
 	}
 	if !named {
@@ -68,24 +77,42 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	}
 	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named, client: client, at: -1}
 	p.jobs[id] = j
-	p.clients[client]++
+	if h == nil {
+		h = &holder{}
+		p.clients[client] = h
+	}
+	h.n++
 	if named {
+		h.named = append(h.named, j)
 		j.due = j.deadline
 		heap.Push(&p.expiry, j)
 	}
 	return j, nil
 }
 
+// holder is what one client holds of the table: its jobs, and its named
+// ones in the order they were opened (the oldest first: the first to be
+// forgotten, give or take one still in flight), trimmed as they go.
+type holder struct {
+	n     int
+	named []*job
+}
+
 // drop forgets j.
 func (p *Proxy) drop(j *job) {
 	delete(p.jobs, j.id)
-	if n := p.clients[j.client] - 1; n > 0 {
-		p.clients[j.client] = n
-	} else {
-		delete(p.clients, j.client)
-	}
+	j.gone = true
 	if j.at >= 0 {
 		heap.Remove(&p.expiry, j.at)
+	}
+	h := p.clients[j.client]
+	h.n--
+	for len(h.named) > 0 && h.named[0].gone {
+		h.named[0] = nil
+		h.named = h.named[1:]
+	}
+	if h.n == 0 {
+		delete(p.clients, j.client)
 	}
 }
 
@@ -108,13 +135,19 @@ func (p *Proxy) expire(now time.Time) {
 	}
 }
 
-// nextDue is how long until the table's next job comes due (at least a
-// second): the Retry-After of a refusal for a full table or share.
-func (p *Proxy) nextDue(now time.Time) time.Duration {
-	if len(p.expiry) == 0 {
+// freedIn is how long until j, the first of the jobs a refusal waits
+// on, is forgotten (at least a second; a second when there is none, as
+// for requests naming no job, which leave when they end): the
+// refusal's Retry-After.
+func (p *Proxy) freedIn(j *job, now time.Time) time.Duration {
+	if j == nil {
 		return time.Second
 	}
-	return max(p.expiry[0].due.Sub(now), time.Second)
+	at := j.deadline.Add(p.opts.Retention)
+	if j.due.After(at) {
+		at = j.due // in flight past its deadline
+	}
+	return max(at.Sub(now), time.Second)
 }
 
 type clientKey struct{}

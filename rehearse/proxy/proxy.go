@@ -114,7 +114,7 @@ type Proxy struct {
 	// expiry is the named in-process jobs by when each is next due;
 	// clients, the jobs each client holds (jobs.go).
 	expiry  jobHeap
-	clients map[string]int
+	clients map[string]*holder
 	k       int
 	wg      sync.WaitGroup // requests in flight, for Drain
 }
@@ -140,6 +140,7 @@ type job struct {
 	client   string          // the remote IP of its first request (in process)
 	due      time.Time       // when the expiry heap looks at it next
 	at       int             // its index in the expiry heap; -1: not in it
+	gone     bool            // forgotten (drop)
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -174,7 +175,7 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxClientJobs <= 0 {
 		o.MaxClientJobs = max(o.MaxJobs/4, 1)
 	}
-	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]int{}}
+	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{}}
 	p.q = newRowQueue(o.Sink, o.OnError)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
