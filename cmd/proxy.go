@@ -60,7 +60,7 @@ func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
 		Short: "Enforce the policy on live traffic: an HTTP gateway in front of one seat",
 		Long: `Enforce the rehearsed policy where the calls are made: an HTTP gateway in
 front of one openai, anthropic or ollama seat of the policy file. Point an
-application's base URL at it; paths, bodies and streams pass through.
+application's base URL at it; bodies and streams pass through.
 
 It serves the wire format's own routes only (docs/proxy.md): each
 generation request (POST {base}/chat/completions or {base}/responses,
@@ -68,12 +68,13 @@ generation request (POST {base}/chat/completions or {base}/responses,
 one row in the log; a model list and the like pass through ungated, each
 one "# event request" line. Any other request is 405 (a route's path,
 another method) or 404, or with --pass-unknown forwarded ungated and
-logged.
+logged. The path goes upstream cleaned, as it was routed.
+
 The job is named by the X-Retrygate-Job header, else Idempotency-Key;
-with neither, each request is a job of its own (named r<run>-<k>, a form
-no client may use: 400). The deadline is made at
-a job's first request and inherited by every later one. The SDK's own
-retry counter (X-Stainless-Retry-Count) is logged as client_retry.
+with neither, each request is a job of its own (named r<run>-<k>, a
+form no client may use: 400). The deadline is made at a job's first
+request and inherited by every later one. The SDK's own retry counter
+(X-Stainless-Retry-Count) is logged as client_retry.
 
 Before forwarding, the gate runs as in rehearse (the same estimate, the
 same retry rules, breaker and fallback chain). A job whose deadline is
@@ -106,9 +107,9 @@ about). Request bodies over --max-body get 413, header blocks over 64 KiB
 431, requests past --max-concurrent 503 with Retry-After. A job is
 remembered until its deadline plus --job-retention; at most --max-jobs
 at once (503 for a new job past it), and at most --max-client-jobs from
-one client's address (429), both with Retry-After. Ctrl-C or
-SIGTERM drains: requests in flight finish or are cut at their deadline,
-every row is written, and jobs still open get the row that ends them.
+one client's address (429), both with Retry-After. Ctrl-C or SIGTERM
+drains: requests in flight finish or are cut at their deadline, every
+row is written, and jobs still open get the row that ends them.
 
 Like a sidecar beside the application it fronts, it runs on half the
 CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
