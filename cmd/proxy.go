@@ -45,25 +45,41 @@ type ProxyOptions struct {
 	LogPath    string
 	MaxBody    int64
 	MaxConc    int
+	// PassUnknown forwards requests off the wire format's allow-list
+	// ungated (each an event line) instead of answering 404.
+	PassUnknown bool
+	// The job table: jobs at once, jobs one client (remote IP) holds at
+	// once (0: a quarter of MaxJobs), and how long a job is remembered
+	// past its deadline.
+	MaxJobs       int
+	MaxClientJobs int
+	Retention     time.Duration
 }
 
 func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
 	opts := &ProxyOptions{IO: f.IO}
 	var budgetKeys map[string]string
-	var seatName string
+	var seatName, retention string
 	c := &cobra.Command{
 		Use:   "proxy [--listen 127.0.0.1:PORT] [--seat NAME]",
 		Short: "Enforce the policy on live traffic: an HTTP gateway in front of one seat",
 		Long: `Enforce the rehearsed policy where the calls are made: an HTTP gateway in
 front of one openai, anthropic or ollama seat of the policy file. Point an
-application's base URL at it; paths, bodies and streams pass through.
+application's base URL at it; bodies and streams pass through.
 
-Every generation request (POST .../chat/completions, .../messages,
-/api/chat, /api/generate) is one attempt of a job, and one row in the log.
+It serves the wire format's own routes only (docs/proxy.md): each
+generation request (POST {base}/chat/completions or {base}/responses,
+{base}/messages, /api/chat, /api/generate) is one attempt of a job, and
+one row in the log; a model list and the like pass through ungated, each
+one "# event request" line. Any other request is 405 (a route's path,
+another method) or 404, or with --pass-unknown forwarded ungated and
+logged. The path goes upstream cleaned, as it was routed.
+
 The job is named by the X-Retrygate-Job header, else Idempotency-Key;
-with neither, each request is a job of its own. The deadline is made at
-a job's first request and inherited by every later one. The SDK's own
-retry counter (X-Stainless-Retry-Count) is logged as client_retry.
+with neither, each request is a job of its own (named r<run>-<k>, a
+form no client may use: 400). The deadline is made at a job's first
+request and inherited by every later one. The SDK's own retry counter
+(X-Stainless-Retry-Count) is logged as client_retry.
 
 Before forwarding, the gate runs as in rehearse (the same estimate, the
 same retry rules, breaker and fallback chain). A job whose deadline is
@@ -89,14 +105,16 @@ charged there under the job's lock, so every proxy on the database
 shares one budget per job (each proxy keeps its own circuit breakers).
 
 The client's Authorization or x-api-key is forwarded and never logged;
-a seat with api_key_env sends its own key instead. Other requests
-(GET /v1/models) pass through to the seat untimed and unlogged.
+a seat with api_key_env sends its own key instead.
 
 It listens on loopback unless --listen names another address (warned
 about). Request bodies over --max-body get 413, header blocks over 64 KiB
-431, requests past --max-concurrent 503 with Retry-After. Ctrl-C or
-SIGTERM drains: requests in flight finish or are cut at their deadline,
-every row is written, and jobs still open get the row that ends them.
+431, requests past --max-concurrent 503 with Retry-After. A job is
+remembered until its deadline plus --job-retention; at most --max-jobs
+at once (503 for a new job past it), and at most --max-client-jobs from
+one client's address (429), both with Retry-After. Ctrl-C or SIGTERM
+drains: requests in flight finish or are cut at their deadline, every
+row is written, and jobs still open get the row that ends them.
 
 With --metrics ADDR it also serves Prometheus metrics (/metrics), counted
 from the rows and breaker events it logs, so they agree with report, and
@@ -120,7 +138,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
   retrygate proxy --metrics 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys, seatName); err != nil {
+			if err := opts.fill(f, c, budgetKeys, seatName, retention); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -137,12 +155,27 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
+	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
+	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
+	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
+	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
 	return c
 }
 
-func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName string) error {
+func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, retention string) error {
 	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
+	var err error
+	if o.Retention, err = parseDuration(retention); err != nil || o.Retention <= 0 {
+		if err == nil {
+			err = fmt.Errorf("want more than 0, got %q", retention)
+		}
+		return badInput("--job-retention: %v", err)
+	}
 	switch {
+	case o.MaxJobs < 1 || o.MaxJobs > 10_000_000:
+		return badInput("--max-jobs: must be between 1 and 10000000, got %d", o.MaxJobs)
+	case o.MaxClientJobs < 0 || o.MaxClientJobs > o.MaxJobs:
+		return badInput("--max-client-jobs: must be between 1 and --max-jobs (%d), got %d", o.MaxJobs, o.MaxClientJobs)
 	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
 		return badInput("--seat: empty seat name")
 	case o.MaxBody < 1 || o.MaxBody > 1<<30:
@@ -260,6 +293,8 @@ func runProxy(o *ProxyOptions) error {
 			}
 		},
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
+		PassUnknown: o.PassUnknown, Events: lg.appendEvents,
+		MaxJobs: o.MaxJobs, MaxClientJobs: o.MaxClientJobs, Retention: o.Retention,
 		Run: 0,
 	})
 	if err != nil {
@@ -315,6 +350,15 @@ func runProxy(o *ProxyOptions) error {
 type proxyLog struct {
 	runLog
 	appendRows func([]ledgerfile.Row) error
+	// appendEvents writes the `# event request` lines of requests that
+	// are no attempt (pass-throughs, refusals before a job).
+	appendEvents func([]ledgerfile.Event) error
+}
+
+// entryAppender is a database log that writes rows and comment lines in
+// one transaction (pgstore): a batch of event lines is one round trip.
+type entryAppender interface {
+	AppendEntries(ctx context.Context, entries []store.Entry) error
 }
 
 func openProxyLog(ctx context.Context, errOut io.Writer, name string) (*proxyLog, store.Books, error) {
@@ -324,15 +368,45 @@ func openProxyLog(ctx context.Context, errOut io.Writer, name string) (*proxyLog
 	}
 	switch l := rl.(type) {
 	case fileRunLog:
-		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.Append(rs...) }}, nil, nil
+		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.Append(rs...) },
+			appendEvents: func(es []ledgerfile.Event) error {
+				for i := range es {
+					if err := l.Event(&es[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}}, nil, nil
 	case *dbRunLog:
 		var books store.Books
+		var entries entryAppender
 		if rep, ok := l.l.(*reportingLog); ok {
 			books, _ = rep.Log.(store.Books)
+			entries, _ = rep.Log.(entryAppender)
 		}
 		// Rows are written while the proxy drains, after ctx is done.
 		bg := context.WithoutCancel(ctx)
-		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.l.Append(bg, rs...) }}, books, nil
+		events := func(es []ledgerfile.Event) error {
+			batch := make([]store.Entry, 0, len(es))
+			for i := range es {
+				line, err := ledgerfile.FormatEvent(&es[i])
+				if err != nil {
+					return err
+				}
+				if entries == nil {
+					if err := l.event(&es[i]); err != nil {
+						return err
+					}
+					continue
+				}
+				batch = append(batch, store.Entry{Comment: line})
+			}
+			if len(batch) == 0 {
+				return nil
+			}
+			return entries.AppendEntries(bg, batch)
+		}
+		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.l.Append(bg, rs...) }, appendEvents: events}, books, nil
 	}
 	return nil, nil, fmt.Errorf("proxy: log %s: no writer", logDisplay(name))
 }

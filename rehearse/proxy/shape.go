@@ -20,6 +20,9 @@ type refusal struct {
 	// final says no retry of this job can be admitted: the SDKs are told
 	// not to retry (x-should-retry: false), which they honour.
 	final bool
+	// noJob: refused before any job was opened (the job table is full):
+	// its line in the log is an event, not a row (see logRequest).
+	noJob bool
 }
 
 // write sends r in kind's error shape:
@@ -54,7 +57,7 @@ func (r refusal) write(w http.ResponseWriter, kind string) {
 
 func openaiType(status int) string {
 	switch status {
-	case http.StatusRequestEntityTooLarge, http.StatusBadRequest:
+	case http.StatusRequestEntityTooLarge, http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
 		return "invalid_request_error"
 	case http.StatusGatewayTimeout:
 		return "timeout"
@@ -66,8 +69,12 @@ func anthropicType(status int) string {
 	switch status {
 	case http.StatusRequestEntityTooLarge:
 		return "request_too_large"
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
 		return "invalid_request_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
 	case http.StatusGatewayTimeout:
 		return "timeout_error"
 	case http.StatusBadGateway:
