@@ -76,7 +76,7 @@ another method) or 404, or with --pass-unknown forwarded ungated and
 logged. The path goes upstream cleaned, as it was routed.
 
 The job is named by the X-Retrygate-Job header, else Idempotency-Key;
-with neither, each request is a job of its own (named r<run>-<k>, a
+with neither, each request is a job of its own (named p<run>-<k>, a
 form no client may use: 400). The deadline is made at a job's first
 request and inherited by every later one. The SDK's own retry counter
 (X-Stainless-Retry-Count) is logged as client_retry.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -73,7 +75,7 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	}
 	if !named {
 		p.k++
-		id = fmt.Sprintf("r%d-%d", p.opts.Run, p.k)
+		id = ownID(p.opts.Run, p.k)
 	}
 	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named, client: client, at: -1}
 	p.jobs[id] = j
@@ -160,4 +162,21 @@ func withClient(ctx context.Context, client string) context.Context {
 func clientOf(ctx context.Context) string {
 	c, _ := ctx.Value(clientKey{}).(string)
 	return c
+}
+
+// ownID is the proxy's name for the k-th request of its run that named
+// no job: p<run>-<k>. No client may name a job so (isOwnID, jobName), so
+// a named job never shares books or (job, attempt) rows with one of these.
+// The form differs from rehearse's r<run>-<k> on purpose: a rehearsal
+// pointed at the proxy names its jobs so, and they are named jobs here.
+func ownID(run, k int) string { return "p" + strconv.Itoa(run) + "-" + strconv.Itoa(k) }
+
+// isOwnID reports whether id has ownID's form, p<digits>-<digits>.
+func isOwnID(id string) bool {
+	run, k, ok := strings.Cut(id, "-")
+	return ok && len(run) > 1 && run[0] == 'p' && digits(run[1:]) && digits(k)
+}
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }

@@ -15,12 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
 
-// A client cannot name its job r<run>-<k>, the proxy's own id for a
+// A client cannot name its job p<run>-<k>, the proxy's own id for a
 // request naming none: such a job would have its books replaced by an
 // unnamed request's, get its attempt cap again, and share (job, attempt)
 // rows with it. Each (job, attempt) is one row.
@@ -29,9 +28,9 @@ func TestNamedJobsNeverTakeTheProxysIDs(t *testing.T) {
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}) // run 7, max_attempts 2
 	sent := 0
 	for i := range 6 {
-		kv := []string{headerJob, "r7-1"}
+		kv := []string{headerJob, "p7-1"}
 		if i%2 == 1 {
-			kv = nil // an unnamed request: the proxy names it r7-<k>
+			kv = nil // an unnamed request: the proxy names it p7-<k>
 		}
 		resp, body := post(t, px.url+"/v1/chat/completions", chatBody, kv...)
 		if i%2 == 0 {
@@ -43,11 +42,15 @@ func TestNamedJobsNeverTakeTheProxysIDs(t *testing.T) {
 		}
 	}
 	for _, k := range []string{headerIdem, headerJob} {
-		resp, _ := post(t, px.url+"/v1/chat/completions", chatBody, k, "r12-0003")
+		resp, _ := post(t, px.url+"/v1/chat/completions", chatBody, k, "p12-0003")
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, k)
 	}
-	resp, _ := post(t, px.url+"/v1/chat/completions", chatBody, headerJob, "r7-1x")
+	resp, _ := post(t, px.url+"/v1/chat/completions", chatBody, headerJob, "p7-1x")
 	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode, "another name is a job's")
+	// A rehearsal pointed at the proxy names its jobs r<run>-<k> in
+	// Idempotency-Key: those are named jobs like any other.
+	resp, _ = post(t, px.url+"/v1/chat/completions", chatBody, headerIdem, "r7-1")
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode, "a rehearsal's job id is a job's")
 	px.stop()
 	seen := map[string]bool{}
 	for _, r := range px.rows.all() {
@@ -56,14 +59,16 @@ func TestNamedJobsNeverTakeTheProxysIDs(t *testing.T) {
 		seen[k] = true
 	}
 	assert.Equal(t, 3, sent, "the three unnamed requests, each a job of its own")
+	assert.True(t, seen["r7-1/1"], "the rehearsal's job has its row")
 }
 
-func TestIsRunJobID(t *testing.T) {
+func TestIsOwnID(t *testing.T) {
 	for id, want := range map[string]bool{
-		"r7-1": true, "r12-0003": true, "r0-0": true,
-		"r7-1x": false, "r-1": false, "r7-": false, "R7-1": false, "r7_1": false, "rr7-1": false, "r7-1-2": false, "order-1": false,
+		"p7-1": true, "p12-0003": true, "p0-0": true, ownID(3, 41): true,
+		"p7-1x": false, "p-1": false, "p7-": false, "P7-1": false, "p7_1": false, "pp7-1": false, "p7-1-2": false, "order-1": false,
+		"r7-1": false, "p+7-1": false, "p 7-1": false,
 	} {
-		assert.Equal(t, want, rehearse.IsRunJobID(id), id)
+		assert.Equal(t, want, isOwnID(id), id)
 	}
 }
 

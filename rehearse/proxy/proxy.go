@@ -365,11 +365,11 @@ func jobName(h http.Header) (id string, named bool, bad string) {
 				return "", false, fmt.Sprintf("%s: only printable ASCII without spaces", k)
 			}
 		}
-		if rehearse.IsRunJobID(v) {
-			// The proxy's own name for a request naming no job, and a
-			// rehearsal's: a named job of that form would share books
-			// and (job, attempt) rows with one of them.
-			return "", false, fmt.Sprintf("%s: %q has the form r<run>-<k> of the ids the proxy and rehearse give their own jobs; name the job otherwise", k, v)
+		if isOwnID(v) {
+			// The proxy's own name for a request naming no job: a named
+			// job of that form would share books and (job, attempt) rows
+			// with one.
+			return "", false, fmt.Sprintf("%s: %q has the form p<run>-<k> of the ids the proxy gives requests that name no job; name the job otherwise", k, v)
 		}
 		return v, true, ""
 	}
@@ -426,7 +426,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 }
 
-// SetRun sets the run whose number names unnamed jobs (r<run>-<k>); the
+// SetRun sets the run whose number names unnamed jobs (p<run>-<k>); the
 // command learns it from the log after the proxy is built.
 func (p *Proxy) SetRun(run int) {
 	p.mu.Lock()

@@ -75,7 +75,7 @@ func TestStreamAsksForUsage(t *testing.T) {
 	assert.Contains(t, got, `"completion_tokens":8`)
 	rs := px.rows.wait(t, 1)
 	assert.Equal(t, "usage", rs[0].TokensFrom)
-	assert.Equal(t, "r7-1", rs[0].Job, "a request naming no job is a job of its own")
+	assert.Equal(t, "p7-1", rs[0].Job, "a request naming no job is a job of its own")
 }
 
 // Over the attempt cap: 503 in the provider's own error shape, with the
