@@ -115,8 +115,9 @@ type job struct {
 	final    *admit.Decision // a refusal no later request can change
 	seat     int
 	rows     int
-	flights  []flight // attempts sent and not yet taken into the books
-	lost     int      // attempts whose proxy died before their row (shared books)
+	// queue is the job's attempts whose rows are not written yet, in
+	// attempt order (see release).
+	queue []slot
 	end      string   // the job_end its last row with one carried; "": none yet
 	named    bool
 	shared   bool            // its books live in Options.Books
