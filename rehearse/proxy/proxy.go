@@ -117,12 +117,12 @@ type job struct {
 	rows     int
 	// queue is the job's attempts whose rows are not written yet, in
 	// attempt order (see release).
-	queue []slot
-	end      string   // the job_end its last row with one carried; "": none yet
-	named    bool
-	shared   bool            // its books live in Options.Books
-	sent     []admit.Attempt // what track took, kept for a shared book
-	forget   bool            // a sweep is done with it
+	queue  []slot
+	end    string // the job_end its last row with one carried; "": none yet
+	named  bool
+	shared bool            // its books live in Options.Books
+	sent   []admit.Attempt // what track took, kept for a shared book
+	forget bool            // a sweep is done with it
 }
 
 // New builds a proxy. Errors name the config key at fault.
