@@ -145,8 +145,14 @@ func (t *Track) Before(b Budget, seat string, spentTime time.Duration, reserve f
 // The proxy decides with it and writes that spend on the row; a replay
 // of the row (its inflight key) decides with it again.
 func (t *Track) BeforeHeld(b Budget, seat string, spentTime time.Duration, reserve float64, held int) (Decision, Spent) {
-	s := t.spent
-	n := t.Estimate(seat, reserve)
+	return DecideHeld(b, t.spent, spentTime, t.Estimate(seat, reserve), held)
+}
+
+// DecideHeld is the gate on spend s with held attempts in flight, each
+// counted as used with the estimate n as spent, and the job's time
+// spentTime: Decide on that. It returns the spend the decision was made
+// on, held attempts included, its Time s's own.
+func DecideHeld(b Budget, s Spent, spentTime time.Duration, n Next, held int) (Decision, Spent) {
 	for range min(max(held, 0), MaxAttempts) {
 		s.Attempts = min(s.Attempts+1, MaxAttempts)
 		s.Tokens = AddTokens(s.Tokens, n.Tokens)

@@ -169,6 +169,8 @@ type JobGate struct {
 	step    admit.RetryStep
 	stepSet bool // a sent failure has been judged by the retry rules
 	begun   bool
+	// restored: the job's earlier rows are not in the books (see start).
+	restored bool
 	// held are sent rows judged and not yet taken into the books, in
 	// order: a later row may have been decided with them in flight.
 	held []admit.Attempt
@@ -214,7 +216,11 @@ func (g *JobGate) start(r *Row) {
 	}
 	g.begun = true
 	if r.HasSpent && (r.Used > 0 || r.SpentS > 0 || r.SpentTokens > 0) {
-		g.track.Restore(admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD})
+		// The spend a row carries counts the attempts it was decided
+		// with in flight; the replay counts those again (inflight).
+		s := admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: max(r.Used-r.InFlight, 0), USD: r.SpentUSD}
+		g.track.Restore(s)
+		g.restored = true
 	}
 }
 
@@ -278,7 +284,17 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision,
 		// numbers were the gate's next attempt.
 		return g.Before(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}), g.track.Spent()
 	}
-	d, before := g.track.BeforeHeld(b, r.Seat, s.Time, r.ReserveUSD, r.InFlight)
+	var d admit.Decision
+	var before admit.Spent
+	if g.restored && a == nil && !g.track.Observed(r.Seat) {
+		// The job's earlier rows are not in the books (a log read from
+		// the middle, or a row of a job after the end that let its books
+		// go): nothing is observed, and the refused row's numbers are
+		// the estimate the gate saw.
+		d, before = admit.DecideHeld(b, g.track.Spent(), s.Time, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.ReserveUSD}, r.InFlight)
+	} else {
+		d, before = g.track.BeforeHeld(b, r.Seat, s.Time, r.ReserveUSD, r.InFlight)
+	}
 	if a != nil {
 		d = admit.LiveWaitCap(b, d, a)
 	}
