@@ -165,6 +165,7 @@ func TestConcurrentRequestsRowsTellTheTruth(t *testing.T) {
 			assert.Equal(t, "admit", r.Decision)
 		}
 	}
+	assert.Equal(t, "succeeded", rs[5].JobEnd, "the job's last row says how it ended")
 	assertReplaysUnchanged(t, pol, rs)
 }
 
