@@ -1196,6 +1196,7 @@ const (
 	bitTags
 	bitITLMean
 	bitITLMax
+	bitInFlight
 )
 
 // knownKeys are the keys this version reads; knownKeyCount bounds the
@@ -1211,7 +1212,7 @@ var knownKeys = map[string]bool{
 	"decision": true, "sent": true, "holdout": true, "fallback": true,
 	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
 	"tags":       true,
-	"itl_mean_s": true, "itl_max_s": true,
+	"itl_mean_s": true, "itl_max_s": true, "inflight": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -1260,13 +1261,14 @@ const (
 	keyTags
 	keyITLMean
 	keyITLMax
+	keyInFlight
 )
 
 // numKeys is one more than the known keys' count: 0 is keyUnknown.
 const numKeys = len(keyNames)
 
 // keyNames are the known keys, in keyID's order from 1.
-var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s"}
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "inflight"}
 
 // keyHash places a key of two bytes or more in keyTable; no two known
 // keys share a slot (TestKeyHashPlacesEveryKnownKey).
@@ -1466,6 +1468,13 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 		row.Used = int(n)
 		row.HasSpent = true
 		return bitUsed, nil
+	case keyInFlight:
+		n, err := parseCount(val)
+		if err != nil || n > admit.MaxAttempts {
+			return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(val))
+		}
+		row.InFlight = int(n)
+		return bitInFlight, nil
 	case keyDecision:
 		// The decision of the row before was read already (in.str keeps
 		// it only after ParseDecision took it).

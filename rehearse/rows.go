@@ -28,13 +28,16 @@ type RowBase struct {
 	// Reserve is what a first attempt on this seat reserves under a
 	// spend ceiling (0 without one).
 	Reserve float64
+	// InFlight is how many of the job's earlier attempts were in flight
+	// when this one was decided (counted in Spent.Attempts).
+	InFlight int
 }
 
 func (b *RowBase) fill(r *ledgerfile.Row) {
 	*r = ledgerfile.Row{
 		TS: b.TS, Job: b.Job, Attempt: b.Attempt, Seat: b.Seat, Model: b.Model,
 		Delay:  ledgerfile.Resolution(b.Delay),
-		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true,
+		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true, InFlight: b.InFlight,
 		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA, Tags: b.Tags,
 	}
 }

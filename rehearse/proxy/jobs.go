@@ -102,6 +102,9 @@ type holder struct {
 
 // drop forgets j.
 func (p *Proxy) drop(j *job) {
+	if j.gone {
+		return
+	}
 	delete(p.jobs, j.id)
 	j.gone = true
 	if j.at >= 0 {

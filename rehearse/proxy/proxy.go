@@ -130,17 +130,18 @@ type job struct {
 	final    *admit.Decision // a refusal no later request can change
 	seat     int
 	rows     int
-	flights  []flight // attempts sent and not yet taken into the books
-	lost     int      // attempts whose proxy died before their row (shared books)
-	end      string   // the job_end its last row with one carried; "": none yet
-	named    bool
-	shared   bool            // its books live in Options.Books
-	sent     []admit.Attempt // what track took, kept for a shared book
-	forget   bool            // a sweep is done with it
-	client   string          // the remote IP of its first request (in process)
-	due      time.Time       // when the expiry heap looks at it next
-	at       int             // its index in the expiry heap; -1: not in it
-	gone     bool            // forgotten (drop)
+	// queue is the job's attempts whose rows are not written yet, in
+	// attempt order (see release).
+	queue  []slot
+	end    string // the job_end its last row with one carried; "": none yet
+	named  bool
+	shared bool            // its books live in Options.Books
+	sent   []admit.Attempt // what track took, kept for a shared book
+	forget bool            // a sweep is done with it
+	client string          // the remote IP of its first request (in process)
+	due    time.Time       // when the expiry heap looks at it next
+	at     int             // its index in the expiry heap; -1: not in it
+	gone   bool            // forgotten (drop)
 }
 
 // New builds a proxy. Errors name the config key at fault.
