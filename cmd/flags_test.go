@@ -154,6 +154,8 @@ var flagSpecs = map[string]flagSpec{
 	"proxy --log":            {bad: flagBadOutPath, path: true},
 	"proxy --max-body":       {bad: flagWith(flagBadInt, "0", "1073741825")},
 	"proxy --max-concurrent": {bad: flagWith(flagBadInt, "0", "100001")},
+	"proxy --max-body-total": {bad: flagWith(flagBadInt, "0", "1099511627777")},
+	"proxy --max-conns":      {bad: flagWith(flagBadInt, "0", "1000001")},
 
 	// report.
 	"report --by":         {bad: []string{"", "bogus", "seat,job"}},

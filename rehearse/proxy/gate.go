@@ -173,8 +173,7 @@ func (p *Proxy) job(id string, named bool, now time.Time) (*job, *refusal) {
 		}
 	}
 	if !named {
-		p.k++
-		id = fmt.Sprintf("r%d-%d", p.opts.Run, p.k)
+		id = p.ownID()
 	}
 	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named}
 	p.jobs[id] = j
