@@ -93,17 +93,23 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 // client did not get to its end: the upstream body broke off or was
 // malformed after the seat's last read (a short body, a Content-Length
 // longer than the body, a chunked body cut before its end) or stalled
-// to the hard timeout, or the client stopped taking it. An answer the
+// to the hard timeout, or a write to the client failed. An answer the
 // seat took as ok becomes what happened (reset, timeout, cancelled);
 // another keeps its class (a 429 is still the provider's 429), with the
-// cut in its note. Either way its elapsed runs to the cut.
+// cut in its note. Either way its elapsed runs to the cut. A client that
+// hangs up after the seat's last read (an SDK closes a stream at its
+// data: [DONE]) had every byte the seat judged: the row keeps the
+// seat's outcome and timing, with a note.
 func cutShort(obs *seat.Observation, err error, elapsed, slowAfter time.Duration) {
 	o, why := admit.Reset, "upstream body cut short after the seat's last read"
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		o, why = admit.Timeout, "hard timeout before the upstream body's end"
-	case errors.Is(err, context.Canceled) || errors.Is(err, errClientWrite):
+	case errors.Is(err, errClientWrite):
 		o, why = admit.Cancelled, "the client left before the answer's end"
+	case errors.Is(err, context.Canceled):
+		obs.Detail = rehearse.JoinNote(obs.Detail, "the client left before the upstream body's end")
+		return
 	}
 	if obs.Outcome == admit.OK {
 		obs.Outcome, obs.Detail = o, why
