@@ -35,7 +35,7 @@ const (
 // Defaults for Options' limits.
 const (
 	DefaultMaxBody       = 8 << 20
-	DefaultMaxBodyTotal  = 128 << 20
+	DefaultMaxBodyTotal  = 64 << 20
 	DefaultMaxConcurrent = 256
 	DefaultMaxConns      = 4096
 	DefaultMaxJobs       = 100_000
