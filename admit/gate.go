@@ -73,6 +73,22 @@ const (
 	ReasonBreakerOpen    Reason = "breaker open"
 )
 
+// Refusals the proxy makes of a request before any job's books are read
+// (its limits and malformed requests: docs/proxy.md). No budget decides
+// them, so a replay keeps them; they are not in Reasons (report's wide
+// output counts them under refused_other).
+const (
+	ReasonProxyBusy  Reason = "proxy busy"  // --max-concurrent, --max-body-total
+	ReasonTooLarge   Reason = "too large"   // --max-body
+	ReasonBadRequest Reason = "bad request" // a body or header the proxy cannot take
+)
+
+// BeforeBooks reports whether r is a refusal made before any job's books
+// were read (ReasonProxyBusy, ReasonTooLarge, ReasonBadRequest).
+func BeforeBooks(r Reason) bool {
+	return r == ReasonProxyBusy || r == ReasonTooLarge || r == ReasonBadRequest
+}
+
 // Reasons lists every refusal reason, gate checks first in gate order.
 var Reasons = []Reason{
 	ReasonAttemptCap, ReasonQueueWait, ReasonDeadline, ReasonTokenCeiling,

@@ -44,6 +44,7 @@ type ProxyOptions struct {
 	Remote     bool // --listen names an address off loopback
 	LogPath    string
 	MaxBody    int64
+	MaxTotal   int64 // --max-body-total
 	MaxConc    int
 	// PassUnknown forwards requests off the wire format's allow-list
 	// ungated (each an event line) instead of answering 404.
@@ -54,6 +55,7 @@ type ProxyOptions struct {
 	MaxJobs       int
 	MaxClientJobs int
 	Retention     time.Duration
+	MaxConns      int
 }
 
 func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
@@ -108,11 +110,16 @@ The client's Authorization or x-api-key is forwarded and never logged;
 a seat with api_key_env sends its own key instead.
 
 It listens on loopback unless --listen names another address (warned
-about). Request bodies over --max-body get 413, header blocks over 64 KiB
-431, requests past --max-concurrent 503 with Retry-After. A job is
-remembered until its deadline plus --job-retention; at most --max-jobs
-at once (503 for a new job past it), and at most --max-client-jobs from
-one client's address (429), both with Retry-After. Ctrl-C or SIGTERM
+about). Its limits hold before the work they bound: past --max-conns
+connections a new one waits to be accepted; past --max-concurrent
+requests 503 with Retry-After; a body declared over --max-body 413
+before it is read; past --max-body-total bytes of bodies held at once a
+request waits up to a second, then 503 with Retry-After, its body never
+read; header blocks over 64 KiB 431. A job is remembered until its
+deadline plus --job-retention; at most --max-jobs at once (503 for a new
+job past it), and at most --max-client-jobs from one client's address
+(429), both with Retry-After. Every answer the proxy makes itself has a
+row or an event line (docs/proxy.md lists the limits). Ctrl-C or SIGTERM
 drains: requests in flight finish or are cut at their deadline, every
 row is written, and jobs still open get the row that ends them.
 
@@ -154,11 +161,13 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.StringVar(&seatName, "seat", "", "front this `seat` (a name under seats:; default the first of fallback:)")
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
+	fl.Int64Var(&opts.MaxTotal, "max-body-total", proxy.DefaultMaxBodyTotal, "request bodies held at once, `n` bytes in all (503 past it)")
 	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
 	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
 	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
 	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
 	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
+	fl.IntVar(&opts.MaxConns, "max-conns", proxy.DefaultMaxConns, "at most `n` client connections open (past it, a new one waits to be accepted)")
 	return c
 }
 
@@ -180,9 +189,16 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		return badInput("--seat: empty seat name")
 	case o.MaxBody < 1 || o.MaxBody > 1<<30:
 		return badInput("--max-body: must be between 1 and %d bytes, got %d", 1<<30, o.MaxBody)
+	case o.MaxTotal < 1 || o.MaxTotal > 1<<40:
+		return badInput("--max-body-total: must be between 1 and %d bytes, got %d", int64(1)<<40, o.MaxTotal)
+	case o.MaxBody > o.MaxTotal && c.Flags().Changed("max-body-total"):
+		return badInput("--max-body: %d bytes is over --max-body-total (%d): no such body could be read", o.MaxBody, o.MaxTotal)
 	case o.MaxConc < 1 || o.MaxConc > 100_000:
 		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConc)
+	case o.MaxConns < 1 || o.MaxConns > 1_000_000:
+		return badInput("--max-conns: must be between 1 and 1000000, got %d", o.MaxConns)
 	}
+	o.MaxTotal = max(o.MaxTotal, o.MaxBody) // without --max-body-total, room for one largest body at least
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return badInput("--listen: not host:port %q (e.g. 127.0.0.1:6557)", o.Listen)
 	}
@@ -251,6 +267,7 @@ func runProxy(o *ProxyOptions) error {
 	e := o.IO.ErrOut
 	defer rehearse.RealTimeGC(o.Getenv)()
 	defer proxy.SidecarProcs(o.Getenv)()
+	defer proxy.MemoryLimit(o.Getenv, o.MaxTotal)()
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -292,7 +309,7 @@ func runProxy(o *ProxyOptions) error {
 				m.Breaker(name, at, from, to)
 			}
 		},
-		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
+		MaxBody: o.MaxBody, MaxBodyTotal: o.MaxTotal, MaxConcurrent: o.MaxConc, MaxConns: o.MaxConns,
 		PassUnknown: o.PassUnknown, Events: lg.appendEvents,
 		MaxJobs: o.MaxJobs, MaxClientJobs: o.MaxClientJobs, Retention: o.Retention,
 		Run: 0,

@@ -98,6 +98,19 @@ func TestProxyOptions(t *testing.T) {
 	o, err = proxyOptions(t, proxyConfig, "--listen", "0.0.0.0:6557")
 	require.NoError(t, err)
 	assert.True(t, o.Remote)
+
+	// The limits: defaults, a --max-body past the default budget raises
+	// it, and one past a --max-body-total given is refused.
+	o, err = proxyOptions(t, proxyConfig)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{proxy.DefaultMaxBody, proxy.DefaultMaxBodyTotal}, []int64{o.MaxBody, o.MaxTotal})
+	assert.Equal(t, []int{proxy.DefaultMaxConcurrent, proxy.DefaultMaxConns}, []int{o.MaxConc, o.MaxConns})
+	o, err = proxyOptions(t, proxyConfig, "--max-body", "200000000", "--max-conns", "10")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{200000000, 200000000}, []int64{o.MaxBody, o.MaxTotal})
+	assert.Equal(t, 10, o.MaxConns)
+	_, err = proxyOptions(t, proxyConfig, "--max-body", "2000", "--max-body-total", "1000")
+	assert.ErrorContains(t, err, "--max-body: 2000 bytes is over --max-body-total (1000)")
 }
 
 type proxyPlans []seat.Plan

@@ -265,9 +265,10 @@ func Decide(rules Rules, earlier []Row, r *Row) admit.Decision {
 // attempt r records when it was sent (AttemptOf), nil when not.
 func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision, admit.Spent) {
 	switch reason := admit.Reason(r.Reason()); {
-	case !r.Admitted() && !r.WasSent() && (reason == admit.ReasonBreakerOpen || reason == "cancelled"):
-		// Other jobs' failures open a breaker, and the operator stops a
-		// run: neither is this job's rows' to decide.
+	case !r.Admitted() && !r.WasSent() && (reason == admit.ReasonBreakerOpen || reason == "cancelled" || admit.BeforeBooks(reason)):
+		// Other jobs' failures open a breaker, the operator stops a run,
+		// and the proxy's limits refuse a request before its books: none
+		// is this job's rows' to decide.
 		return admit.Refuse(reason), g.track.Spent()
 	case !g.stepSet && !r.WasSent() && (reason == admit.ReasonPermanentError || reason == admit.ReasonRetryLimit):
 		// The failure the retry rules judged is not in the rows read

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +77,11 @@ type forward struct {
 	// cancelled.
 	errStatus atomic.Bool
 
-	wrote bool // headers were written for the client
+	// status is the answer's, once its headers came; wrote says they
+	// were written for the client (see RoundTrip: a stream's at once, an
+	// answer of known length's with its first byte).
+	status int
+	wrote  bool
 
 	ctx clientCtx // the attempt's parent context
 
@@ -155,6 +161,7 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	// seat's stopwatch trace among them, are the exchange's.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(seatReq.Context()))
 	detach := context.AfterFunc(seatReq.Context(), cancel)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: interim()})
 	resp, err := f.u.rt.RoundTrip(f.request(ctx, seatReq.Header))
 	if err == nil && resp.StatusCode < 200 {
 		// A protocol switch nobody asked for (Upgrade is not forwarded),
@@ -177,14 +184,67 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	if resp.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
-	f.w.WriteHeader(resp.StatusCode)
-	f.wrote = true
+	f.status = resp.StatusCode
 	stream := resp.ContentLength < 0
 	if stream {
-		f.flush() // the SDK's stream object, before a model's first chunk
+		// The SDK's stream object, before a model's first chunk: a cut
+		// from here on is a dropped connection.
+		f.head()
+		f.flush()
 	}
+	// An answer of known length is one document: its headers leave with
+	// its first byte (or its end, when it has none), so an upstream that
+	// sends headers and then nothing, or a short first read, is still
+	// the proxy's 502 or 504.
 	resp.Body = &tee{f: f, stream: stream}
 	return resp, nil
+}
+
+// interim is one exchange's hook on the informational answers before
+// its real one, which http.Transport reads past. It ends the exchange on
+// a 1xx other than 100 Continue and 103 Early Hints (102 Processing or a
+// made-up 1xx is in no provider's wire format, and the client behind the
+// proxy would never see it), and once the 1xx header blocks pass
+// maxInterim bytes (with a hook, the Transport no longer counts them
+// against its own header bound). The seat takes either as a malformed
+// answer: 502.
+func interim() func(int, textproto.MIMEHeader) error {
+	n := 0
+	return func(code int, h textproto.MIMEHeader) error {
+		if code != http.StatusContinue && code != http.StatusEarlyHints {
+			return fmt.Errorf("proxy: malformed HTTP answer: informational status %d", code)
+		}
+		n += len("HTTP/1.1 103 Early Hints\r\n\r\n")
+		for k, vs := range h {
+			for _, v := range vs {
+				n += len(k) + len(v) + len(": \r\n")
+			}
+		}
+		if n > maxInterim {
+			return fmt.Errorf("proxy: response headers exceeded %d bytes in 1xx answers", maxInterim)
+		}
+		return nil
+	}
+}
+
+// maxInterim bounds the 1xx header blocks of one answer, as the seat's
+// transport bounds a header block.
+const maxInterim = 64 << 10
+
+// head writes the answer's status line and headers for the client, once.
+func (f *forward) head() {
+	if !f.wrote {
+		f.w.WriteHeader(f.status)
+		f.wrote = true
+	}
+}
+
+// unhead clears the upstream's headers from an answer the proxy makes
+// itself instead (none of them was written).
+func (f *forward) unhead() {
+	if !f.wrote {
+		clear(f.w.Header())
+	}
 }
 
 // request is the client's request as it goes to the seat's origin: its
@@ -252,13 +312,19 @@ type tee struct {
 
 func (t *tee) Read(p []byte) (int, error) {
 	n, err := t.f.up.Read(p)
-	if n > 0 {
+	if n > 0 && (t.f.wrote || err == nil || err == io.EOF) {
 		// A stream's reads are flushed as they come, but the last: the
 		// handler ends at once, and the server sends it with the body's
 		// end. A body of known length is one document no client reads in
 		// part: it goes as the server's buffer fills, and its end with
-		// the handler's.
-		t.f.send(p[:n], t.stream && err == nil)
+		// the handler's. A stream's bytes before a break are flushed:
+		// the client sees them, then the dropped connection. (A first
+		// read of a body of known length that comes with a break is not
+		// sent: the answer is the proxy's 502.)
+		t.f.send(p[:n], t.stream && err != io.EOF)
+	}
+	if err == io.EOF {
+		t.f.head() // an empty body
 	}
 	return n, err
 }
@@ -278,14 +344,20 @@ func (t *tee) Close() error {
 	return nil
 }
 
-// send writes b to the client, each write bounded by writeStall.
+// send writes b to the client, each write bounded by writeStall. The
+// first write of an answer of known length writes its headers and is
+// flushed: from then on its headers have left.
 func (f *forward) send(b []byte, flush bool) {
 	if f.writeErr != nil {
 		return
 	}
+	if !f.wrote {
+		f.head()
+		flush = true
+	}
 	f.writeDeadline()
 	if _, err := f.w.Write(b); err != nil {
-		f.writeErr = err
+		f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
 		return
 	}
 	if flush {
@@ -293,11 +365,14 @@ func (f *forward) send(b []byte, flush bool) {
 	}
 }
 
-// flush sends what is written and not yet sent.
+// flush sends what is written and not yet sent (nothing before the
+// headers: a flush would send net/http's own 200).
 func (f *forward) flush() {
-	if f.writeErr == nil {
+	if f.writeErr == nil && f.wrote {
 		f.writeDeadline()
-		f.writeErr = f.rc.Flush()
+		if err := f.rc.Flush(); err != nil {
+			f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
+		}
 	}
 }
 
@@ -328,13 +403,20 @@ func (f *forward) unblock() {
 
 func (f *forward) failed() bool { return f.writeErr != nil }
 
+// errClientWrite is a write to the client that failed: it hung up, or
+// read nothing for writeStall.
+var errClientWrite = errors.New("proxy: the write to the client failed")
+
 // rest forwards what the seat left unread (after a stream's terminal
 // event, past the seat's read bounds) until the upstream body ends or ctx
-// does.
-func (f *forward) rest(ctx context.Context) (cut bool) {
+// does. It returns nil when the client got the answer to its end, else
+// why not: ctx's error (the hard timeout, the client gone), the write to
+// the client that failed, or the upstream body's read error (a short or
+// malformed body).
+func (f *forward) rest(ctx context.Context) error {
 	up := f.up
 	if up == nil || up.whole() {
-		return false // the seat read it to its end (most answers)
+		return f.writeErr // the seat read it to its end (most answers)
 	}
 	stop := context.AfterFunc(ctx, func() { up.abort(); f.unblock() })
 	defer stop()
@@ -343,19 +425,32 @@ func (f *forward) rest(ctx context.Context) (cut bool) {
 	bp := restBufs.Get().(*[restBuf]byte)
 	defer restBufs.Put(bp)
 	buf := bp[:]
+	why := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err() // the cut came first: its abort failed the read or write
+		}
+		if f.writeErr != nil {
+			return f.writeErr
+		}
+		return err
+	}
 	for !f.failed() {
 		n, err := up.Read(buf)
-		if n > 0 {
-			f.send(buf[:n], err == nil)
+		if n > 0 && (f.wrote || err == nil || err == io.EOF) {
+			f.send(buf[:n], err != io.EOF)
 		}
 		if err == io.EOF {
-			return false
+			f.head()
+			if f.failed() {
+				return why(nil)
+			}
+			return nil
 		}
 		if err != nil {
-			return true
+			return why(err)
 		}
 	}
-	return true
+	return why(nil)
 }
 
 const restBuf = 32 << 10

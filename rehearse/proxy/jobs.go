@@ -74,8 +74,7 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 			message: fmt.Sprintf("retrygate: this client holds %d jobs, its most at once (--max-client-jobs)", p.opts.MaxClientJobs)}
 	}
 	if !named {
-		p.k++
-		id = ownID(p.opts.Run, p.k)
+		id = p.nextOwnID()
 	}
 	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named, client: client, at: -1}
 	p.jobs[id] = j

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"retrygate/ledgerfile"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
@@ -99,7 +100,7 @@ func tableSize(t *testing.T) int {
 // As many distinct job ids as the table holds, from one client, do not
 // lock another client's new job out: the client gets its share
 // (MaxClientJobs, a quarter by default), then 429 with Retry-After in the
-// provider's shape, each an event line. Its jobs leave at their
+// provider's shape, each a row of its own (refuse: proxy busy). Its jobs leave at their
 // deadline plus the retention, and it may open new ones again.
 func TestOneClientCannotFillTheJobTable(t *testing.T) {
 	n := tableSize(t)
@@ -109,9 +110,8 @@ func TestOneClientCannotFillTheJobTable(t *testing.T) {
 		_, _ = io.WriteString(w, chatAnswer)
 	}))
 	t.Cleanup(up.Close)
-	ev := &events{}
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", up.URL+"/v1")}, func(o *Options) {
-		o.MaxJobs, o.Retention, o.Events = n, time.Minute, ev.add
+		o.MaxJobs, o.Retention = n, time.Minute
 	})
 	share := n / 4
 	t0 := time.Now()
@@ -154,10 +154,18 @@ func TestOneClientCannotFillTheJobTable(t *testing.T) {
 	px.px.Sweep()
 	assert.Equal(t, http.StatusOK, jobRequest(px.px, "10.0.0.1", "later").Code)
 	px.stop()
-	assert.Equal(t, share+2, len(px.rows.all()), "a row for each admitted request, none for a refusal")
-	lines := ev.wait(t, n-share+1)
-	assert.Contains(t, lines[0], "served=refused status=429 code=client_jobs")
-	assert.Contains(t, lines[0], "client=10.0.0.1")
+	rows := px.rows.all()
+	assert.Equal(t, share+2+n-share+1, len(rows), "a row for each request, refusals included")
+	var busy []ledgerfile.Row
+	for _, r := range rows {
+		if r.Decision == "refuse: proxy busy" {
+			busy = append(busy, r)
+		}
+	}
+	require.Len(t, busy, n-share+1)
+	assert.False(t, busy[0].WasSent())
+	assert.Contains(t, ledgerfile.FormatRow(&busy[0]), "refused=client_jobs for_job=flood-"+strconv.Itoa(share))
+	assert.True(t, isOwnID(busy[0].Job), "the refusal is a job of its own, not the named job's: %s", busy[0].Job)
 }
 
 // The table as a whole stays bounded by MaxJobs: many clients fill it,

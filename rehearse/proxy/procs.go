@@ -1,6 +1,9 @@
 package proxy
 
-import "runtime"
+import (
+	"runtime"
+	"runtime/debug"
+)
 
 // SidecarProcs runs the proxy on half the CPUs Go would use (at least
 // one) unless getenv("GOMAXPROCS") is set, and returns what puts Go's
@@ -20,4 +23,26 @@ func SidecarProcs(getenv func(string) string) (restore func()) {
 	}
 	runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)/2))
 	return runtime.SetDefaultGOMAXPROCS
+}
+
+// otherMemory is what a proxy's soft memory limit allows beside its
+// request bodies: connections' buffers, goroutines, rows, answers on
+// their way through.
+const otherMemory = 64 << 20
+
+// MemoryLimit sets the collector's soft memory limit for a proxy whose
+// request bodies may hold bodies bytes at once (Options.MaxBodyTotal),
+// unless getenv("GOMEMLIMIT") is set, and returns what puts the old
+// limit back. The limit is twice the bodies (a body the proxy rewrites
+// is held twice for its attempt) plus otherMemory. Without it the
+// collector's GOGC=400 (rehearse.RealTimeGC) lets the heap grow to five
+// times what is live before it runs: bodies that are done with would
+// pile up to five times the budget, past the address space of a
+// process under `ulimit -v` (docs/proxy.md).
+func MemoryLimit(getenv func(string) string, bodies int64) (restore func()) {
+	if getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	old := debug.SetMemoryLimit(2*bodies + otherMemory)
+	return func() { debug.SetMemoryLimit(old) }
 }

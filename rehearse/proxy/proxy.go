@@ -35,7 +35,9 @@ const (
 // Defaults for Options' limits.
 const (
 	DefaultMaxBody       = 8 << 20
+	DefaultMaxBodyTotal  = 64 << 20
 	DefaultMaxConcurrent = 256
+	DefaultMaxConns      = 4096
 	DefaultMaxJobs       = 100_000
 	DefaultRetention     = 10 * time.Minute
 )
@@ -69,7 +71,9 @@ type Options struct {
 	OnBreaker func(seat string, at time.Time, from, to admit.BreakerState)
 
 	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
+	MaxBodyTotal  int64         // bytes of request bodies held at once (503 past it); 0: DefaultMaxBodyTotal
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
+	MaxConns      int           // client connections at once (past it, accepting waits); 0: DefaultMaxConns
 	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
 	MaxClientJobs int           // jobs one client (remote IP) holds at once (429 past it); 0: MaxJobs/4
 	Retention     time.Duration // how long a job is remembered past its deadline; 0: DefaultRetention
@@ -100,7 +104,10 @@ type Proxy struct {
 	opts  Options
 	kind  string
 	seats []upstream
-	sem   chan struct{}
+	sem   chan struct{} // request slots (MaxConcurrent)
+	// bodies bounds the bytes of request bodies read or held at once
+	// (MaxBodyTotal), taken before a body is read.
+	bodies *bodyBudget
 	// routes is the wire format's allow-list (route.go).
 	routes []route
 	q      *rowQueue
@@ -164,8 +171,15 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
 	}
+	if o.MaxBodyTotal <= 0 {
+		o.MaxBodyTotal = DefaultMaxBodyTotal
+	}
+	o.MaxBody = min(o.MaxBody, o.MaxBodyTotal) // a body the budget cannot hold is too large
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
 	}
 	if o.MaxJobs <= 0 {
 		o.MaxJobs = DefaultMaxJobs
@@ -177,6 +191,7 @@ func New(o Options) (*Proxy, error) {
 		o.MaxClientJobs = max(o.MaxJobs/4, 1)
 	}
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{}}
+	p.bodies = newBodyBudget(o.MaxBodyTotal)
 	p.q = newRowQueue(o.Sink, o.OnError)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
@@ -273,31 +288,20 @@ func originOf(base string) (*url.URL, error) {
 }
 
 // serve gates, forwards and logs one request, whose body ServeHTTP has
-// read (within MaxBody: see tooLarge), routed by route.
+// read (within MaxBody: see tooLarge) in a request slot, routed by route.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt routing) {
-	select {
-	case p.sem <- struct{}{}:
-	default:
-		refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second,
-			message: fmt.Sprintf("retrygate: proxy busy: %d requests in flight", cap(p.sem))}.write(w, p.kind)
-		return
-	}
-	p.wg.Add(1)
-	defer func() { <-p.sem; p.wg.Done() }()
-
 	if rt.how != servedGated {
 		p.passThrough(w, r, body, rt.how)
 		return
 	}
-	start := time.Now()
 	req, ok := parseRequest(body)
 	if !ok {
-		refusal{status: http.StatusBadRequest, code: "invalid_json", message: "retrygate: request body is not a JSON object"}.write(w, p.kind)
+		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusBadRequest, code: "invalid_json", message: "retrygate: request body is not a JSON object"})
 		return
 	}
 	id, named, bad := jobName(r.Header)
 	if bad != "" {
-		refusal{status: http.StatusBadRequest, code: "invalid_job", message: "retrygate: " + bad}.write(w, p.kind)
+		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusBadRequest, code: "invalid_job", message: "retrygate: " + bad})
 		return
 	}
 	clientRetry := retryCount(r.Header)
@@ -311,20 +315,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 		return
 	}
 	if ref != nil {
-		ref.write(w, p.kind)
 		if ref.noJob {
-			p.logRequest(r, servedRefused, ref.status, ref.code, "", start)
+			// The job table is full: a limit, like --max-concurrent,
+			// refused before any job's books; its row is a job of its own.
+			p.refuse(w, r, admit.ReasonProxyBusy, *ref)
+			return
 		}
+		ref.write(w, p.kind)
 		return
 	}
 	p.send(w, r, body, &req, a)
-}
-
-// tooLarge is the answer to a request body over MaxBody, in the
-// provider's error shape.
-func (p *Proxy) tooLarge(w http.ResponseWriter) {
-	refusal{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
-		message: fmt.Sprintf("retrygate: request body over %d bytes", p.opts.MaxBody)}.write(w, p.kind)
 }
 
 // readBody reads a request body in one allocation when its length is
@@ -422,7 +422,12 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	_ = resp.Body.Close() // releases only
-	if f.rest(ctx) || f.failed() {
+	if f.rest(ctx) != nil {
+		if !f.wrote && r.Context().Err() == nil {
+			f.unhead()
+			refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream answer cut short"}.write(w, p.kind)
+			return
+		}
 		panic(http.ErrAbortHandler) // a cut answer must not look whole
 	}
 }

@@ -279,7 +279,8 @@ func TestKeys(t *testing.T) {
 }
 
 // Limits: a body too large is 413, a header block too large 431, a
-// request past the concurrency bound 503 with Retry-After.
+// request past the concurrency bound 503 with Retry-After; the proxy's
+// own answers have rows (TestLimitRows).
 func TestLimits(t *testing.T) {
 	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 5 * ms, Wait: 300 * ms, Elapsed: 400 * ms, CompletionTokens: 5})
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
@@ -304,8 +305,8 @@ func TestLimits(t *testing.T) {
 	assert.Contains(t, body, "proxy busy")
 	assert.Equal(t, "1", busy.Header.Get("Retry-After"))
 	<-slow
-	rs := px.rows.wait(t, 1)
-	assert.Len(t, rs, 1, "a row for the forwarded request only")
+	rs := px.rows.wait(t, 3)
+	assert.Len(t, rs, 3, "a row for the forwarded request, the 413 and the 503 (the 431 is net/http's)")
 }
 
 // SIGTERM drains: a stream in flight finishes, its row is written, and

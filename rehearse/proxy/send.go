@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -47,13 +48,16 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 			f.up.abort()
 		}
 	default:
-		if f.up != nil && !f.up.whole() {
-			// The rest of the answer, past what the seat read, is
-			// bounded by the same hard timeout.
-			ctx, cancel := context.WithDeadline(&f.ctx, start.Add(a.hard))
-			cut = f.rest(ctx)
-			cancel()
+		// The rest of the answer, past what the seat read (a stream's
+		// end after [DONE], an error body past the seat's bound), is
+		// bounded by the same hard timeout; an answer the client did not
+		// get whole is not the row's ok.
+		ctx, cancel := context.WithDeadline(&f.ctx, start.Add(a.hard))
+		if err := f.rest(ctx); err != nil {
+			cut = true
+			cutShort(&obs, err, time.Since(start), pol.Retry.SlowServerAfter)
 		}
+		cancel()
 	}
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
@@ -66,6 +70,8 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	ended := p.done(a, &obs)
 
 	if !f.wrote {
+		f.unhead()
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall)) // a cut freed no write of this answer: its own goes out
 		switch obs.Outcome {
 		case admit.Cancelled:
 			panic(http.ErrAbortHandler) // the client is gone: no answer, not even net/http's empty 200
@@ -83,6 +89,37 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	if cut || f.failed() {
 		panic(http.ErrAbortHandler) // the row is written: drop the client's connection
 	}
+}
+
+// cutShort is what the row says of an answer the seat had judged but the
+// client did not get to its end: the upstream body broke off or was
+// malformed after the seat's last read (a short body, a Content-Length
+// longer than the body, a chunked body cut before its end) or stalled
+// to the hard timeout, or a write to the client failed. An answer the
+// seat took as ok becomes what happened (reset, timeout, cancelled);
+// another keeps its class (a 429 is still the provider's 429), with the
+// cut in its note. Either way its elapsed runs to the cut. A client that
+// hangs up after the seat's last read (an SDK closes a stream at its
+// data: [DONE]) had every byte the seat judged: the row keeps the
+// seat's outcome and timing, with a note.
+func cutShort(obs *seat.Observation, err error, elapsed, slowAfter time.Duration) {
+	o, why := admit.Reset, "upstream body cut short after the seat's last read"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		o, why = admit.Timeout, "hard timeout before the upstream body's end"
+	case errors.Is(err, errClientWrite):
+		o, why = admit.Cancelled, "the client left before the answer's end"
+	case errors.Is(err, context.Canceled):
+		obs.Detail = rehearse.JoinNote(obs.Detail, "the client left before the upstream body's end")
+		return
+	}
+	if obs.Outcome == admit.OK {
+		obs.Outcome, obs.Detail = o, why
+	} else {
+		obs.Detail = rehearse.JoinNote(obs.Detail, why)
+	}
+	obs.Elapsed = max(obs.Elapsed, elapsed)
+	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, slowAfter)
 }
 
 // done takes a finished attempt into the books, writes its row and

@@ -319,3 +319,82 @@ func TestUpstreamMalformedChunk(t *testing.T) {
 		})
 	}
 }
+
+// An answer the client gets matches its row, whatever the upstream does
+// to its framing. Before the answer's headers have left (a stream's
+// leave at once; an answer of known length's with its first byte), a
+// 1xx other than 100 and 103, a header block and nothing more, or a
+// first read that breaks is the proxy's 502 in the provider's shape;
+// after them, a body that ends short, is malformed, or stalls to the
+// hard timeout (even past a complete [DONE]) is a dropped connection.
+// The row says what happened, timed to the cut, never ok.
+func TestUpstreamAnswerMatchesRow(t *testing.T) {
+	ev := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"
+	sse := func(framing, body string) string {
+		return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + framing + "\r\n" + body
+	}
+	tests := []struct {
+		name    string
+		write   string
+		stall   bool // hold the connection open after writing (else close it)
+		status  int  // 0: headers came, then the connection dropped
+		outcome admit.Outcome
+	}{
+		{"101 switching protocols", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", true, 502, admit.ServerError},
+		{"102 processing", "HTTP/1.1 102 Processing\r\n\r\n" + answer(""), false, 502, admit.ServerError},
+		{"199 then 200", "HTTP/1.1 199 Whatever\r\n\r\n" + answer(""), false, 502, admit.ServerError},
+		{"headers only, length 100", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", false, 502, admit.Reset},
+		{"headers only, length 100, stall", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", true, 504, admit.Timeout},
+		{"[DONE], length 100 too long, stall", sse(fmt.Sprintf("Content-Length: %d\r\n", len(ev)+100), ev), true, 0, admit.Timeout},
+		{"[DONE], length 100 too long, close", sse(fmt.Sprintf("Content-Length: %d\r\n", len(ev)+100), ev), false, 0, admit.Reset},
+		{"[DONE], chunked without its last chunk, close", sse("Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\n%s\r\n", len(ev), ev)), false, 0, admit.Reset},
+		{"[DONE], chunked without its last chunk, stall", sse("Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\n%s\r\n", len(ev), ev)), true, 0, admit.Timeout},
+		{"[DONE], chunked, then a malformed chunk", sse("Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\n%s\r\nzz\r\n", len(ev), ev)), true, 0, admit.Reset},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, _ := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				if _, _, ok := readReq(br); !ok {
+					return
+				}
+				_, _ = io.WriteString(c, tt.write)
+				if tt.stall {
+					_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+					_, _ = io.Copy(io.Discard, c) // until the proxy gives up on it
+				}
+			})
+			pol := testPolicy()
+			pol.Timeouts.Hard = 500 * ms
+			px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+			req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+			require.NoError(t, err)
+			req.Header.Set(headerJob, "j")
+			began := time.Now()
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			require.NoError(t, err, "an answer, not a closed connection")
+			got, readErr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			took := time.Since(began)
+			if tt.status != 0 {
+				assert.Equal(t, tt.status, resp.StatusCode, string(got))
+				assert.Equal(t, string(tt.outcome), resp.Header.Get("X-Retrygate-Refused"))
+				assert.Contains(t, string(got), `{"error":{"code":"`+string(tt.outcome)+`"`, "the provider's error shape")
+				assert.NoError(t, readErr)
+			} else {
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Error(t, readErr, "a cut answer must not look complete")
+				assert.Equal(t, ev, string(got), "what came before the cut")
+			}
+			rs := px.rows.wait(t, 1)
+			require.Len(t, rs, 1)
+			assert.Equal(t, tt.outcome, rs[0].Outcome, px.rows.text())
+			assert.LessOrEqual(t, rs[0].Elapsed, took+10*ms, "the row's elapsed is within what the client waited")
+			if tt.outcome == admit.Timeout {
+				assert.GreaterOrEqual(t, rs[0].Elapsed, pol.Timeouts.Hard-10*ms, "timed to the cut")
+				assert.GreaterOrEqual(t, took, pol.Timeouts.Hard)
+				assert.Equal(t, admit.Ambiguous, rs[0].Billing)
+			}
+			assert.NotEqual(t, ledgerfile.JobSucceeded, rs[0].JobEnd)
+		})
+	}
+}
