@@ -78,6 +78,7 @@ var flagVocabulary = map[string]flagMeta{
 	"layers": {placeholder: phLayers}, "ramp": {placeholder: phRates},
 	"listen": {placeholder: phAddr}, "metrics": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
 	"max-jobs": {placeholder: phN}, "max-client-jobs": {placeholder: phN}, "job-retention": {placeholder: phDuration},
+	"max-body-total": {placeholder: phN}, "max-conns": {placeholder: phN},
 }
 
 // flagOverrides are per command: a fixed set of values belongs to one
