@@ -28,6 +28,9 @@ type parser struct {
 	src  lineSource
 	dec  *logfmt.Decoder
 	strs map[string]string // values that repeat from row to row (seat, model, decision), shared
+	// order[n] is 1 + the field of the line before's n-th pair: a writer
+	// writes its keys in one order, so that field is tried before the map.
+	order [MaxKeys]uint8
 }
 
 func newParser() *parser { return &parser{strs: map[string]string{}} }
@@ -197,6 +200,7 @@ type fieldSetter struct {
 	row  *Row
 	p    *parser
 	seen uint64 // the known keys read, by their index in fields
+	n    int    // the pairs applied
 	err  error
 }
 
@@ -204,7 +208,13 @@ func (f *fieldSetter) apply(kv pair) {
 	if f.err != nil {
 		return
 	}
-	i, ok := fieldIndex[string(kv.key)]
+	i, ok := int(f.p.order[f.n])-1, true
+	if i < 0 || fields[i].key != string(kv.key) {
+		if i, ok = fieldIndex[string(kv.key)]; ok {
+			f.p.order[f.n] = uint8(i + 1)
+		}
+	}
+	f.n++
 	if !ok {
 		f.row.Extra = append(f.row.Extra, KV{string(kv.key), string(kv.val)})
 		return
