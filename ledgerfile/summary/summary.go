@@ -950,10 +950,10 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	}
 	if !s.opts.NoStream {
 		if x, ok := TPOT(r); ok {
-			s.tpot.addFloat(x)
+			s.tpot.addScaled(x, tpotUnit)
 		}
 		if x, ok := OutputTPS(r); ok {
-			s.outTPS.addFloat(x)
+			s.outTPS.addScaled(x, tpsUnit)
 		}
 		if d, ok := itlDur(r); ok {
 			s.itl.addDur(d)
@@ -1089,7 +1089,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 	s.jobTime.addDur(js.spend.Time)
 	s.jobTokens.addCount(js.spend.Tokens)
 	if js.allCost {
-		s.jobUSD.addFloat(js.spend.USD)
+		s.jobUSD.addScaled(js.spend.USD, usdUnit)
 	}
 }
 
@@ -1100,6 +1100,13 @@ const (
 	// 0.7000000000000001, and a threshold at 0.7s would fail on it).
 	msUnit    = 1000
 	countUnit = 1
+	// Figures the log holds no unit for are counted finer than any output
+	// prints them: USD to the micro-dollar (tables print 4 decimals, JSON
+	// 6), TPOT to the microsecond, output tokens/s to 0.001. Memory then
+	// follows their range, not the rows.
+	usdUnit  = 1e6
+	tpotUnit = 1e6
+	tpsUnit  = 1e3
 )
 
 // Close finishes the jobs still open and computes every figure, once,
@@ -1122,7 +1129,7 @@ func (s *Summarizer) Close() *Summary {
 	s.jobs, s.ids, s.free, s.ended = nil, nil, nil, nil
 	jf := JobFigures{
 		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
-		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(countUnit),
+		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(usdUnit),
 		AttemptsPerSuccess: s.jobAPS.sorted(countUnit), EndToEnd: s.jobE2E.sorted(msUnit),
 		DeadlineMisses: s.misses, DeadlineMissRate: ratio(float64(s.misses), float64(s.jobs1)),
 	}
@@ -1173,7 +1180,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(msUnit))}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(tpotUnit)), OutputTPS: newDist(s.outTPS.sorted(tpsUnit)), ITL: newDist(s.itl.sorted(msUnit))}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
