@@ -193,15 +193,7 @@ func cleanValue(s string) string {
 
 // validExtraKey is an unknown key the reader will read back as itself.
 func validExtraKey(k string) bool {
-	if k == "" || len(k) > maxKeyLen || !utf8.ValidString(k) || knownKey(k) || strings.Contains(k, bom) {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c <= ' ' || c == '=' || c == '"' || c == 0x7f {
-			return false
-		}
-	}
-	return !strings.ContainsRune(k, utf8.RuneError)
+	return len(k) <= maxKeyLen && logfmtKey(k) && !knownKey(k) && !strings.Contains(k, bom)
 }
 
 // AppendRow appends r as one logfmt line, newline included, to dst. The
