@@ -2,7 +2,6 @@ package admit
 
 import (
 	"math"
-	"slices"
 )
 
 // Percentile is the one definition of a percentile used everywhere in
@@ -29,11 +28,4 @@ func NearestRank(n int64, p float64) int64 {
 	// from pushing the rank one past the exact one.
 	rank := int64(math.Ceil(p*float64(n)/100 - 1e-9))
 	return max(1, min(rank, n))
-}
-
-// PercentileOf sorts a copy of values and returns its p-th percentile.
-func PercentileOf(values []float64, p float64) float64 {
-	s := slices.Clone(values)
-	slices.Sort(s)
-	return Percentile(s, p)
 }

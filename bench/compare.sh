@@ -152,6 +152,8 @@ say "building retrygate, a hello-world Go binary, and the floor binary"
 export CGO_ENABLED=0
 rg=$tmp/retrygate
 (cd "$repo" && run build-retrygate go build -o "$rg" .)
+genlog=$tmp/genlog
+(cd "$repo" && run build-genlog go build -o "$genlog" ./bench/genlog)
 # The floor: a binary that imports every package retrygate's own code
 # imports (net/http, crypto/tls, PostgreSQL's driver, the table renderer,
 # the tokenizer, YAML …) and does nothing. Its start-up is what linking
@@ -448,11 +450,33 @@ if want data; then
 
 # ---------------------------------------------------------------- data
 
-# The rehearsal log: retrygate itself writes it, rehearsing a script seat
+# The realistic log (issue 28): bench/genlog draws production-like
+# traffic from a fixed seed: lognormal latencies at millisecond
+# resolution (ok attempts' elapsed p50 about 2 s, p99 about 14 s; the
+# first token independent of the answer's length), three seats and
+# models, 5% 503s, 3% 429s, 1% timeouts and a 0.9 s wait cap that cuts
+# slow first tokens, retried up to four attempts: about 1.4 rows a job,
+# and some 20,000 distinct elapsed values. vegeta's results are the same
+# rows' latencies (elapsed) and status codes, encoded to vegeta's gob
+# format with `vegeta encode`.
+say "generating a $rows-row realistic rehearsal.log and the same latencies as vegeta results (bench/genlog)"
+biglog=$tmp/rehearsal.log
+run gen-log "$genlog" -rows "$rows" -log "$biglog" -results "$tmp/results.json"
+run vegeta-encode "$vegeta" encode --to gob --output "$tmp/results.gob" "$tmp/results.json"
+rm -f "$tmp/results.json"
+got=$(grep -c '^ts=' "$biglog" || true)
+[[ $got == "$rows" ]] || die "the generated log has $got rows, not $rows"
+log_mb=$(calc '%.0f' "$(stat -c %s "$biglog") / 1000000")
+log_jobs=$(grep -c ' job_end=' "$biglog" || true)
+first_job=$(grep -m 1 '^ts=' "$biglog" | grep -o ' job=[^ ]*' | cut -d= -f2)
+last_job=$(tail -n 1 "$biglog" | grep -o ' job=[^ ]*' | cut -d= -f2)
+
+# The second log, as earlier runs measured it (about 100 distinct
+# latencies): retrygate itself writes it, rehearsing a script seat
 # on the virtual clock. The script is 100 steps with varied timings and
 # tokens, one of them a 503 that the next step retries: 99 jobs make 100
 # rows, so rows × 99/100 jobs make exactly `rows` rows.
-say "generating a $rows-row rehearsal.log with retrygate rehearse (virtual clock)"
+say "generating a $rows-row replayed rehearsal.log with retrygate rehearse (virtual clock)"
 awk 'BEGIN {
 	print "name: bench\nmodel: bench-mini\nthen: loop\nsteps:"
 	for (i = 0; i < 100; i++) {
@@ -466,19 +490,17 @@ seats:
   s: {kind: script, script: $tmp/bench-seat.yaml}
 fallback: [s]
 EOF
-biglog=$tmp/rehearsal.log
-run gen-log "$rg" --config "$tmp/gen.yaml" rehearse --jobs $((rows / 100 * 99)) --log "$biglog" --json
-got=$(grep -c '^ts=' "$biglog" || true)
-[[ $got == "$rows" ]] || die "the generated log has $got rows, not $rows"
-log_mb=$(calc '%.0f' "$(stat -c %s "$biglog") / 1000000")
-first_job=$(grep -m 1 '^ts=' "$biglog" | grep -o ' job=[^ ]*' | cut -d= -f2)
-last_job=$(tail -n 1 "$biglog" | grep -o ' job=[^ ]*' | cut -d= -f2)
+scriptlog=$tmp/replayed.log
+run gen-script-log "$rg" --config "$tmp/gen.yaml" rehearse --jobs $((rows / 100 * 99)) --log "$scriptlog" --json
+got=$(grep -c '^ts=' "$scriptlog" || true)
+[[ $got == "$rows" ]] || die "the replayed log has $got rows, not $rows"
+script_mb=$(calc '%.0f' "$(stat -c %s "$scriptlog") / 1000000")
 
-# vegeta's side: the same number of results, synthesised (not attacked:
+# vegeta's side of the replayed log: the same number of results, synthesised (not attacked:
 # a million real requests would take minutes) as vegeta's JSON results
 # with latencies spread like the log's, then encoded to vegeta's own gob
 # format with `vegeta encode`.
-say "synthesising $rows vegeta results (awk + vegeta encode)"
+say "synthesising $rows vegeta results for the replayed log (awk + vegeta encode)"
 awk -v n="$rows" 'BEGIN {
 	for (k = 0; k < n; k++) {
 		i = k % 100
@@ -490,9 +512,9 @@ awk -v n="$rows" 'BEGIN {
 		ns = ms * 1000000
 		printf "{\"attack\":\"\",\"seq\":%d,\"code\":%d,\"timestamp\":\"%s.%09dZ\",\"latency\":%d,\"bytes_out\":144,\"bytes_in\":1050,\"error\":\"%s\",\"body\":null,\"method\":\"POST\",\"url\":\"http://127.0.0.1:6556/v1/chat/completions\",\"headers\":null}\n", k, code, ts, ns, lat, (code == 200 ? "" : "503 Service Unavailable")
 	}
-}' >"$tmp/results.json"
-run vegeta-encode "$vegeta" encode --to gob --output "$tmp/results.gob" "$tmp/results.json"
-rm -f "$tmp/results.json"
+}' >"$tmp/results-replayed.json"
+run vegeta-encode-replayed "$vegeta" encode --to gob --output "$tmp/results-replayed.gob" "$tmp/results-replayed.json"
+rm -f "$tmp/results-replayed.json"
 
 fi # data
 
@@ -579,20 +601,30 @@ fi # startup
 
 if want report; then
 
-say "report and check on the $(commas "$rows")-row log vs vegeta report on $(commas "$rows") results ($big_runs runs each)"
-hf report "$big_runs" -- "$rg report $biglog"
-r_wall=$hf_wall r_cpu=$hf_cpu
-rss report 1 "$rg" report "$biglog"
-r_rss=$rss_kib
-hf vreport "$big_runs" -- "$vegeta report $tmp/results.gob"
-v_wall=$hf_wall v_cpu=$hf_cpu
-rss vreport 1 "$vegeta" report "$tmp/results.gob"
-v_rss=$rss_kib
-vrep_txt="\`vegeta report\` on $(commas "$rows") results: $(calc '%.2f' "$v_wall") s, $(calc '%.2f' "$v_cpu") CPU-s, $(mib "$v_rss") MiB"
-row "\`report\` on a $(commas "$rows")-row, $log_mb MB log" \
-	"$(calc '%.2f' "$r_wall") s, $(calc '%.2f' "$r_cpu") CPU-s, $(mib "$r_rss") MiB" "$vrep_txt" \
-	"$(ratio "$r_wall" "$v_wall") wall, $(ratio "$r_rss" "$v_rss") memory"
-
+# report_rows LOG GOB LABEL: report and check on LOG beside vegeta report
+# on GOB, the same latencies.
+report_rows() {
+	local log=$1 gob=$2 label=$3 r_wall r_cpu r_rss v_wall v_cpu v_rss vrep_txt k_wall k_cpu
+	say "report and check on the $label vs vegeta report on $(commas "$rows") results ($big_runs runs each)"
+	hf report "$big_runs" -- "$rg report $log"
+	r_wall=$hf_wall r_cpu=$hf_cpu
+	rss report 1 "$rg" report "$log"
+	r_rss=$rss_kib
+	hf vreport "$big_runs" -- "$vegeta report $gob"
+	v_wall=$hf_wall v_cpu=$hf_cpu
+	rss vreport 1 "$vegeta" report "$gob"
+	v_rss=$rss_kib
+	vrep_txt="\`vegeta report\` on $(commas "$rows") results: $(calc '%.2f' "$v_wall") s, $(calc '%.2f' "$v_cpu") CPU-s, $(mib "$v_rss") MiB"
+	row "\`report\` on the $label" \
+		"$(calc '%.2f' "$r_wall") s, $(calc '%.2f' "$r_cpu") CPU-s, $(mib "$r_rss") MiB" "$vrep_txt" \
+		"$(ratio "$r_wall" "$v_wall") wall, $(ratio "$r_rss" "$v_rss") memory (goal: ≤ 1.0× wall, ≤ 100 MiB)"
+	hf check "$big_runs" -- "$rg check --policy $tmp/policy.yaml $log"
+	k_wall=$hf_wall k_cpu=$hf_cpu
+	rss check 1 "$rg" check --policy "$tmp/policy.yaml" "$log"
+	row "\`check\` on the same log" \
+		"$(calc '%.2f' "$k_wall") s, $(calc '%.2f' "$k_cpu") CPU-s, $(mib "$rss_kib") MiB" "$vrep_txt" \
+		"$(ratio "$k_wall" "$v_wall") wall, $(ratio "$rss_kib" "$v_rss") memory (goal: ≤ 1.0× wall, ≤ 100 MiB)"
+}
 cat >"$tmp/policy.yaml" <<'EOF'
 budget: {deadline: 45s, token_ceiling: 8000, max_attempts: 2, max_wait: 5s}
 thresholds:
@@ -600,12 +632,8 @@ thresholds:
   attempts_per_success: ["< 1.5"]
   unknown_rate: ["count == 0"]
 EOF
-hf check "$big_runs" -- "$rg check --policy $tmp/policy.yaml $biglog"
-k_wall=$hf_wall k_cpu=$hf_cpu
-rss check 1 "$rg" check --policy "$tmp/policy.yaml" "$biglog"
-row "\`check\` on the same log" \
-	"$(calc '%.2f' "$k_wall") s, $(calc '%.2f' "$k_cpu") CPU-s, $(mib "$rss_kib") MiB" "$vrep_txt" \
-	"$(ratio "$k_wall" "$v_wall") wall, $(ratio "$rss_kib" "$v_rss") memory"
+report_rows "$biglog" "$tmp/results.gob" "realistic $(commas "$rows")-row, $log_mb MB log ($(commas "$log_jobs") jobs; bench/genlog)"
+report_rows "$scriptlog" "$tmp/results-replayed.gob" "replayed $(commas "$rows")-row, $script_mb MB log (a 100-step script; about 100 distinct latencies)"
 
 fi # report
 

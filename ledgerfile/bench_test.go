@@ -149,12 +149,12 @@ func BenchmarkParseLine(b *testing.B) {
 			lines = append(lines, bytes.Clone(l))
 		}
 	}
-	in := newInterner()
+	ps := newParser()
 	var row Row
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if err := parseLine(lines[i%len(lines)], &row, in); err != nil {
+		if err := ps.parse(lines[i%len(lines)], &row); err != nil {
 			b.Fatal(err)
 		}
 	}

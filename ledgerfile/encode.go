@@ -194,15 +194,7 @@ func cleanValue(s string) string {
 
 // validExtraKey is an unknown key the reader will read back as itself.
 func validExtraKey(k string) bool {
-	if k == "" || len(k) > maxKeyLen || !utf8.ValidString(k) || knownKey(k) || strings.Contains(k, bom) {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c <= ' ' || c == '=' || c == '"' || c == 0x7f {
-			return false
-		}
-	}
-	return !strings.ContainsRune(k, utf8.RuneError)
+	return len(k) <= maxKeyLen && logfmtKey(k) && !knownKey(k) && !strings.Contains(k, bom)
 }
 
 // AppendRow appends r as one logfmt line, newline included, to dst. The
@@ -229,13 +221,17 @@ func appendNormalized(dst []byte, n *Row) []byte {
 	}
 }
 
+// appendRow writes the row with go-logfmt's Encoder: a key or value it
+// refuses (an unknown key that is not a word) is left out.
 func appendRow(dst []byte, r *Row) []byte {
-	e := rowEncoder{b: dst, start: len(dst)}
-	kv, sec, integer := e.kv, e.sec, e.integer
+	buf := bytes.NewBuffer(dst)
+	enc := logfmt.NewEncoder(buf)
+	kv := func(k, v string) { _ = enc.EncodeKeyval(k, v) }
+	sec := func(k string, d time.Duration) { kv(k, FormatSeconds(d)) }
+	integer := func(k string, n int64) { kv(k, strconv.FormatInt(n, 10)) }
 
 	if !r.TS.IsZero() {
-		e.key("ts")
-		e.b = r.TS.UTC().AppendFormat(e.b, time.RFC3339Nano) // never quoted
+		kv("ts", r.TS.UTC().Format(time.RFC3339Nano))
 	}
 	if r.Job != "" {
 		kv("job", r.Job)
@@ -341,78 +337,10 @@ func appendRow(dst []byte, r *Row) []byte {
 		kv("note", r.Note)
 	}
 	for _, x := range r.Extra {
-		e.extra(x.Key, x.Value)
+		kv(x.Key, x.Value)
 	}
-	return append(e.b, '\n')
-}
-
-// rowEncoder appends one logfmt record without an allocation a key: the
-// keys above are plain words and numbers never need quotes, so only a
-// value that needs quoting (and an unknown key) goes through the logfmt
-// library, which makes the line's bytes exactly those its encoder makes.
-type rowEncoder struct {
-	b     []byte
-	start int // where the record began: no space before its first key
-}
-
-func (e *rowEncoder) key(k string) {
-	if len(e.b) > e.start {
-		e.b = append(e.b, ' ')
-	}
-	e.b = append(append(e.b, k...), '=')
-}
-
-func (e *rowEncoder) kv(k, v string) {
-	if v == "null" || needsQuotes(v) {
-		e.extra(k, v)
-		return
-	}
-	e.key(k)
-	e.b = append(e.b, v...)
-}
-
-func (e *rowEncoder) sec(k string, d time.Duration) {
-	e.key(k)
-	e.b = appendSeconds(e.b, d)
-}
-
-func (e *rowEncoder) integer(k string, n int64) {
-	e.key(k)
-	e.b = strconv.AppendInt(e.b, n, 10)
-}
-
-// extra is one key=value as the logfmt library encodes it.
-func (e *rowEncoder) extra(k, v string) {
-	var buf bytes.Buffer
-	enc := logfmt.NewEncoder(&buf)
-	if enc.EncodeKeyval(k, v) != nil {
-		return // a key the library refuses is left out, as it always was
-	}
-	if len(e.b) > e.start {
-		e.b = append(e.b, ' ')
-	}
-	e.b = append(e.b, buf.Bytes()...)
-}
-
-// needsQuotes is logfmt's rule for a value: a space or control
-// character, '=', '"', DEL, or anything that is not valid UTF-8.
-func needsQuotes(v string) bool {
-	for i := 0; i < len(v); {
-		c := v[i]
-		if c < utf8.RuneSelf {
-			if c <= ' ' || c == '=' || c == '"' || c == 0x7f {
-				return true
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(v[i:])
-		if r == utf8.RuneError {
-			return true
-		}
-		i += n
-	}
-	return false
+	_ = enc.EndRecord()
+	return buf.Bytes()
 }
 
 // FormatRow is AppendRow into a new string, without the newline.

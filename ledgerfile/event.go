@@ -50,7 +50,7 @@ var breakerStates = map[string]bool{
 // checkEvent refuses an event the log cannot hold, or that a reader
 // would not read back.
 func checkEvent(e *Event) error {
-	if e.Kind == "" || strings.ContainsAny(e.Kind, " \t\r\n=\"#") || needsQuotes(e.Kind) {
+	if e.Kind == "" || strings.Contains(e.Kind, "#") || !logfmtKey(e.Kind) {
 		return fmt.Errorf("event kind %q: want one word", truncate(e.Kind))
 	}
 	if e.TS.IsZero() {
@@ -105,10 +105,17 @@ var eventKeys = map[string]bool{"seat": true, "from": true, "to": true, "ts": tr
 
 // eventKey is an unknown key an event line can carry and read back.
 func eventKey(k string) bool {
-	if k == "" || len(k) > maxKeyLen || eventKeys[k] || needsQuotes(k) || strings.Contains(k, bom) {
+	if k == "" || len(k) > maxKeyLen || eventKeys[k] || !logfmtKey(k) || strings.Contains(k, bom) {
 		return false
 	}
 	return true
+}
+
+// logfmtKey reports whether go-logfmt writes k as a key unchanged: a
+// word, with no blank, control character, '=', '"', DEL or invalid UTF-8.
+func logfmtKey(k string) bool {
+	b, err := logfmt.MarshalKeyvals(k, "")
+	return err == nil && string(b) == k+"="
 }
 
 // ParseEvent decodes an event line (blanks around it trimmed, no newline).

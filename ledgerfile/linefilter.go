@@ -38,9 +38,6 @@ func NewLineReader(r io.Reader, name string, max int) *LineReader {
 	return &LineReader{name: name, max: max, br: bufio.NewReaderSize(r, 64<<10)}
 }
 
-// Line is the number of the line Next returned last.
-func (l *LineReader) Line() int { return l.line }
-
 // Next returns the next line without its newline (valid until the next
 // call), its number, and whether it ended at the end of the input without
 // a newline (a writer's torn tail, in a log). It returns io.EOF after the

@@ -29,12 +29,15 @@ func readWith(data []byte, skipBad bool, workers, chunk int) readOutcome {
 	return readFrom(bytes.NewReader(data), skipBad, workers, chunk)
 }
 
-// readFrom reads in, with workers parsing and the reader's chunk size.
+// readFrom reads in, with workers parsing, chunk lines to a batch (0:
+// the reader's own size).
 func readFrom(in io.Reader, skipBad bool, workers, chunk int) readOutcome {
 	r := NewReader(in, "f.log")
 	r.SkipBad(skipBad)
 	r.Workers(workers)
-	r.chunk = chunk
+	if chunk > 0 {
+		r.lines = chunk
+	}
 	defer r.Close()
 	var out readOutcome
 	for range 100000 {
@@ -69,8 +72,7 @@ func FuzzParallelReadMatchesPlainRead(f *testing.F) {
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=x\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=failed\n"), uint8(1))
 	f.Add([]byte("\uFEFFwait_s=1 elapsed_s=1 tokens=1\nwait_s=1\x00 elapsed_s=1 tokens=1\n#\n\nwait_s=1 elapsed_s=1 tokens=1"), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, batch uint8) {
-		// Chunks of 1 to 64 bytes: lines longer than a chunk, and chunks
-		// of several lines, cut anywhere.
+		// Batches of 1 to 64 lines, cut anywhere.
 		chunk := int(batch%64) + 1
 		for _, skipBad := range []bool{false, true} {
 			want := readWith(data, skipBad, 1, 0)
@@ -195,8 +197,8 @@ func (e *errAfter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Lines longer than a chunk, up to MaxLine and past it, at every place
-// a chunk can cut them, read as a plain read does: the same rows, bad
+// Lines up to MaxLine and past it, in batches of a few lines and many,
+// read as a plain read does: the same rows, bad
 // lines, torn tails and read failures.
 func TestParallelReadOfLongLines(t *testing.T) {
 	row := "job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n"
@@ -239,8 +241,8 @@ func summarize(o readOutcome) string {
 	return fmt.Sprintf("%d rows, err %q, torn %v, skipped %v", len(o.Rows), o.Err, o.Torn, o.Skipped)
 }
 
-// Job ids are copied into shared blocks (interner.copy): every row kept
-// keeps its own id, across many blocks, in a plain and a parallel read.
+// Job ids are copied out of the lines they were read from: every row kept
+// keeps its own id, across many batches, in a plain and a parallel read.
 func TestJobIDsOutliveTheirBlocks(t *testing.T) {
 	var b strings.Builder
 	for i := range 30000 {

@@ -307,6 +307,3 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision,
 	}
 	return g.ruled(d), before
 }
-
-// Track is the job's books so far.
-func (g *JobGate) Track() *admit.Track { return &g.track }

@@ -85,6 +85,7 @@ func needleOf(v string) []byte {
 
 func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enough func(*Row) bool) ([]Row, error) {
 	bs := &backScanner{r: r, pos: size}
+	ps := newParser()
 	// above: the line above a TornMarker is torn when it is a row (the
 	// forward Reader's rule, from the other side).
 	above, err := bs.dropTornTail()
@@ -143,7 +144,7 @@ func readTail(r io.ReaderAt, size int64, name string, needle []byte, match, enou
 			continue
 		}
 		var row Row
-		if err := parseLine(t, &row, nil); err != nil {
+		if err := ps.parse(t, &row); err != nil {
 			return nil, lineErr(start, err)
 		}
 		if !match(&row) {

@@ -227,14 +227,8 @@ func New(c Config) (*Loop, error) {
 	return l, nil
 }
 
-// Policy is the loop's policy.
-func (l *Loop) Policy() Policy { return l.pol }
-
 // Ends counts the jobs finished so far.
 func (l *Loop) Ends() Ends { return l.ends }
-
-// SeatName is the name of the chain's i-th seat.
-func (l *Loop) SeatName(i int) string { return l.seats[i].name }
 
 // Breaker is the chain's i-th seat's breaker (for reports and tests).
 func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }

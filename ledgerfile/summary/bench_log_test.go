@@ -11,8 +11,9 @@ import (
 )
 
 // benchLog is the log the read-path benchmarks read: $RETRYGATE_BENCH_LOG
-// when set (a log `retrygate rehearse --jobs 990000` wrote, as
-// bench/compare.sh makes it), otherwise benchRows' million rows.
+// when set (bench/compare.sh's realistic log, from bench/genlog: `go run
+// ./bench/genlog -rows 1000000 -log DIR/rehearsal.log`), otherwise
+// benchRows' million rows.
 func benchLog(b *testing.B) (path string, rows int64) {
 	if p := os.Getenv("RETRYGATE_BENCH_LOG"); p != "" {
 		f, err := os.Open(p)
@@ -36,11 +37,12 @@ func benchLog(b *testing.B) (path string, rows int64) {
 // as check does ("check").
 //
 // The repository's default.pgo (the profile go build optimises the
-// binary by) is this benchmark's CPU profile over compare.sh's log:
+// binary by) is this benchmark's CPU profile over compare.sh's realistic
+// log:
 //
-//	bench/compare.sh --only report --keep DIR
+//	go run ./bench/genlog -rows 1000000 -log DIR/rehearsal.log
 //	RETRYGATE_BENCH_LOG=DIR/rehearsal.log go test ./ledgerfile/summary -run '^$' \
-//	  -bench 'ReadPath/(report|check)' -benchtime 6x -cpuprofile default.pgo
+//	  -bench 'ReadPath/(report|check)' -benchtime 2x -cpuprofile default.pgo
 func BenchmarkReadPath(b *testing.B) {
 	path, n := benchLog(b)
 	scan := func(b *testing.B, fn func(*ledgerfile.Row)) {

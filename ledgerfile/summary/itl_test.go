@@ -84,12 +84,12 @@ func TestITLValuesAreEachRowsITL(t *testing.T) {
 		r := ledgerfile.Row{Job: fmt.Sprint(i), Attempt: 1, Seat: "s", Outcome: admit.OK, Decision: "admit", JobEnd: ledgerfile.JobSucceeded,
 			HasITL: i%7 != 0, ITLMean: time.Duration(rng.Int64N(int64(40 * time.Second)))}
 		if x, ok := ITL(&r); ok {
-			want.addFloat(x)
+			want.addScaled(x, msUnit)
 		}
 		s.Add(&r, "t.log")
 	}
 	sum := s.Close()
-	w := want.sorted(1)
+	w := want.sorted(msUnit)
 	for _, got := range []Sorted{sum.Stream.ITL.Values, sum.All.ITL.Values, sum.Groups[0].ITL.Values} {
 		assert.Equal(t, w.Values(), got.Values())
 		assert.Equal(t, w.Mean(), got.Mean())

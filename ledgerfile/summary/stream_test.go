@@ -41,8 +41,8 @@ func TestStreamFiguresTPOTAndOutputTPS(t *testing.T) {
 	assert.InDelta(t, 0.010, float64(sum.Stream.TPOT.P50), 1e-12)
 	assert.InDelta(t, 0.040, float64(sum.Stream.TPOT.Max), 1e-12)
 	assert.Equal(t, int64(3), sum.Stream.OutputTPS.N)
-	assert.InDelta(t, 101/1.2, float64(sum.Stream.OutputTPS.Max), 1e-9)
-	assert.InDelta(t, 51/2.2, float64(sum.Stream.OutputTPS.P50), 1e-9) // nearest rank: the middle of 3
+	assert.InDelta(t, 101/1.2, float64(sum.Stream.OutputTPS.Max), 0.005) // counted to 0.01 tokens/s
+	assert.InDelta(t, 51/2.2, float64(sum.Stream.OutputTPS.P50), 0.005)  // nearest rank: the middle of 3
 
 	var ts []Threshold
 	for metric, expr := range map[string]string{"tpot_s": "p(95) < 50ms", "output_tps": "min > 5"} {

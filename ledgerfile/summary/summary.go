@@ -358,7 +358,7 @@ type Summarizer struct {
 	// chance of about 3e-8, with a seed no log can aim at.)
 	jobs    [][]jobState
 	free    []int32
-	ids     map[uint64]int32 // hash of a job id → its slot; finished when < 0
+	ids     map[uint64]int32 // hash of an open job's id → its slot
 	seed    maphash.Seed
 	ended   []endedJob // ring of jobs past their job_end row, oldest first at endHead
 	endHead int
@@ -447,9 +447,10 @@ type wasteKey struct {
 const jobChunk = 4096
 
 // endWindow is how many jobs may end after a job's job_end row while a
-// late row of it still rejoins its figures. A row that comes later than
-// that counts in the row figures (rows, attempts, outcomes, percentiles)
-// but changes no job figure: the job was counted, once, as it then stood.
+// late row of it still rejoins its figures. The job is then counted, once,
+// as it stood, and its id forgotten (as the reader forgets it), so memory
+// follows the open jobs, never the log's rows: a row that comes later
+// than that starts a job of its own.
 const endWindow = 1 << 14
 
 // endedJob is a job past its job_end row, in the order jobs ended.
@@ -678,10 +679,7 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 		s.finishJob(&single)
 		return
 	}
-	ix, ok := s.jobFor(r.Job)
-	if !ok {
-		return // its job was counted long ago (endWindow): a row figure only
-	}
+	ix := s.jobFor(r.Job)
 	js := &s.jobs[ix/jobChunk][ix%jobChunk]
 	js.endSeq = 0 // a row after the job's job_end row: the job goes on
 	s.addJobRow(js, gi, r, f, decision)
@@ -690,18 +688,14 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 	}
 }
 
-// jobFor finds the job's slot, or opens one; false when the job was
-// finished and let go before this row came (endWindow).
-func (s *Summarizer) jobFor(id string) (int32, bool) {
+// jobFor finds the open job's slot, or opens one.
+func (s *Summarizer) jobFor(id string) int32 {
 	if s.hasCur && id == s.curJob {
-		return s.curIx, true
+		return s.curIx
 	}
 	h := maphash.String(s.seed, id)
 	ix, seen := s.ids[h]
-	switch {
-	case seen && ix < 0:
-		return 0, false
-	case !seen:
+	if !seen {
 		if n := len(s.free); n > 0 {
 			ix, s.free = s.free[n-1], s.free[:n-1]
 		} else {
@@ -721,7 +715,7 @@ func (s *Summarizer) jobFor(id string) (int32, bool) {
 		s.ids[h] = ix
 	}
 	s.curJob, s.curIx, s.hasCur = id, ix, true
-	return ix, true
+	return ix
 }
 
 // endJob takes a job past its job_end row into the window of ended jobs;
@@ -745,7 +739,7 @@ func (s *Summarizer) endJob(ix int32, js *jobState) {
 		return // a later row reopened it; a later end queued it again
 	}
 	s.finishJob(o)
-	s.ids[o.hash] = -1
+	delete(s.ids, o.hash)
 	*o = jobState{}
 	s.free = append(s.free, old.ix)
 	if s.hasCur && s.curIx == old.ix {
@@ -947,10 +941,10 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	}
 	if !s.opts.NoStream {
 		if x, ok := TPOT(r); ok {
-			s.tpot.addFloat(x)
+			s.tpot.addScaled(x, tpotUnit)
 		}
 		if x, ok := OutputTPS(r); ok {
-			s.outTPS.addFloat(x)
+			s.outTPS.addScaled(x, tpsUnit)
 		}
 		if d, ok := itlDur(r); ok {
 			s.itl.addDur(d)
@@ -1086,7 +1080,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 	s.jobTime.addDur(js.spend.Time)
 	s.jobTokens.addCount(js.spend.Tokens)
 	if js.allCost {
-		s.jobUSD.addFloat(js.spend.USD)
+		s.jobUSD.addScaled(js.spend.USD, usdUnit)
 	}
 }
 
@@ -1097,6 +1091,13 @@ const (
 	// 0.7000000000000001, and a threshold at 0.7s would fail on it).
 	msUnit    = 1000
 	countUnit = 1
+	// Figures the log holds no unit for are counted finer than any output
+	// prints them: USD to the micro-dollar (tables print 4 decimals, JSON
+	// 6), TPOT to the microsecond, output tokens/s to 0.01. Memory then
+	// follows their range, not the rows.
+	usdUnit  = 1e6
+	tpotUnit = 1e6
+	tpsUnit  = 100
 )
 
 // Close finishes the jobs still open and computes every figure, once,
@@ -1119,7 +1120,7 @@ func (s *Summarizer) Close() *Summary {
 	s.jobs, s.ids, s.free, s.ended = nil, nil, nil, nil
 	jf := JobFigures{
 		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
-		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(countUnit),
+		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(usdUnit),
 		AttemptsPerSuccess: s.jobAPS.sorted(countUnit), EndToEnd: s.jobE2E.sorted(msUnit),
 		DeadlineMisses: s.misses, DeadlineMissRate: ratio(float64(s.misses), float64(s.jobs1)),
 	}
@@ -1170,7 +1171,7 @@ func (s *Summarizer) Close() *Summary {
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
 	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(1)), OutputTPS: newDist(s.outTPS.sorted(1)), ITL: newDist(s.itl.sorted(msUnit))}
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(tpotUnit)), OutputTPS: newDist(s.outTPS.sorted(tpsUnit)), ITL: newDist(s.itl.sorted(msUnit))}
 	for i := range s.asideWait {
 		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
 	}
