@@ -324,6 +324,9 @@ type Config struct {
 	Encoding  string   // tokenizer encoding override (e.g. cl100k_base, o200k_base)
 	PriceIn   float64  // USD per 1M prompt tokens (0: unknown)
 	PriceOut  float64  // USD per 1M completion tokens (0: unknown)
+	// PriceCachedIn and PriceCacheWrite are USD per 1M input tokens read
+	// from and written to the provider's prompt cache; nil: PriceIn.
+	PriceCachedIn, PriceCacheWrite *float64
 	// MaxTokensParam (openai) names the request field that carries
 	// Request.MaxTokens: max_tokens or max_completion_tokens. "" picks by
 	// model: max_completion_tokens for OpenAI reasoning models (o1, o3,
@@ -345,11 +348,50 @@ type Config struct {
 	ExtraBody map[string]any
 }
 
-// Cost estimates an observation's cost from the seat's prices; ok is
-// false when the seat has no prices.
-func (c Config) Cost(prompt, completion int64) (usd float64, ok bool) {
-	if c.PriceIn == 0 && c.PriceOut == 0 {
+// Prices is the seat's rate card, each cache price PriceIn when unset.
+func (c Config) Prices() admit.Prices {
+	p := admit.Prices{In: c.PriceIn, Out: c.PriceOut, CachedIn: c.PriceIn, CacheWrite: c.PriceIn}
+	if c.PriceCachedIn != nil {
+		p.CachedIn = *c.PriceCachedIn
+	}
+	if c.PriceCacheWrite != nil {
+		p.CacheWrite = *c.PriceCacheWrite
+	}
+	return p
+}
+
+// Priced reports whether the seat has prices.
+func (c Config) Priced() bool {
+	p := c.Prices()
+	return p.In != 0 || p.Out != 0 || p.CachedIn != 0 || p.CacheWrite != 0
+}
+
+// Cost estimates an attempt's cost from the seat's prices (admit.Cost);
+// ok is false when the seat has no prices.
+func (c Config) Cost(u admit.Usage) (usd float64, ok bool) {
+	if !c.Priced() {
 		return 0, false
 	}
-	return admit.Cost(c.PriceIn, c.PriceOut, prompt, completion), true
+	return admit.Cost(c.Prices(), u), true
+}
+
+// UncachedCost is what u would cost with every input token at PriceIn:
+// the attempt without cache pricing, beside its cost, so the USD the
+// cache saved (or, rewritten, cost) can be summed from the log.
+func (c Config) UncachedCost(u admit.Usage) float64 {
+	p := c.Prices()
+	p.CachedIn, p.CacheWrite = p.In, p.In
+	return admit.Cost(p, admit.Usage{Prompt: u.Prompt, Completion: u.Completion})
+}
+
+// Usage is the observation's tokens as the cost function reads them.
+func (o Observation) Usage() admit.Usage {
+	u := admit.Usage{Prompt: o.PromptTokens, Completion: o.CompletionTokens}
+	if o.HasCached {
+		u.Cached = o.CachedTokens
+	}
+	if o.HasCacheWrite {
+		u.CacheWrite = o.CacheWriteTokens
+	}
+	return u
 }
