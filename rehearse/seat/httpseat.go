@@ -462,6 +462,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 	}
 	obs.HTTPStatus = resp.StatusCode
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
+	obs.RateLimit = rateLimit(resp.Header, s.now)
 	body := &t.answer
 	*body = countingReader{r: resp.Body, start: start}
 

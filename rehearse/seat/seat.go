@@ -145,6 +145,7 @@ type Plan struct {
 	Status           int           // HTTP status; 0 means 200
 	RetryAfter       time.Duration
 	HasRetryAfter    bool
+	RateLimit        admit.RateLimit // the response's rate-limit headers
 	ErrorCode        string
 	PromptTokens     int64
 	CompletionTokens int64
@@ -250,6 +251,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o.Outcome = endOutcome
 	o.ErrorCode = p.ErrorCode
 	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
+	o.RateLimit = p.RateLimit
 	switch endOutcome {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true
@@ -266,6 +268,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 			// Dropped before the headers: no status, code or Retry-After was seen.
 			o.TTFB, o.HasTTFB, o.HTTPStatus = 0, false, 0
 			o.ErrorCode, o.RetryAfter, o.HasRetryAfter = "", 0, false
+			o.RateLimit = admit.RateLimit{}
 		}
 	default:
 		o.Wait, o.HasWait = end, true // the error body is the first byte
