@@ -21,7 +21,7 @@ type CostOptions struct {
 	Cost               *float64 // C, C1: one attempt on the first seat, USD
 	FallbackCost       *float64 // C2: one attempt on the fallback seat, USD
 	AttemptsPerSuccess *float64 // seed 004's ratio
-	// Parts, from --prices and --tokens, is C worked out from a rate card
+	// Parts, from --prices and --usage, is C worked out from a rate card
 	// and one attempt's usage by part, in place of --cost.
 	Parts  *costParts
 	Layers []admit.Layer
@@ -44,7 +44,7 @@ the inputs given. A formula is printed when all of its inputs are.
   cost per success     C × attempts per success   --cost C --attempts-per-success a
   layered retries      Π attempts, and expected   --layers sdk=3,app=3,queue=3 [--fail-rate f]
   one attempt's C      its tokens by part × price --prices in=3,out=15,cached_in=0.3,cache_write=3.75
-                                                  --tokens prompt=4000,completion=400,cached=3979
+                                                  --usage prompt=4000,completion=400,cached=3979
 
 f is the share of attempts that fail before generation (billed nothing),
 t the share that time out on the client but complete, and are billed, on
@@ -73,7 +73,7 @@ the provider first): the worst case is the product of their attempts
   retrygate cost --cost 0.02 --attempts-per-success 1.4
 
   # the same retry tax for a prompt whose 3979-token prefix is written to the cache
-  retrygate cost --prices in=3,out=15,cached_in=0.3,cache_write=3.75 --tokens prompt=4000,completion=400,cache_write=3979 --attempts-per-success 1.4`,
+  retrygate cost --prices in=3,out=15,cached_in=0.3,cache_write=3.75 --usage prompt=4000,completion=400,cache_write=3979 --attempts-per-success 1.4`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opts.fill(c); err != nil {
@@ -92,8 +92,8 @@ the provider first): the worst case is the product of their attempts
 	fl.String("cost", "", "C (C1): cost of one attempt on the first seat (`USD`)")
 	fl.String("fallback-cost", "", "C2: cost of one attempt on the fallback seat (`USD`)")
 	fl.String("attempts-per-success", "", "attempts per successful task (`ratio`, at least 1)")
-	fl.String("prices", "", "C from a rate card, USD per million: `in=N,out=N[,cached_in=N][,cache_write=N]` (with --tokens)")
-	fl.String("tokens", "", "one attempt's tokens: `prompt=N,completion=N[,cached=N][,cache_write=N]` (with --prices)")
+	fl.String("prices", "", "C from a rate card, USD per million: in, out[, cached_in, cache_write] as `name=n,...` (with --usage)")
+	fl.String("usage", "", "one attempt's tokens: prompt, completion[, cached, cache_write] as `name=n,...` (with --prices)")
 	fl.String("layers", "", "retry layers innermost first, `name=attempts,...` (e.g. sdk=3,app=3,queue=3)")
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
 	return c
@@ -119,18 +119,18 @@ func (o *CostOptions) fill(c *cobra.Command) error {
 			*a.dst = &v
 		}
 	}
-	prices, tokens := c.Flags().Lookup("prices"), c.Flags().Lookup("tokens")
+	prices, usage := c.Flags().Lookup("prices"), c.Flags().Lookup("usage")
 	switch {
-	case prices.Changed != tokens.Changed:
-		return badInput("--prices and --tokens go together (a rate card and one attempt's tokens make C)")
+	case prices.Changed != usage.Changed:
+		return badInput("--prices and --usage go together (a rate card and one attempt's tokens make C)")
 	case prices.Changed && o.Cost != nil:
-		return badInput("--cost: give C or --prices with --tokens, not both")
+		return badInput("--cost: give C or --prices with --usage, not both")
 	case prices.Changed:
 		var p costParts
 		if p.Prices, err = parseCostPrices(prices.Value.String()); err != nil {
 			return err
 		}
-		if p.Usage, err = parseCostTokens(tokens.Value.String()); err != nil {
+		if p.Usage, err = parseCostTokens(usage.Value.String()); err != nil {
 			return err
 		}
 		o.Parts = &p

@@ -6,7 +6,7 @@ import (
 	"retrygate/admit"
 )
 
-// costParts are cost's --prices and --tokens: one attempt's C from a rate
+// costParts are cost's --prices and --usage: one attempt's C from a rate
 // card and its usage by part, through the one cost function
 // (admit.Cost), as cost_usd is priced.
 type costParts struct {
@@ -48,11 +48,11 @@ func parseCostPrices(s string) (admit.Prices, error) {
 	return p, err
 }
 
-// parseCostTokens reads --tokens prompt=4000,completion=400[,cached=3979][,cache_write=0]:
+// parseCostTokens reads --usage prompt=4000,completion=400[,cached=3979][,cache_write=0]:
 // cached and cache_write are parts of prompt, as in the log.
 func parseCostTokens(s string) (admit.Usage, error) {
 	var u admit.Usage
-	err := eachPair("tokens", s, "prompt=4000,completion=400,cached=3979,cache_write=0", func(k, v string) error {
+	err := eachPair("usage", s, "prompt=4000,completion=400,cached=3979,cache_write=0", func(k, v string) error {
 		n, err := parseCount(v)
 		if err != nil {
 			return err
@@ -72,7 +72,7 @@ func parseCostTokens(s string) (admit.Usage, error) {
 		return nil
 	})
 	if err == nil && u.Cached+u.CacheWrite > u.Prompt {
-		return u, badInput("--tokens: cached + cache_write (%d) is more than prompt (%d): they are parts of it", u.Cached+u.CacheWrite, u.Prompt)
+		return u, badInput("--usage: cached + cache_write (%d) is more than prompt (%d): they are parts of it", u.Cached+u.CacheWrite, u.Prompt)
 	}
 	return u, err
 }
