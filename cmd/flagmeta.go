@@ -85,6 +85,8 @@ var flagVocabulary = map[string]flagMeta{
 // command's flag (a new --format elsewhere needs its own entry).
 var flagOverrides = map[string]flagMeta{
 	"simulate --model":    {placeholder: phSpec},
+	"cost --prices":       {placeholder: phLayers},
+	"cost --usage":        {placeholder: phLayers},
 	"report --by":         {values: []string{"seat", "model", "job", "outcome"}},
 	"report --hist":       {values: []string{"wait", "elapsed", "tokens", "cdf"}},
 	"seat serve --format": {values: []string{"openai", "anthropic", "ollama"}},

@@ -208,6 +208,8 @@ var flagSpecs = map[string]flagSpec{
 	"cost --fallback-cost":        {bad: flagBadUSD, base: []string{"--cost", "0.02", "--attempts-per-success", "1.4"}},
 	"cost --attempts-per-success": {bad: flagWith(flagBadUSD, "0.5", "0"), base: []string{"--cost", "0.02"}},
 	"cost --layers":               {bad: flagBadLayers},
+	"cost --prices":               {bad: []string{"", "in", "in=-1", "in=x", "=3", "in=3,,out=1", "in=NaN", "ot=1", "in=1e400", "in=1,in=2"}, base: []string{"--usage", "prompt=10,completion=1"}},
+	"cost --usage":                {bad: []string{"", "prompt", "prompt=-1", "prompt=x", "=3", "prompt=1.5", "prompt=1,cached=5", "promt=1", "prompt=1e30"}, base: []string{"--prices", "in=3,out=15"}},
 	"cost --json":                 {bad: flagBadBool},
 
 	// seat serve and time (issue 3): the flags the issue names.

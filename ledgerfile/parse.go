@@ -299,6 +299,36 @@ var fields = [...]field{
 		r.HasSplit = true
 		return err
 	}},
+	{"cached_tokens", func(r *Row, v string, _ *parser) (err error) {
+		r.CachedTokens, err = admit.ParseCount(v)
+		r.HasCached = true
+		return err
+	}},
+	{"cache_write_tokens", func(r *Row, v string, _ *parser) (err error) {
+		r.CacheWriteTokens, err = admit.ParseCount(v)
+		r.HasCacheWrite = true
+		return err
+	}},
+	{"reasoning_tokens", func(r *Row, v string, _ *parser) (err error) {
+		r.ReasoningTokens, err = admit.ParseCount(v)
+		r.HasReasoning = true
+		return err
+	}},
+	{"ratelimit_remaining_requests", func(r *Row, v string, _ *parser) (err error) {
+		r.RateLimit.RemainingRequests, err = admit.ParseCount(v)
+		r.RateLimit.HasRequests = true
+		return err
+	}},
+	{"ratelimit_remaining_tokens", func(r *Row, v string, _ *parser) (err error) {
+		r.RateLimit.RemainingTokens, err = admit.ParseCount(v)
+		r.RateLimit.HasTokens = true
+		return err
+	}},
+	{"ratelimit_reset_s", func(r *Row, v string, _ *parser) (err error) {
+		r.RateLimit.Reset, err = parseSeconds(v)
+		r.RateLimit.HasReset = true
+		return err
+	}},
 	{"tokens_from", func(r *Row, v string, p *parser) error {
 		if !knownSource(v, true) {
 			return fmt.Errorf("unknown source %q (want usage, tokenizer, script, hand or mixed)", truncate(v))
@@ -340,6 +370,7 @@ var fields = [...]field{
 		r.HasCost = true
 		return err
 	}},
+	{"uncached_usd", func(r *Row, v string, _ *parser) (err error) { r.UncachedUSD, err = parseUSD(v); return err }},
 	{"reserve_usd", func(r *Row, v string, _ *parser) (err error) { r.ReserveUSD, err = parseUSD(v); return err }},
 	{"retry_after_s", func(r *Row, v string, _ *parser) (err error) {
 		r.RetryAfter, err = parseSeconds(v)

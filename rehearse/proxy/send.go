@@ -153,7 +153,7 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 	if obs.Billing == "" {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
-	cost, priced := u.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
+	cost, priced := u.cfg.Cost(obs.Usage())
 	recordBreaker(u, now, obs)
 	note := obs.Detail
 	if a.probe {
@@ -170,6 +170,7 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 	// base.Reserve is set only when the seat was unobserved at the
 	// decision: the row's reserve_usd is what the gate reserved then.
 	rehearse.SentRow(&row, &a.base, &unobserved, obs, cost, priced, note)
+	rehearse.PriceCache(&row, u.cfg, obs)
 	sl.Row = &row
 	p.release(j, out)
 	return p.ended(j, now)

@@ -29,11 +29,21 @@
 //	                            elapsed: elapsed = wait + completion_tokens/rate
 //	prompt_tokens     integer   >= 0
 //	completion_tokens integer   >= 0
+//	cached_tokens     integer   the part of prompt_tokens read from the
+//	                            provider's prompt cache (reported only
+//	                            when given, as a provider reports it)
+//	cache_write_tokens integer  the part of prompt_tokens written to the
+//	                            cache; with cached_tokens at most prompt_tokens
+//	reasoning_tokens  integer   the part of completion_tokens spent reasoning
 //	usage             bool      default true; false: the response carries
 //	                            no usage field (an HTTP client must count)
 //	status            integer   200 (default) or an error status 400-599;
 //	                            an error's headers and body arrive at elapsed
 //	retry_after       duration  the response's Retry-After
+//	ratelimit_remaining_requests integer  the provider's rate-limit state on
+//	ratelimit_remaining_tokens   integer  the answer: requests and tokens left,
+//	ratelimit_reset              duration and when the limit resets (seat
+//	                            serve writes each API's own headers)
 //	error             string    the provider's error code, e.g.
 //	                            context_length_exceeded, insufficient_quota,
 //	                            content_filter, overloaded_error,

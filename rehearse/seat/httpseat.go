@@ -50,6 +50,7 @@ type stream struct {
 	completion int64
 	hasPrompt  bool // prompt tokens came from the answer's usage
 	hasCompl   bool // completion tokens came from the answer's usage
+	parts      usageParts
 	failed     bool // the stream carried an error event
 	code       string
 	done       bool // the terminal event arrived
@@ -121,6 +122,18 @@ func (st *stream) usagePrompt(n int64) { st.prompt, st.hasPrompt = n, true }
 // usageCompletion replaces, never adds: every format here reports a
 // running total (Anthropic's message_delta says so outright).
 func (st *stream) usageCompletion(n int64) { st.completion, st.hasCompl = n, true }
+
+// usageParts are the parts of the counts a usage field named
+// (Observation.CachedTokens …): each replaces, as the counts do, and is
+// kept only when named.
+type usageParts struct {
+	cached, write, reasoning          int64
+	hasCached, hasWrite, hasReasoning bool
+}
+
+func (st *stream) usageCached(n int64)     { st.parts.cached, st.parts.hasCached = n, true }
+func (st *stream) usageCacheWrite(n int64) { st.parts.write, st.parts.hasWrite = n, true }
+func (st *stream) usageReasoning(n int64)  { st.parts.reasoning, st.parts.hasReasoning = n, true }
 
 // httpSeat is an openai, anthropic or ollama seat.
 type httpSeat struct {
@@ -449,6 +462,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 	}
 	obs.HTTPStatus = resp.StatusCode
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
+	obs.RateLimit = rateLimit(resp.Header, s.now)
 	body := &t.answer
 	*body = countingReader{r: resp.Body, start: start}
 
@@ -693,6 +707,12 @@ func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	if st.hasCompl {
 		obs.CompletionFrom = FromUsage
 	}
+	// A part is the provider's word on its own count: kept only beside
+	// the count it is part of from the same usage.
+	p := st.parts
+	obs.CachedTokens, obs.HasCached = p.cached, p.hasCached && st.hasPrompt
+	obs.CacheWriteTokens, obs.HasCacheWrite = p.write, p.hasWrite && st.hasPrompt
+	obs.ReasoningTokens, obs.HasReasoning = p.reasoning, p.hasReasoning && st.hasCompl
 	obs.TokensFrom = obs.PromptFrom
 	if obs.PromptFrom != obs.CompletionFrom {
 		obs.TokensFrom = FromMixed
@@ -764,17 +784,46 @@ func errorCode(body []byte) string {
 	var v struct {
 		Error json.RawMessage `json:"error"`
 	}
+	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
+		// Google's APIs (Gemini's OpenAI-compatible endpoint among them)
+		// may wrap the error object in a one-element list.
+		var list []json.RawMessage
+		if json.Unmarshal(b, &list) != nil || len(list) != 1 {
+			return ""
+		}
+		body = list[0]
+	}
 	if json.Unmarshal(body, &v) != nil || len(v.Error) == 0 || v.Error[0] != '{' {
 		return ""
 	}
 	var e struct {
-		Code json.RawMessage `json:"code"`
-		Type json.RawMessage `json:"type"`
+		Code    json.RawMessage `json:"code"`
+		Type    json.RawMessage `json:"type"`
+		Status  json.RawMessage `json:"status"` // Google's: RESOURCE_EXHAUSTED
+		Details []struct {
+			Type       string `json:"@type"`
+			Violations []struct {
+				QuotaID string `json:"quotaId"`
+			} `json:"violations"`
+		} `json:"details"`
 	}
 	if json.Unmarshal(v.Error, &e) != nil {
 		return ""
 	}
-	for _, raw := range []json.RawMessage{e.Code, e.Type} {
+	// A Google quota failure on a daily quota names it: its id (e.g.
+	// GenerateRequestsPerDayPerProjectPerModel-FreeTier) is the code, a
+	// permanent one (admit.ClassifyHTTP), since no retry within a job
+	// outlasts a day.
+	for _, d := range e.Details {
+		if strings.HasSuffix(d.Type, "google.rpc.QuotaFailure") {
+			for _, q := range d.Violations {
+				if admit.DailyQuota(q.QuotaID) {
+					return q.QuotaID
+				}
+			}
+		}
+	}
+	for _, raw := range []json.RawMessage{e.Code, e.Type, e.Status} {
 		var s string
 		if json.Unmarshal(raw, &s) == nil && s != "" {
 			return s

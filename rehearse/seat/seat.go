@@ -73,12 +73,24 @@ type Observation struct {
 	// differ (the prompt from usage, the completion counted locally after
 	// a cut stream): the log writes tokens_from=mixed and both keys.
 	PromptFrom, CompletionFrom string
+	// CachedTokens, CacheWriteTokens and ReasoningTokens are the parts of
+	// the counts the provider reported (docs/log.md maps each API's
+	// fields): input read from and written to the prompt cache, both
+	// inside PromptTokens, and reasoning inside CompletionTokens. A Has
+	// field is false when the provider did not report the part, and the
+	// log then leaves its key out; a reported 0 is a fact (a retry that
+	// read its whole prompt from the cache wrote none of it).
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+	HasCached, HasCacheWrite, HasReasoning          bool
 
 	HTTPStatus    int
 	RetryAfter    time.Duration
 	HasRetryAfter bool
-	ErrorCode     string // provider's error code/type, e.g. context_length_exceeded
-	Bytes         int64  // response bytes received
+	// RateLimit is the provider's rate-limit state on the answer, from
+	// its headers, normalised (admit.RateLimit).
+	RateLimit admit.RateLimit
+	ErrorCode string // provider's error code/type, e.g. context_length_exceeded
+	Bytes     int64  // response bytes received
 
 	Outcome admit.Outcome
 	Billing admit.Billing
@@ -133,11 +145,21 @@ type Plan struct {
 	Status           int           // HTTP status; 0 means 200
 	RetryAfter       time.Duration
 	HasRetryAfter    bool
+	RateLimit        admit.RateLimit // the response's rate-limit headers
 	ErrorCode        string
 	PromptTokens     int64
 	CompletionTokens int64
-	NoUsage          bool // the response carries no usage field
-	ConnError        bool // the connection is refused outright
+	// The usage's parts (Observation's), each reported when its Has is set.
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+	HasCached, HasCacheWrite, HasReasoning          bool
+	NoUsage                                         bool // the response carries no usage field
+	ConnError                                       bool // the connection is refused outright
+}
+
+// promptParts copies the plan's parts of the prompt count onto o.
+func (p Plan) promptParts(o *Observation) {
+	o.CachedTokens, o.HasCached = p.CachedTokens, p.HasCached
+	o.CacheWriteTokens, o.HasCacheWrite = p.CacheWriteTokens, p.HasCacheWrite
 }
 
 // Resolve is the virtual-time stopwatch: what a client with the given
@@ -145,6 +167,7 @@ type Plan struct {
 // hard <= 0 and waitCap <= 0 mean none.
 func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o := Observation{TokensFrom: FromScript, PromptTokens: p.PromptTokens}
+	p.promptParts(&o) // they go with the prompt count, kept or cleared with it
 	status := p.Status
 	if status == 0 {
 		status = 200
@@ -228,10 +251,12 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o.Outcome = endOutcome
 	o.ErrorCode = p.ErrorCode
 	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
+	o.RateLimit = p.RateLimit
 	switch endOutcome {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true
 		o.CompletionTokens = p.CompletionTokens
+		o.ReasoningTokens, o.HasReasoning = p.ReasoningTokens, p.HasReasoning
 		o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
 	case admit.Reset:
 		if hasContent && contentAt <= end {
@@ -243,10 +268,12 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 			// Dropped before the headers: no status, code or Retry-After was seen.
 			o.TTFB, o.HasTTFB, o.HTTPStatus = 0, false, 0
 			o.ErrorCode, o.RetryAfter, o.HasRetryAfter = "", 0, false
+			o.RateLimit = admit.RateLimit{}
 		}
 	default:
 		o.Wait, o.HasWait = end, true // the error body is the first byte
 		o.PromptTokens = 0
+		Plan{}.promptParts(&o)
 	}
 	o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
 	return o
@@ -300,6 +327,9 @@ type Config struct {
 	Encoding  string   // tokenizer encoding override (e.g. cl100k_base, o200k_base)
 	PriceIn   float64  // USD per 1M prompt tokens (0: unknown)
 	PriceOut  float64  // USD per 1M completion tokens (0: unknown)
+	// PriceCachedIn and PriceCacheWrite are USD per 1M input tokens read
+	// from and written to the provider's prompt cache; nil: PriceIn.
+	PriceCachedIn, PriceCacheWrite *float64
 	// MaxTokensParam (openai) names the request field that carries
 	// Request.MaxTokens: max_tokens or max_completion_tokens. "" picks by
 	// model: max_completion_tokens for OpenAI reasoning models (o1, o3,
@@ -321,11 +351,50 @@ type Config struct {
 	ExtraBody map[string]any
 }
 
-// Cost estimates an observation's cost from the seat's prices; ok is
-// false when the seat has no prices.
-func (c Config) Cost(prompt, completion int64) (usd float64, ok bool) {
-	if c.PriceIn == 0 && c.PriceOut == 0 {
+// Prices is the seat's rate card, each cache price PriceIn when unset.
+func (c Config) Prices() admit.Prices {
+	p := admit.Prices{In: c.PriceIn, Out: c.PriceOut, CachedIn: c.PriceIn, CacheWrite: c.PriceIn}
+	if c.PriceCachedIn != nil {
+		p.CachedIn = *c.PriceCachedIn
+	}
+	if c.PriceCacheWrite != nil {
+		p.CacheWrite = *c.PriceCacheWrite
+	}
+	return p
+}
+
+// Priced reports whether the seat has prices.
+func (c Config) Priced() bool {
+	p := c.Prices()
+	return p.In != 0 || p.Out != 0 || p.CachedIn != 0 || p.CacheWrite != 0
+}
+
+// Cost estimates an attempt's cost from the seat's prices (admit.Cost);
+// ok is false when the seat has no prices.
+func (c Config) Cost(u admit.Usage) (usd float64, ok bool) {
+	if !c.Priced() {
 		return 0, false
 	}
-	return admit.Cost(c.PriceIn, c.PriceOut, prompt, completion), true
+	return admit.Cost(c.Prices(), u), true
+}
+
+// UncachedCost is what u would cost with every input token at PriceIn:
+// the attempt without cache pricing, beside its cost, so the USD the
+// cache saved (or, rewritten, cost) can be summed from the log.
+func (c Config) UncachedCost(u admit.Usage) float64 {
+	p := c.Prices()
+	p.CachedIn, p.CacheWrite = p.In, p.In
+	return admit.Cost(p, admit.Usage{Prompt: u.Prompt, Completion: u.Completion})
+}
+
+// Usage is the observation's tokens as the cost function reads them.
+func (o Observation) Usage() admit.Usage {
+	u := admit.Usage{Prompt: o.PromptTokens, Completion: o.CompletionTokens}
+	if o.HasCached {
+		u.Cached = o.CachedTokens
+	}
+	if o.HasCacheWrite {
+		u.CacheWrite = o.CacheWriteTokens
+	}
+	return u
 }

@@ -306,3 +306,49 @@ func TestServedMatchesResolve(t *testing.T) {
 		})
 	}
 }
+
+// A plan's token parts reach our seats through each wire's own fields:
+// Chat Completions' cached and reasoning details, the Messages API's two
+// cache fields beside input_tokens; Ollama has none to report.
+func TestOurSeatsReadTokenParts(t *testing.T) {
+	plan := seat.Plan{Wait: 5 * ms, Elapsed: 10 * ms, PromptTokens: 4000, CompletionTokens: 300,
+		CachedTokens: 3000, CacheWriteTokens: 900, ReasoningTokens: 200, HasCached: true, HasCacheWrite: true, HasReasoning: true}
+	type want struct {
+		cached, write, reasoning int64
+		has                      [3]bool
+	}
+	for f, w := range map[Format]want{
+		OpenAI:    {3000, 0, 200, [3]bool{true, false, true}},
+		Anthropic: {3000, 900, 0, [3]bool{true, true, false}},
+		Ollama:    {0, 0, 0, [3]bool{}},
+	} {
+		t.Run(string(f), func(t *testing.T) {
+			obs := ourSeat(t, serve(t, f, plan), f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 400})
+			require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
+			assert.Equal(t, seat.FromUsage, obs.TokensFrom)
+			assert.Equal(t, int64(4000), obs.PromptTokens)
+			assert.Equal(t, int64(300), obs.CompletionTokens)
+			assert.Equal(t, w.has, [3]bool{obs.HasCached, obs.HasCacheWrite, obs.HasReasoning})
+			assert.Equal(t, [3]int64{w.cached, w.write, w.reasoning}, [3]int64{obs.CachedTokens, obs.CacheWriteTokens, obs.ReasoningTokens})
+		})
+	}
+}
+
+// A plan's rate-limit state goes out in each API's own headers and our
+// seats read it back as the plan has it; Ollama has no such headers.
+func TestOurSeatsReadRateLimits(t *testing.T) {
+	rl := admit.RateLimit{RemainingRequests: 59, RemainingTokens: 0, Reset: 6*time.Minute + 1500*ms, HasRequests: true, HasTokens: true, HasReset: true}
+	plan := seat.Plan{Elapsed: 5 * ms, Status: 429, RetryAfter: 2 * time.Second, HasRetryAfter: true, RateLimit: rl}
+	for _, f := range Formats {
+		t.Run(string(f), func(t *testing.T) {
+			obs := ourSeat(t, serve(t, f, plan), f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 16})
+			require.Equal(t, admit.RateLimited, obs.Outcome, obs.Detail)
+			want := rl
+			if f == Ollama {
+				want = admit.RateLimit{}
+			}
+			assert.Equal(t, want, obs.RateLimit)
+			assert.Equal(t, rl, seat.Resolve(plan, 0, 0, 0).RateLimit, "as the virtual clock sees it")
+		})
+	}
+}

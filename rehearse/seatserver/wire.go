@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"retrygate/admit"
 )
 
 // chatRequest is the little of a request body the server looks at. The
@@ -23,6 +26,10 @@ type chatRequest struct {
 type usage struct {
 	prompt, completion int64
 	ok                 bool
+	// The parts, each written where the plan reports it and the wire
+	// has a field for it (docs/log.md maps them).
+	cached, write, reasoning          int64
+	hasCached, hasWrite, hasReasoning bool
 }
 
 // wire renders one response in one format. Every method returns the bytes
@@ -146,10 +153,33 @@ func (w *openaiWire) content(text string) []byte {
 	}}, nil)
 }
 
+// openaiUsage is Chat Completions' usage: cached input is inside
+// prompt_tokens, reasoning inside completion_tokens; it has no field for
+// cache writes (OpenAI bills none).
 func openaiUsage(u usage) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"prompt_tokens": u.prompt, "completion_tokens": u.completion, "total_tokens": u.prompt + u.completion,
 	}
+	if u.hasCached {
+		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.cached, "audio_tokens": 0}
+	}
+	if u.hasReasoning {
+		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning, "audio_tokens": 0,
+			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+	}
+	return m
+}
+
+// anthropicInput is the Messages API's input side: the cache fields sit
+// beside input_tokens, which holds only the rest of the prompt.
+func anthropicInput(m map[string]any, u usage) map[string]any {
+	m["input_tokens"] = u.prompt
+	if u.hasCached || u.hasWrite {
+		m["input_tokens"] = u.prompt - u.cached - u.write
+		m["cache_creation_input_tokens"] = u.write
+		m["cache_read_input_tokens"] = u.cached
+	}
+	return m
 }
 
 func (w *openaiWire) finish(u usage) []byte {
@@ -228,7 +258,7 @@ func (w *anthropicWire) preamble(u usage) []byte {
 	if u.ok {
 		// The real API reports a token or so of output already at message_start;
 		// message_delta's count is cumulative and replaces it.
-		msg["usage"] = map[string]any{"input_tokens": u.prompt, "output_tokens": min(u.completion, 1)}
+		msg["usage"] = anthropicInput(map[string]any{"output_tokens": min(u.completion, 1)}, u)
 	}
 	out := sse("message_start", map[string]any{"type": "message_start", "message": msg})
 	out = append(out, sse("content_block_start", map[string]any{
@@ -309,7 +339,7 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 		"stop_reason": "end_turn", "stop_sequence": nil,
 	}
 	if u.ok {
-		m["usage"] = map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion}
+		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.completion}, u)
 	}
 	return append(mustJSON(m), '\n')
 }
@@ -377,5 +407,44 @@ func notFoundBody(f Format, status int, msg string) []byte {
 		return append(mustJSON(map[string]any{"error": map[string]any{
 			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
 		}}), '\n')
+	}
+}
+
+// rateLimitHeaders writes a plan's rate-limit state in the format's own
+// headers: OpenAI's x-ratelimit-* with Go durations, Anthropic's
+// anthropic-ratelimit-* with RFC 3339 times after the Date header it
+// sets (whole seconds, so a client measuring from it reads the plan's
+// reset exactly). The reset goes on both limits; Ollama has none.
+func rateLimitHeaders(h http.Header, f Format, rl admit.RateLimit, now time.Time) {
+	if !rl.Any() {
+		return
+	}
+	count := func(n int64) string { return strconv.FormatInt(n, 10) }
+	switch f {
+	case OpenAI:
+		if rl.HasRequests {
+			h.Set("x-ratelimit-remaining-requests", count(rl.RemainingRequests))
+		}
+		if rl.HasTokens {
+			h.Set("x-ratelimit-remaining-tokens", count(rl.RemainingTokens))
+		}
+		if rl.HasReset {
+			h.Set("x-ratelimit-reset-requests", rl.Reset.String())
+			h.Set("x-ratelimit-reset-tokens", rl.Reset.String())
+		}
+	case Anthropic:
+		date := now.UTC().Truncate(time.Second)
+		h.Set("Date", date.Format(http.TimeFormat))
+		if rl.HasRequests {
+			h.Set("anthropic-ratelimit-requests-remaining", count(rl.RemainingRequests))
+		}
+		if rl.HasTokens {
+			h.Set("anthropic-ratelimit-tokens-remaining", count(rl.RemainingTokens))
+		}
+		if rl.HasReset {
+			at := date.Add(rl.Reset).Format(time.RFC3339Nano)
+			h.Set("anthropic-ratelimit-requests-reset", at)
+			h.Set("anthropic-ratelimit-tokens-reset", at)
+		}
 	}
 }

@@ -163,7 +163,7 @@ func New(o Options) *Metrics {
 		m.retries.WithLabelValues(s.Name)
 		m.taxTokens.WithLabelValues(s.Name)
 		m.fallbacks.WithLabelValues(s.Name)
-		if _, priced := s.Cost(0, 0); priced {
+		if s.Priced() {
 			m.costUSD.WithLabelValues(s.Name)
 			m.taxUSD.WithLabelValues(s.Name)
 		}
