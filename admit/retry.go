@@ -76,7 +76,7 @@ type RetryStep struct {
 // the log.
 func AfterFailure(p RetryPolicy, f Failure, h JobHistory, r *rand.Rand) RetryStep {
 	switch f.Outcome {
-	case ClientError:
+	case ClientError, Incomplete:
 		return RetryStep{Reason: ReasonPermanentError}
 	case Cancelled:
 		return RetryStep{Reason: ReasonDeadline}

@@ -27,6 +27,10 @@ type reportJSON struct {
 	Warnings        []string                 `json:"warnings"`
 }
 
+// wideOutcomes are the outcome columns in their first place; an outcome
+// class added since (laterOutcomes: incomplete) is a column at the end.
+var wideOutcomes, laterOutcomes = admit.Outcomes[:9], admit.Outcomes[9:]
+
 // Piped and CSV output: one line per group, every figure a column, in an
 // order that never changes (new columns are only ever appended).
 func wideHeader() []string {
@@ -37,7 +41,7 @@ func wideHeader() []string {
 			h = append(h, m+"_"+p)
 		}
 	}
-	for _, o := range admit.Outcomes {
+	for _, o := range wideOutcomes {
 		h = append(h, "outcome_"+string(o))
 	}
 	for _, r := range admit.Reasons {
@@ -47,6 +51,9 @@ func wideHeader() []string {
 		"retry_tax_tokens", "retry_tax_tokens_share", "retry_tax_usd", "retry_tax_usd_share",
 		"wasted_calls", "failed_attempts", "billed_failures", "billable_failure_rate",
 		"unknown_rate", "fallback_jobs", "fallback_rate")
+	for _, o := range laterOutcomes {
+		h = append(h, "outcome_"+string(o))
+	}
 	return h
 }
 
@@ -64,7 +71,7 @@ func wideRow(g *summary.Group) []string {
 			r = append(r, plainNum(v, digits))
 		}
 	}
-	for _, o := range admit.Outcomes {
+	for _, o := range wideOutcomes {
 		r = append(r, i(g.Outcomes[string(o)]))
 	}
 	known := int64(0)
@@ -77,6 +84,9 @@ func wideRow(g *summary.Group) []string {
 		i(g.RetryTax.Tokens), plainNum(g.RetryTax.TokensShare, 4), plainNum(g.RetryTax.USD, 6), plainNum(g.RetryTax.USDShare, 4),
 		i(g.WastedCalls), i(g.FailedAttempts), i(g.BilledFailures), plainNum(g.BillableFailureRate, 4),
 		plainNum(g.UnknownRate, 4), i(g.FallbackJobs), plainNum(g.FallbackRate, 4))
+	for _, o := range laterOutcomes {
+		r = append(r, i(g.Outcomes[string(o)]))
+	}
 	return r
 }
 

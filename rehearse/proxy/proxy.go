@@ -205,7 +205,7 @@ func (p *Proxy) breakerChanged(u *upstream, at time.Time, from, to admit.Breaker
 // seat; a client error is the request's fault, not the seat's).
 func recordBreaker(u *upstream, now time.Time, o *seat.Observation) {
 	if o.Outcome != admit.Cancelled {
-		u.br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
+		u.br.Record(now, o.Outcome.SeatFailure())
 	}
 }
 
