@@ -306,6 +306,11 @@ type Config struct {
 	// o4, gpt-5), which refuse max_tokens; max_tokens otherwise, which
 	// every compatible server honours.
 	MaxTokensParam string
+	// API (openai) is the endpoint an openai seat speaks: "" or "chat",
+	// Chat Completions (POST {base_url}/chat/completions); "responses",
+	// the Responses API (POST {base_url}/responses), with the same base
+	// URL, key, headers and error bodies.
+	API string
 	// Cold makes every attempt open a new connection (and close it after),
 	// so each attempt pays the connect a first caller would. By default
 	// connections are kept alive and reused, as the official SDKs do.
