@@ -105,10 +105,10 @@ func Normalize(r *Row) {
 	}
 	r.Attempt = min(max(r.Attempt, 0), admit.MaxAttempts)
 	r.Used = min(max(r.Used, 0), admit.MaxAttempts)
-	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.ITLMean, &r.ITLMax, &r.RetryAfter, &r.Delay, &r.SpentS} {
+	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.ITLMean, &r.ITLMax, &r.RetryAfter, &r.RateLimit.Reset, &r.Delay, &r.SpentS} {
 		*d = admit.ClampDuration(*d).Round(time.Millisecond)
 	}
-	for _, n := range [...]*int64{&r.Tokens, &r.PromptTokens, &r.CompletionTokens, &r.SpentTokens} {
+	for _, n := range [...]*int64{&r.Tokens, &r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.RateLimit.RemainingRequests, &r.RateLimit.RemainingTokens, &r.SpentTokens} {
 		*n = admit.ClampTokens(*n)
 	}
 	r.CostUSD, r.SpentUSD = admit.ClampUSD(r.CostUSD), admit.ClampUSD(r.SpentUSD)
@@ -265,6 +265,15 @@ func appendRow(dst []byte, r *Row) []byte {
 		integer("prompt_tokens", r.PromptTokens)
 		integer("completion_tokens", r.CompletionTokens)
 	}
+	if r.HasCached {
+		integer("cached_tokens", r.CachedTokens)
+	}
+	if r.HasCacheWrite {
+		integer("cache_write_tokens", r.CacheWriteTokens)
+	}
+	if r.HasReasoning {
+		integer("reasoning_tokens", r.ReasoningTokens)
+	}
 	sources := r.TokensFrom != "" && knownSource(r.TokensFrom, true) &&
 		(r.TokensFrom != FromMixed || (knownSource(r.PromptFrom, false) && knownSource(r.CompletionFrom, false)))
 	if sources {
@@ -294,6 +303,17 @@ func appendRow(dst []byte, r *Row) []byte {
 	}
 	if r.HasRetryAfter {
 		sec("retry_after_s", r.RetryAfter)
+	}
+	if rl := &r.RateLimit; rl.Any() {
+		if rl.HasRequests {
+			integer("ratelimit_remaining_requests", rl.RemainingRequests)
+		}
+		if rl.HasTokens {
+			integer("ratelimit_remaining_tokens", rl.RemainingTokens)
+		}
+		if rl.HasReset {
+			sec("ratelimit_reset_s", rl.Reset)
+		}
 	}
 	if r.ErrorCode != "" {
 		kv("error_code", r.ErrorCode)

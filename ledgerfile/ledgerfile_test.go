@@ -239,6 +239,28 @@ func rowGen() *rapid.Generator[Row] {
 		if rapid.Bool().Draw(t, "cost") {
 			r.CostUSD, r.HasCost = float64(rapid.IntRange(0, 1e7).Draw(t, "micro"))/1e6, true
 		}
+		// Each token part and rate-limit part on its own: a reported 0
+		// reads back as reported.
+		count := rapid.Int64Range(0, 1<<30)
+		if r.HasCached = rapid.Bool().Draw(t, "cached?"); r.HasCached {
+			r.CachedTokens = count.Draw(t, "cached")
+		}
+		if r.HasCacheWrite = rapid.Bool().Draw(t, "write?"); r.HasCacheWrite {
+			r.CacheWriteTokens = count.Draw(t, "write")
+		}
+		if r.HasReasoning = rapid.Bool().Draw(t, "reasoning?"); r.HasReasoning {
+			r.ReasoningTokens = count.Draw(t, "reasoning")
+		}
+		rl := &r.RateLimit
+		if rl.HasRequests = rapid.Bool().Draw(t, "rl_requests?"); rl.HasRequests {
+			rl.RemainingRequests = count.Draw(t, "rl_requests")
+		}
+		if rl.HasTokens = rapid.Bool().Draw(t, "rl_tokens?"); rl.HasTokens {
+			rl.RemainingTokens = count.Draw(t, "rl_tokens")
+		}
+		if rl.HasReset = rapid.Bool().Draw(t, "rl_reset?"); rl.HasReset {
+			rl.Reset = secs.Draw(t, "rl_reset")
+		}
 		return r
 	})
 }

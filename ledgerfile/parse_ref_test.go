@@ -249,6 +249,30 @@ func setFieldRef(row *Row, key, v []byte) (uint64, error) {
 		row.ITLMax, err = parseSecondsRef(val)
 		row.HasITL = true
 		return bitITLMax, err
+	case "cached_tokens":
+		row.CachedTokens, err = parseCountRef(val)
+		row.HasCached = true
+		return bitCached, err
+	case "cache_write_tokens":
+		row.CacheWriteTokens, err = parseCountRef(val)
+		row.HasCacheWrite = true
+		return bitCacheWrite, err
+	case "reasoning_tokens":
+		row.ReasoningTokens, err = parseCountRef(val)
+		row.HasReasoning = true
+		return bitReasoning, err
+	case "ratelimit_remaining_requests":
+		row.RateLimit.RemainingRequests, err = parseCountRef(val)
+		row.RateLimit.HasRequests = true
+		return bitRateRequests, err
+	case "ratelimit_remaining_tokens":
+		row.RateLimit.RemainingTokens, err = parseCountRef(val)
+		row.RateLimit.HasTokens = true
+		return bitRateTokens, err
+	case "ratelimit_reset_s":
+		row.RateLimit.Reset, err = parseSecondsRef(val)
+		row.RateLimit.HasReset = true
+		return bitRateReset, err
 	case "reserve_usd":
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err

@@ -1196,6 +1196,12 @@ const (
 	bitTags
 	bitITLMean
 	bitITLMax
+	bitCached
+	bitCacheWrite
+	bitReasoning
+	bitRateRequests
+	bitRateTokens
+	bitRateReset
 )
 
 // knownKeys are the keys this version reads; knownKeyCount bounds the
@@ -1212,6 +1218,8 @@ var knownKeys = map[string]bool{
 	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
 	"tags":       true,
 	"itl_mean_s": true, "itl_max_s": true,
+	"cached_tokens": true, "cache_write_tokens": true, "reasoning_tokens": true,
+	"ratelimit_remaining_requests": true, "ratelimit_remaining_tokens": true, "ratelimit_reset_s": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -1260,18 +1268,24 @@ const (
 	keyTags
 	keyITLMean
 	keyITLMax
+	keyCached
+	keyCacheWrite
+	keyReasoning
+	keyRateRequests
+	keyRateTokens
+	keyRateReset
 )
 
 // numKeys is one more than the known keys' count: 0 is keyUnknown.
 const numKeys = len(keyNames)
 
 // keyNames are the known keys, in keyID's order from 1.
-var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s"}
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset_s"}
 
 // keyHash places a key of two bytes or more in keyTable; no two known
 // keys share a slot (TestKeyHashPlacesEveryKnownKey).
 func keyHash(k string) int {
-	return (len(k) + int(k[0])*55 + int(k[len(k)-2])*2 + int(k[1])) & 127
+	return (len(k)*6 + int(k[0])*9 + int(k[len(k)-2])*4 + int(k[1])) & 127
 }
 
 var keyTable = func() (t [128]uint8) {
@@ -1295,7 +1309,7 @@ var keyPats = func() (t [numKeys]keyPat) {
 		kp := &t[id+1]
 		kp.s = k + "="
 		kp.n = len(kp.s)
-		for i := 0; i < kp.n; i++ {
+		for i := 0; i < kp.n && i < 24; i++ { // a longer key compares as a string (at)
 			kp.w[i/8] |= uint64(kp.s[i]) << (8 * (i % 8))
 			kp.m[i/8] |= 0xff << (8 * (i % 8))
 		}
@@ -1305,7 +1319,7 @@ var keyPats = func() (t [numKeys]keyPat) {
 
 // at reports whether the key and its '=' start line at p.
 func (k *keyPat) at(line []byte, p int) bool {
-	if len(line)-p < 24 {
+	if len(line)-p < 24 || k.n > 24 {
 		return len(line)-p >= k.n && string(line[p:p+k.n]) == k.s
 	}
 	b := line[p : p+24]
@@ -1434,6 +1448,30 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 		row.ITLMax, err = parseSeconds(val)
 		row.HasITL = true
 		return bitITLMax, err
+	case keyCached:
+		row.CachedTokens, err = parseCount(val)
+		row.HasCached = true
+		return bitCached, err
+	case keyCacheWrite:
+		row.CacheWriteTokens, err = parseCount(val)
+		row.HasCacheWrite = true
+		return bitCacheWrite, err
+	case keyReasoning:
+		row.ReasoningTokens, err = parseCount(val)
+		row.HasReasoning = true
+		return bitReasoning, err
+	case keyRateRequests:
+		row.RateLimit.RemainingRequests, err = parseCount(val)
+		row.RateLimit.HasRequests = true
+		return bitRateRequests, err
+	case keyRateTokens:
+		row.RateLimit.RemainingTokens, err = parseCount(val)
+		row.RateLimit.HasTokens = true
+		return bitRateTokens, err
+	case keyRateReset:
+		row.RateLimit.Reset, err = parseSeconds(val)
+		row.RateLimit.HasReset = true
+		return bitRateReset, err
 	case keyReserveUSD:
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err

@@ -52,6 +52,13 @@ type Row struct {
 	TokensFrom     string
 	PromptFrom     string
 	CompletionFrom string
+	// CachedTokens and CacheWriteTokens are the prompt's input read from
+	// and written to the provider's prompt cache, ReasoningTokens the
+	// completion's reasoning: parts of PromptTokens and CompletionTokens,
+	// kept (cached_tokens, cache_write_tokens, reasoning_tokens) only
+	// where the provider reported them (the Has fields).
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+	HasCached, HasCacheWrite, HasReasoning          bool
 
 	Outcome    admit.Outcome
 	HTTPStatus int
@@ -65,8 +72,12 @@ type Row struct {
 
 	RetryAfter    time.Duration
 	HasRetryAfter bool
-	ErrorCode     string
-	Delay         time.Duration // backoff slept before this attempt
+	// RateLimit is the provider's rate-limit state on the answer
+	// (ratelimit_remaining_requests, ratelimit_remaining_tokens,
+	// ratelimit_reset_s), each part where it was reported.
+	RateLimit admit.RateLimit
+	ErrorCode string
+	Delay     time.Duration // backoff slept before this attempt
 
 	SpentS      time.Duration
 	SpentTokens int64

@@ -80,9 +80,13 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 	r.PromptTokens, r.CompletionTokens = o.PromptTokens, o.CompletionTokens
 	r.HasSplit = o.TokensFrom != ""
 	r.TokensFrom, r.PromptFrom, r.CompletionFrom = o.TokensFrom, o.PromptFrom, o.CompletionFrom
+	r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens = o.CachedTokens, o.CacheWriteTokens, o.ReasoningTokens
+	r.HasCached, r.HasCacheWrite, r.HasReasoning = o.HasCached, o.HasCacheWrite, o.HasReasoning
 	r.Outcome, r.HTTPStatus, r.Billing = o.Outcome, o.HTTPStatus, o.Billing
 	r.CostUSD, r.HasCost = cost, priced
 	r.RetryAfter, r.HasRetryAfter = ledgerfile.Resolution(o.RetryAfter), o.HasRetryAfter
+	r.RateLimit = o.RateLimit
+	r.RateLimit.Reset = ledgerfile.Resolution(o.RateLimit.Reset)
 	r.ErrorCode = o.ErrorCode
 	r.Decision = "admit"
 	if o.Outcome == admit.WaitCap {

@@ -73,12 +73,24 @@ type Observation struct {
 	// differ (the prompt from usage, the completion counted locally after
 	// a cut stream): the log writes tokens_from=mixed and both keys.
 	PromptFrom, CompletionFrom string
+	// CachedTokens, CacheWriteTokens and ReasoningTokens are the parts of
+	// the counts the provider reported (docs/log.md maps each API's
+	// fields): input read from and written to the prompt cache, both
+	// inside PromptTokens, and reasoning inside CompletionTokens. A Has
+	// field is false when the provider did not report the part, and the
+	// log then leaves its key out; a reported 0 is a fact (a retry that
+	// read its whole prompt from the cache wrote none of it).
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+	HasCached, HasCacheWrite, HasReasoning          bool
 
 	HTTPStatus    int
 	RetryAfter    time.Duration
 	HasRetryAfter bool
-	ErrorCode     string // provider's error code/type, e.g. context_length_exceeded
-	Bytes         int64  // response bytes received
+	// RateLimit is the provider's rate-limit state on the answer, from
+	// its headers, normalised (admit.RateLimit).
+	RateLimit admit.RateLimit
+	ErrorCode string // provider's error code/type, e.g. context_length_exceeded
+	Bytes     int64  // response bytes received
 
 	Outcome admit.Outcome
 	Billing admit.Billing

@@ -70,6 +70,25 @@ func rowsGen() *rapid.Generator[[]ledgerfile.Row] {
 		if rapid.Bool().Draw(t, "retry_after?") {
 			r.RetryAfter, r.HasRetryAfter = ms(t, "retry_after"), true
 		}
+		count := rapid.Int64Range(0, admit.MaxTokens)
+		if r.HasCached = rapid.Bool().Draw(t, "cached?"); r.HasCached {
+			r.CachedTokens = count.Draw(t, "cached")
+		}
+		if r.HasCacheWrite = rapid.Bool().Draw(t, "write?"); r.HasCacheWrite {
+			r.CacheWriteTokens = count.Draw(t, "write")
+		}
+		if r.HasReasoning = rapid.Bool().Draw(t, "reasoning?"); r.HasReasoning {
+			r.ReasoningTokens = count.Draw(t, "reasoning")
+		}
+		if r.RateLimit.HasRequests = rapid.Bool().Draw(t, "rl_requests?"); r.RateLimit.HasRequests {
+			r.RateLimit.RemainingRequests = count.Draw(t, "rl_requests")
+		}
+		if r.RateLimit.HasTokens = rapid.Bool().Draw(t, "rl_tokens?"); r.RateLimit.HasTokens {
+			r.RateLimit.RemainingTokens = count.Draw(t, "rl_tokens")
+		}
+		if r.RateLimit.HasReset = rapid.Bool().Draw(t, "rl_reset?"); r.RateLimit.HasReset {
+			r.RateLimit.Reset = ms(t, "rl_reset")
+		}
 		if rapid.Bool().Draw(t, "spent?") {
 			r.SpentS, r.SpentTokens, r.Used, r.HasSpent = ms(t, "spent_s"), rapid.Int64Range(0, admit.MaxTokens).Draw(t, "st"), rapid.IntRange(0, 1<<20).Draw(t, "used"), true
 			r.SpentUSD = rapid.SampledFrom([]float64{0, 0.25, 1e-9, 123.456}).Draw(t, "spent_usd")

@@ -20,11 +20,12 @@ import (
 const rowColumns = `comment, ts, ts_nanos, job, attempt, seat, model, wait_ms, elapsed_ms, ttfb_ms,
 	tokens, prompt_tokens, completion_tokens, tokens_from, outcome, http_status, billing, cost_usd,
 	retry_after_ms, error_code, delay_ms, spent_ms, spent_tokens, spent_usd, used, decision, sent,
-	holdout, fallback, job_end, prompt_sha, note, extra`
+	holdout, fallback, job_end, prompt_sha, note, extra, cached_tokens, cache_write_tokens,
+	reasoning_tokens, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset_ms`
 
 const insertRow = `INSERT INTO retrygate_rows (` + rowColumns + `) VALUES
 	($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-	 $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
+	 $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)`
 
 // ms is a duration as the file writes it: whole milliseconds.
 func ms(d time.Duration) int64 { return d.Round(time.Millisecond).Milliseconds() }
@@ -39,7 +40,7 @@ func str(s string) *string {
 // rowArgs are insertRow's arguments for one row. Absent values are NULL,
 // so a reader of the table sees what the file would not have written.
 func rowArgs(r *ledgerfile.Row) ([]any, error) {
-	a := make([]any, 33)
+	a := make([]any, numColumns)
 	// a[0] comment: NULL
 	if !r.TS.IsZero() {
 		ts := r.TS.UTC()
@@ -91,11 +92,34 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 		}
 		a[32] = string(b)
 	}
+	if r.HasCached {
+		a[33] = r.CachedTokens
+	}
+	if r.HasCacheWrite {
+		a[34] = r.CacheWriteTokens
+	}
+	if r.HasReasoning {
+		a[35] = r.ReasoningTokens
+	}
+	if rl := &r.RateLimit; rl.Any() {
+		if rl.HasRequests {
+			a[36] = rl.RemainingRequests
+		}
+		if rl.HasTokens {
+			a[37] = rl.RemainingTokens
+		}
+		if rl.HasReset {
+			a[38] = ms(rl.Reset)
+		}
+	}
 	return a, nil
 }
 
+// numColumns is rowColumns' count.
+const numColumns = 39
+
 func commentArgs(line string) []any {
-	a := make([]any, 33)
+	a := make([]any, numColumns)
 	a[0] = line
 	return a
 }
@@ -112,6 +136,8 @@ type scanned struct {
 	attempt, httpStatus, used                               pgtype.Int4
 	waitMS, elapsedMS, ttfbMS, tokens, prompt, completion   pgtype.Int8
 	retryAfterMS, delayMS, spentMS, spentTokens             pgtype.Int8
+	cached, cacheWrite, reasoning                           pgtype.Int8
+	rlRequests, rlTokens, rlResetMS                         pgtype.Int8
 	cost, spentUSD                                          pgtype.Float8
 	sent, holdout, fallback                                 pgtype.Bool
 	dst                                                     []any
@@ -123,7 +149,8 @@ func (s *scanned) dest() []any {
 			&s.waitMS, &s.elapsedMS, &s.ttfbMS, &s.tokens, &s.prompt, &s.completion, &s.tokensFrom,
 			&s.outcome, &s.httpStatus, &s.billing, &s.cost, &s.retryAfterMS, &s.errorCode, &s.delayMS,
 			&s.spentMS, &s.spentTokens, &s.spentUSD, &s.used, &s.decision, &s.sent, &s.holdout,
-			&s.fallback, &s.jobEnd, &s.promptSHA, &s.note, &s.extra}
+			&s.fallback, &s.jobEnd, &s.promptSHA, &s.note, &s.extra, &s.cached, &s.cacheWrite,
+			&s.reasoning, &s.rlRequests, &s.rlTokens, &s.rlResetMS}
 	}
 	return s.dst
 }
@@ -177,6 +204,14 @@ func (s *scanned) row(r *ledgerfile.Row, st *rowStrings) error {
 	r.Tokens = s.tokens.Int64
 	r.PromptTokens, r.CompletionTokens, r.HasSplit = s.prompt.Int64, s.completion.Int64, s.prompt.Valid
 	r.TokensFrom = st.intern(s.tokensFrom)
+	r.CachedTokens, r.HasCached = s.cached.Int64, s.cached.Valid
+	r.CacheWriteTokens, r.HasCacheWrite = s.cacheWrite.Int64, s.cacheWrite.Valid
+	r.ReasoningTokens, r.HasReasoning = s.reasoning.Int64, s.reasoning.Valid
+	r.RateLimit = admit.RateLimit{
+		RemainingRequests: s.rlRequests.Int64, HasRequests: s.rlRequests.Valid,
+		RemainingTokens: s.rlTokens.Int64, HasTokens: s.rlTokens.Valid,
+		Reset: msDur(s.rlResetMS), HasReset: s.rlResetMS.Valid,
+	}
 	r.Outcome = admit.Outcome(st.intern(s.outcome))
 	r.HTTPStatus = int(s.httpStatus.Int32)
 	r.Billing = admit.Billing(st.intern(s.billing))

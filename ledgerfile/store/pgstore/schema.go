@@ -95,6 +95,15 @@ var migrations = []string{
 		book bytea
 	);
 	CREATE INDEX retrygate_books_due ON retrygate_books (due)`,
+	// 4: token parts and rate-limit state (issue 26). NULL where the row
+	// has no such key, as in the file.
+	`ALTER TABLE retrygate_rows
+		ADD COLUMN cached_tokens                bigint,
+		ADD COLUMN cache_write_tokens           bigint,
+		ADD COLUMN reasoning_tokens             bigint,
+		ADD COLUMN ratelimit_remaining_requests bigint,
+		ADD COLUMN ratelimit_remaining_tokens   bigint,
+		ADD COLUMN ratelimit_reset_ms           bigint`,
 }
 
 // SchemaVersion is the schema this binary writes and reads.
