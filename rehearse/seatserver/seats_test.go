@@ -32,10 +32,26 @@ func testGetenv(name string) string {
 	return ""
 }
 
-func ourSeat(t *testing.T, r *running, f Format) seat.Seat {
+// endpoint is one wire our seats speak to a seat server: a format and,
+// for openai, its API (Chat Completions, or the Responses API).
+type endpoint struct {
+	f   Format
+	api string
+}
+
+func (e endpoint) String() string {
+	if e.api != "" {
+		return string(e.f) + "-" + e.api
+	}
+	return string(e.f)
+}
+
+var endpoints = []endpoint{{OpenAI, ""}, {OpenAI, seat.APIResponses}, {Anthropic, ""}, {Ollama, ""}}
+
+func ourSeat(t *testing.T, r *running, e endpoint) seat.Seat {
 	t.Helper()
 	s, err := seat.New(seat.Config{
-		Name: "served", Kind: string(f), BaseURL: r.baseURL(f), Model: "gpt-4o-mini", APIKeyEnv: keyEnv,
+		Name: "served", Kind: string(e.f), API: e.api, BaseURL: r.baseURL(e.f), Model: "gpt-4o-mini", APIKeyEnv: keyEnv,
 	}, testGetenv)
 	require.NoError(t, err)
 	return s
@@ -65,10 +81,11 @@ func offBy(what string, plan, got, lag time.Duration) string {
 
 func TestOurSeatsReadEveryFormat(t *testing.T) {
 	plan := seat.Plan{TTFB: 40 * ms, Wait: 100 * ms, Elapsed: 250 * ms, PromptTokens: 42, CompletionTokens: 30}
-	for _, f := range Formats {
-		t.Run(string(f), func(t *testing.T) {
+	for _, e := range endpoints {
+		f := e.f
+		t.Run(e.String(), func(t *testing.T) {
 			r := serve(t, f, plan)
-			s := ourSeat(t, r, f)
+			s := ourSeat(t, r, e)
 			var misses []string
 			for try := range tries {
 				key := fmt.Sprintf("job-%s-%d", f, try)
@@ -108,10 +125,11 @@ func TestOurSeatsReadEveryFormat(t *testing.T) {
 
 func TestOurSeatsCountTokensWithoutUsage(t *testing.T) {
 	plan := seat.Plan{Wait: 20 * ms, Elapsed: 60 * ms, PromptTokens: 42, CompletionTokens: 30, NoUsage: true}
-	for _, f := range Formats {
-		t.Run(string(f), func(t *testing.T) {
+	for _, e := range endpoints {
+		f := e.f
+		t.Run(e.String(), func(t *testing.T) {
 			r := serve(t, f, plan)
-			obs := ourSeat(t, r, f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
+			obs := ourSeat(t, r, e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
 			require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
 			assert.Equal(t, seat.FromTokenizer, obs.TokensFrom)
 			// One filler word is one token, so the local count is the plan's.
@@ -135,11 +153,12 @@ func TestOurSeatsSeeFailureClasses(t *testing.T) {
 		// (free, like a refused connection), not conn_error.
 		{"conn error", seat.Plan{ConnError: true}, admit.ServerError},
 	}
-	for _, f := range Formats {
+	for _, e := range endpoints {
+		f := e.f
 		for _, tt := range tests {
-			t.Run(string(f)+"/"+tt.name, func(t *testing.T) {
+			t.Run(e.String()+"/"+tt.name, func(t *testing.T) {
 				r := serve(t, f, tt.plan)
-				obs := ourSeat(t, r, f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
+				obs := ourSeat(t, r, e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
 				assert.Equal(t, tt.want, obs.Outcome, obs.Detail)
 				if tt.plan.HasRetryAfter {
 					assert.True(t, obs.HasRetryAfter)
@@ -179,11 +198,12 @@ func TestCancellationReachesServer(t *testing.T) {
 		{"hard timeout on a hang", seat.Plan{TTFB: 20 * ms, Wait: script.Never, Hang: true}, 200 * ms, 0, admit.Timeout},
 		{"wait cap before first content", seat.Plan{TTFB: 20 * ms, Wait: 3 * time.Second, Elapsed: 4 * time.Second}, 2 * time.Second, 150 * ms, admit.WaitCap},
 	}
-	for _, f := range Formats {
+	for _, e := range endpoints {
+		f := e.f
 		for _, tt := range tests {
-			t.Run(string(f)+"/"+tt.name, func(t *testing.T) {
+			t.Run(e.String()+"/"+tt.name, func(t *testing.T) {
 				r := serve(t, f, tt.plan)
-				s := ourSeat(t, r, f)
+				s := ourSeat(t, r, e)
 				submit := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), tt.hard)
 				defer cancel()
@@ -219,9 +239,9 @@ func TestNoSecretsInServerOutput(t *testing.T) {
 			r := serve(t, f, okPlan, seat.Plan{TTFB: 10 * ms, Wait: script.Never, Hang: true}, okPlan)
 			ctx := context.Background()
 			// A finished request, a cancelled one, and one from an SDK.
-			ourSeat(t, r, f).Do(ctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-1"})
+			ourSeat(t, r, endpoint{f: f}).Do(ctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-1"})
 			hctx, cancel := context.WithTimeout(ctx, 100*ms)
-			ourSeat(t, r, f).Do(hctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-2"})
+			ourSeat(t, r, endpoint{f: f}).Do(hctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-2"})
 			cancel()
 			// A third client, shaped as the official SDKs send (their own
 			// run is in the sdktest module): key in its header, prompt in the body.
@@ -289,7 +309,7 @@ func TestServedMatchesResolve(t *testing.T) {
 			srv, err := New(Options{Planner: planner, Format: f})
 			require.NoError(t, err)
 			r := serveWith(t, srv)
-			s := ourSeat(t, r, f)
+			s := ourSeat(t, r, endpoint{f: f})
 			for n := range 10 {
 				want := seat.Resolve(planner.PlanFor(n), hard, waitCap, slow)
 				ctx, cancel := context.WithTimeout(context.Background(), hard)
@@ -303,6 +323,23 @@ func TestServedMatchesResolve(t *testing.T) {
 					assert.Equal(t, want.RetryAfter.Round(time.Second), got.RetryAfter.Round(time.Second), "call %d", n)
 				}
 			}
+		})
+	}
+}
+
+// TestOurResponsesSeatReadsFailedResponses: an error code on a 200
+// stream is a response.failed event on /v1/responses, classified by its
+// code as the failure table says.
+func TestOurResponsesSeatReadsFailedResponses(t *testing.T) {
+	for code, want := range map[string]admit.Outcome{
+		"server_error": admit.ServerError, "rate_limit_exceeded": admit.RateLimited, "invalid_prompt": admit.ClientError,
+	} {
+		t.Run(code, func(t *testing.T) {
+			r := serve(t, OpenAI, seat.Plan{TTFB: 10 * ms, Wait: 10 * ms, Elapsed: 30 * ms, ErrorCode: code})
+			obs := ourSeat(t, r, endpoint{OpenAI, seat.APIResponses}).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
+			assert.Equal(t, want, obs.Outcome, obs.Detail)
+			assert.Equal(t, code, obs.ErrorCode)
+			assert.Equal(t, 200, obs.HTTPStatus)
 		})
 	}
 }

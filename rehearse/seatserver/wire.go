@@ -40,16 +40,20 @@ type wire interface {
 	whole(text string, u usage) []byte
 }
 
-func newWire(f Format, req chatRequest, index int, now func() time.Time) wire {
+// newWire is the wire of one request to format f; responses says it came
+// to an openai server's /v1/responses.
+func newWire(f Format, responses bool, req chatRequest, index int, now func() time.Time) wire {
 	model := req.Model
 	if model == "" {
 		model = "retrygate-seat"
 	}
 	b := base{model: model, index: index, now: now(), clock: now}
-	switch f {
-	case Anthropic:
+	switch {
+	case responses:
+		return &responsesWire{base: b}
+	case f == Anthropic:
 		return &anthropicWire{base: b}
-	case Ollama:
+	case f == Ollama:
 		return &ollamaWire{base: b}
 	default:
 		return &openaiWire{base: b, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
@@ -378,4 +382,121 @@ func notFoundBody(f Format, status int, msg string) []byte {
 			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
 		}}), '\n')
 	}
+}
+
+// --- OpenAI Responses API ---
+
+// responsesWire is the Responses API (POST /v1/responses) on an openai
+// seat server: typed events with a sequence_number, no [DONE]. It keeps
+// the text it has sent, for the terminal event's whole Response.
+type responsesWire struct {
+	base
+	seq  int
+	text strings.Builder
+}
+
+func (w *responsesWire) id() string { return responseID(w.index) }
+
+// responseID is the id of request index's Response, which GET
+// /v1/responses/{id} reads back.
+func responseID(index int) string { return fmt.Sprintf("resp_retrygate%d", index) }
+
+func (w *responsesWire) itemID() string { return fmt.Sprintf("msg_retrygate%d", w.index) }
+
+func (w *responsesWire) event(typ string, fields map[string]any) []byte {
+	fields["type"] = typ
+	fields["sequence_number"] = w.seq
+	w.seq++
+	return sse(typ, fields)
+}
+
+func responsesUsage(u usage) any {
+	if !u.ok {
+		return nil
+	}
+	return map[string]any{
+		"input_tokens": u.prompt, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"output_tokens": u.completion, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+		"total_tokens": u.prompt + u.completion,
+	}
+}
+
+// message is the output message holding text, in state status.
+func (w *responsesWire) message(status, text string) map[string]any {
+	content := []any{}
+	if status == "completed" {
+		content = []any{w.part(text)}
+	}
+	return map[string]any{"id": w.itemID(), "type": "message", "status": status, "role": "assistant", "content": content}
+}
+
+func (w *responsesWire) part(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
+}
+
+// response is the Response object in state status, with output and
+// usage once there are any.
+func (w *responsesWire) response(status string, output []any, u any, e any) map[string]any {
+	return map[string]any{
+		"id": w.id(), "object": "response", "created_at": w.now.Unix(), "status": status,
+		"model": w.model, "output": output, "usage": u, "error": e, "incomplete_details": nil,
+		"instructions": nil, "max_output_tokens": nil, "metadata": map[string]any{},
+		"parallel_tool_calls": true, "previous_response_id": nil, "temperature": 1.0, "top_p": 1.0,
+		"text": map[string]any{"format": map[string]any{"type": "text"}}, "tool_choice": "auto",
+		"tools": []any{}, "truncation": "disabled", "store": false,
+	}
+}
+
+func (w *responsesWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
+
+// preamble is response.created, response.in_progress and the message's
+// output_item.added and content_part.added: none of it text.
+func (w *responsesWire) preamble(usage) []byte {
+	out := w.event("response.created", map[string]any{"response": w.response("in_progress", []any{}, nil, nil)})
+	out = append(out, w.event("response.in_progress", map[string]any{"response": w.response("in_progress", []any{}, nil, nil)})...)
+	out = append(out, w.event("response.output_item.added", map[string]any{"output_index": 0, "item": w.message("in_progress", "")})...)
+	return append(out, w.event("response.content_part.added", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(""),
+	})...)
+}
+
+func (w *responsesWire) content(text string) []byte {
+	w.text.WriteString(text)
+	return w.event("response.output_text.delta", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "delta": text, "logprobs": []any{},
+	})
+}
+
+// finish closes the text, its part and its item, and ends the stream
+// with response.completed, whose Response holds the whole output.
+func (w *responsesWire) finish(u usage) []byte {
+	text := w.text.String()
+	out := w.event("response.output_text.done", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "text": text, "logprobs": []any{},
+	})
+	out = append(out, w.event("response.content_part.done", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(text),
+	})...)
+	out = append(out, w.event("response.output_item.done", map[string]any{"output_index": 0, "item": w.message("completed", text)})...)
+	return append(out, w.event("response.completed", map[string]any{
+		"response": w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil),
+	})...)
+}
+
+// streamError is a failed response: response.failed, whose error names
+// the code (server_error when the plan names none).
+func (w *responsesWire) streamError(code string) []byte {
+	if code == "" {
+		code = "server_error"
+	}
+	e := map[string]any{"code": code, "message": errorMessage(http.StatusOK, code)}
+	return w.event("response.failed", map[string]any{"response": w.response("failed", []any{}, nil, e)})
+}
+
+func (w *responsesWire) errorBody(status int, code string) []byte {
+	return (&openaiWire{base: w.base}).errorBody(status, code)
+}
+
+func (w *responsesWire) whole(text string, u usage) []byte {
+	return append(mustJSON(w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil)), '\n')
 }
