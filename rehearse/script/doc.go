@@ -29,6 +29,12 @@
 //	                            elapsed: elapsed = wait + completion_tokens/rate
 //	prompt_tokens     integer   >= 0
 //	completion_tokens integer   >= 0
+//	cached_tokens     integer   the part of prompt_tokens read from the
+//	                            provider's prompt cache (reported only
+//	                            when given, as a provider reports it)
+//	cache_write_tokens integer  the part of prompt_tokens written to the
+//	                            cache; with cached_tokens at most prompt_tokens
+//	reasoning_tokens  integer   the part of completion_tokens spent reasoning
 //	usage             bool      default true; false: the response carries
 //	                            no usage field (an HTTP client must count)
 //	status            integer   200 (default) or an error status 400-599;

@@ -61,7 +61,7 @@ var (
 	topKeys  = []string{"name", "model", "then", "steps"}
 	stepKeys = []string{
 		"wait", "ttfb", "elapsed", "rate", "prompt_tokens", "completion_tokens",
-		"usage", "status", "retry_after", "error", "hang", "reset_after",
+		"cached_tokens", "cache_write_tokens", "reasoning_tokens", "usage", "status", "retry_after", "error", "hang", "reset_after",
 		"conn_error", "repeat",
 	}
 	// A bare number of seconds: no hex, no underscores, no Inf/NaN words.
@@ -378,6 +378,32 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 		return plan, 0, err
 	}
 	if plan.CompletionTokens, err = count("completion_tokens", 0, maxTokens); err != nil {
+		return plan, 0, err
+	}
+	// The parts a provider reports inside the counts (docs/log.md):
+	// cached and cache-written input within prompt_tokens, reasoning
+	// within completion_tokens.
+	part := func(k string, n *int64, hasIt *bool, whole int64, inside string) error {
+		if !has(k) {
+			return nil
+		}
+		var err error
+		if *n, err = count(k, 0, maxTokens); err != nil {
+			return err
+		}
+		*hasIt = true
+		if *n > whole {
+			return p.errf(at[k], key(k), "%d is more than %s (%d): it is a part of it", *n, inside, whole)
+		}
+		return nil
+	}
+	if err = part("cached_tokens", &plan.CachedTokens, &plan.HasCached, plan.PromptTokens, "prompt_tokens"); err != nil {
+		return plan, 0, err
+	}
+	if err = part("cache_write_tokens", &plan.CacheWriteTokens, &plan.HasCacheWrite, plan.PromptTokens-plan.CachedTokens, "prompt_tokens less cached_tokens"); err != nil {
+		return plan, 0, err
+	}
+	if err = part("reasoning_tokens", &plan.ReasoningTokens, &plan.HasReasoning, plan.CompletionTokens, "completion_tokens"); err != nil {
 		return plan, 0, err
 	}
 	if has("reset_after") {

@@ -33,7 +33,10 @@ var parseErrorCases = []struct {
 	{"missing value", "steps:\n  - wait:\n", `t.yaml:2: steps[0].wait: missing value (want a duration such as 1.5s, 1500ms or 1.5)`},
 	{"custom tag", "steps:\n  - wait: !secs 1\n", `t.yaml:2: steps[0].wait: unsupported tag !secs (want a duration such as 1.5s, 1500ms or 1.5)`},
 	{"unknown step key", "steps:\n  - wiat: 1s\n", `t.yaml:2: steps[0].wiat: unknown key "wiat" (did you mean wait?)`},
-	{"unknown step key far", "steps:\n  - latency: 1s\n", `t.yaml:2: steps[0].latency: unknown key "latency" (want one of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, usage, status, retry_after, error, hang, reset_after, conn_error, repeat)`},
+	{"unknown step key far", "steps:\n  - latency: 1s\n", `t.yaml:2: steps[0].latency: unknown key "latency" (want one of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, usage, status, retry_after, error, hang, reset_after, conn_error, repeat)`},
+	{"cached over prompt", "steps:\n  - {prompt_tokens: 10, cached_tokens: 11}\n", `t.yaml:2: steps[0].cached_tokens: 11 is more than prompt_tokens (10): it is a part of it`},
+	{"written over the rest", "steps:\n  - {prompt_tokens: 10, cached_tokens: 6, cache_write_tokens: 5}\n", `t.yaml:2: steps[0].cache_write_tokens: 5 is more than prompt_tokens less cached_tokens (4): it is a part of it`},
+	{"reasoning over completion", "steps:\n  - {completion_tokens: 3, reasoning_tokens: 4}\n", `t.yaml:2: steps[0].reasoning_tokens: 4 is more than completion_tokens (3): it is a part of it`},
 	{"unknown top key", "stepz:\n  - wait: 1s\n", `t.yaml:1: stepz: unknown key "stepz" (did you mean steps?)`},
 	{"duplicate key", "steps:\n  - wait: 1s\n    ttfb: 0.5s\n    wait: 2s\n", `t.yaml:4: steps[0].wait: duplicate key (first given on line 2)`},
 	{"merge key", "base: &b {wait: 1s}\nsteps:\n  - <<: *b\n", `t.yaml:1: base: unknown key "base" (want one of name, model, then, steps)`},
@@ -70,7 +73,7 @@ var parseErrorCases = []struct {
 	{"steps empty", "name: x\nsteps: []\n", `t.yaml:2: steps: empty (a script needs at least one step)`},
 	{"steps null", "name: x\nsteps:\n", `t.yaml:2: steps: want a list of steps, got nothing`},
 	{"steps mapping", "steps:\n  wait: 1s\n", `t.yaml:2: steps: want a list of steps, got a mapping`},
-	{"step scalar", "steps:\n  - wait: 1s\n  - 3\n", `t.yaml:3: steps[1]: want a mapping of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, usage, status, retry_after, error, hang, reset_after, conn_error, repeat, got "3"`},
+	{"step scalar", "steps:\n  - wait: 1s\n  - 3\n", `t.yaml:3: steps[1]: want a mapping of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, usage, status, retry_after, error, hang, reset_after, conn_error, repeat, got "3"`},
 	{"key not a word", "steps:\n  - {[a]: 1}\n", `t.yaml:2: steps[0]: a key must be a plain word, got a list`},
 	{"top level list", "- wait: 1s\n", `t.yaml:1: want a mapping with a steps list, got a list`},
 	{"top level scalar", "hello\n", `t.yaml:1: want a mapping with a steps list, got "hello"`},
@@ -218,4 +221,30 @@ func TestTestdataScriptsParse(t *testing.T) {
 			assert.GreaterOrEqual(t, s.Len(), 1)
 		})
 	}
+}
+
+// A step's token parts are reported only when given (a given 0 is
+// reported), and follow the counts they are part of through Resolve: an
+// error answer bills no prompt and reports no part of it.
+func TestParseTokenParts(t *testing.T) {
+	s, err := Parse([]byte(`
+steps:
+  - {wait: 1s, elapsed: 2s, prompt_tokens: 4000, completion_tokens: 300, cached_tokens: 3968, cache_write_tokens: 0, reasoning_tokens: 256}
+  - {wait: 1s, elapsed: 2s, prompt_tokens: 4000, completion_tokens: 300}
+  - {status: 503, elapsed: 1s, prompt_tokens: 4000, cached_tokens: 10}
+`), "parts.yaml")
+	require.NoError(t, err)
+	p := s.PlanFor(0)
+	assert.Equal(t, [3]int64{3968, 0, 256}, [3]int64{p.CachedTokens, p.CacheWriteTokens, p.ReasoningTokens})
+	assert.Equal(t, [3]bool{true, true, true}, [3]bool{p.HasCached, p.HasCacheWrite, p.HasReasoning})
+	o := seat.Resolve(p, 0, 0, 0)
+	assert.Equal(t, [3]int64{3968, 0, 256}, [3]int64{o.CachedTokens, o.CacheWriteTokens, o.ReasoningTokens})
+	assert.Equal(t, [3]bool{true, true, true}, [3]bool{o.HasCached, o.HasCacheWrite, o.HasReasoning})
+
+	o = seat.Resolve(s.PlanFor(1), 0, 0, 0)
+	assert.Equal(t, [3]bool{}, [3]bool{o.HasCached, o.HasCacheWrite, o.HasReasoning}, "not given: not reported")
+
+	o = seat.Resolve(s.PlanFor(2), 0, 0, 0)
+	assert.Equal(t, int64(0), o.PromptTokens)
+	assert.False(t, o.HasCached, "an error answer reports no part of a prompt it did not bill")
 }

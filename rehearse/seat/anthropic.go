@@ -70,11 +70,17 @@ type anthropicUsage struct {
 
 // input is every prompt token the request was billed for: fresh, cache
 // writes and cache reads; ok is false when the usage named none.
-func (u *anthropicUsage) input() (n int64, ok bool) {
+func (u *anthropicUsage) input(st *stream) (n int64, ok bool) {
 	for _, p := range []*jsonInt{u.InputTokens, u.CacheCreationTokens, u.CacheReadTokens} {
 		if p.present() {
 			n, ok = admit.AddTokens(n, p.value()), true
 		}
+	}
+	if u.CacheCreationTokens.present() {
+		st.usageCacheWrite(u.CacheCreationTokens.value())
+	}
+	if u.CacheReadTokens.present() {
+		st.usageCached(u.CacheReadTokens.value())
 	}
 	return n, ok
 }
@@ -129,7 +135,7 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 	switch et {
 	case "message_start":
 		if u, ok, _ := member(msg, jsonparser.Object, "usage"); ok {
-			if n, ok := anthropicInput(u); ok {
+			if n, ok := anthropicInput(u, st); ok {
 				st.usagePrompt(n)
 			}
 			// Its output_tokens is a provisional count; message_delta
@@ -163,7 +169,7 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 			if n, ok := countOf(usage, "output_tokens"); ok {
 				st.usageCompletion(n)
 			}
-			if n, ok := anthropicInput(usage); ok {
+			if n, ok := anthropicInput(usage, st); ok {
 				st.usagePrompt(n)
 			}
 		}
@@ -176,11 +182,20 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 }
 
 // anthropicInput is every prompt token a usage object bills: fresh,
-// cache writes and cache reads; ok is false when it names none.
-func anthropicInput(u []byte) (n int64, ok bool) {
-	for _, k := range [...]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} {
+// cache writes and cache reads; ok is false when it names none. The
+// cache fields sit beside input_tokens (docs/log.md), so the prompt is
+// their sum, and each is also kept as its part: cache_read_input_tokens
+// as cached_tokens, cache_creation_input_tokens as cache_write_tokens.
+func anthropicInput(u []byte, st *stream) (n int64, ok bool) {
+	for i, k := range [...]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} {
 		if v, present := countOf(u, k); present {
 			n, ok = admit.AddTokens(n, v), true
+			switch i {
+			case 1:
+				st.usageCacheWrite(v)
+			case 2:
+				st.usageCached(v)
+			}
 		}
 	}
 	return n, ok
@@ -201,7 +216,7 @@ func (w anthropicWire) whole(data []byte, st *stream) {
 		st.text(string(b.Thinking))
 	}
 	if u := e.Usage; u != nil {
-		if n, ok := u.input(); ok {
+		if n, ok := u.input(st); ok {
 			st.usagePrompt(n)
 		}
 		if u.OutputTokens.present() {

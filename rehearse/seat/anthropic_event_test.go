@@ -19,7 +19,7 @@ func referenceAnthropic(_ anthropicWire, typ string, data []byte, st *stream) {
 	switch e.Type {
 	case "message_start":
 		if e.Message != nil && e.Message.Usage != nil {
-			if n, ok := e.Message.Usage.input(); ok {
+			if n, ok := e.Message.Usage.input(st); ok {
 				st.usagePrompt(n)
 			}
 			// Its output_tokens is a provisional count; message_delta
@@ -47,7 +47,7 @@ func referenceAnthropic(_ anthropicWire, typ string, data []byte, st *stream) {
 			if u.OutputTokens.present() {
 				st.usageCompletion(u.OutputTokens.value())
 			}
-			if n, ok := u.input(); ok {
+			if n, ok := u.input(st); ok {
 				st.usagePrompt(n)
 			}
 		}

@@ -50,6 +50,7 @@ type stream struct {
 	completion int64
 	hasPrompt  bool // prompt tokens came from the answer's usage
 	hasCompl   bool // completion tokens came from the answer's usage
+	parts      usageParts
 	failed     bool // the stream carried an error event
 	code       string
 	incomplete bool   // the answer ended short and said so (Responses' status incomplete)
@@ -123,6 +124,18 @@ func (st *stream) usagePrompt(n int64) { st.prompt, st.hasPrompt = n, true }
 // usageCompletion replaces, never adds: every format here reports a
 // running total (Anthropic's message_delta says so outright).
 func (st *stream) usageCompletion(n int64) { st.completion, st.hasCompl = n, true }
+
+// usageParts are the parts of the counts a usage field named
+// (Observation.CachedTokens …): each replaces, as the counts do, and is
+// kept only when named.
+type usageParts struct {
+	cached, write, reasoning          int64
+	hasCached, hasWrite, hasReasoning bool
+}
+
+func (st *stream) usageCached(n int64)     { st.parts.cached, st.parts.hasCached = n, true }
+func (st *stream) usageCacheWrite(n int64) { st.parts.write, st.parts.hasWrite = n, true }
+func (st *stream) usageReasoning(n int64)  { st.parts.reasoning, st.parts.hasReasoning = n, true }
 
 // httpSeat is an openai, anthropic or ollama seat.
 type httpSeat struct {
@@ -702,6 +715,12 @@ func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	if st.hasCompl {
 		obs.CompletionFrom = FromUsage
 	}
+	// A part is the provider's word on its own count: kept only beside
+	// the count it is part of from the same usage.
+	p := st.parts
+	obs.CachedTokens, obs.HasCached = p.cached, p.hasCached && st.hasPrompt
+	obs.CacheWriteTokens, obs.HasCacheWrite = p.write, p.hasWrite && st.hasPrompt
+	obs.ReasoningTokens, obs.HasReasoning = p.reasoning, p.hasReasoning && st.hasCompl
 	obs.TokensFrom = obs.PromptFrom
 	if obs.PromptFrom != obs.CompletionFrom {
 		obs.TokensFrom = FromMixed

@@ -109,8 +109,8 @@ func textOf(v []byte, t jsonparser.ValueType, st *stream) {
 
 // countOf reads a token count found by jsonparser as jsonInt does: any
 // number, clamped; anything else is absent.
-func countOf(obj []byte, key string) (int64, bool) {
-	v, t, _, err := jsonparser.Get(obj, key)
+func countOf(obj []byte, keys ...string) (int64, bool) {
+	v, t, _, err := jsonparser.Get(obj, keys...)
 	if err != nil || t != jsonparser.Number {
 		return 0, false
 	}

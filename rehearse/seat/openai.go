@@ -198,6 +198,14 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		if n, ok := countOf(usage.v, "completion_tokens"); ok {
 			st.usageCompletion(n)
 		}
+		// Both inside the counts above (docs/log.md): cached input is
+		// part of prompt_tokens, reasoning part of completion_tokens.
+		if n, ok := countOf(usage.v, "prompt_tokens_details", "cached_tokens"); ok {
+			st.usageCached(n)
+		}
+		if n, ok := countOf(usage.v, "completion_tokens_details", "reasoning_tokens"); ok {
+			st.usageReasoning(n)
+		}
 	}
 }
 

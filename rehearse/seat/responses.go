@@ -153,6 +153,18 @@ func responsesEnd(resp []byte, implied string, st *stream) {
 		if n, ok := countOf(u, "output_tokens"); ok {
 			st.usageCompletion(n)
 		}
+		// All inside the counts above (docs/log.md): cached and
+		// cache-written input are part of input_tokens, reasoning part
+		// of output_tokens.
+		if n, ok := countOf(u, "input_tokens_details", "cached_tokens"); ok {
+			st.usageCached(n)
+		}
+		if n, ok := countOf(u, "input_tokens_details", "cache_write_tokens"); ok {
+			st.usageCacheWrite(n)
+		}
+		if n, ok := countOf(u, "output_tokens_details", "reasoning_tokens"); ok {
+			st.usageReasoning(n)
+		}
 	}
 	status := implied
 	if v, present, _ := member(resp, jsonparser.String, "status"); present {

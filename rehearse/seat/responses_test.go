@@ -42,7 +42,17 @@ func incompleteObject(reason, extra string) string {
 	return strings.Replace(respObject("incomplete", extra), `"incomplete_details":null`, `"incomplete_details":{"reason":"`+reason+`"}`, 1)
 }
 
-const respUsage = `"usage":{"input_tokens":1200,"input_tokens_details":{"cached_tokens":1024},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":192},"total_tokens":1500}`
+const respUsage = `"usage":{"input_tokens":1200,"input_tokens_details":{"cached_tokens":1024,"cache_write_tokens":128},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":192},"total_tokens":1500}`
+
+// assertRespParts: every part of respUsage, exact.
+func assertRespParts(t *testing.T, obs Observation) {
+	t.Helper()
+	assert.Equal(t, int64(1200), obs.PromptTokens)
+	assert.Equal(t, int64(300), obs.CompletionTokens)
+	assert.Equal(t, [3]bool{true, true, true}, [3]bool{obs.HasCached, obs.HasCacheWrite, obs.HasReasoning})
+	assert.Equal(t, [3]int64{1024, 128, 192}, [3]int64{obs.CachedTokens, obs.CacheWriteTokens, obs.ReasoningTokens})
+	assert.Equal(t, FromUsage, obs.TokensFrom)
+}
 
 // respPreamble is what comes before the first text: none of it counts
 // for the wait.
@@ -117,9 +127,7 @@ func TestResponsesStreamCompleted(t *testing.T) {
 	require.True(t, obs.HasWait)
 	requireTimed(t, 120*time.Millisecond, obs.Wait, "wait")
 	assert.Less(t, obs.Elapsed, 600*time.Millisecond, "the answer ends at response.completed")
-	assert.Equal(t, int64(1200), obs.PromptTokens)
-	assert.Equal(t, int64(300), obs.CompletionTokens)
-	assert.Equal(t, FromUsage, obs.TokensFrom)
+	assertRespParts(t, obs)
 	assert.Equal(t, admit.Billable, obs.Billing)
 }
 
@@ -158,9 +166,7 @@ func TestResponsesIncomplete(t *testing.T) {
 			assert.Equal(t, "incomplete "+reason, obs.Detail)
 			assert.Equal(t, admit.Billable, obs.Billing)
 			assert.True(t, obs.HasWait)
-			assert.Equal(t, int64(1200), obs.PromptTokens)
-			assert.Equal(t, int64(300), obs.CompletionTokens)
-			assert.Equal(t, FromUsage, obs.TokensFrom)
+			assertRespParts(t, obs)
 		})
 	}
 }
@@ -230,9 +236,7 @@ func TestResponsesWhole(t *testing.T) {
 			require.Equal(t, tt.want, obs.Outcome, obs.Detail)
 			assert.Equal(t, tt.code, obs.ErrorCode)
 			if tt.want == admit.OK || tt.want == admit.Incomplete {
-				assert.Equal(t, int64(1200), obs.PromptTokens)
-				assert.Equal(t, int64(300), obs.CompletionTokens)
-				assert.Equal(t, FromUsage, obs.TokensFrom)
+				assertRespParts(t, obs)
 				assert.True(t, obs.HasWait)
 			}
 		})
@@ -252,6 +256,7 @@ func TestResponsesWithoutUsage(t *testing.T) {
 	obs := do(t, newResponsesSeat(t, srv.URL), 2*time.Second, Request{Prompt: "one two three"})
 	require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
 	assert.Equal(t, FromTokenizer, obs.TokensFrom)
+	assert.False(t, obs.HasCached || obs.HasCacheWrite || obs.HasReasoning, "no usage: no parts")
 	assert.Equal(t, int64(3), obs.PromptTokens)
 	assert.Greater(t, obs.CompletionTokens, int64(6))
 }

@@ -148,8 +148,17 @@ type Plan struct {
 	ErrorCode        string
 	PromptTokens     int64
 	CompletionTokens int64
-	NoUsage          bool // the response carries no usage field
-	ConnError        bool // the connection is refused outright
+	// The usage's parts (Observation's), each reported when its Has is set.
+	CachedTokens, CacheWriteTokens, ReasoningTokens int64
+	HasCached, HasCacheWrite, HasReasoning          bool
+	NoUsage                                         bool // the response carries no usage field
+	ConnError                                       bool // the connection is refused outright
+}
+
+// promptParts copies the plan's parts of the prompt count onto o.
+func (p Plan) promptParts(o *Observation) {
+	o.CachedTokens, o.HasCached = p.CachedTokens, p.HasCached
+	o.CacheWriteTokens, o.HasCacheWrite = p.CacheWriteTokens, p.HasCacheWrite
 }
 
 // Resolve is the virtual-time stopwatch: what a client with the given
@@ -157,6 +166,7 @@ type Plan struct {
 // hard <= 0 and waitCap <= 0 mean none.
 func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o := Observation{TokensFrom: FromScript, PromptTokens: p.PromptTokens}
+	p.promptParts(&o) // they go with the prompt count, kept or cleared with it
 	status := p.Status
 	if status == 0 {
 		status = 200
@@ -244,6 +254,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true
 		o.CompletionTokens = p.CompletionTokens
+		o.ReasoningTokens, o.HasReasoning = p.ReasoningTokens, p.HasReasoning
 		o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
 	case admit.Reset:
 		if hasContent && contentAt <= end {
@@ -259,6 +270,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	default:
 		o.Wait, o.HasWait = end, true // the error body is the first byte
 		o.PromptTokens = 0
+		Plan{}.promptParts(&o)
 	}
 	o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
 	return o

@@ -343,3 +343,31 @@ func TestOurResponsesSeatReadsFailedResponses(t *testing.T) {
 		})
 	}
 }
+
+// A plan's token parts reach our seats through each wire's own fields:
+// Chat Completions' cached and reasoning details, the Messages API's two
+// cache fields beside input_tokens; Ollama has none to report.
+func TestOurSeatsReadTokenParts(t *testing.T) {
+	plan := seat.Plan{Wait: 5 * ms, Elapsed: 10 * ms, PromptTokens: 4000, CompletionTokens: 300,
+		CachedTokens: 3000, CacheWriteTokens: 900, ReasoningTokens: 200, HasCached: true, HasCacheWrite: true, HasReasoning: true}
+	type want struct {
+		cached, write, reasoning int64
+		has                      [3]bool
+	}
+	for e, w := range map[endpoint]want{
+		{OpenAI, ""}:                {3000, 0, 200, [3]bool{true, false, true}},
+		{OpenAI, seat.APIResponses}: {3000, 900, 200, [3]bool{true, true, true}},
+		{Anthropic, ""}:             {3000, 900, 0, [3]bool{true, true, false}},
+		{Ollama, ""}:                {0, 0, 0, [3]bool{}},
+	} {
+		t.Run(e.String(), func(t *testing.T) {
+			obs := ourSeat(t, serve(t, e.f, plan), e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 400})
+			require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
+			assert.Equal(t, seat.FromUsage, obs.TokensFrom)
+			assert.Equal(t, int64(4000), obs.PromptTokens)
+			assert.Equal(t, int64(300), obs.CompletionTokens)
+			assert.Equal(t, w.has, [3]bool{obs.HasCached, obs.HasCacheWrite, obs.HasReasoning})
+			assert.Equal(t, [3]int64{w.cached, w.write, w.reasoning}, [3]int64{obs.CachedTokens, obs.CacheWriteTokens, obs.ReasoningTokens})
+		})
+	}
+}

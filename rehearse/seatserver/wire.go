@@ -23,6 +23,10 @@ type chatRequest struct {
 type usage struct {
 	prompt, completion int64
 	ok                 bool
+	// The parts, each written where the plan reports it and the wire
+	// has a field for it (docs/log.md maps them).
+	cached, write, reasoning          int64
+	hasCached, hasWrite, hasReasoning bool
 }
 
 // wire renders one response in one format. Every method returns the bytes
@@ -150,10 +154,33 @@ func (w *openaiWire) content(text string) []byte {
 	}}, nil)
 }
 
+// openaiUsage is Chat Completions' usage: cached input is inside
+// prompt_tokens, reasoning inside completion_tokens; it has no field for
+// cache writes (OpenAI bills none).
 func openaiUsage(u usage) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"prompt_tokens": u.prompt, "completion_tokens": u.completion, "total_tokens": u.prompt + u.completion,
 	}
+	if u.hasCached {
+		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.cached, "audio_tokens": 0}
+	}
+	if u.hasReasoning {
+		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning, "audio_tokens": 0,
+			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+	}
+	return m
+}
+
+// anthropicInput is the Messages API's input side: the cache fields sit
+// beside input_tokens, which holds only the rest of the prompt.
+func anthropicInput(m map[string]any, u usage) map[string]any {
+	m["input_tokens"] = u.prompt
+	if u.hasCached || u.hasWrite {
+		m["input_tokens"] = u.prompt - u.cached - u.write
+		m["cache_creation_input_tokens"] = u.write
+		m["cache_read_input_tokens"] = u.cached
+	}
+	return m
 }
 
 func (w *openaiWire) finish(u usage) []byte {
@@ -232,7 +259,7 @@ func (w *anthropicWire) preamble(u usage) []byte {
 	if u.ok {
 		// The real API reports a token or so of output already at message_start;
 		// message_delta's count is cumulative and replaces it.
-		msg["usage"] = map[string]any{"input_tokens": u.prompt, "output_tokens": min(u.completion, 1)}
+		msg["usage"] = anthropicInput(map[string]any{"output_tokens": min(u.completion, 1)}, u)
 	}
 	out := sse("message_start", map[string]any{"type": "message_start", "message": msg})
 	out = append(out, sse("content_block_start", map[string]any{
@@ -313,7 +340,7 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 		"stop_reason": "end_turn", "stop_sequence": nil,
 	}
 	if u.ok {
-		m["usage"] = map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion}
+		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.completion}, u)
 	}
 	return append(mustJSON(m), '\n')
 }
@@ -410,15 +437,28 @@ func (w *responsesWire) event(typ string, fields map[string]any) []byte {
 	return sse(typ, fields)
 }
 
+// responsesUsage is the Responses API's usage: cached and cache-written
+// input are inside input_tokens, reasoning inside output_tokens; each
+// detail is written where the plan reports it.
 func responsesUsage(u usage) any {
 	if !u.ok {
 		return nil
 	}
-	return map[string]any{
-		"input_tokens": u.prompt, "input_tokens_details": map[string]any{"cached_tokens": 0},
-		"output_tokens": u.completion, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
-		"total_tokens": u.prompt + u.completion,
+	m := map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion, "total_tokens": u.prompt + u.completion}
+	in := map[string]any{}
+	if u.hasCached {
+		in["cached_tokens"] = u.cached
 	}
+	if u.hasWrite {
+		in["cache_write_tokens"] = u.write
+	}
+	if len(in) > 0 {
+		m["input_tokens_details"] = in
+	}
+	if u.hasReasoning {
+		m["output_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning}
+	}
+	return m
 }
 
 // message is the output message holding text, in state status.
