@@ -40,6 +40,9 @@ type ProxyOptions struct {
 	LogPath    string
 	MaxBody    int64
 	MaxConc    int
+	// PassUnknown forwards requests off the wire format's allow-list
+	// ungated (each an event line) instead of answering 404.
+	PassUnknown bool
 }
 
 func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
@@ -53,10 +56,16 @@ func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
 front of one openai, anthropic or ollama seat of the policy file. Point an
 application's base URL at it; paths, bodies and streams pass through.
 
-Every generation request (POST .../chat/completions, .../messages,
-/api/chat, /api/generate) is one attempt of a job, and one row in the log.
+It serves the wire format's own routes only (docs/proxy.md): each
+generation request (POST {base}/chat/completions or {base}/responses,
+{base}/messages, /api/chat, /api/generate) is one attempt of a job, and
+one row in the log; a model list and the like pass through ungated, each
+one "# event request" line. Any other request is 405 (a route's path,
+another method) or 404, or with --pass-unknown forwarded ungated and
+logged.
 The job is named by the X-Retrygate-Job header, else Idempotency-Key;
-with neither, each request is a job of its own. The deadline is made at
+with neither, each request is a job of its own (named r<run>-<k>, a form
+no client may use: 400). The deadline is made at
 a job's first request and inherited by every later one. The SDK's own
 retry counter (X-Stainless-Retry-Count) is logged as client_retry.
 
@@ -84,8 +93,7 @@ charged there under the job's lock, so every proxy on the database
 shares one budget per job (each proxy keeps its own circuit breakers).
 
 The client's Authorization or x-api-key is forwarded and never logged;
-a seat with api_key_env sends its own key instead. Other requests
-(GET /v1/models) pass through to the seat untimed and unlogged.
+a seat with api_key_env sends its own key instead.
 
 It listens on loopback unless --listen names another address (warned
 about). Request bodies over --max-body get 413, header blocks over 64 KiB
@@ -122,6 +130,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
+	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
 	return c
 }
 
@@ -232,6 +241,7 @@ func runProxy(o *ProxyOptions) error {
 			})(at, from, to)
 		},
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
+		PassUnknown: o.PassUnknown, Events: lg.appendEvents,
 		Run: 0,
 	})
 	if err != nil {
@@ -282,6 +292,15 @@ func runProxy(o *ProxyOptions) error {
 type proxyLog struct {
 	runLog
 	appendRows func([]ledgerfile.Row) error
+	// appendEvents writes the `# event request` lines of requests that
+	// are no attempt (pass-throughs, refusals before a job).
+	appendEvents func([]ledgerfile.Event) error
+}
+
+// entryAppender is a database log that writes rows and comment lines in
+// one transaction (pgstore): a batch of event lines is one round trip.
+type entryAppender interface {
+	AppendEntries(ctx context.Context, entries []store.Entry) error
 }
 
 func openProxyLog(ctx context.Context, errOut io.Writer, name string) (*proxyLog, store.Books, error) {
@@ -291,15 +310,45 @@ func openProxyLog(ctx context.Context, errOut io.Writer, name string) (*proxyLog
 	}
 	switch l := rl.(type) {
 	case fileRunLog:
-		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.Append(rs...) }}, nil, nil
+		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.Append(rs...) },
+			appendEvents: func(es []ledgerfile.Event) error {
+				for i := range es {
+					if err := l.Event(&es[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			}}, nil, nil
 	case *dbRunLog:
 		var books store.Books
+		var entries entryAppender
 		if rep, ok := l.l.(*reportingLog); ok {
 			books, _ = rep.Log.(store.Books)
+			entries, _ = rep.Log.(entryAppender)
 		}
 		// Rows are written while the proxy drains, after ctx is done.
 		bg := context.WithoutCancel(ctx)
-		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.l.Append(bg, rs...) }}, books, nil
+		events := func(es []ledgerfile.Event) error {
+			batch := make([]store.Entry, 0, len(es))
+			for i := range es {
+				line, err := ledgerfile.FormatEvent(&es[i])
+				if err != nil {
+					return err
+				}
+				if entries == nil {
+					if err := l.event(&es[i]); err != nil {
+						return err
+					}
+					continue
+				}
+				batch = append(batch, store.Entry{Comment: line})
+			}
+			if len(batch) == 0 {
+				return nil
+			}
+			return entries.AppendEntries(bg, batch)
+		}
+		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.l.Append(bg, rs...) }, appendEvents: events}, books, nil
 	}
 	return nil, nil, fmt.Errorf("proxy: log %s: no writer", logDisplay(name))
 }

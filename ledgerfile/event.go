@@ -19,6 +19,12 @@ const eventPrefix = "# event "
 // EventBreaker is the kind of a breaker's change of state.
 const EventBreaker = "breaker"
 
+// EventRequest is the kind of a request the proxy answered that is no
+// attempt of a job: a pass-through (a model list) or a refusal before any
+// job (off the allow-list, over a job-table limit). Summaries skip it, so
+// report and check never count it as an attempt.
+const EventRequest = "request"
+
 // Event is a `# event` comment line: something that happened that is not
 // an attempt, in logfmt after its kind,
 //

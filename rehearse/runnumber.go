@@ -3,6 +3,7 @@ package rehearse
 import (
 	"bytes"
 	"io"
+	"strings"
 
 	"retrygate/ledgerfile"
 )
@@ -48,4 +49,25 @@ func leadingInt(b []byte) (n, k int) {
 		k++
 	}
 	return n, k
+}
+
+// IsRunJobID reports whether id has the form of the job ids a run gives
+// its own jobs, r<run>-<k> (rehearse's, and the proxy's for a request
+// naming none): a name no client may choose, or its rows would share a
+// (job, attempt) with a run's.
+func IsRunJobID(id string) bool {
+	run, rest, ok := strings.Cut(id, "-")
+	if !ok || len(run) < 2 || run[0] != 'r' || !allDigits(run[1:]) {
+		return false
+	}
+	return allDigits(rest)
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -106,7 +106,7 @@ func TestClientNeverReads(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4<<10))
-	_, err = io.WriteString(c, "GET /v1/big HTTP/1.1\r\nHost: proxy\r\n\r\n")
+	_, err = io.WriteString(c, "GET /v1/models HTTP/1.1\r\nHost: proxy\r\n\r\n")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(px.px.sem) == 1 }, 5*time.Second, ms, "the request is in flight")
 	require.Eventually(t, func() bool { return len(px.px.sem) == 0 }, 10*time.Second, 10*ms,

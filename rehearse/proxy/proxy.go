@@ -72,6 +72,13 @@ type Options struct {
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
 	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
 	Retention     time.Duration // how long a job is remembered past its deadline; 0: DefaultRetention
+
+	// PassUnknown forwards a request off the wire format's allow-list
+	// ungated (and logged) instead of answering 404; see route.
+	PassUnknown bool
+	// Events appends `# event request` lines (see logRequest), in order,
+	// from one goroutine; nil drops them.
+	Events func([]ledgerfile.Event) error
 }
 
 type upstream struct {
@@ -93,7 +100,10 @@ type Proxy struct {
 	kind  string
 	seats []upstream
 	sem   chan struct{}
-	q     *rowQueue
+	// routes is the wire format's allow-list (route.go).
+	routes []route
+	q      *rowQueue
+	events *eventQueue
 	// queued takes decisions' rows to q (under mu: a job's rows keep
 	// their order); one for all, so a decision allocates none.
 	queued rowOut
@@ -155,6 +165,11 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
 	p.q = newRowQueue(o.Sink, o.OnError)
+	if o.Events == nil {
+		o.Events = func([]ledgerfile.Event) error { return nil }
+	}
+	p.events = newEventQueue(o.Events, o.OnError)
+	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
 	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
 		switch c.Kind {
@@ -244,26 +259,9 @@ func originOf(base string) (*url.URL, error) {
 	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
 }
 
-// gated reports whether a request is a generation the gate times: the
-// wire format's own endpoint, by POST. Anything else (a model list, say)
-// passes through untimed and unlogged.
-func (p *Proxy) gated(r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	path := strings.TrimRight(r.URL.Path, "/")
-	switch p.kind {
-	case "anthropic":
-		return strings.HasSuffix(path, "/messages")
-	case "ollama":
-		return strings.HasSuffix(path, "/api/chat") || strings.HasSuffix(path, "/api/generate")
-	}
-	return strings.HasSuffix(path, "/chat/completions")
-}
-
 // serve gates, forwards and logs one request, whose body ServeHTTP has
-// read (within MaxBody: see tooLarge).
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
+// read (within MaxBody: see tooLarge), routed by route.
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt routing) {
 	select {
 	case p.sem <- struct{}{}:
 	default:
@@ -274,8 +272,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	p.wg.Add(1)
 	defer func() { <-p.sem; p.wg.Done() }()
 
-	if !p.gated(r) {
-		p.passThrough(w, r, body)
+	if rt.how != servedGated {
+		p.passThrough(w, r, body, rt.how)
 		return
 	}
 	req, ok := parseRequest(body)
@@ -351,6 +349,12 @@ func jobName(h http.Header) (id string, named bool, bad string) {
 				return "", false, fmt.Sprintf("%s: only printable ASCII without spaces", k)
 			}
 		}
+		if rehearse.IsRunJobID(v) {
+			// The proxy's own name for a request naming no job, and a
+			// rehearsal's: a named job of that form would share books
+			// and (job, attempt) rows with one of them.
+			return "", false, fmt.Sprintf("%s: %q has the form r<run>-<k> of the ids the proxy and rehearse give their own jobs; name the job otherwise", k, v)
+		}
 		return v, true, ""
 	}
 	return "", false, ""
@@ -370,9 +374,11 @@ func retryCount(h http.Header) string {
 }
 
 // passThrough forwards a request the gate does not time (GET /v1/models)
-// to the first seat's origin, unlogged.
-func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte) {
+// to the first seat's origin, ungated; its event line says so.
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, how served) {
 	u := &p.seats[0]
+	start, status := time.Now(), http.StatusBadGateway
+	defer func() { p.logRequest(r, how, status, "", u.cfg.Name, start) }()
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
 	defer cancel()
 	f := p.forward(w, r, u, body)
@@ -388,6 +394,9 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte)
 		}
 	}
 	resp, err := transport{}.RoundTrip(hreq)
+	if err == nil {
+		status = resp.StatusCode
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer

@@ -488,9 +488,9 @@ func TestHeadersBeforeSlowFirstChunk(t *testing.T) {
 	assert.Equal(t, benchStream, string(body))
 }
 
-// A gated request reaches the upstream with the client's own path
-// (escapes kept) and query, as an Azure-style endpoint needs, and the
-// seat's base_url path is not added to it.
+// A gated request reaches the upstream with its route's path (the seat's
+// base_url path, as an Azure-style deployment has it) and the client's
+// own query, escapes kept.
 func TestRequestTargetKept(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
@@ -507,8 +507,8 @@ func TestRequestTargetKept(t *testing.T) {
 	ln := listen(t)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
-	target := "/openai/deployments/gpt%2F4o/chat/completions?api-version=2024-06-01&x=a%20b"
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/openai/deployments/gpt-4o")})
+	target := "/openai/deployments/gpt-4o/chat/completions?api-version=2024-06-01&x=a%20b"
 	resp, body := post(t, px.url+target, `{"model":"m1","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	assert.Equal(t, 200, resp.StatusCode, body)
 	px.rows.wait(t, 1)

@@ -232,6 +232,7 @@ func (p *Proxy) Close() {
 		}
 	}
 	defer p.q.close()
+	defer p.events.close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.opts.Now()

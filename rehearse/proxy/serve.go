@@ -86,7 +86,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodConnect:
 		refusal{status: http.StatusMethodNotAllowed, code: "method", message: "retrygate: a gateway, not a forward proxy: no CONNECT"}.write(w, p.kind)
 		return
-	case r.ContentLength > p.opts.MaxBody:
+	}
+	rt := p.route(r)
+	if rt.how == servedRefused {
+		p.refuseRoute(w, r, rt)
+		return
+	}
+	if r.ContentLength > p.opts.MaxBody {
 		p.tooLarge(w) // before reading: an Expect: 100-continue body is never sent
 		return
 	}
@@ -107,5 +113,5 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The body broke off: the client is gone, nobody to answer.
 		panic(http.ErrAbortHandler)
 	}
-	p.serve(w, r, body)
+	p.serve(w, r, body, rt)
 }

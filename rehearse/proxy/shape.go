@@ -54,7 +54,7 @@ func (r refusal) write(w http.ResponseWriter, kind string) {
 
 func openaiType(status int) string {
 	switch status {
-	case http.StatusRequestEntityTooLarge, http.StatusBadRequest:
+	case http.StatusRequestEntityTooLarge, http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
 		return "invalid_request_error"
 	case http.StatusGatewayTimeout:
 		return "timeout"
@@ -66,8 +66,12 @@ func anthropicType(status int) string {
 	switch status {
 	case http.StatusRequestEntityTooLarge:
 		return "request_too_large"
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
 		return "invalid_request_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
 	case http.StatusGatewayTimeout:
 		return "timeout_error"
 	case http.StatusBadGateway:

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"retrygate/ledgerfile"
+)
+
+// A request the proxy answers that is no attempt of a job (an
+// allow-listed pass-through, a request forwarded under PassUnknown, a
+// refusal before any job is opened) is one `# event request` line of the
+// log, not a row: a row is an attempt, and report, check and the replay
+// count rows as attempts and jobs; event lines they skip.
+//
+//	# event request method=GET path=/v1/models served=pass status=200 elapsed_s=0.004 client=127.0.0.1 seat=gpt ts=…
+//
+// served is pass (allow-listed), unknown (off the list, --pass-unknown)
+// or refused (with code, the X-Retrygate-Refused word of the answer).
+
+// maxEventPath bounds the path an event line keeps of a request.
+const maxEventPath = 256
+
+// eventQueue writes event lines off the request path, in batches, from
+// one goroutine, as rowQueue writes rows; a full queue makes the request
+// wait (a flood of refusals slows its sender, it does not grow memory).
+type eventQueue struct {
+	write func([]ledgerfile.Event) error
+	fail  func(error)
+
+	mu     sync.RWMutex // senders hold it shared; close, alone
+	closed bool
+	ch     chan ledgerfile.Event
+	done   chan struct{}
+}
+
+const maxEventsQueued = 4096
+
+func newEventQueue(write func([]ledgerfile.Event) error, fail func(error)) *eventQueue {
+	q := &eventQueue{write: write, fail: fail, ch: make(chan ledgerfile.Event, maxEventsQueued), done: make(chan struct{})}
+	go q.run()
+	return q
+}
+
+func (q *eventQueue) add(e ledgerfile.Event) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if !q.closed {
+		q.ch <- e
+	}
+}
+
+func (q *eventQueue) run() {
+	defer close(q.done)
+	batch := make([]ledgerfile.Event, 0, 64)
+	for e := range q.ch {
+		batch = append(batch[:0], e)
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case e, ok := <-q.ch:
+				if !ok {
+					break more
+				}
+				batch = append(batch, e)
+			default:
+				break more
+			}
+		}
+		if err := q.write(batch); err != nil {
+			q.fail(err)
+		}
+	}
+}
+
+// close writes every queued event, then stops; later events are dropped
+// (a handler net/http's Close left running).
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.ch)
+	}
+	q.mu.Unlock()
+	<-q.done
+}
+
+// clientIP is the client a request came from: its remote IP (no port).
+// A header naming another (X-Forwarded-For) is the client's own word, not
+// trusted.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// logRequest writes the event line of a request that is no attempt.
+// code is the refusal's word ("" for one forwarded), seat the seat it
+// went to ("" for a refusal).
+func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat string, start time.Time) {
+	word := "refused"
+	switch how {
+	case servedPass:
+		word = "pass"
+	case servedUnknown:
+		word = "unknown"
+	}
+	pth := r.URL.EscapedPath() // printable ASCII; never the query string
+	if len(pth) > maxEventPath {
+		pth = pth[:maxEventPath]
+	}
+	method := r.Method
+	if len(method) > 32 {
+		method = method[:32]
+	}
+	e := ledgerfile.Event{Kind: ledgerfile.EventRequest, TS: p.opts.Now(), Seat: seat, Extra: []ledgerfile.KV{
+		{Key: "method", Value: method},
+		{Key: "path", Value: pth},
+		{Key: "served", Value: word},
+		{Key: "status", Value: strconv.Itoa(status)},
+	}}
+	if code != "" {
+		e.Extra = append(e.Extra, ledgerfile.KV{Key: "code", Value: code})
+	}
+	e.Extra = append(e.Extra,
+		ledgerfile.KV{Key: "elapsed_s", Value: ledgerfile.FormatSeconds(ledgerfile.Resolution(time.Since(start)))},
+		ledgerfile.KV{Key: "client", Value: clientIP(r)})
+	p.events.add(e)
+}
