@@ -37,6 +37,20 @@ const (
 	APIResponses = "responses"
 )
 
+// CheckAPI says whether api ("" for the default) is one a seat of kind
+// can speak: only an openai seat chooses, chat or responses.
+func CheckAPI(kind, api string) error {
+	switch {
+	case api == "":
+		return nil
+	case kind != "openai":
+		return fmt.Errorf("only an openai seat chooses its API (chat or responses)")
+	case api != APIChat && api != APIResponses:
+		return fmt.Errorf("%q is not chat or responses", api)
+	}
+	return nil
+}
+
 // Options are what New takes from its surroundings rather than from the
 // seat's config.
 type Options struct {
@@ -121,8 +135,8 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.API != "" && cfg.Kind != "openai" {
-		return nil, fmt.Errorf("%s: only an openai seat chooses its API (chat or responses)", at("api"))
+	if err := CheckAPI(cfg.Kind, cfg.API); err != nil {
+		return nil, fmt.Errorf("%s: %w", at("api"), err)
 	}
 	var w wire
 	switch {
@@ -131,8 +145,6 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 			return nil, fmt.Errorf("%s: not for api responses, which sends max_output_tokens", at("max_tokens_param"))
 		}
 		w = responsesWire{}
-	case cfg.Kind == "openai" && cfg.API != "" && cfg.API != APIChat:
-		return nil, fmt.Errorf("%s: %q is not chat or responses", at("api"), cfg.API)
 	case cfg.Kind == "openai":
 		p := openaiMaxParam(cfg.MaxTokensParam, cfg.Model)
 		if p != "max_tokens" && p != "max_completion_tokens" {
