@@ -3,6 +3,7 @@ package seat
 import (
 	"encoding/json"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
 )
@@ -64,11 +65,11 @@ func (responsesWire) event(typ string, data []byte, st *stream) {
 		return
 	}
 	et := typ
-	if v, present, wrong := member(obj, jsonparser.String, "type"); wrong {
+	if _, _, wrong := member(obj, jsonparser.String, "type"); wrong {
 		st.bad++
 		return
-	} else if present && len(v) > 0 {
-		et = string(v)
+	} else if v, ok := stringMember(obj, "type"); ok && v != "" {
+		et = v
 	}
 	if responsesDeltas[et] {
 		if v, vt, _, err := jsonparser.Get(obj, "delta"); err == nil {
@@ -98,8 +99,8 @@ func (responsesWire) whole(data []byte, st *stream) {
 		st.bad++
 		return
 	}
-	status, _, _ := member(obj, jsonparser.String, "status")
-	if _, present, _ := member(obj, jsonparser.Object, "error"); present && len(status) == 0 {
+	status, _ := stringMember(obj, "status")
+	if _, present, _ := member(obj, jsonparser.Object, "error"); present && status == "" {
 		st.fail(errorCode(obj)) // an error body ({"error":{…}}) served with a 2xx
 		return
 	}
@@ -167,27 +168,17 @@ func responsesEnd(resp []byte, implied string, st *stream) {
 		}
 	}
 	status := implied
-	if v, present, _ := member(resp, jsonparser.String, "status"); present {
-		status = string(v)
+	if v, ok := stringMember(resp, "status"); ok {
+		status = v
 	}
 	switch status {
 	case "completed":
 		st.done = true
 	case "incomplete":
-		reason := ""
-		if d, present, _ := member(resp, jsonparser.Object, "incomplete_details"); present {
-			if v, ok, _ := member(d, jsonparser.String, "reason"); ok {
-				reason = string(v)
-			}
-		}
+		reason, _ := stringMember(resp, "incomplete_details", "reason")
 		st.incomplete, st.reason, st.done = true, reason, true
 	case "failed":
-		code := ""
-		if e, present, _ := member(resp, jsonparser.Object, "error"); present {
-			if v, ok, _ := member(e, jsonparser.String, "code"); ok {
-				code = string(v)
-			}
-		}
+		code, _ := stringMember(resp, "error", "code")
 		st.fail(code)
 	default:
 		st.bad++
@@ -197,8 +188,26 @@ func responsesEnd(resp []byte, implied string, st *stream) {
 // responsesErrorCode is an error event's code: {"type":"error","code":…}
 // at the top level, as the API sends it, else an {"error":{…}} object's.
 func responsesErrorCode(obj []byte) string {
-	if v, ok, _ := member(obj, jsonparser.String, "code"); ok && len(v) > 0 {
-		return string(v)
+	if v, ok := stringMember(obj, "code"); ok && v != "" {
+		return v
 	}
 	return errorCode(obj)
+}
+
+// stringMember is the string at keys in obj, unescaped, with each
+// invalid UTF-8 byte read as U+FFFD (as encoding/json reads it); ok is
+// false when it is absent or not a string.
+func stringMember(obj []byte, keys ...string) (string, bool) {
+	v, present, _ := member(obj, jsonparser.String, keys...)
+	if !present {
+		return "", false
+	}
+	s, err := jsonparser.ParseString(v)
+	if err != nil {
+		return "", false
+	}
+	if !utf8.ValidString(s) {
+		s = string([]rune(s))
+	}
+	return s, true
 }

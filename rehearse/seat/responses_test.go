@@ -287,3 +287,125 @@ func TestResponsesConfigErrors(t *testing.T) {
 	_, err = New(cfg, testEnv)
 	require.ErrorContains(t, err, "seats.t.extra_body.input: set by retrygate itself")
 }
+
+// referenceResponses is the encoding/json reading of a Responses API
+// event that responsesWire.event's targeted extraction must agree with.
+func referenceResponses(typ string, data []byte, st *stream) {
+	var e struct {
+		Type     string   `json:"type"`
+		Delta    jsonText `json:"delta"`
+		Code     string   `json:"code"`
+		Response *struct {
+			Status *string `json:"status"`
+			Usage  *struct {
+				InputTokens  *jsonInt `json:"input_tokens"`
+				OutputTokens *jsonInt `json:"output_tokens"`
+				InputDetails *struct {
+					Cached *jsonInt `json:"cached_tokens"`
+					Write  *jsonInt `json:"cache_write_tokens"`
+				} `json:"input_tokens_details"`
+				OutputDetails *struct {
+					Reasoning *jsonInt `json:"reasoning_tokens"`
+				} `json:"output_tokens_details"`
+			} `json:"usage"`
+			IncompleteDetails *struct {
+				Reason *string `json:"reason"`
+			} `json:"incomplete_details"`
+			Error *struct {
+				Code *string `json:"code"`
+			} `json:"error"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		st.bad++
+		return
+	}
+	if e.Type == "" {
+		e.Type = typ
+	}
+	switch {
+	case responsesDeltas[e.Type]:
+		st.text(string(e.Delta))
+	case e.Type == "error":
+		if e.Code == "" {
+			e.Code = errorCode(data)
+		}
+		st.fail(e.Code)
+	case e.Type == "response.completed" || e.Type == "response.incomplete" || e.Type == "response.failed":
+		r := e.Response
+		if r == nil {
+			st.bad++
+			return
+		}
+		if u := r.Usage; u != nil {
+			if u.InputTokens.present() {
+				st.usagePrompt(u.InputTokens.value())
+			}
+			if u.OutputTokens.present() {
+				st.usageCompletion(u.OutputTokens.value())
+			}
+			if d := u.InputDetails; d != nil && d.Cached.present() {
+				st.usageCached(d.Cached.value())
+			}
+			if d := u.InputDetails; d != nil && d.Write.present() {
+				st.usageCacheWrite(d.Write.value())
+			}
+			if d := u.OutputDetails; d != nil && d.Reasoning.present() {
+				st.usageReasoning(d.Reasoning.value())
+			}
+		}
+		status := strings.TrimPrefix(e.Type, "response.")
+		if r.Status != nil {
+			status = *r.Status
+		}
+		switch status {
+		case "completed":
+			st.done = true
+		case "incomplete":
+			st.incomplete, st.done = true, true
+			if d := r.IncompleteDetails; d != nil && d.Reason != nil {
+				st.reason = *d.Reason
+			}
+		case "failed":
+			code := ""
+			if r.Error != nil && r.Error.Code != nil {
+				code = *r.Error.Code
+			}
+			st.fail(code)
+		default:
+			st.bad++
+		}
+	}
+}
+
+// FuzzResponsesEvent: the fast event reader agrees with encoding/json.
+func FuzzResponsesEvent(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.output_text.delta","sequence_number":4,"item_id":"m","output_index":0,"content_index":0,"delta":"caf\u00e9"}`,
+		`{"type":"response.reasoning_summary_text.delta","delta":"hm"}`,
+		`{"type":"response.completed","response":` + respObject("completed", respUsage) + `}`,
+		`{"type":"response.incomplete","response":` + incompleteObject("content_filter", respUsage) + `}`,
+		`{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"x"}}}`,
+		`{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}`,
+		`{"type":"response.completed","response":{"usage":{"input_tokens":9e18,"output_tokens":-3}}}`,
+		`{"type":"response.created","response":{"status":"in_progress"}}`, `{"type":7}`, `null`,
+	} {
+		f.Add([]byte(s), "")
+	}
+	f.Add([]byte(`{"delta":"x"}`), "response.output_text.delta")
+	f.Fuzz(func(t *testing.T, data []byte, typ string) {
+		if !json.Valid(data) || skipKeyQuirks(data, "type", "delta", "code", "response", "status", "usage", "input_tokens", "output_tokens",
+			"input_tokens_details", "output_tokens_details", "cached_tokens", "cache_write_tokens", "reasoning_tokens",
+			"incomplete_details", "reason", "error", "text", "message") {
+			return
+		}
+		var got, want stream
+		got.onContent, want.onContent = func() {}, func() {}
+		responsesWire{}.event(typ, data, &got)
+		referenceResponses(typ, data, &want)
+		compareStreams(t, &got, &want)
+		if want.bad == 0 && (got.parts != want.parts || got.incomplete != want.incomplete || got.reason != want.reason) {
+			t.Fatalf("parts or end: got %+v %v %q, want %+v %v %q", got.parts, got.incomplete, got.reason, want.parts, want.incomplete, want.reason)
+		}
+	})
+}
