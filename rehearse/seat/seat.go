@@ -153,6 +153,10 @@ type Plan struct {
 	HasCached, HasCacheWrite, HasReasoning          bool
 	NoUsage                                         bool // the response carries no usage field
 	ConnError                                       bool // the connection is refused outright
+	// Incomplete, when set, is why a 200 answer that streamed to its end
+	// ended short (max_output_tokens, content_filter): the outcome
+	// incomplete, as the Responses API's status incomplete.
+	Incomplete string
 }
 
 // promptParts copies the plan's parts of the prompt count onto o.
@@ -250,6 +254,9 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o.Outcome = endOutcome
 	o.ErrorCode = p.ErrorCode
 	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
+	if endOutcome == admit.OK && p.Incomplete != "" {
+		o.Outcome, o.ErrorCode = admit.Incomplete, p.Incomplete
+	}
 	switch endOutcome {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true

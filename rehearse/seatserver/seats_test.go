@@ -304,12 +304,12 @@ func TestServedMatchesResolve(t *testing.T) {
 	const k = 20
 	planner := scaled{day, k}
 	hard, waitCap, slow := 20*time.Second/k, 15*time.Second/k, 10*time.Second/k
-	for _, f := range []Format{OpenAI, Anthropic} {
-		t.Run(string(f), func(t *testing.T) {
-			srv, err := New(Options{Planner: planner, Format: f})
+	for _, e := range []endpoint{{OpenAI, ""}, {OpenAI, seat.APIResponses}, {Anthropic, ""}} {
+		t.Run(e.String(), func(t *testing.T) {
+			srv, err := New(Options{Planner: planner, Format: e.f})
 			require.NoError(t, err)
 			r := serveWith(t, srv)
-			s := ourSeat(t, r, endpoint{f: f})
+			s := ourSeat(t, r, e)
 			for n := range 10 {
 				want := seat.Resolve(planner.PlanFor(n), hard, waitCap, slow)
 				ctx, cancel := context.WithTimeout(context.Background(), hard)
@@ -370,4 +370,35 @@ func TestOurSeatsReadTokenParts(t *testing.T) {
 			assert.Equal(t, [3]int64{w.cached, w.write, w.reasoning}, [3]int64{obs.CachedTokens, obs.CacheWriteTokens, obs.ReasoningTokens})
 		})
 	}
+}
+
+// TestOurResponsesSeatReadsIncomplete: a step's incomplete is
+// response.incomplete on /v1/responses, streamed or whole: the outcome
+// incomplete with its reason, as the script seat resolves it.
+func TestOurResponsesSeatReadsIncomplete(t *testing.T) {
+	plan := seat.Plan{TTFB: 5 * ms, Wait: 10 * ms, Elapsed: 40 * ms, PromptTokens: 42, CompletionTokens: 30, Incomplete: "max_output_tokens"}
+	want := seat.Resolve(plan, 0, 0, 0)
+	require.Equal(t, admit.Incomplete, want.Outcome)
+	r := serve(t, OpenAI, plan)
+	obs := ourSeat(t, r, endpoint{OpenAI, seat.APIResponses}).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 30})
+	assert.Equal(t, want.Outcome, obs.Outcome, obs.Detail)
+	assert.Equal(t, want.ErrorCode, obs.ErrorCode)
+	assert.Equal(t, want.Billing, obs.Billing)
+	assert.Equal(t, [2]int64{42, 30}, [2]int64{obs.PromptTokens, obs.CompletionTokens})
+	assert.Equal(t, "status=200 ttfb=0.005 wait=0.010 elapsed=0.040 tokens=42+30 incomplete=max_output_tokens", r.requests(t).Requests[0].Plan)
+
+	// Whole: one Response object, status incomplete.
+	resp, err := http.Post(r.origin+ResponsesPath, "application/json", strings.NewReader(`{"model":"m","input":"hi"}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(b), `"status":"incomplete"`)
+	assert.Contains(t, string(b), `"incomplete_details":{"reason":"max_output_tokens"}`)
+
+	// Chat Completions says it its own way: finish_reason length.
+	resp, err = http.Post(r.origin+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(b), `"finish_reason":"length"`)
 }

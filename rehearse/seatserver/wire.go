@@ -27,6 +27,22 @@ type usage struct {
 	// has a field for it (docs/log.md maps them).
 	cached, write, reasoning          int64
 	hasCached, hasWrite, hasReasoning bool
+	// incomplete is why the answer ends short (Plan.Incomplete): the
+	// Responses API says so outright; the other APIs give their own stop
+	// reason (stopReason).
+	incomplete string
+}
+
+// stopReason is the API's own word for why an answer ended: what it says
+// on a whole answer (done), at its cap, or when a filter stopped it.
+func stopReason(u usage, done, capped, filtered string) string {
+	switch u.incomplete {
+	case "":
+		return done
+	case "content_filter":
+		return filtered
+	}
+	return capped
 }
 
 // wire renders one response in one format. Every method returns the bytes
@@ -185,7 +201,7 @@ func anthropicInput(m map[string]any, u usage) map[string]any {
 
 func (w *openaiWire) finish(u usage) []byte {
 	out := w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": "stop",
+		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": stopReason(u, "stop", "length", "content_filter"),
 	}}, nil)
 	if w.includeUsage && u.ok {
 		out = append(out, w.chunk([]any{}, openaiUsage(u))...)
@@ -234,7 +250,7 @@ func (w *openaiWire) whole(text string, u usage) []byte {
 		"system_fingerprint": "fp_retrygate",
 		"choices": []any{map[string]any{
 			"index": 0, "message": map[string]any{"role": "assistant", "content": text, "refusal": nil},
-			"logprobs": nil, "finish_reason": "stop",
+			"logprobs": nil, "finish_reason": stopReason(u, "stop", "length", "content_filter"),
 		}},
 	}
 	if u.ok {
@@ -277,7 +293,7 @@ func (w *anthropicWire) content(text string) []byte {
 func (w *anthropicWire) finish(u usage) []byte {
 	out := sse("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	delta := map[string]any{
-		"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+		"type": "message_delta", "delta": map[string]any{"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil},
 	}
 	if u.ok {
 		delta["usage"] = map[string]any{"output_tokens": u.completion}
@@ -337,7 +353,7 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 	m := map[string]any{
 		"id": w.id(), "type": "message", "role": "assistant", "model": w.model,
 		"content":     []any{map[string]any{"type": "text", "text": text}},
-		"stop_reason": "end_turn", "stop_sequence": nil,
+		"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil,
 	}
 	if u.ok {
 		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.completion}, u)
@@ -368,7 +384,7 @@ func (w *ollamaWire) final(text string, u usage) map[string]any {
 	m := map[string]any{
 		"model": w.model, "created_at": w.created(),
 		"message": map[string]any{"role": "assistant", "content": text},
-		"done":    true, "done_reason": "stop",
+		"done":    true, "done_reason": stopReason(u, "stop", "length", "stop"),
 	}
 	if u.ok {
 		m["prompt_eval_count"] = u.prompt
@@ -464,7 +480,7 @@ func responsesUsage(u usage) any {
 // message is the output message holding text, in state status.
 func (w *responsesWire) message(status, text string) map[string]any {
 	content := []any{}
-	if status == "completed" {
+	if status != "in_progress" {
 		content = []any{w.part(text)}
 	}
 	return map[string]any{"id": w.itemID(), "type": "message", "status": status, "role": "assistant", "content": content}
@@ -517,10 +533,23 @@ func (w *responsesWire) finish(u usage) []byte {
 	out = append(out, w.event("response.content_part.done", map[string]any{
 		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(text),
 	})...)
-	out = append(out, w.event("response.output_item.done", map[string]any{"output_index": 0, "item": w.message("completed", text)})...)
-	return append(out, w.event("response.completed", map[string]any{
-		"response": w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil),
-	})...)
+	status := "completed"
+	if u.incomplete != "" {
+		status = "incomplete"
+	}
+	out = append(out, w.event("response.output_item.done", map[string]any{"output_index": 0, "item": w.message(status, text)})...)
+	return append(out, w.event("response."+status, map[string]any{"response": w.final(text, u)})...)
+}
+
+// final is the finished Response: completed, or incomplete with its
+// reason (incomplete_details.reason).
+func (w *responsesWire) final(text string, u usage) map[string]any {
+	if u.incomplete == "" {
+		return w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil)
+	}
+	r := w.response("incomplete", []any{w.message("incomplete", text)}, responsesUsage(u), nil)
+	r["incomplete_details"] = map[string]any{"reason": u.incomplete}
+	return r
 }
 
 // streamError is a failed response: response.failed, whose error names
@@ -538,5 +567,5 @@ func (w *responsesWire) errorBody(status int, code string) []byte {
 }
 
 func (w *responsesWire) whole(text string, u usage) []byte {
-	return append(mustJSON(w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil)), '\n')
+	return append(mustJSON(w.final(text, u)), '\n')
 }

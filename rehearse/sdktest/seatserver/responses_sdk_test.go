@@ -136,3 +136,30 @@ func TestResponsesSDKFailedInsideStream(t *testing.T) {
 	assert.Equal(t, responses.ResponseErrorCodeServerError, failed.Response.Error.Code)
 	assert.NotEmpty(t, failed.Response.Error.Message)
 }
+
+// TestResponsesSDKIncomplete: a step's incomplete is, to the SDK, a
+// response.incomplete event whose Response says why, streamed, and a
+// Response of status incomplete, whole.
+func TestResponsesSDKIncomplete(t *testing.T) {
+	plan := okPlan
+	plan.Incomplete = "max_output_tokens"
+	r := serve(t, OpenAI, plan)
+	client := openaiClient(r.baseURL(OpenAI))
+	stream := client.Responses.NewStreaming(context.Background(), responsesParams())
+	var last responses.ResponseStreamEventUnion
+	for stream.Next() {
+		last = stream.Current()
+	}
+	require.NoError(t, stream.Err())
+	inc, ok := last.AsAny().(responses.ResponseIncompleteEvent)
+	require.True(t, ok, "the last event is response.incomplete, not %s", last.Type)
+	assert.Equal(t, responses.ResponseStatusIncomplete, inc.Response.Status)
+	assert.Equal(t, "max_output_tokens", inc.Response.IncompleteDetails.Reason)
+	assert.Equal(t, filler(0, 30), inc.Response.OutputText())
+	assert.Equal(t, int64(30), inc.Response.Usage.OutputTokens)
+
+	resp, err := client.Responses.New(context.Background(), responsesParams())
+	require.NoError(t, err)
+	assert.Equal(t, responses.ResponseStatusIncomplete, resp.Status)
+	assert.Equal(t, "max_output_tokens", resp.IncompleteDetails.Reason)
+}
