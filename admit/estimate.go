@@ -101,7 +101,12 @@ func (e *Estimator) Next() Next {
 // Reservation is what a first attempt reserves under a spend ceiling:
 // its price × (the prompt counted locally + max_tokens), both sides of the
 // rate card (DESIGN.md; the failover formula's worst case for one call).
-// usdPerMIn and usdPerMOut are USD per million prompt and completion tokens.
-func Reservation(usdPerMIn, usdPerMOut float64, promptTokens, maxTokens int64) float64 {
-	return Cost(usdPerMIn, usdPerMOut, promptTokens, maxTokens)
+// The cache cannot be assumed warm: no input is priced as a cache read,
+// and all of it at the dearer of In and CacheWrite (a cold prompt may be
+// written to the cache).
+func Reservation(p Prices, promptTokens, maxTokens int64) float64 {
+	if p.CacheWrite > p.In {
+		return Cost(p, Usage{Prompt: promptTokens, Completion: maxTokens, CacheWrite: promptTokens})
+	}
+	return Cost(p, Usage{Prompt: promptTokens, Completion: maxTokens})
 }

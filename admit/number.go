@@ -91,10 +91,39 @@ func quoted(s string) string {
 	return s
 }
 
-// Cost is what tokens cost at a rate card in USD per million prompt and
-// completion tokens, clamped like every outside figure (limits.go).
-func Cost(usdPerMIn, usdPerMOut float64, prompt, completion int64) float64 {
-	return ClampUSD((float64(ClampTokens(prompt))*usdPerMIn + float64(ClampTokens(completion))*usdPerMOut) / 1e6)
+// Prices is a seat's rate card in USD per million tokens: In for input,
+// Out for output (reasoning included), CachedIn for input read from the
+// provider's prompt cache and CacheWrite for input written to it. A
+// config that sets neither cache price has both equal to In
+// (seat.Config.Prices), and prices exactly as In and Out alone.
+type Prices struct{ In, Out, CachedIn, CacheWrite float64 }
+
+// Usage is an attempt's tokens as the log keeps them: Prompt is all
+// input and Completion all output; Cached and CacheWrite are the parts
+// of Prompt read from and written to the cache (0 when not reported).
+type Usage struct{ Prompt, Completion, Cached, CacheWrite int64 }
+
+// Cost is what usage costs at a rate card: the input read from the cache
+// at CachedIn, the input written to it at CacheWrite, the rest of the
+// input at In and the output at Out, clamped like every outside figure
+// (limits.go). Parts larger than the prompt are cut to it, reads first.
+// This is the one cost function: cost_usd, the spend ceiling's
+// reservation, the retry tax and simulate all come from it.
+func Cost(p Prices, u Usage) float64 {
+	prompt := ClampTokens(u.Prompt)
+	cached := min(ClampTokens(u.Cached), prompt)
+	written := min(ClampTokens(u.CacheWrite), prompt-cached)
+	fresh := prompt - cached - written
+	// Adding a zero part changes no bit: without parts this is exactly
+	// (prompt × In + completion × Out) / 1e6, as before there were parts.
+	sum := float64(fresh) * p.In
+	if cached > 0 {
+		sum += float64(cached) * p.CachedIn
+	}
+	if written > 0 {
+		sum += float64(written) * p.CacheWrite
+	}
+	return ClampUSD((sum + float64(ClampTokens(u.Completion))*p.Out) / 1e6)
 }
 
 // Closest is the one "did you mean": the candidate nearest name (case

@@ -55,10 +55,38 @@ func TestParseCount(t *testing.T) {
 }
 
 func TestCostIsClamped(t *testing.T) {
-	assert.InDelta(t, 0.0125, Cost(2.5, 10, 1000, 1000), 1e-15)
-	assert.Equal(t, MaxUSD, Cost(1e12, 1e12, MaxTokens, MaxTokens))
-	assert.Equal(t, 0.0, Cost(2.5, 10, -5, -5))
-	assert.Equal(t, Cost(2.5, 10, 1000, 150000), Reservation(2.5, 10, 1000, 150000))
+	p := Prices{In: 2.5, Out: 10, CachedIn: 2.5, CacheWrite: 2.5}
+	assert.InDelta(t, 0.0125, Cost(p, Usage{Prompt: 1000, Completion: 1000}), 1e-15)
+	big := Prices{1e12, 1e12, 1e12, 1e12}
+	assert.Equal(t, MaxUSD, Cost(big, Usage{Prompt: MaxTokens, Completion: MaxTokens, Cached: MaxTokens}))
+	assert.Equal(t, 0.0, Cost(p, Usage{Prompt: -5, Completion: -5, Cached: -5, CacheWrite: -5}))
+	assert.Equal(t, Cost(p, Usage{Prompt: 1000, Completion: 150000}), Reservation(p, 1000, 150000))
+}
+
+// Each part at its own price: Anthropic's 1.25× write and 0.1× read of
+// $3 input. Parts past the prompt are cut to it, reads first.
+func TestCostParts(t *testing.T) {
+	p := Prices{In: 3, Out: 15, CachedIn: 0.3, CacheWrite: 3.75}
+	usd := func(fresh, read, written, out float64) float64 {
+		return (fresh*3 + read*0.3 + written*3.75 + out*15) / 1e6
+	}
+	assert.InDelta(t, usd(21, 0, 3979, 42), Cost(p, Usage{Prompt: 4000, Completion: 42, CacheWrite: 3979}), 1e-15)
+	assert.InDelta(t, usd(21, 3979, 0, 42), Cost(p, Usage{Prompt: 4000, Completion: 42, Cached: 3979}), 1e-15)
+	assert.InDelta(t, usd(0, 4000, 0, 0), Cost(p, Usage{Prompt: 4000, Cached: 5000, CacheWrite: 10}), 1e-15)
+	assert.InDelta(t, usd(0, 1000, 3000, 0), Cost(p, Usage{Prompt: 4000, Cached: 1000, CacheWrite: 9000}), 1e-15)
+	// Equal prices and no parts are bit for bit the old formula.
+	in, out, prompt, completion := 0.15, 0.6, int64(1234), int64(567)
+	q := Prices{In: in, Out: out, CachedIn: in, CacheWrite: in}
+	assert.Equal(t, (float64(prompt)*in+float64(completion)*out)/1e6, Cost(q, Usage{Prompt: prompt, Completion: completion}))
+}
+
+// A first attempt's reservation assumes a cold cache: no input at the
+// read price, all of it at the dearer of price_in and price_cache_write.
+func TestReservationColdCache(t *testing.T) {
+	p := Prices{In: 3, Out: 15, CachedIn: 0.3, CacheWrite: 3.75}
+	assert.InDelta(t, 0.03, Reservation(p, 4000, 1000), 1e-15) // 4000 × $3.75 + 1000 × $15
+	p.CacheWrite = 1                                           // a write cheaper than input: input's price stands
+	assert.InDelta(t, 0.027, Reservation(p, 4000, 1000), 1e-15)
 }
 
 // The one "did you mean" of the command line, config keys, scripts and

@@ -2,6 +2,7 @@ package admit
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -112,6 +113,11 @@ var permanentCodes = map[string]bool{
 	"image_file_not_found":           true,
 }
 
+// DailyQuota reports whether code names a quota that resets once a day
+// (Google's quota ids: GenerateRequestsPerDayPerProjectPerModel-FreeTier):
+// a permanent error, since no retry within a job outlasts it.
+func DailyQuota(code string) bool { return strings.Contains(code, "PerDay") }
+
 // ClassifyHTTP maps a completed HTTP exchange to an outcome class. code is
 // the provider's error code or type when the body named one. Provider
 // codes win over the status: Anthropic's overloaded_error is a server
@@ -121,10 +127,10 @@ func ClassifyHTTP(status int, code string) Outcome {
 	switch code {
 	case "overloaded_error", "api_error", "server_error":
 		return ServerError
-	case "rate_limit_error", "rate_limit_exceeded":
+	case "rate_limit_error", "rate_limit_exceeded", "RESOURCE_EXHAUSTED":
 		return RateLimited
 	}
-	if permanentCodes[code] {
+	if permanentCodes[code] || DailyQuota(code) {
 		return ClientError
 	}
 	switch {

@@ -57,6 +57,9 @@ var Metrics = []MetricSpec{
 	{Name: "unknown_rate", Kind: RateMetric, Percent: true, Doc: "jobs that ended unknown ÷ jobs"},
 	{Name: "deadline_miss_rate", Kind: RateMetric, Percent: true, Doc: "jobs whose time (Σ delay + elapsed of sent attempts) exceeds budget.deadline ÷ jobs"},
 	{Name: "billable_failure_rate", Kind: RateMetric, Percent: true, Doc: "failed attempts billed (ambiguous counts as billed) ÷ failed attempts"},
+	{Name: "cache_write_rate_on_retries", Kind: RateMetric, Percent: true, Doc: "retries (attempt > 1) that wrote their prompt to the cache again (cache_write_tokens > 0) ÷ retries whose provider reports cache writes"},
+	{Name: "cached_share", Kind: ValueMetric, Percent: true, Doc: "cached input tokens ÷ prompt tokens, over sent attempts whose provider reports cached_tokens"},
+	{Name: "reasoning_share", Kind: ValueMetric, Percent: true, Doc: "reasoning tokens ÷ completion tokens, over sent attempts whose provider reports reasoning_tokens"},
 }
 
 // LookupMetric finds a metric by name.

@@ -77,8 +77,8 @@ func TestRetryLimitIsNotAttemptCap(t *testing.T) {
 
 func TestReservation(t *testing.T) {
 	// $2.50 in, $10 out per million; 1000 prompt tokens + 150000 max_tokens.
-	assert.InDelta(t, 1.5025, Reservation(2.5, 10, 1000, 150000), 1e-12)
-	assert.Equal(t, MaxUSD, Reservation(1e12, 1e12, MaxTokens, MaxTokens))
+	assert.InDelta(t, 1.5025, Reservation(Prices{In: 2.5, Out: 10, CachedIn: 2.5, CacheWrite: 2.5}, 1000, 150000), 1e-12)
+	assert.Equal(t, MaxUSD, Reservation(Prices{1e12, 1e12, 1e12, 1e12}, MaxTokens, MaxTokens))
 }
 
 // A reset track is a new job's: nothing spent, nothing observed, no

@@ -75,6 +75,8 @@ var settings = []setting{
 	{key: "seats.*.encoding", kind: kText, seat: func(c *seat.Config) any { return &c.Encoding }},
 	{key: "seats.*.price_in", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceIn }},
 	{key: "seats.*.price_out", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceOut }},
+	{key: "seats.*.price_cached_in", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceCachedIn }},
+	{key: "seats.*.price_cache_write", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceCacheWrite }},
 	{key: "seats.*.max_tokens_param", kind: kText, seat: func(c *seat.Config) any { return &c.MaxTokensParam }},
 	{key: "seats.*.cold", kind: kBool, seat: func(c *seat.Config) any { return &c.Cold }},
 	{key: "seats.*.api", kind: kText, seat: func(c *seat.Config) any { return &c.API }},

@@ -58,6 +58,9 @@ func setField(dst, v any) {
 		*d = int(v.(int64))
 	case *float64:
 		*d = v.(float64)
+	case **float64: // a price that defaults to another when unset
+		f := v.(float64)
+		*d = &f
 	case *bool:
 		*d = v.(bool)
 	case *string:

@@ -21,8 +21,11 @@ type CostOptions struct {
 	Cost               *float64 // C, C1: one attempt on the first seat, USD
 	FallbackCost       *float64 // C2: one attempt on the fallback seat, USD
 	AttemptsPerSuccess *float64 // seed 004's ratio
-	Layers             []admit.Layer
-	JSON               bool
+	// Parts, from --prices and --tokens, is C worked out from a rate card
+	// and one attempt's usage by part, in place of --cost.
+	Parts  *costParts
+	Layers []admit.Layer
+	JSON   bool
 }
 
 func newCostCmd(f *Factory, runF func(*CostOptions) error) *cobra.Command {
@@ -40,12 +43,20 @@ the inputs given. A formula is printed when all of its inputs are.
   failover, timeout    C1 + t·(C1 + C2)           --cost C1 --fallback-cost C2 --timeout-rate t
   cost per success     C × attempts per success   --cost C --attempts-per-success a
   layered retries      Π attempts, and expected   --layers sdk=3,app=3,queue=3 [--fail-rate f]
+  one attempt's C      its tokens by part × price --prices in=3,out=15,cached_in=0.3,cache_write=3.75
+                                                  --tokens prompt=4000,completion=400,cached=3979
 
 f is the share of attempts that fail before generation (billed nothing),
 t the share that time out on the client but complete, and are billed, on
 the server. Rates take a fraction (0.05) or a percentage (5%); costs are
 USD per attempt. The last column says what the formula adds over one
 attempt on the first seat.
+
+In place of --cost, C can come from a rate card (USD per million tokens,
+as a seat's price_in, price_out, price_cached_in, price_cache_write; each
+cache price is in's when not given) and one attempt's tokens, where
+cached and cache_write are the parts of prompt read from and written to
+the prompt cache: C is then priced exactly as rehearsal.log's cost_usd.
 
 For layered retries, list the layers innermost first (the one that calls
 the provider first): the worst case is the product of their attempts
@@ -59,7 +70,10 @@ the provider first): the worst case is the product of their attempts
   retrygate cost --cost 0.004 --fallback-cost 0.011 --fail-rate 0.03 --timeout-rate 0.03
 
   # $0.02 an attempt at 1.4 attempts per success: the retry tax
-  retrygate cost --cost 0.02 --attempts-per-success 1.4`,
+  retrygate cost --cost 0.02 --attempts-per-success 1.4
+
+  # the same retry tax for a prompt whose 3979-token prefix is written to the cache
+  retrygate cost --prices in=3,out=15,cached_in=0.3,cache_write=3.75 --tokens prompt=4000,completion=400,cache_write=3979 --attempts-per-success 1.4`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opts.fill(c); err != nil {
@@ -78,6 +92,8 @@ the provider first): the worst case is the product of their attempts
 	fl.String("cost", "", "C (C1): cost of one attempt on the first seat (`USD`)")
 	fl.String("fallback-cost", "", "C2: cost of one attempt on the fallback seat (`USD`)")
 	fl.String("attempts-per-success", "", "attempts per successful task (`ratio`, at least 1)")
+	fl.String("prices", "", "C from a rate card, USD per million: `in=N,out=N[,cached_in=N][,cache_write=N]` (with --tokens)")
+	fl.String("tokens", "", "one attempt's tokens: `prompt=N,completion=N[,cached=N][,cache_write=N]` (with --prices)")
 	fl.String("layers", "", "retry layers innermost first, `name=attempts,...` (e.g. sdk=3,app=3,queue=3)")
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON")
 	return c
@@ -102,6 +118,24 @@ func (o *CostOptions) fill(c *cobra.Command) error {
 		if set {
 			*a.dst = &v
 		}
+	}
+	prices, tokens := c.Flags().Lookup("prices"), c.Flags().Lookup("tokens")
+	switch {
+	case prices.Changed != tokens.Changed:
+		return badInput("--prices and --tokens go together (a rate card and one attempt's tokens make C)")
+	case prices.Changed && o.Cost != nil:
+		return badInput("--cost: give C or --prices with --tokens, not both")
+	case prices.Changed:
+		var p costParts
+		if p.Prices, err = parseCostPrices(prices.Value.String()); err != nil {
+			return err
+		}
+		if p.Usage, err = parseCostTokens(tokens.Value.String()); err != nil {
+			return err
+		}
+		o.Parts = &p
+		v := admit.Cost(p.Prices, p.Usage)
+		o.Cost = &v
 	}
 	if o.AttemptsPerSuccess != nil && *o.AttemptsPerSuccess < 1 {
 		return badInput("--attempts-per-success: must be at least 1 (every success takes an attempt), got %g", *o.AttemptsPerSuccess)
@@ -171,6 +205,16 @@ type costResult struct {
 func costResults(o *CostOptions) []costResult {
 	var out []costResult
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	if p := o.Parts; p != nil {
+		u, r := p.Usage, p.Prices
+		fresh := u.Prompt - u.Cached - u.CacheWrite
+		out = append(out, costResult{
+			Name: "attempt_cost", Formula: "fresh·in + cached·cached_in + written·cache_write + out·out",
+			With: fmt.Sprintf("%d·$%s + %d·$%s + %d·$%s + %d·$%s per 1M", fresh, num(r.In), u.Cached, num(r.CachedIn),
+				u.CacheWrite, num(r.CacheWrite), u.Completion, num(r.Out)),
+			Value: *o.Cost, Unit: "usd", Baseline: *o.Cost, Note: "C: one attempt, as cost_usd prices it",
+		})
+	}
 	if f := o.FailRate; f != nil {
 		if n := o.Retries; n != nil {
 			e := admit.ExpectedAttempts(*f, *n)
@@ -230,6 +274,7 @@ var costLabels = map[string]string{
 	"failover_pre_generation": "failover, pre-generation",
 	"failover_after_timeout":  "failover, after timeout",
 	"cost_per_success":        "cost per success",
+	"attempt_cost":            "one attempt (C)",
 }
 
 func rel(v, base float64) float64 {

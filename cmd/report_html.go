@@ -266,6 +266,14 @@ func (p *pictures) html(w io.Writer) error {
 	card("retry tax, USD", fig("all.retry_tax.usd", tUSD(a.RetryTax.USD), a.RetryTax.USD)+" "+fig("all.retry_tax.usd_share", tPct(a.RetryTax.USDShare), a.RetryTax.USDShare))
 	card("wasted calls", fig("all.wasted_calls", strconv.FormatInt(a.WastedCalls, 10), a.WastedCalls))
 	card("fallback rate", fig("all.fallback_rate", tPct(a.FallbackRate), a.FallbackRate))
+	if c := &a.Cache; hasCacheFigures([]*summary.Group{a}) {
+		card("cache write rate on retries", fig("all.cache.cache_write_rate_on_retries", tPct(c.WriteRateOnRetries), c.WriteRateOnRetries)+" "+
+			fig("all.cache.retries_rewritten", fmt.Sprintf("%d/%d", c.Rewritten, c.Retries), c.Rewritten))
+		card("cached share of input", fig("all.cache.cached_share", tPct(c.CachedShare), c.CachedShare))
+		card("reasoning share of output", fig("all.cache.reasoning_share", tPct(c.ReasoningShare), c.ReasoningShare))
+		card("cache saved, USD", fig("all.cache.saved_usd", tSignedUSD(c.SavedUSD), c.SavedUSD)+" "+
+			fig("all.cache.retry_tax_usd_uncached", "retry tax at price_in "+tUSD(c.RetryTaxUncachedUSD), c.RetryTaxUncachedUSD))
+	}
 	b.WriteString(`</section>`)
 
 	b.WriteString(`<h2 id="policy">Policy in force</h2>`)

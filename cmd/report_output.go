@@ -50,7 +50,9 @@ func wideHeader() []string {
 	h = append(h, "refused_other",
 		"retry_tax_tokens", "retry_tax_tokens_share", "retry_tax_usd", "retry_tax_usd_share",
 		"wasted_calls", "failed_attempts", "billed_failures", "billable_failure_rate",
-		"unknown_rate", "fallback_jobs", "fallback_rate")
+		"unknown_rate", "fallback_jobs", "fallback_rate",
+		"retries_reporting_writes", "retries_rewritten", "cache_write_rate_on_retries", "cached_tokens", "cached_share",
+		"cache_write_tokens", "reasoning_tokens", "reasoning_share", "cache_saved_usd", "retry_tax_usd_uncached")
 	for _, o := range laterOutcomes {
 		h = append(h, "outcome_"+string(o))
 	}
@@ -84,6 +86,9 @@ func wideRow(g *summary.Group) []string {
 		i(g.RetryTax.Tokens), plainNum(g.RetryTax.TokensShare, 4), plainNum(g.RetryTax.USD, 6), plainNum(g.RetryTax.USDShare, 4),
 		i(g.WastedCalls), i(g.FailedAttempts), i(g.BilledFailures), plainNum(g.BillableFailureRate, 4),
 		plainNum(g.UnknownRate, 4), i(g.FallbackJobs), plainNum(g.FallbackRate, 4))
+	c := &g.Cache
+	r = append(r, i(c.Retries), i(c.Rewritten), plainNum(c.WriteRateOnRetries, 4), i(c.CachedTokens), plainNum(c.CachedShare, 4),
+		i(c.CacheWriteTokens), i(c.ReasoningTokens), plainNum(c.ReasoningShare, 4), plainNum(c.SavedUSD, 6), plainNum(c.RetryTaxUncachedUSD, 6))
 	for _, o := range laterOutcomes {
 		r = append(r, i(g.Outcomes[string(o)]))
 	}
@@ -133,6 +138,28 @@ func tUSD(f summary.Figure) string {
 		return "-"
 	}
 	return "$" + strconv.FormatFloat(float64(f), 'f', 4, 64)
+}
+
+// tSignedUSD is tUSD for an amount that may be negative (the cache cost
+// more than it saved).
+func tSignedUSD(f summary.Figure) string {
+	if v := float64(f); v < 0 {
+		return "-$" + strconv.FormatFloat(-v, 'f', 4, 64)
+	}
+	return tUSD(f)
+}
+
+// hasCacheFigures says whether any group's rows reported a token part
+// or cache pricing: the cache table is printed only then, so a log
+// without parts reads as it always did.
+func hasCacheFigures(groups []*summary.Group) bool {
+	for _, g := range groups {
+		c := &g.Cache
+		if c.Retries > 0 || !math.IsNaN(float64(c.CachedShare)) || !math.IsNaN(float64(c.ReasoningShare)) || !math.IsNaN(float64(c.SavedUSD)) {
+			return true
+		}
+	}
+	return false
 }
 
 func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recommendation) error {
@@ -194,6 +221,20 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 	if err := printTable(s, []string{by, "retry tax tokens", "share", "retry tax USD", "share", "wasted calls",
 		"billed/failed", "billable failure rate"}, rows); err != nil {
 		return err
+	}
+
+	if hasCacheFigures(groups) {
+		title("Prompt cache and reasoning (where the provider reports them)")
+		rows = nil
+		for _, g := range groups {
+			c := &g.Cache
+			rows = append(rows, []string{g.Key, fmt.Sprintf("%d/%d", c.Rewritten, c.Retries), tPct(c.WriteRateOnRetries),
+				tPct(c.CachedShare), tPct(c.ReasoningShare), tSignedUSD(c.SavedUSD), tUSD(g.RetryTax.USD), tUSD(c.RetryTaxUncachedUSD)})
+		}
+		if err := printTable(s, []string{by, "retries rewritten", "cache write rate on retries", "cached share", "reasoning share",
+			"cache saved USD", "retry tax USD", "at price_in"}, rows); err != nil {
+			return err
+		}
 	}
 
 	title("Outcomes of sent attempts, and refusals")

@@ -293,7 +293,7 @@ func newTimeJSON(obs seat.Observation, sc seat.Config, clock string, o *TimeOpti
 		st := obs.HTTPStatus
 		t.HTTPStatus = &st
 	}
-	if usd, ok := sc.Cost(obs.PromptTokens, obs.CompletionTokens); ok {
+	if usd, ok := sc.Cost(obs.Usage()); ok {
 		t.CostUSD = &usd
 	}
 	return t

@@ -111,7 +111,7 @@ func Normalize(r *Row) {
 	for _, n := range [...]*int64{&r.Tokens, &r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.RateLimit.RemainingRequests, &r.RateLimit.RemainingTokens, &r.SpentTokens} {
 		*n = admit.ClampTokens(*n)
 	}
-	r.CostUSD, r.SpentUSD = admit.ClampUSD(r.CostUSD), admit.ClampUSD(r.SpentUSD)
+	r.CostUSD, r.SpentUSD, r.UncachedUSD = admit.ClampUSD(r.CostUSD), admit.ClampUSD(r.SpentUSD), admit.ClampUSD(r.UncachedUSD)
 	if r.HTTPStatus < 100 || r.HTTPStatus > 999 {
 		r.HTTPStatus = 0
 	}
@@ -300,6 +300,9 @@ func appendRow(dst []byte, r *Row) []byte {
 	}
 	if r.ReserveUSD > 0 {
 		kv("reserve_usd", formatUSD(r.ReserveUSD))
+	}
+	if r.UncachedUSD > 0 {
+		kv("uncached_usd", formatUSD(r.UncachedUSD))
 	}
 	if r.HasRetryAfter {
 		sec("retry_after_s", r.RetryAfter)

@@ -239,6 +239,9 @@ func rowGen() *rapid.Generator[Row] {
 		if rapid.Bool().Draw(t, "cost") {
 			r.CostUSD, r.HasCost = float64(rapid.IntRange(0, 1e7).Draw(t, "micro"))/1e6, true
 		}
+		if rapid.Bool().Draw(t, "uncached") {
+			r.UncachedUSD = float64(rapid.IntRange(1, 1e7).Draw(t, "uncached_micro")) / 1e6
+		}
 		// Each token part and rate-limit part on its own: a reported 0
 		// reads back as reported.
 		count := rapid.Int64Range(0, 1<<30)

@@ -276,6 +276,9 @@ func setFieldRef(row *Row, key, v []byte) (uint64, error) {
 	case "reserve_usd":
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err
+	case "uncached_usd":
+		row.UncachedUSD, err = parseUSD(val)
+		return bitUncached, err
 	case "retry_after_s":
 		row.RetryAfter, err = parseSecondsRef(val)
 		row.HasRetryAfter = true

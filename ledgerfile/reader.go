@@ -1202,6 +1202,7 @@ const (
 	bitRateRequests
 	bitRateTokens
 	bitRateReset
+	bitUncached
 )
 
 // knownKeys are the keys this version reads; knownKeyCount bounds the
@@ -1220,6 +1221,7 @@ var knownKeys = map[string]bool{
 	"itl_mean_s": true, "itl_max_s": true,
 	"cached_tokens": true, "cache_write_tokens": true, "reasoning_tokens": true,
 	"ratelimit_remaining_requests": true, "ratelimit_remaining_tokens": true, "ratelimit_reset_s": true,
+	"uncached_usd": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -1274,13 +1276,14 @@ const (
 	keyRateRequests
 	keyRateTokens
 	keyRateReset
+	keyUncachedUSD
 )
 
 // numKeys is one more than the known keys' count: 0 is keyUnknown.
 const numKeys = len(keyNames)
 
 // keyNames are the known keys, in keyID's order from 1.
-var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset_s"}
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "cached_tokens", "cache_write_tokens", "reasoning_tokens", "ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset_s", "uncached_usd"}
 
 // keyHash places a key of two bytes or more in keyTable; no two known
 // keys share a slot (TestKeyHashPlacesEveryKnownKey).
@@ -1475,6 +1478,9 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 	case keyReserveUSD:
 		row.ReserveUSD, err = parseUSD(val)
 		return bitReserve, err
+	case keyUncachedUSD:
+		row.UncachedUSD, err = parseUSD(val)
+		return bitUncached, err
 	case keyRetryAfterS:
 		row.RetryAfter, err = parseSeconds(val)
 		row.HasRetryAfter = true

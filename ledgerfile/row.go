@@ -69,6 +69,10 @@ type Row struct {
 	// priced seat (price × (prompt counted locally + max_tokens)): the
 	// spend estimate before anything is observed.
 	ReserveUSD float64
+	// UncachedUSD is what the attempt would have cost with every input
+	// token at price_in, on a priced row with cache parts
+	// (uncached_usd): the cache saved UncachedUSD − CostUSD.
+	UncachedUSD float64
 
 	RetryAfter    time.Duration
 	HasRetryAfter bool

@@ -210,11 +210,11 @@ func New(c Config) (*Loop, error) {
 			return nil, fmt.Errorf("fallback: seat %q is named twice", name)
 		}
 		seen[name] = true
-		_, priced := s.Config.Cost(0, 0)
+		priced := s.Config.Priced()
 		reserve := make([]float64, len(l.prompts))
 		if priced && c.Policy.Budget.HasSpendCeiling() {
 			for i, p := range l.prompts {
-				reserve[i] = admit.Reservation(s.Config.PriceIn, s.Config.PriceOut,
+				reserve[i] = admit.Reservation(s.Config.Prices(),
 					seat.PromptTokens(s.Config, seat.RequestText(p.prompt, p.messages)), int64(p.maxTokens))
 			}
 		}
@@ -353,7 +353,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	if obs.Billing == "" {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, l.pol.Retry.SlowServerAfter)
 	}
-	cost, priced := st.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
+	cost, priced := st.cfg.Cost(obs.Usage())
 
 	note := RecordBreaker(st.br, now, obs, j.probe)
 	l.sentRow(j, obs, st, cost, priced, note)
@@ -465,4 +465,5 @@ func (l *Loop) refusalRow(j *Job, now time.Time, st *seatState, d admit.Decision
 func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64, priced bool, note string) {
 	b := l.base(j, j.submit, st, j.spent, j.delay)
 	SentRow(&l.row, &b, &j.track, o, cost, priced, note)
+	PriceCache(&l.row, st.cfg, o)
 }

@@ -69,6 +69,12 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 			kv("seats."+s.Name+".price_in", num(s.PriceIn))
 			kv("seats."+s.Name+".price_out", num(s.PriceOut))
 		}
+		if s.PriceCachedIn != nil {
+			kv("seats."+s.Name+".price_cached_in", num(*s.PriceCachedIn))
+		}
+		if s.PriceCacheWrite != nil {
+			kv("seats."+s.Name+".price_cache_write", num(*s.PriceCacheWrite))
+		}
 	}
 	for _, th := range thresholds {
 		kv("thresholds."+th.Metric, strings.Join(th.Exprs, "; "))

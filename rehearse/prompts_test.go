@@ -234,8 +234,8 @@ func TestPromptReservation(t *testing.T) {
 	_, err = l.RunVirtual(VirtualOptions{Jobs: 2, Start: t0})
 	require.NoError(t, err)
 	require.Len(t, out, 2)
-	assert.InDelta(t, admit.Reservation(4, 8, seat.PromptTokens(s.Config, "hi"), 10), out[0].ReserveUSD, 1e-12)
-	assert.InDelta(t, admit.Reservation(4, 8, seat.PromptTokens(s.Config, long), 256), out[1].ReserveUSD, 1e-12)
+	assert.InDelta(t, admit.Reservation(s.Config.Prices(), seat.PromptTokens(s.Config, "hi"), 10), out[0].ReserveUSD, 1e-12)
+	assert.InDelta(t, admit.Reservation(s.Config.Prices(), seat.PromptTokens(s.Config, long), 256), out[1].ReserveUSD, 1e-12)
 	assert.Greater(t, out[1].ReserveUSD, 10*out[0].ReserveUSD)
 }
 

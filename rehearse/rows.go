@@ -97,6 +97,15 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 	r.Note = note
 }
 
+// PriceCache fills a sent row's uncached_usd: what its attempt would have
+// cost with every input token at price_in, on a priced seat whose answer
+// reported cache parts. The loop and the proxy call it after SentRow.
+func PriceCache(r *ledgerfile.Row, cfg seat.Config, o *seat.Observation) {
+	if r.HasCost && (o.HasCached || o.HasCacheWrite) {
+		r.UncachedUSD = cfg.UncachedCost(o.Usage())
+	}
+}
+
 // DecisionString is the printed decision, without building the string
 // again for a known refusal.
 func DecisionString(d admit.Decision) string { return decisionString(d) }

@@ -200,6 +200,12 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		return admit.Observed{Value: float64(s.Goodput.PerSecond)}, s.Goodput.Jobs
 	case "billable_failure_rate":
 		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
+	case "cache_write_rate_on_retries":
+		return admit.Observed{Num: all.Cache.Rewritten, Den: all.Cache.Retries}, all.Cache.Retries
+	case "cached_share":
+		return admit.Observed{Value: float64(all.Cache.CachedShare)}, all.Cache.CachedTokens
+	case "reasoning_share":
+		return admit.Observed{Value: float64(all.Cache.ReasoningShare)}, all.Cache.ReasoningTokens
 	}
 	return admit.Observed{Value: math.NaN()}, 0
 }

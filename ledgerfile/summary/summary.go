@@ -174,6 +174,37 @@ type Group struct {
 	UnknownRate         Figure `json:"unknown_rate"`
 	FallbackJobs        int64  `json:"fallback_jobs"`
 	FallbackRate        Figure `json:"fallback_rate"`
+
+	Cache CacheFigures `json:"cache"`
+}
+
+// CacheFigures are the prompt cache's and reasoning's figures over a
+// group's sent attempts, each over the rows whose provider reported the
+// part it needs (docs/log.md); a figure with no such row is null.
+type CacheFigures struct {
+	// Retries are sent attempts after a job's first (attempt > 1) whose
+	// row reports cache_write_tokens; Rewritten are those that wrote the
+	// prompt to the cache again (cache_write_tokens > 0), and
+	// WriteRateOnRetries is Rewritten ÷ Retries.
+	Retries            int64  `json:"retries_reporting_writes"`
+	Rewritten          int64  `json:"retries_rewritten"`
+	WriteRateOnRetries Figure `json:"cache_write_rate_on_retries"`
+	// CachedTokens ÷ the prompt tokens of the rows reporting them.
+	CachedTokens int64  `json:"cached_tokens"`
+	CachedShare  Figure `json:"cached_share"`
+	// CacheWriteTokens is Σ cache_write_tokens.
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	// ReasoningTokens ÷ the completion tokens of the rows reporting them.
+	ReasoningTokens int64  `json:"reasoning_tokens"`
+	ReasoningShare  Figure `json:"reasoning_share"`
+	// SavedUSD is Σ (uncached_usd − cost_usd) over the rows with
+	// uncached_usd: what cache pricing saved against all input at
+	// price_in (negative when writes cost more than reads saved).
+	SavedUSD Figure `json:"saved_usd"`
+	// RetryTaxUncachedUSD is the retry tax in USD with every input token
+	// at price_in (uncached_usd where a row has it, else cost_usd): the
+	// figure a cache-blind estimate would give, beside RetryTax.USD.
+	RetryTaxUncachedUSD Figure `json:"retry_tax_usd_uncached"`
 }
 
 // Wasted is seed 000's wasted-call query: sent attempts before their job's
@@ -410,9 +441,82 @@ type groupAcc struct {
 	tokensAll, keptTokens           int64
 	usdAll, keptUSD                 float64
 	costRows                        int64
+	cache                           cacheAcc
 	jobsTouched                     int64
 	fallbackJobs                    int64
 	succeeded, failed, unkn, cancel int64
+}
+
+// cacheAcc sums CacheFigures' parts.
+type cacheAcc struct {
+	retries, rewritten        int64
+	cached, cachedOf          int64
+	written                   int64
+	reasoning, reasoningOf    int64
+	saved                     float64
+	savedRows                 int64
+	uncachedAll, keptUncached float64
+}
+
+// uncachedUSD is a priced row's cost with every input token at price_in.
+func uncachedUSD(r *ledgerfile.Row) float64 {
+	if r.UncachedUSD > 0 {
+		return r.UncachedUSD
+	}
+	return r.CostUSD
+}
+
+func (c *cacheAcc) add(r *ledgerfile.Row) {
+	if r.HasCacheWrite {
+		c.written = admit.AddTokens(c.written, r.CacheWriteTokens)
+		if r.Attempt > 1 {
+			c.retries++
+			if r.CacheWriteTokens > 0 {
+				c.rewritten++
+			}
+		}
+	}
+	if r.HasCached {
+		c.cached = admit.AddTokens(c.cached, r.CachedTokens)
+		c.cachedOf = admit.AddTokens(c.cachedOf, r.PromptTokens)
+	}
+	if r.HasReasoning {
+		c.reasoning = admit.AddTokens(c.reasoning, r.ReasoningTokens)
+		c.reasoningOf = admit.AddTokens(c.reasoningOf, r.CompletionTokens)
+	}
+	if r.HasCost {
+		if r.UncachedUSD > 0 {
+			c.saved += r.UncachedUSD - r.CostUSD
+			c.savedRows++
+		}
+		c.uncachedAll = admit.AddUSD(c.uncachedAll, uncachedUSD(r))
+	}
+}
+
+func (c *cacheAcc) figures(costRows int64) CacheFigures {
+	f := CacheFigures{
+		Retries: c.retries, Rewritten: c.rewritten, WriteRateOnRetries: Figure(math.NaN()),
+		CachedTokens: c.cached, CachedShare: Figure(math.NaN()),
+		CacheWriteTokens: c.written,
+		ReasoningTokens:  c.reasoning, ReasoningShare: Figure(math.NaN()),
+		SavedUSD: Figure(math.NaN()), RetryTaxUncachedUSD: Figure(math.NaN()),
+	}
+	if c.retries > 0 {
+		f.WriteRateOnRetries = ratio(float64(c.rewritten), float64(c.retries))
+	}
+	if c.cachedOf > 0 {
+		f.CachedShare = ratio(float64(c.cached), float64(c.cachedOf))
+	}
+	if c.reasoningOf > 0 {
+		f.ReasoningShare = ratio(float64(c.reasoning), float64(c.reasoningOf))
+	}
+	if c.savedRows > 0 {
+		f.SavedUSD = Figure(c.saved)
+	}
+	if costRows > 0 {
+		f.RetryTaxUncachedUSD = Figure(max(c.uncachedAll-c.keptUncached, 0))
+	}
+	return f
 }
 
 // numOutcomes is len(admit.Outcomes).
@@ -464,16 +568,17 @@ type endedJob struct {
 type jobState struct {
 	groups []int32 // groups touched besides the first
 
-	hash       uint64      // its id's hash (Summarizer.ids)
-	endSeq     uint32      // set by its job_end row, cleared by any later row
-	spend      admit.Spent // ledgerfile.AddSpent over its sent rows so far
-	terms      int         // durations summed into spend.Time
-	keptTokens int64
-	keptUSD    float64
-	keptTime   time.Duration // gate time to the kept answer
-	candTokens int64
-	candUSD    float64
-	start, end int64 // unix ns of the first row, and of the last row's end; 0 without ts
+	hash            uint64      // its id's hash (Summarizer.ids)
+	endSeq          uint32      // set by its job_end row, cleared by any later row
+	spend           admit.Spent // ledgerfile.AddSpent over its sent rows so far
+	terms           int         // durations summed into spend.Time
+	keptTokens      int64
+	keptUSD         float64
+	keptUncachedUSD float64
+	keptTime        time.Duration // gate time to the kept answer
+	candTokens      int64
+	candUSD         float64
+	start, end      int64 // unix ns of the first row, and of the last row's end; 0 without ts
 
 	firstGroup  int32
 	lastGroup   int32
@@ -804,6 +909,7 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		g.usdAll = admit.AddUSD(g.usdAll, r.CostUSD)
 		g.costRows++
 	}
+	g.cache.add(r)
 	billed := f.billing.Billed()
 	if billed {
 		g.g.Billed++
@@ -942,7 +1048,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	}
 	if oi == okIndex && (!js.kept || attempt > js.keptAttempt) {
 		js.kept, js.keptAttempt, js.keptGroup = true, attempt, gi
-		js.keptTokens, js.keptUSD = r.Tokens, r.CostUSD
+		js.keptTokens, js.keptUSD, js.keptUncachedUSD = r.Tokens, r.CostUSD, uncachedUSD(r)
 		js.keptSent = int32(js.spend.Attempts)
 		if s.good != nil {
 			js.keptMet = s.good.meets(r)
@@ -1064,6 +1170,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 		for _, g := range []*groupAcc{s.groups[js.keptGroup], s.all} {
 			g.keptTokens += js.keptTokens
 			g.keptUSD += js.keptUSD
+			g.cache.keptUncached += js.keptUncachedUSD
 		}
 		s.jobTTS.addDur(js.keptTime)
 	}
@@ -1260,5 +1367,6 @@ func (a *groupAcc) finish() *Group {
 	g.UnknownRate = ratio(float64(g.Unknown), float64(g.Jobs))
 	g.FallbackJobs = a.fallbackJobs
 	g.FallbackRate = ratio(float64(a.fallbackJobs), float64(g.Jobs))
+	g.Cache = a.cache.figures(a.costRows)
 	return &g
 }

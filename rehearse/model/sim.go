@@ -127,7 +127,7 @@ func SummaryOptions(p rehearse.Policy, seats []rehearse.SeatSpec) summary.Option
 
 func priced(seats []rehearse.SeatSpec) bool {
 	for _, sp := range seats {
-		if _, ok := sp.Config.Cost(0, 0); ok {
+		if sp.Config.Priced() {
 			return true
 		}
 	}

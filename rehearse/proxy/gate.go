@@ -142,7 +142,7 @@ func (p *Proxy) reserve(u *upstream, req *request) float64 {
 	if !u.priced || !p.opts.Policy.Budget.HasSpendCeiling() {
 		return 0
 	}
-	return admit.Reservation(u.cfg.PriceIn, u.cfg.PriceOut, seat.PromptTokens(u.cfg, req.prompt), req.maxTokens)
+	return admit.Reservation(u.cfg.Prices(), seat.PromptTokens(u.cfg, req.prompt), req.maxTokens)
 }
 
 func (p *Proxy) base(j *job, now time.Time, s int, spent admit.Spent, delay time.Duration, req *request) rehearse.RowBase {

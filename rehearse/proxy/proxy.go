@@ -206,7 +206,7 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
-		_, priced := c.Cost(0, 0)
+		priced := c.Priced()
 		p.seats = append(p.seats, upstream{
 			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "",
 			priced: priced, fallbck: i > 0,

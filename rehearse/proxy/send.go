@@ -124,7 +124,7 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 	if obs.Billing == "" {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
-	cost, priced := u.cfg.Cost(obs.PromptTokens, obs.CompletionTokens)
+	cost, priced := u.cfg.Cost(obs.Usage())
 	recordBreaker(u, now, obs)
 	note := obs.Detail
 	if a.probe {
@@ -132,6 +132,7 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 	}
 	var row ledgerfile.Row
 	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
+	rehearse.PriceCache(&row, u.cfg, obs)
 	at := ledgerfile.AttemptOf(&row)
 	j.take(&at)
 	endRow(j, &row)

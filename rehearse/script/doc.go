@@ -40,6 +40,10 @@
 //	status            integer   200 (default) or an error status 400-599;
 //	                            an error's headers and body arrive at elapsed
 //	retry_after       duration  the response's Retry-After
+//	ratelimit_remaining_requests integer  the provider's rate-limit state on
+//	ratelimit_remaining_tokens   integer  the answer: requests and tokens left,
+//	ratelimit_reset              duration and when the limit resets (seat
+//	                            serve writes each API's own headers)
 //	error             string    the provider's error code, e.g.
 //	                            context_length_exceeded, insufficient_quota,
 //	                            content_filter, overloaded_error,

@@ -61,7 +61,8 @@ var (
 	topKeys  = []string{"name", "model", "then", "steps"}
 	stepKeys = []string{
 		"wait", "ttfb", "elapsed", "rate", "prompt_tokens", "completion_tokens",
-		"cached_tokens", "cache_write_tokens", "reasoning_tokens", "usage", "status", "retry_after", "error", "incomplete", "hang", "reset_after",
+		"cached_tokens", "cache_write_tokens", "reasoning_tokens", "usage", "status", "retry_after",
+		"ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset", "error", "incomplete", "hang", "reset_after",
 		"conn_error", "repeat",
 	}
 	// A bare number of seconds: no hex, no underscores, no Inf/NaN words.
@@ -467,6 +468,23 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 			return plan, 0, err
 		}
 		plan.HasRetryAfter = true
+	}
+	// The provider's rate-limit state on the answer (docs/log.md).
+	rl := &plan.RateLimit
+	if rl.HasRequests = has("ratelimit_remaining_requests"); rl.HasRequests {
+		if rl.RemainingRequests, err = count("ratelimit_remaining_requests", 0, maxTokens); err != nil {
+			return plan, 0, err
+		}
+	}
+	if rl.HasTokens = has("ratelimit_remaining_tokens"); rl.HasTokens {
+		if rl.RemainingTokens, err = count("ratelimit_remaining_tokens", 0, maxTokens); err != nil {
+			return plan, 0, err
+		}
+	}
+	if rl.HasReset = has("ratelimit_reset"); rl.HasReset {
+		if rl.Reset, err = dur("ratelimit_reset"); err != nil {
+			return plan, 0, err
+		}
 	}
 	if has("error") {
 		code, err := p.text(at["error"], key("error"))

@@ -464,6 +464,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 	}
 	obs.HTTPStatus = resp.StatusCode
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
+	obs.RateLimit = rateLimit(resp.Header, s.now)
 	body := &t.answer
 	*body = countingReader{r: resp.Body, start: start}
 
@@ -792,17 +793,46 @@ func errorCode(body []byte) string {
 	var v struct {
 		Error json.RawMessage `json:"error"`
 	}
+	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
+		// Google's APIs (Gemini's OpenAI-compatible endpoint among them)
+		// may wrap the error object in a one-element list.
+		var list []json.RawMessage
+		if json.Unmarshal(b, &list) != nil || len(list) != 1 {
+			return ""
+		}
+		body = list[0]
+	}
 	if json.Unmarshal(body, &v) != nil || len(v.Error) == 0 || v.Error[0] != '{' {
 		return ""
 	}
 	var e struct {
-		Code json.RawMessage `json:"code"`
-		Type json.RawMessage `json:"type"`
+		Code    json.RawMessage `json:"code"`
+		Type    json.RawMessage `json:"type"`
+		Status  json.RawMessage `json:"status"` // Google's: RESOURCE_EXHAUSTED
+		Details []struct {
+			Type       string `json:"@type"`
+			Violations []struct {
+				QuotaID string `json:"quotaId"`
+			} `json:"violations"`
+		} `json:"details"`
 	}
 	if json.Unmarshal(v.Error, &e) != nil {
 		return ""
 	}
-	for _, raw := range []json.RawMessage{e.Code, e.Type} {
+	// A Google quota failure on a daily quota names it: its id (e.g.
+	// GenerateRequestsPerDayPerProjectPerModel-FreeTier) is the code, a
+	// permanent one (admit.ClassifyHTTP), since no retry within a job
+	// outlasts a day.
+	for _, d := range e.Details {
+		if strings.HasSuffix(d.Type, "google.rpc.QuotaFailure") {
+			for _, q := range d.Violations {
+				if admit.DailyQuota(q.QuotaID) {
+					return q.QuotaID
+				}
+			}
+		}
+	}
+	for _, raw := range []json.RawMessage{e.Code, e.Type, e.Status} {
 		var s string
 		if json.Unmarshal(raw, &s) == nil && s != "" {
 			return s

@@ -203,6 +203,10 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		if n, ok := countOf(usage.v, "prompt_tokens_details", "cached_tokens"); ok {
 			st.usageCached(n)
 		}
+		// Compatible gateways (OpenRouter) also name cache writes here.
+		if n, ok := countOf(usage.v, "prompt_tokens_details", "cache_write_tokens"); ok {
+			st.usageCacheWrite(n)
+		}
 		if n, ok := countOf(usage.v, "completion_tokens_details", "reasoning_tokens"); ok {
 			st.usageReasoning(n)
 		}

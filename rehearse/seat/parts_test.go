@@ -62,6 +62,11 @@ func TestOpenAIUsageDetails(t *testing.T) {
 		// A reported 0 is kept: no reasoning, said so.
 		requireParts(t, parts{2006, 300, 1920, -1, 0}, do(t, newTestSeat(t, "openai", srv.URL), 2*time.Second, Request{}))
 	})
+	t.Run("gateway cache writes", func(t *testing.T) {
+		srv := loopback(t, sseHandler(time.Millisecond, data(oaText("hi")),
+			data(`{"choices":[],"usage":{"prompt_tokens":4000,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":3979}}}`), "data: [DONE]\n\n"))
+		requireParts(t, parts{4000, 5, 0, 3979, -1}, do(t, newTestSeat(t, "openai", srv.URL), 2*time.Second, Request{}))
+	})
 	t.Run("no details", func(t *testing.T) {
 		// A compatible server (vLLM, Ollama's /v1) that names no parts:
 		// none is reported, none is made up.

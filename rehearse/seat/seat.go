@@ -145,6 +145,7 @@ type Plan struct {
 	Status           int           // HTTP status; 0 means 200
 	RetryAfter       time.Duration
 	HasRetryAfter    bool
+	RateLimit        admit.RateLimit // the response's rate-limit headers
 	ErrorCode        string
 	PromptTokens     int64
 	CompletionTokens int64
@@ -254,6 +255,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o.Outcome = endOutcome
 	o.ErrorCode = p.ErrorCode
 	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
+	o.RateLimit = p.RateLimit
 	if endOutcome == admit.OK && p.Incomplete != "" {
 		o.Outcome, o.ErrorCode = admit.Incomplete, p.Incomplete
 	}
@@ -273,6 +275,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 			// Dropped before the headers: no status, code or Retry-After was seen.
 			o.TTFB, o.HasTTFB, o.HTTPStatus = 0, false, 0
 			o.ErrorCode, o.RetryAfter, o.HasRetryAfter = "", 0, false
+			o.RateLimit = admit.RateLimit{}
 		}
 	default:
 		o.Wait, o.HasWait = end, true // the error body is the first byte
@@ -331,6 +334,9 @@ type Config struct {
 	Encoding  string   // tokenizer encoding override (e.g. cl100k_base, o200k_base)
 	PriceIn   float64  // USD per 1M prompt tokens (0: unknown)
 	PriceOut  float64  // USD per 1M completion tokens (0: unknown)
+	// PriceCachedIn and PriceCacheWrite are USD per 1M input tokens read
+	// from and written to the provider's prompt cache; nil: PriceIn.
+	PriceCachedIn, PriceCacheWrite *float64
 	// MaxTokensParam (openai) names the request field that carries
 	// Request.MaxTokens: max_tokens or max_completion_tokens. "" picks by
 	// model: max_completion_tokens for OpenAI reasoning models (o1, o3,
@@ -357,11 +363,50 @@ type Config struct {
 	ExtraBody map[string]any
 }
 
-// Cost estimates an observation's cost from the seat's prices; ok is
-// false when the seat has no prices.
-func (c Config) Cost(prompt, completion int64) (usd float64, ok bool) {
-	if c.PriceIn == 0 && c.PriceOut == 0 {
+// Prices is the seat's rate card, each cache price PriceIn when unset.
+func (c Config) Prices() admit.Prices {
+	p := admit.Prices{In: c.PriceIn, Out: c.PriceOut, CachedIn: c.PriceIn, CacheWrite: c.PriceIn}
+	if c.PriceCachedIn != nil {
+		p.CachedIn = *c.PriceCachedIn
+	}
+	if c.PriceCacheWrite != nil {
+		p.CacheWrite = *c.PriceCacheWrite
+	}
+	return p
+}
+
+// Priced reports whether the seat has prices.
+func (c Config) Priced() bool {
+	p := c.Prices()
+	return p.In != 0 || p.Out != 0 || p.CachedIn != 0 || p.CacheWrite != 0
+}
+
+// Cost estimates an attempt's cost from the seat's prices (admit.Cost);
+// ok is false when the seat has no prices.
+func (c Config) Cost(u admit.Usage) (usd float64, ok bool) {
+	if !c.Priced() {
 		return 0, false
 	}
-	return admit.Cost(c.PriceIn, c.PriceOut, prompt, completion), true
+	return admit.Cost(c.Prices(), u), true
+}
+
+// UncachedCost is what u would cost with every input token at PriceIn:
+// the attempt without cache pricing, beside its cost, so the USD the
+// cache saved (or, rewritten, cost) can be summed from the log.
+func (c Config) UncachedCost(u admit.Usage) float64 {
+	p := c.Prices()
+	p.CachedIn, p.CacheWrite = p.In, p.In
+	return admit.Cost(p, admit.Usage{Prompt: u.Prompt, Completion: u.Completion})
+}
+
+// Usage is the observation's tokens as the cost function reads them.
+func (o Observation) Usage() admit.Usage {
+	u := admit.Usage{Prompt: o.PromptTokens, Completion: o.CompletionTokens}
+	if o.HasCached {
+		u.Cached = o.CachedTokens
+	}
+	if o.HasCacheWrite {
+		u.CacheWrite = o.CacheWriteTokens
+	}
+	return u
 }

@@ -402,3 +402,23 @@ func TestOurResponsesSeatReadsIncomplete(t *testing.T) {
 	resp.Body.Close()
 	assert.Contains(t, string(b), `"finish_reason":"length"`)
 }
+
+// A plan's rate-limit state goes out in each API's own headers and our
+// seats read it back as the plan has it; Ollama has no such headers.
+func TestOurSeatsReadRateLimits(t *testing.T) {
+	rl := admit.RateLimit{RemainingRequests: 59, RemainingTokens: 0, Reset: 6*time.Minute + 1500*ms, HasRequests: true, HasTokens: true, HasReset: true}
+	plan := seat.Plan{Elapsed: 5 * ms, Status: 429, RetryAfter: 2 * time.Second, HasRetryAfter: true, RateLimit: rl}
+	for _, e := range endpoints {
+		f := e.f
+		t.Run(e.String(), func(t *testing.T) {
+			obs := ourSeat(t, serve(t, f, plan), e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 16})
+			require.Equal(t, admit.RateLimited, obs.Outcome, obs.Detail)
+			want := rl
+			if f == Ollama {
+				want = admit.RateLimit{}
+			}
+			assert.Equal(t, want, obs.RateLimit)
+			assert.Equal(t, rl, seat.Resolve(plan, 0, 0, 0).RateLimit, "as the virtual clock sees it")
+		})
+	}
+}

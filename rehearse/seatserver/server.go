@@ -528,6 +528,7 @@ func (p *player) headers(status int, contentType string) {
 		h.Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
 		h.Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
 	}
+	rateLimitHeaders(h, p.s.opts.Format, p.plan.RateLimit, p.s.opts.Now())
 	p.w.WriteHeader(status)
 	p.setStatus(status)
 }

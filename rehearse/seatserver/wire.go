@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"retrygate/admit"
 )
 
 // chatRequest is the little of a request body the server looks at. The
@@ -568,4 +571,43 @@ func (w *responsesWire) errorBody(status int, code string) []byte {
 
 func (w *responsesWire) whole(text string, u usage) []byte {
 	return append(mustJSON(w.final(text, u)), '\n')
+}
+
+// rateLimitHeaders writes a plan's rate-limit state in the format's own
+// headers: OpenAI's x-ratelimit-* with Go durations, Anthropic's
+// anthropic-ratelimit-* with RFC 3339 times after the Date header it
+// sets (whole seconds, so a client measuring from it reads the plan's
+// reset exactly). The reset goes on both limits; Ollama has none.
+func rateLimitHeaders(h http.Header, f Format, rl admit.RateLimit, now time.Time) {
+	if !rl.Any() {
+		return
+	}
+	count := func(n int64) string { return strconv.FormatInt(n, 10) }
+	switch f {
+	case OpenAI:
+		if rl.HasRequests {
+			h.Set("x-ratelimit-remaining-requests", count(rl.RemainingRequests))
+		}
+		if rl.HasTokens {
+			h.Set("x-ratelimit-remaining-tokens", count(rl.RemainingTokens))
+		}
+		if rl.HasReset {
+			h.Set("x-ratelimit-reset-requests", rl.Reset.String())
+			h.Set("x-ratelimit-reset-tokens", rl.Reset.String())
+		}
+	case Anthropic:
+		date := now.UTC().Truncate(time.Second)
+		h.Set("Date", date.Format(http.TimeFormat))
+		if rl.HasRequests {
+			h.Set("anthropic-ratelimit-requests-remaining", count(rl.RemainingRequests))
+		}
+		if rl.HasTokens {
+			h.Set("anthropic-ratelimit-tokens-remaining", count(rl.RemainingTokens))
+		}
+		if rl.HasReset {
+			at := date.Add(rl.Reset).Format(time.RFC3339Nano)
+			h.Set("anthropic-ratelimit-requests-reset", at)
+			h.Set("anthropic-ratelimit-tokens-reset", at)
+		}
+	}
 }

@@ -67,6 +67,9 @@ func rowsGen() *rapid.Generator[[]ledgerfile.Row] {
 		if rapid.Bool().Draw(t, "cost?") {
 			r.CostUSD, r.HasCost = rapid.Float64Range(0, 1e6).Draw(t, "cost"), true
 		}
+		if rapid.Bool().Draw(t, "uncached?") {
+			r.UncachedUSD = rapid.Float64Range(1e-9, 1e6).Draw(t, "uncached")
+		}
 		if rapid.Bool().Draw(t, "retry_after?") {
 			r.RetryAfter, r.HasRetryAfter = ms(t, "retry_after"), true
 		}

@@ -21,11 +21,12 @@ const rowColumns = `comment, ts, ts_nanos, job, attempt, seat, model, wait_ms, e
 	tokens, prompt_tokens, completion_tokens, tokens_from, outcome, http_status, billing, cost_usd,
 	retry_after_ms, error_code, delay_ms, spent_ms, spent_tokens, spent_usd, used, decision, sent,
 	holdout, fallback, job_end, prompt_sha, note, extra, cached_tokens, cache_write_tokens,
-	reasoning_tokens, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset_ms`
+	reasoning_tokens, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset_ms,
+	uncached_usd`
 
 const insertRow = `INSERT INTO retrygate_rows (` + rowColumns + `) VALUES
 	($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-	 $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)`
+	 $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40)`
 
 // ms is a duration as the file writes it: whole milliseconds.
 func ms(d time.Duration) int64 { return d.Round(time.Millisecond).Milliseconds() }
@@ -112,11 +113,14 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 			a[38] = ms(rl.Reset)
 		}
 	}
+	if r.UncachedUSD > 0 {
+		a[39] = r.UncachedUSD
+	}
 	return a, nil
 }
 
 // numColumns is rowColumns' count.
-const numColumns = 39
+const numColumns = 40
 
 func commentArgs(line string) []any {
 	a := make([]any, numColumns)
@@ -138,7 +142,7 @@ type scanned struct {
 	retryAfterMS, delayMS, spentMS, spentTokens             pgtype.Int8
 	cached, cacheWrite, reasoning                           pgtype.Int8
 	rlRequests, rlTokens, rlResetMS                         pgtype.Int8
-	cost, spentUSD                                          pgtype.Float8
+	cost, spentUSD, uncached                                pgtype.Float8
 	sent, holdout, fallback                                 pgtype.Bool
 	dst                                                     []any
 }
@@ -150,7 +154,7 @@ func (s *scanned) dest() []any {
 			&s.outcome, &s.httpStatus, &s.billing, &s.cost, &s.retryAfterMS, &s.errorCode, &s.delayMS,
 			&s.spentMS, &s.spentTokens, &s.spentUSD, &s.used, &s.decision, &s.sent, &s.holdout,
 			&s.fallback, &s.jobEnd, &s.promptSHA, &s.note, &s.extra, &s.cached, &s.cacheWrite,
-			&s.reasoning, &s.rlRequests, &s.rlTokens, &s.rlResetMS}
+			&s.reasoning, &s.rlRequests, &s.rlTokens, &s.rlResetMS, &s.uncached}
 	}
 	return s.dst
 }
@@ -216,6 +220,7 @@ func (s *scanned) row(r *ledgerfile.Row, st *rowStrings) error {
 	r.HTTPStatus = int(s.httpStatus.Int32)
 	r.Billing = admit.Billing(st.intern(s.billing))
 	r.CostUSD, r.HasCost = s.cost.Float64, s.cost.Valid
+	r.UncachedUSD = s.uncached.Float64
 	r.RetryAfter, r.HasRetryAfter = msDur(s.retryAfterMS), s.retryAfterMS.Valid
 	r.ErrorCode = st.intern(s.errorCode)
 	r.Delay = msDur(s.delayMS)

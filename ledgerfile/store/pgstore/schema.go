@@ -95,7 +95,8 @@ var migrations = []string{
 		book bytea
 	);
 	CREATE INDEX retrygate_books_due ON retrygate_books (due)`,
-	// 4: token parts and rate-limit state (issue 26). NULL where the row
+	// 4: token parts, the cost without cache pricing and rate-limit
+	// state (issue 26). NULL where the row
 	// has no such key, as in the file.
 	`ALTER TABLE retrygate_rows
 		ADD COLUMN cached_tokens                bigint,
@@ -103,7 +104,8 @@ var migrations = []string{
 		ADD COLUMN reasoning_tokens             bigint,
 		ADD COLUMN ratelimit_remaining_requests bigint,
 		ADD COLUMN ratelimit_remaining_tokens   bigint,
-		ADD COLUMN ratelimit_reset_ms           bigint`,
+		ADD COLUMN ratelimit_reset_ms           bigint,
+		ADD COLUMN uncached_usd                 double precision`,
 }
 
 // SchemaVersion is the schema this binary writes and reads.
