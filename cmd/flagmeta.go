@@ -77,6 +77,7 @@ var flagVocabulary = map[string]flagMeta{
 	"ts": {placeholder: phTime}, "since": {placeholder: phTime}, "addr": {placeholder: phAddr},
 	"layers": {placeholder: phLayers}, "ramp": {placeholder: phRates},
 	"listen": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
+	"max-jobs": {placeholder: phN}, "max-client-jobs": {placeholder: phN}, "job-retention": {placeholder: phDuration},
 }
 
 // flagOverrides are per command: a fixed set of values belongs to one

@@ -43,18 +43,24 @@ type ProxyOptions struct {
 	// PassUnknown forwards requests off the wire format's allow-list
 	// ungated (each an event line) instead of answering 404.
 	PassUnknown bool
+	// The job table: jobs at once, jobs one client (remote IP) holds at
+	// once (0: a quarter of MaxJobs), and how long a job is remembered
+	// past its deadline.
+	MaxJobs       int
+	MaxClientJobs int
+	Retention     time.Duration
 }
 
 func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
 	opts := &ProxyOptions{IO: f.IO}
 	var budgetKeys map[string]string
-	var seatName string
+	var seatName, retention string
 	c := &cobra.Command{
 		Use:   "proxy [--listen 127.0.0.1:PORT] [--seat NAME]",
 		Short: "Enforce the policy on live traffic: an HTTP gateway in front of one seat",
 		Long: `Enforce the rehearsed policy where the calls are made: an HTTP gateway in
 front of one openai, anthropic or ollama seat of the policy file. Point an
-application's base URL at it; paths, bodies and streams pass through.
+application's base URL at it; bodies and streams pass through.
 
 It serves the wire format's own routes only (docs/proxy.md): each
 generation request (POST {base}/chat/completions or {base}/responses,
@@ -62,12 +68,13 @@ generation request (POST {base}/chat/completions or {base}/responses,
 one row in the log; a model list and the like pass through ungated, each
 one "# event request" line. Any other request is 405 (a route's path,
 another method) or 404, or with --pass-unknown forwarded ungated and
-logged.
+logged. The path goes upstream cleaned, as it was routed.
+
 The job is named by the X-Retrygate-Job header, else Idempotency-Key;
-with neither, each request is a job of its own (named r<run>-<k>, a form
-no client may use: 400). The deadline is made at
-a job's first request and inherited by every later one. The SDK's own
-retry counter (X-Stainless-Retry-Count) is logged as client_retry.
+with neither, each request is a job of its own (named r<run>-<k>, a
+form no client may use: 400). The deadline is made at a job's first
+request and inherited by every later one. The SDK's own retry counter
+(X-Stainless-Retry-Count) is logged as client_retry.
 
 Before forwarding, the gate runs as in rehearse (the same estimate, the
 same retry rules, breaker and fallback chain). A job whose deadline is
@@ -97,9 +104,12 @@ a seat with api_key_env sends its own key instead.
 
 It listens on loopback unless --listen names another address (warned
 about). Request bodies over --max-body get 413, header blocks over 64 KiB
-431, requests past --max-concurrent 503 with Retry-After. Ctrl-C or
-SIGTERM drains: requests in flight finish or are cut at their deadline,
-every row is written, and jobs still open get the row that ends them.
+431, requests past --max-concurrent 503 with Retry-After. A job is
+remembered until its deadline plus --job-retention; at most --max-jobs
+at once (503 for a new job past it), and at most --max-client-jobs from
+one client's address (429), both with Retry-After. Ctrl-C or SIGTERM
+drains: requests in flight finish or are cut at their deadline, every
+row is written, and jobs still open get the row that ends them.
 
 Like a sidecar beside the application it fronts, it runs on half the
 CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
@@ -114,7 +124,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
   retrygate proxy --seat scratch --listen 127.0.0.1:7000`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys, seatName); err != nil {
+			if err := opts.fill(f, c, budgetKeys, seatName, retention); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -131,12 +141,26 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
 	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
+	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
+	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
+	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
 	return c
 }
 
-func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName string) error {
+func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, retention string) error {
 	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
+	var err error
+	if o.Retention, err = parseDuration(retention); err != nil || o.Retention <= 0 {
+		if err == nil {
+			err = fmt.Errorf("want more than 0, got %q", retention)
+		}
+		return badInput("--job-retention: %v", err)
+	}
 	switch {
+	case o.MaxJobs < 1 || o.MaxJobs > 10_000_000:
+		return badInput("--max-jobs: must be between 1 and 10000000, got %d", o.MaxJobs)
+	case o.MaxClientJobs < 0 || o.MaxClientJobs > o.MaxJobs:
+		return badInput("--max-client-jobs: must be between 1 and --max-jobs (%d), got %d", o.MaxJobs, o.MaxClientJobs)
 	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
 		return badInput("--seat: empty seat name")
 	case o.MaxBody < 1 || o.MaxBody > 1<<30:
@@ -242,6 +266,7 @@ func runProxy(o *ProxyOptions) error {
 		},
 		MaxBody: o.MaxBody, MaxConcurrent: o.MaxConc,
 		PassUnknown: o.PassUnknown, Events: lg.appendEvents,
+		MaxJobs: o.MaxJobs, MaxClientJobs: o.MaxClientJobs, Retention: o.Retention,
 		Run: 0,
 	})
 	if err != nil {

@@ -20,8 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
 	"retrygate/ledgerfile/store/pgstore"
 	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"retrygate/rehearse/proxy"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
@@ -78,6 +80,19 @@ func TestProxyOptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c"}, names(o))
 	assert.Equal(t, []string{"a", "b"}, o.Skipped)
+
+	assert.Equal(t, proxy.DefaultMaxJobs, o.MaxJobs)
+	assert.Zero(t, o.MaxClientJobs, "a quarter of --max-jobs, as the proxy makes it")
+	assert.Equal(t, proxy.DefaultRetention, o.Retention)
+	assert.False(t, o.PassUnknown)
+	o, err = proxyOptions(t, proxyConfig, "--max-jobs", "1000", "--max-client-jobs", "10", "--job-retention", "90s", "--pass-unknown")
+	require.NoError(t, err)
+	assert.Equal(t, 1000, o.MaxJobs)
+	assert.Equal(t, 10, o.MaxClientJobs)
+	assert.Equal(t, 90*time.Second, o.Retention)
+	assert.True(t, o.PassUnknown)
+	_, err = proxyOptions(t, proxyConfig, "--max-jobs", "10", "--max-client-jobs", "11")
+	assert.ErrorContains(t, err, "--max-client-jobs: must be between 1 and --max-jobs (10), got 11")
 
 	// Off loopback only when --listen names it, and then it is flagged.
 	o, err = proxyOptions(t, proxyConfig, "--listen", "0.0.0.0:6557")
@@ -165,6 +180,10 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 		assert.Contains(t, body, "refuse: attempt cap for job both: the job used 2 of 2 attempts")
 	}
 	assert.Equal(t, 2, srv.Total())
+	resp, err := http.Post(bases[1]+"/chat/completions/.", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	for i, cmd := range procs {
 		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, cmd.Wait(), errs[i].String())
@@ -185,6 +204,16 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 		assert.Equal(t, ledgerfile.JobSucceeded, r.JobEnd, "row %d", i+1)
 	}
 	assert.Equal(t, "refuse: attempt cap", rows[3].Decision)
+	// A refusal before any job is an event line in the database's log too.
+	var events []string
+	require.NoError(t, st.Scan(context.Background(), func(e store.Entry) error {
+		if strings.HasPrefix(e.Comment, "# event request ") {
+			events = append(events, e.Comment)
+		}
+		return nil
+	}))
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "path=/v1/chat/completions/. served=refused status=404 code=not_found")
 }
 
 // proxyProcess is a `retrygate proxy` process in a directory of its own,
@@ -194,6 +223,7 @@ type proxyProcess struct {
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
 	dir    string
+	base   string // the base URL the proxy printed
 	post   func(job, body string) (int, string)
 }
 
@@ -246,7 +276,7 @@ func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProc
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	return &proxyProcess{srv: srv, cmd: cmd, stderr: stderr, dir: dir, post: post}
+	return &proxyProcess{srv: srv, cmd: cmd, stderr: stderr, dir: dir, base: base, post: post}
 }
 
 // A seat's breaker opening in front of live traffic is a `# event
@@ -276,4 +306,47 @@ func TestProxyBreakerEvent(t *testing.T) {
 	assert.Regexp(t, `(?m)^# event breaker seat=up from=closed to=open ts=\S+$`, string(log))
 	assert.NotContains(t, string(log), `note="breaker`)
 	assert.Len(t, pp.srv.Requests(), 2, "the refused request never reached the seat")
+}
+
+// A request that is no attempt (a model list passed through, a method or
+// path off the allow-list) is a `# event request` line of the proxy's
+// log, never a row: report counts only the attempt.
+func TestProxyRequestEventLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	pp := startProxyProcess(t, "", proxyPlans{{TTFB: 5 * time.Millisecond, Wait: 10 * time.Millisecond, Elapsed: 20 * time.Millisecond, CompletionTokens: 5}})
+	code, _ := pp.post("one", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	require.Equal(t, 200, code)
+	base := pp.base
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPut, "/chat/completions", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/chat/completions/../completions", http.StatusNotFound},
+		{http.MethodGet, "/models", 0}, // passed through: whatever the seat answers
+	} {
+		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(`{}`))
+		req.URL.Opaque = strings.TrimPrefix(base, "http:") + c.path // sent as written
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		if c.want != 0 {
+			assert.Equal(t, c.want, resp.StatusCode, c.path)
+		}
+	}
+	require.NoError(t, pp.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, pp.cmd.Wait(), pp.stderr.String())
+	logPath := filepath.Join(pp.dir, "rehearsal.log")
+	log, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^# event request method=PUT path=/v1/chat/completions served=refused status=405 code=method_not_allowed elapsed_s=\S+ client=127\.0\.0\.1 ts=\S+$`, string(log))
+	assert.Regexp(t, `(?m)^# event request method=POST path=/v1/chat/completions/\.\./completions served=refused status=404 code=not_found `, string(log))
+	assert.Regexp(t, `(?m)^# event request seat=up method=GET path=/v1/models served=pass status=\d+ `, string(log))
+	assert.Equal(t, 1, strings.Count(string(log), "\nts="), "one row: the attempt\n%s", log)
+
+	out, err := exec.Command(retrygateBinary(t), "report", logPath).Output()
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^\(all\)\t1\t1\t0\t`, string(out), "rows 1, attempts 1, refused 0")
 }

@@ -90,7 +90,7 @@ func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, 
 	j := known
 	if j == nil {
 		var ref *refusal
-		if j, ref = p.job(id, named, now); ref != nil {
+		if j, ref = p.job(id, named, clientOf(ctx), now); ref != nil {
 			return ref, nil
 		}
 	}

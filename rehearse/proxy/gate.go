@@ -157,30 +157,6 @@ func (p *Proxy) base(j *job, now time.Time, s int, spent admit.Spent, delay time
 	}
 }
 
-// job finds or starts the job named id; an unnamed request starts a job
-// of its own.
-func (p *Proxy) job(id string, named bool, now time.Time) (*job, *refusal) {
-	if named {
-		if j, ok := p.jobs[id]; ok {
-			return j, nil
-		}
-	}
-	if len(p.jobs) >= p.opts.MaxJobs {
-		p.sweep(now)
-		if len(p.jobs) >= p.opts.MaxJobs {
-			return nil, &refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second,
-				message: fmt.Sprintf("retrygate: proxy busy: %d jobs open", p.opts.MaxJobs)}
-		}
-	}
-	if !named {
-		p.k++
-		id = fmt.Sprintf("r%d-%d", p.opts.Run, p.k)
-	}
-	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named}
-	p.jobs[id] = j
-	return j, nil
-}
-
 // refusalFor is the client's answer to a refused request: 504 when the
 // deadline is gone, else 503 with the reason; Retry-After only when the
 // breaker's cooldown may let a later request through.
@@ -232,7 +208,7 @@ func (p *Proxy) finishRefusal(j *job, row *ledgerfile.Row, retry string, out *ro
 	j.rows++
 	endRow(j, row)
 	if !j.named {
-		delete(p.jobs, j.id)
+		p.drop(j)
 	}
 	out.add(row, retry)
 }

@@ -1,9 +1,16 @@
 package proxy
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,4 +65,117 @@ func TestIsRunJobID(t *testing.T) {
 	} {
 		assert.Equal(t, want, rehearse.IsRunJobID(id), id)
 	}
+}
+
+// jobRequest serves one generation request of job id from client in
+// process (no socket: the table, not the network, is under test).
+func jobRequest(px *Proxy, client, id string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "http://proxy/v1/chat/completions", strings.NewReader(chatBody))
+	r.RemoteAddr = client + ":40000"
+	if id != "" {
+		r.Header.Set(headerJob, id)
+	}
+	w := httptest.NewRecorder()
+	px.ServeHTTP(w, r)
+	return w
+}
+
+// tableSize is the job table of TestOneClientCannotFillTheJobTable:
+// small by default; RETRYGATE_PROXY_TABLE=100000 runs it full size.
+func tableSize(t *testing.T) int {
+	if v := os.Getenv("RETRYGATE_PROXY_TABLE"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		return n
+	}
+	return 400
+}
+
+// As many distinct job ids as the table holds, from one client, do not
+// lock another client's new job out: the client gets its share
+// (MaxClientJobs, a quarter by default), then 429 with Retry-After in the
+// provider's shape, each an event line. Its jobs leave at their
+// deadline plus the retention, and it may open new ones again.
+func TestOneClientCannotFillTheJobTable(t *testing.T) {
+	n := tableSize(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	}))
+	t.Cleanup(up.Close)
+	ev := &events{}
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", up.URL+"/v1")}, func(o *Options) {
+		o.MaxJobs, o.Retention, o.Events = n, time.Minute, ev.add
+	})
+	share := n / 4
+	t0 := time.Now()
+	var refused []*httptest.ResponseRecorder
+	var t1 time.Time
+	for k := range n {
+		if k == share {
+			t1 = time.Now()
+		}
+		w := jobRequest(px.px, "10.0.0.1", fmt.Sprintf("flood-%d", k))
+		if k < share {
+			require.Equal(t, http.StatusOK, w.Code, "job %d: %s", k, w.Body)
+			continue
+		}
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "job %d", k)
+		refused = append(refused, w)
+	}
+	t.Logf("%d job ids from one client in %s: %d admitted, %d refused in %s", n, time.Since(t0), share, len(refused), time.Since(t1))
+	w := refused[0]
+	assert.Equal(t, "client_jobs", w.Header().Get("X-Retrygate-Refused"))
+	ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+	require.NoError(t, err)
+	// Until the client's first job is forgotten: its 10 s deadline, then
+	// the minute's retention, from its start (t0) to this refusal (t1).
+	left := 70 - t1.Sub(t0).Seconds()
+	assert.InDelta(t, left, ra, 2, "Retry-After %d", ra)
+	var shape struct {
+		Error struct{ Message, Type, Code string }
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &shape))
+	assert.Equal(t, "client_jobs", shape.Error.Code)
+
+	other := jobRequest(px.px, "10.0.0.2", "another-client's-job")
+	assert.Equal(t, http.StatusOK, other.Code, other.Body.String())
+	unnamed := jobRequest(px.px, "10.0.0.1", "")
+	assert.Equal(t, http.StatusTooManyRequests, unnamed.Code, "an unnamed request is a job of the client's too")
+
+	// Past the deadline and the retention, the jobs leave the table.
+	px.clock.Advance(10*time.Second + time.Minute)
+	px.px.Sweep()
+	assert.Equal(t, http.StatusOK, jobRequest(px.px, "10.0.0.1", "later").Code)
+	px.stop()
+	assert.Equal(t, share+2, len(px.rows.all()), "a row for each admitted request, none for a refusal")
+	lines := ev.wait(t, n-share+1)
+	assert.Contains(t, lines[0], "served=refused status=429 code=client_jobs")
+	assert.Contains(t, lines[0], "client=10.0.0.1")
+}
+
+// The table as a whole stays bounded by MaxJobs: many clients fill it,
+// then a new job gets 503 busy (with Retry-After, an event line), while
+// a request of a job already open is served.
+func TestJobTableBound(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	}))
+	t.Cleanup(up.Close)
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", up.URL+"/v1")}, func(o *Options) {
+		o.MaxJobs, o.MaxClientJobs = 8, 2
+	})
+	for c := range 4 {
+		for k := range 2 {
+			require.Equal(t, http.StatusOK, jobRequest(px.px, fmt.Sprintf("10.0.1.%d", c), fmt.Sprintf("j-%d-%d", c, k)).Code)
+		}
+	}
+	w := jobRequest(px.px, "10.0.2.1", "one-too-many")
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Equal(t, "busy", w.Header().Get("X-Retrygate-Refused"))
+	assert.NotEmpty(t, w.Header().Get("Retry-After"))
+	assert.Equal(t, http.StatusOK, jobRequest(px.px, "10.0.2.1", "j-0-0").Code, "an open job's next attempt")
 }

@@ -71,6 +71,7 @@ type Options struct {
 	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
 	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
+	MaxClientJobs int           // jobs one client (remote IP) holds at once (429 past it); 0: MaxJobs/4
 	Retention     time.Duration // how long a job is remembered past its deadline; 0: DefaultRetention
 
 	// PassUnknown forwards a request off the wire format's allow-list
@@ -113,8 +114,12 @@ type Proxy struct {
 
 	mu   sync.Mutex // jobs, breakers, the unnamed counter
 	jobs map[string]*job
-	k    int
-	wg   sync.WaitGroup // requests in flight, for Drain
+	// expiry is the named in-process jobs by when each is next due;
+	// clients, the jobs each client holds (jobs.go).
+	expiry  jobHeap
+	clients map[string]*holder
+	k       int
+	wg      sync.WaitGroup // requests in flight, for Drain
 }
 
 // job is one logical request's books between its requests.
@@ -135,6 +140,10 @@ type job struct {
 	shared   bool            // its books live in Options.Books
 	sent     []admit.Attempt // what track took, kept for a shared book
 	forget   bool            // a sweep is done with it
+	client   string          // the remote IP of its first request (in process)
+	due      time.Time       // when the expiry heap looks at it next
+	at       int             // its index in the expiry heap; -1: not in it
+	gone     bool            // forgotten (drop)
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -166,7 +175,10 @@ func New(o Options) (*Proxy, error) {
 	if o.Retention <= 0 {
 		o.Retention = DefaultRetention
 	}
-	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
+	if o.MaxClientJobs <= 0 {
+		o.MaxClientJobs = max(o.MaxJobs/4, 1)
+	}
+	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{}}
 	p.q = newRowQueue(o.Sink, o.OnError)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
@@ -293,6 +305,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 		p.passThrough(w, r, body, rt.how)
 		return
 	}
+	start := time.Now()
 	req, ok := parseRequest(body)
 	req.responses = p.kind == "openai" && strings.HasSuffix(rt.r.path, "/responses")
 	if !ok {
@@ -305,7 +318,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 		return
 	}
 	clientRetry := retryCount(r.Header)
-	a, ref, err := p.admit(r.Context(), id, named, &req, clientRetry)
+	a, ref, err := p.admit(withClient(r.Context(), clientIP(r)), id, named, &req, clientRetry)
 	if err != nil {
 		if r.Context().Err() == nil {
 			p.opts.OnError(fmt.Errorf("the books of job %s: %w", id, err))
@@ -316,6 +329,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 	}
 	if ref != nil {
 		ref.write(w, p.kind)
+		if ref.noJob {
+			p.logRequest(r, servedRefused, ref.status, ref.code, "", start)
+		}
 		return
 	}
 	p.send(w, r, body, &req, a)

@@ -22,9 +22,10 @@ import (
 // normalises paths differently cannot make an ungated request into a
 // generation. A path that only a normalisation would make a route is
 // refused outright, even with PassUnknown: an encoded slash or
-// backslash, a control byte (NUL included), a dot segment, a matrix
-// parameter (;), a segment ending in a dot, and any case-folding of a
-// gated route.
+// backslash, a byte past printable ASCII once decoded (a control byte,
+// NUL, a space, UTF-8), a second encoding (a decoded %), a dot segment,
+// a matrix parameter (;), a segment ending in a dot; and under
+// PassUnknown, any path holding a generation endpoint in any case.
 
 // route is one entry of a wire format's allow-list.
 type route struct {
@@ -52,32 +53,33 @@ const (
 // is an attempt of a job.
 func routes(kind, base string) []route {
 	base = strings.TrimRight(base, "/")
+	r := func(method, end string, gated bool) route { return route{method, base + end, gated} }
 	switch kind {
 	case "anthropic":
 		// docs.anthropic.com: Messages, Count Message tokens, Models.
 		return []route{
-			{http.MethodPost, base + "/messages", true},
-			{http.MethodPost, base + "/messages/count_tokens", false},
-			{http.MethodGet, base + "/models", false},
-			{http.MethodGet, base + "/models/{id}", false},
+			r(http.MethodPost, "/messages", true),
+			r(http.MethodPost, "/messages/count_tokens", false),
+			r(http.MethodGet, "/models", false),
+			r(http.MethodGet, "/models/{id}", false),
 		}
 	case "ollama":
 		// github.com/ollama/ollama docs/api.md.
 		return []route{
-			{http.MethodPost, base + "/api/chat", true},
-			{http.MethodPost, base + "/api/generate", true},
-			{http.MethodGet, base + "/api/tags", false},
-			{http.MethodGet, base + "/api/version", false},
-			{http.MethodPost, base + "/api/show", false},
+			r(http.MethodPost, "/api/chat", true),
+			r(http.MethodPost, "/api/generate", true),
+			r(http.MethodGet, "/api/tags", false),
+			r(http.MethodGet, "/api/version", false),
+			r(http.MethodPost, "/api/show", false),
 		}
 	}
 	// platform.openai.com/docs/api-reference: Chat, Responses, Models.
 	return []route{
-		{http.MethodPost, base + "/chat/completions", true},
-		{http.MethodPost, base + "/responses", true},
-		{http.MethodGet, base + "/responses/{id}", false},
-		{http.MethodGet, base + "/models", false},
-		{http.MethodGet, base + "/models/{id}", false},
+		r(http.MethodPost, "/chat/completions", true),
+		r(http.MethodPost, "/responses", true),
+		r(http.MethodGet, "/responses/{id}", false),
+		r(http.MethodGet, "/models", false),
+		r(http.MethodGet, "/models/{id}", false),
 	}
 }
 
@@ -135,11 +137,27 @@ func (p *Proxy) route(r *http.Request) routing {
 	return routing{how: servedUnknown}
 }
 
-// confusable reports whether clean is a gated route under a provider
-// front that folds case: never forwarded ungated.
+// generations are the endpoints of kind's wire format that make a model
+// generate, gated or not (a legacy completion, a batch of messages):
+// under PassUnknown, a path holding one in any case is refused, for a
+// provider front may fold case or route by a path's ending or part (as
+// the proxy itself once did).
+func generations(kind string) []string {
+	switch kind {
+	case "anthropic":
+		return []string{"/messages", "/complete"}
+	case "ollama":
+		return []string{"/api/chat", "/api/generate"}
+	}
+	return []string{"/completions", "/responses"} // chat/completions and the legacy completions
+}
+
+// confusable reports whether clean could be a generation to some front:
+// never forwarded ungated (see generations).
 func (p *Proxy) confusable(clean string) bool {
-	for i := range p.routes {
-		if rt := &p.routes[i]; rt.gated && strings.EqualFold(rt.path, clean) {
+	lower := strings.ToLower(clean)
+	for _, g := range generations(p.kind) {
+		if strings.Contains(lower, g) {
 			return true
 		}
 	}
@@ -148,7 +166,8 @@ func (p *Proxy) confusable(clean string) bool {
 
 // cleanPath is u's decoded path, cleaned as path.Clean does (empty
 // segments and a trailing slash dropped), or false for a path only
-// another normalisation could route: see the comment at the top.
+// another normalisation could route: see the comment at the top. A
+// decoded path is printable ASCII without %, ; or \: every route is.
 func cleanPath(u *url.URL) (string, bool) {
 	p := u.Path
 	if p == "" || p[0] != '/' {
@@ -159,7 +178,10 @@ func cleanPath(u *url.URL) (string, bool) {
 		return "", false
 	}
 	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == 0x7f || c == ';' || c == '\\' {
+		// Past printable ASCII (a space, a control byte, UTF-8 that a
+		// front might fold), a second encoding (%), or a separator
+		// another server splits on.
+		if c := p[i]; c <= 0x20 || c >= 0x7f || c == '%' || c == ';' || c == '\\' {
 			return "", false
 		}
 	}

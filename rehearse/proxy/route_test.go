@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,6 +125,9 @@ func TestEveryPathToTheProviderIsGated(t *testing.T) {
 		{"POST", "/v1/chat%5Ccompletions"},
 		{"POST", "/v1/completions"},
 		{"POST", "/v1/models/../chat/completions"},
+		{"POST", "/v1/chat%252Fcompletions"},
+		{"POST", "/v1/chat/completions%20"},
+		{"POST", "/v1/%EF%BD%83hat/completions"},
 		{"POST", "//v1/chat/completions"},  // cleaned: the route, gated
 		{"POST", "/v1//chat/completions/"}, // cleaned: the route, gated
 		{"POST", "/v1/chat/completions"},   // the cap refuses it
@@ -145,7 +149,7 @@ func TestEveryPathToTheProviderIsGated(t *testing.T) {
 	require.Len(t, rs, 3)
 	assert.Equal(t, []int{1, 2, 3}, []int{rs[0].Attempt, rs[1].Attempt, rs[2].Attempt})
 	assert.Equal(t, "refuse: attempt cap", rs[2].Decision)
-	for _, s := range shapes[:15] {
+	for _, s := range shapes[:18] {
 		k := s.method + " " + s.target
 		want := http.StatusNotFound
 		if s.method != "POST" && s.target == "/v1/chat/completions" {
@@ -153,7 +157,7 @@ func TestEveryPathToTheProviderIsGated(t *testing.T) {
 		}
 		assert.Equal(t, want, statuses[k], k)
 	}
-	assert.Len(t, ev.all(), 15, "each refusal is an event line")
+	assert.Len(t, ev.all(), 18, "each refusal is an event line")
 }
 
 // A refusal off the allow-list is in the provider's shape: 405 with
@@ -246,7 +250,9 @@ func TestPassThroughLoggedAndPassUnknown(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	resp, _ = rawRequest(t, px.url, "GET", "/v1//files/")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	for _, target := range []string{"/V1/Chat/Completions", "/v1/chat%2Fcompletions", "/v1/x/../chat/completions"} {
+	for _, target := range []string{"/V1/Chat/Completions", "/v1/chat%2Fcompletions", "/v1/x/../chat/completions",
+		"/v1/completions", "/proxy/v1/chat/completions", "/v1/chat/completions/x", "/v1/chat%252Fcompletions",
+		"/v1/chat/completions%20", "/v1/%EF%BD%83hat/completions"} {
 		resp, _ = rawRequest(t, px.url, "POST", target)
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode, target)
 	}
@@ -257,7 +263,8 @@ func TestPassThroughLoggedAndPassUnknown(t *testing.T) {
 	assert.Equal(t, "GET /v1/models", <-paths)
 	assert.Equal(t, "GET /v1/files", <-paths)
 	assert.Empty(t, px.rows.all())
-	lines := ev.wait(t, 6)
+	lines := ev.wait(t, 12)
+	lines = append(lines[:5], lines[11:]...)
 	for i := range lines {
 		lines[i] = strings.Join(strings.Fields(lines[i])[:7], " ") // no elapsed_s: it varies
 	}
@@ -269,4 +276,48 @@ func TestPassThroughLoggedAndPassUnknown(t *testing.T) {
 		"# event request method=POST path=/v1/x/../chat/completions served=refused status=404",
 		"# event request method=PUT path=/v1/chat/completions served=refused status=405",
 	}, lines)
+}
+
+// Whatever the request-target, what goes upstream is a route's own path
+// or, under PassUnknown, a clean path no case-folding makes a gated
+// route; a gated request is exactly a gated route's method and path.
+func FuzzRoute(f *testing.F) {
+	for _, s := range []string{
+		"/v1/chat/completions", "//v1/chat/completions", "/v1/chat%2Fcompletions", "/v1/x/../chat/completions",
+		"/v1/chat/completions;x=1", "/v1/chat/completions.", "/v1/chat/completions%00", "/V1/CHAT/COMPLETIONS",
+		"/v1/models/gpt-4o", "/v1/responses/resp_1", "/v1/%63hat/completions", "/v1/chat/completions/",
+	} {
+		f.Add("POST", s)
+		f.Add("GET", s)
+	}
+	p := &Proxy{opts: Options{PassUnknown: true}, routes: routes("openai", "/v1")}
+	f.Fuzz(func(t *testing.T, method, target string) {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(method + " " + target + " HTTP/1.1\r\nHost: h\r\n\r\n")))
+		if err != nil {
+			return // net/http refuses it before any handler
+		}
+		rt := p.route(r)
+		if rt.how == servedRefused {
+			return
+		}
+		got := r.URL.EscapedPath()
+		if r.URL.RawPath != "" || path.Clean(r.URL.Path) != r.URL.Path {
+			t.Fatalf("%s %q: forwarded as %q, not a clean path", method, target, got)
+		}
+		for i := 0; i < len(r.URL.Path); i++ {
+			if c := r.URL.Path[i]; c <= 0x20 || c >= 0x7f || c == '%' || c == ';' || c == '\\' {
+				t.Fatalf("%s %q: forwarded path %q holds %q", method, target, r.URL.Path, c)
+			}
+		}
+		switch rt.how {
+		case servedGated:
+			if r.Method != rt.r.method || r.URL.Path != rt.r.path {
+				t.Fatalf("%s %q: gated as %s %s", method, target, rt.r.method, rt.r.path)
+			}
+		case servedUnknown:
+			if p.confusable(r.URL.Path) {
+				t.Fatalf("%s %q: a gated route forwarded ungated", method, target)
+			}
+		}
+	})
 }

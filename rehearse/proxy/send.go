@@ -139,7 +139,7 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 	out.add(&row, a.retry)
 	if !j.named {
 		// No later request can join this job: this row ended it.
-		delete(p.jobs, j.id)
+		p.drop(j)
 		return false // a retry is a job of its own: nothing to tell the client
 	}
 	switch obs.Outcome {
@@ -190,14 +190,7 @@ func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent a
 }
 
 // sweep forgets in-process jobs past their deadline and retention.
-func (p *Proxy) sweep(now time.Time) {
-	out := &rowOut{p: p}
-	for id, j := range p.jobs {
-		if p.sweepJob(j, now, out) {
-			delete(p.jobs, id)
-		}
-	}
-}
+func (p *Proxy) sweep(now time.Time) { p.expire(now) }
 
 // sweepJob ends a job whose deadline is gone with the row that says so,
 // unless it ended already; it reports (and marks) a job past its

@@ -20,6 +20,9 @@ type refusal struct {
 	// final says no retry of this job can be admitted: the SDKs are told
 	// not to retry (x-should-retry: false), which they honour.
 	final bool
+	// noJob: refused before any job was opened (the job table is full):
+	// its line in the log is an event, not a row (see logRequest).
+	noJob bool
 }
 
 // write sends r in kind's error shape:

@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The in-process job table: bounded by Options.MaxJobs in all, and by
+// Options.MaxClientJobs for the jobs one client (a remote IP) holds, so
+// one client cannot fill it. A named job is held from its first request
+// until its deadline plus Options.Retention (it answers a late retry as
+// the job it was); a request naming no job is held only while it runs.
+// Jobs leave in the order they come due, off an expiry heap: each is
+// looked at once at its deadline (the row that ends it, when nothing
+// ended it) and once at its retention's end, never once per request.
+
+// jobHeap is the named in-process jobs by when each is next due.
+type jobHeap []*job
+
+func (h jobHeap) Len() int           { return len(h) }
+func (h jobHeap) Less(a, b int) bool { return h[a].due.Before(h[b].due) }
+func (h jobHeap) Swap(a, b int) {
+	h[a], h[b] = h[b], h[a]
+	h[a].at, h[b].at = a, b
+}
+func (h *jobHeap) Push(x any) {
+	j := x.(*job)
+	j.at = len(*h)
+	*h = append(*h, j)
+}
+func (h *jobHeap) Pop() any {
+	old := *h
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	j.at = -1
+	return j
+}
+
+// retryDue is how soon a job still in flight past its deadline is looked
+// at again.
+const retryDue = time.Second
+
+// job finds or starts the job named id for client; an unnamed request
+// starts a job of its own. A full table, or a client holding its share,
+// gets a refusal (its line is an event: no job was opened).
+func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, *refusal) {
+	if named {
+		if j, ok := p.jobs[id]; ok {
+			return j, nil
+		}
+	}
+	p.expire(now)
+	h := p.clients[client]
+	switch {
+	case len(p.jobs) >= p.opts.MaxJobs:
+		var first *job
+		if len(p.expiry) > 0 {
+			first = p.expiry[0]
+		}
+		return nil, &refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: p.freedIn(first, now), noJob: true,
+			message: fmt.Sprintf("retrygate: proxy busy: %d jobs open", p.opts.MaxJobs)}
+	case h != nil && h.n >= p.opts.MaxClientJobs:
+		var first *job
+		if len(h.named) > 0 {
+			first = h.named[0]
+		}
+		return nil, &refusal{status: http.StatusTooManyRequests, code: "client_jobs", retryAfter: p.freedIn(first, now), noJob: true,
+			message: fmt.Sprintf("retrygate: this client holds %d jobs, its most at once (--max-client-jobs)", p.opts.MaxClientJobs)}
+	}
+	if !named {
+		p.k++
+		id = fmt.Sprintf("r%d-%d", p.opts.Run, p.k)
+	}
+	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named, client: client, at: -1}
+	p.jobs[id] = j
+	if h == nil {
+		h = &holder{}
+		p.clients[client] = h
+	}
+	h.n++
+	if named {
+		h.named = append(h.named, j)
+		j.due = j.deadline
+		heap.Push(&p.expiry, j)
+	}
+	return j, nil
+}
+
+// holder is what one client holds of the table: its jobs, and its named
+// ones in the order they were opened (the oldest first: the first to be
+// forgotten, give or take one still in flight), trimmed as they go.
+type holder struct {
+	n     int
+	named []*job
+}
+
+// drop forgets j.
+func (p *Proxy) drop(j *job) {
+	delete(p.jobs, j.id)
+	j.gone = true
+	if j.at >= 0 {
+		heap.Remove(&p.expiry, j.at)
+	}
+	h := p.clients[j.client]
+	h.n--
+	for len(h.named) > 0 && h.named[0].gone {
+		h.named[0] = nil
+		h.named = h.named[1:]
+	}
+	if h.n == 0 {
+		delete(p.clients, j.client)
+	}
+}
+
+// expire ends and forgets the in-process jobs due at now (see sweepJob),
+// in the order they come due: the cost is the jobs due, not the table.
+func (p *Proxy) expire(now time.Time) {
+	out := &p.queued
+	for len(p.expiry) > 0 && !now.Before(p.expiry[0].due) {
+		j := p.expiry[0]
+		switch {
+		case p.sweepJob(j, now, out):
+			p.drop(j)
+			continue
+		case j.inflight() > 0:
+			j.due = now.Add(retryDue)
+		default:
+			j.due = j.deadline.Add(p.opts.Retention)
+		}
+		heap.Fix(&p.expiry, 0)
+	}
+}
+
+// freedIn is how long until j, the first of the jobs a refusal waits
+// on, is forgotten (at least a second; a second when there is none, as
+// for requests naming no job, which leave when they end): the
+// refusal's Retry-After.
+func (p *Proxy) freedIn(j *job, now time.Time) time.Duration {
+	if j == nil {
+		return time.Second
+	}
+	at := j.deadline.Add(p.opts.Retention)
+	if j.due.After(at) {
+		at = j.due // in flight past its deadline
+	}
+	return max(at.Sub(now), time.Second)
+}
+
+type clientKey struct{}
+
+// withClient carries the client's address to the job table (withJob).
+func withClient(ctx context.Context, client string) context.Context {
+	return context.WithValue(ctx, clientKey{}, client)
+}
+
+func clientOf(ctx context.Context) string {
+	c, _ := ctx.Value(clientKey{}).(string)
+	return c
+}
