@@ -214,7 +214,7 @@ func figsEqualJSON(t *testing.T, figs map[string]string, reportJSON []byte) {
 }
 
 func TestReportHTMLFiguresAreReportJSONs(t *testing.T) {
-	for _, log := range []string{mixedLog, "../testdata/golden/html/bad-day.log"} {
+	for _, log := range []string{mixedLog, "../testdata/golden/html/bad-day.log", "../testdata/logs/cache-expiry.log"} {
 		page := filepath.Join(t.TempDir(), "r.html")
 		code, _, stderr := reportRun(t, false, "", "report", "--html", page, log)
 		require.Equal(t, 0, code, stderr)
@@ -222,6 +222,14 @@ func TestReportHTMLFiguresAreReportJSONs(t *testing.T) {
 		figs := map[string]string{}
 		for _, m := range regexp.MustCompile(`data-fig="([^"]+)" data-value="([^"]*)"`).FindAllStringSubmatch(string(b), -1) {
 			figs[m[1]] = m[2]
+		}
+		if strings.Contains(log, "cache") {
+			// The prompt cache's cards, on a log whose rows report parts.
+			for _, k := range []string{"all.cache.cache_write_rate_on_retries", "all.cache.cached_share", "all.cache.saved_usd", "all.cache.retry_tax_usd_uncached"} {
+				assert.Contains(t, figs, k)
+			}
+		} else {
+			assert.NotContains(t, figs, "all.cache.cached_share", "no parts, no cache cards")
 		}
 		code, out, stderr := reportRun(t, false, "", "report", "--json", log)
 		require.Equal(t, 0, code, stderr)

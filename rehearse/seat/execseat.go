@@ -104,7 +104,9 @@ func (o *execOut) endLine() {
 	o.cur, o.curOver = o.cur[:0], false
 }
 
-// usage reads a final {"usage":{"prompt_tokens":N,"completion_tokens":M}} line.
+// usage reads a final {"usage":{"prompt_tokens":N,"completion_tokens":M}}
+// line, with Chat Completions' prompt_tokens_details and
+// completion_tokens_details when the command passes them on.
 func (o *execOut) usage(st *stream) {
 	if o.curOver || len(bytes.TrimSpace(o.cur)) > 0 {
 		o.endLine()
@@ -116,6 +118,13 @@ func (o *execOut) usage(st *stream) {
 		Usage *struct {
 			PromptTokens     *jsonInt `json:"prompt_tokens"`
 			CompletionTokens *jsonInt `json:"completion_tokens"`
+			PromptDetails    *struct {
+				Cached     *jsonInt `json:"cached_tokens"`
+				CacheWrite *jsonInt `json:"cache_write_tokens"`
+			} `json:"prompt_tokens_details"`
+			CompletionDetails *struct {
+				Reasoning *jsonInt `json:"reasoning_tokens"`
+			} `json:"completion_tokens_details"`
 		} `json:"usage"`
 	}
 	if json.Unmarshal(bytes.TrimSpace(o.last), &u) != nil || u.Usage == nil {
@@ -126,6 +135,17 @@ func (o *execOut) usage(st *stream) {
 	}
 	if u.Usage.CompletionTokens.present() {
 		st.usageCompletion(u.Usage.CompletionTokens.value())
+	}
+	if d := u.Usage.PromptDetails; d != nil {
+		if d.Cached.present() {
+			st.usageCached(d.Cached.value())
+		}
+		if d.CacheWrite.present() {
+			st.usageCacheWrite(d.CacheWrite.value())
+		}
+	}
+	if d := u.Usage.CompletionDetails; d != nil && d.Reasoning.present() {
+		st.usageReasoning(d.Reasoning.value())
 	}
 }
 

@@ -3,6 +3,7 @@ package seat
 import (
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -110,4 +111,14 @@ func TestAnthropicCacheParts(t *testing.T) {
 		))
 		requireParts(t, parts{25, 15, -1, -1, -1}, do(t, newTestSeat(t, "anthropic", srv.URL), 2*time.Second, Request{}))
 	})
+}
+
+// An exec command that passes on Chat Completions' usage, details
+// included, reports its parts as the openai seat would.
+func TestExecUsageDetails(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("sh")
+	}
+	s := execSeatFor(t, `cat >/dev/null; echo answer; echo '{"usage":{"prompt_tokens":4023,"completion_tokens":310,"prompt_tokens_details":{"cached_tokens":3968},"completion_tokens_details":{"reasoning_tokens":256}}}'`)
+	requireParts(t, parts{4023, 310, 3968, -1, 256}, do(t, s, 5*time.Second, Request{}))
 }
