@@ -80,7 +80,8 @@ When a client cancels a request before its plan finished, a line goes to
 stderr ("seat: request 3 cancelled by client after 1.204s"), and
 GET /_retrygate/requests lists the last ` + fmt.Sprint(seatserver.DefaultKeep) + ` requests as JSON (with
 total, the count of every request so far): index,
-received, idempotency_key, format, plan, status, state (in_flight,
+received, idempotency_key, format, api (responses: a Responses API
+request), plan, status, state (in_flight,
 finished, cancelled, reset, dropped, rejected, shutdown), finished,
 cancelled, ended, after_s, bytes. No prompt, completion or API key is
 ever written there or on stderr.

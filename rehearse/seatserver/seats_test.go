@@ -385,7 +385,9 @@ func TestOurResponsesSeatReadsIncomplete(t *testing.T) {
 	assert.Equal(t, want.ErrorCode, obs.ErrorCode)
 	assert.Equal(t, want.Billing, obs.Billing)
 	assert.Equal(t, [2]int64{42, 30}, [2]int64{obs.PromptTokens, obs.CompletionTokens})
-	assert.Equal(t, "status=200 ttfb=0.005 wait=0.010 elapsed=0.040 tokens=42+30 incomplete=max_output_tokens", r.requests(t).Requests[0].Plan)
+	rec := r.requests(t).Requests[0]
+	assert.Equal(t, "status=200 ttfb=0.005 wait=0.010 elapsed=0.040 tokens=42+30 incomplete=max_output_tokens", rec.Plan)
+	assert.Equal(t, "responses", rec.API)
 
 	// Whole: one Response object, status incomplete.
 	resp, err := http.Post(r.origin+ResponsesPath, "application/json", strings.NewReader(`{"model":"m","input":"hi"}`))

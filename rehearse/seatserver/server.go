@@ -76,12 +76,15 @@ type Record struct {
 	Received       time.Time `json:"received"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Format         Format    `json:"format"`
-	Plan           string    `json:"plan"`
-	Status         int       `json:"status"` // HTTP status served; 0 when no headers went out
-	State          string    `json:"state"`
-	Finished       bool      `json:"finished"`
-	Cancelled      bool      `json:"cancelled"`
-	Ended          time.Time `json:"ended,omitzero"`
+	// API is "responses" for a request to /v1/responses (the Responses
+	// API), "" for the format's own endpoint.
+	API       string    `json:"api,omitempty"`
+	Plan      string    `json:"plan"`
+	Status    int       `json:"status"` // HTTP status served; 0 when no headers went out
+	State     string    `json:"state"`
+	Finished  bool      `json:"finished"`
+	Cancelled bool      `json:"cancelled"`
+	Ended     time.Time `json:"ended,omitzero"`
 	// AfterS is seconds from arrival to the end (or to now while in flight).
 	AfterS float64 `json:"after_s"`
 	Bytes  int64   `json:"bytes"` // response body bytes written
@@ -397,6 +400,7 @@ func (p *player) run() {
 	if p.responses {
 		p.s.mu.Lock()
 		p.rec.model = cmp.Or(req.Model, "retrygate-seat")
+		p.rec.API = "responses"
 		p.s.mu.Unlock()
 	}
 	p.stream = streaming(p.s.opts.Format, req)
