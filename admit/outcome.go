@@ -19,10 +19,16 @@ const (
 	WaitCap     Outcome = "wait_cap"     // no first byte within the wait cap; cancelled
 	Reset       Outcome = "reset"        // connection lost mid-stream
 	Cancelled   Outcome = "cancelled"    // the operator stopped the run (Ctrl-C)
+	// Incomplete is an answer the provider ended short and said so (the
+	// Responses API's status incomplete: max_output_tokens,
+	// content_filter): billed for what it generated, and never retried,
+	// since identical bytes end the same way.
+	Incomplete Outcome = "incomplete"
 )
 
-// Outcomes lists every outcome class in a stable order.
-var Outcomes = []Outcome{OK, ConnError, RateLimited, ClientError, ServerError, Timeout, WaitCap, Reset, Cancelled}
+// Outcomes lists every outcome class in a stable order; a class added
+// later goes last.
+var Outcomes = []Outcome{OK, ConnError, RateLimited, ClientError, ServerError, Timeout, WaitCap, Reset, Cancelled, Incomplete}
 
 // ParseOutcome accepts exactly one of the outcome class names.
 func ParseOutcome(s string) (Outcome, error) {
@@ -31,8 +37,14 @@ func ParseOutcome(s string) (Outcome, error) {
 			return o, nil
 		}
 	}
-	return "", fmt.Errorf("unknown outcome %q (want one of ok, conn_error, rate_limited, client_error, server_error, timeout, wait_cap, reset, cancelled)", s)
+	return "", fmt.Errorf("unknown outcome %q (want one of ok, conn_error, rate_limited, client_error, server_error, timeout, wait_cap, reset, cancelled, incomplete)", s)
 }
+
+// SeatFailure says whether an outcome counts against its seat's circuit
+// breaker: a failure of the seat, not of the request (a client error)
+// nor an answer ended short by the request's own cap (incomplete).
+// Cancelled says nothing of the seat and is not recorded at all.
+func (o Outcome) SeatFailure() bool { return o != OK && o != ClientError && o != Incomplete }
 
 // Billing says whether an attempt likely cost money.
 type Billing string
@@ -48,7 +60,7 @@ const (
 // one probably cost nothing. slowAfter <= 0 treats every 5xx as fast.
 func BillingOf(o Outcome, elapsed, slowAfter time.Duration) Billing {
 	switch o {
-	case OK, Reset:
+	case OK, Reset, Incomplete:
 		return Billable
 	case ServerError:
 		if slowAfter > 0 && elapsed >= slowAfter {
@@ -79,6 +91,26 @@ var permanentCodes = map[string]bool{
 	"not_found_error":          true,
 	"invalid_api_key":          true,
 	"model_not_found":          true,
+	// The Responses API's failed responses name the request's fault by
+	// these codes (server_error and rate_limit_exceeded are transient,
+	// and a code not listed is taken as the server's).
+	"invalid_prompt":                 true,
+	"bio_policy":                     true,
+	"misalignment_policy_violation":  true,
+	"data_residency_mismatch":        true,
+	"invalid_image":                  true,
+	"invalid_image_format":           true,
+	"invalid_base64_image":           true,
+	"invalid_image_url":              true,
+	"image_too_large":                true,
+	"image_too_small":                true,
+	"image_parse_error":              true,
+	"image_content_policy_violation": true,
+	"invalid_image_mode":             true,
+	"image_file_too_large":           true,
+	"unsupported_image_media_type":   true,
+	"empty_image_file":               true,
+	"image_file_not_found":           true,
 }
 
 // DailyQuota reports whether code names a quota that resets once a day

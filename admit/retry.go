@@ -90,7 +90,7 @@ func (s RetryStep) Charged(waited time.Duration) time.Duration {
 // the log.
 func AfterFailure(p RetryPolicy, f Failure, h JobHistory, r *rand.Rand) RetryStep {
 	switch f.Outcome {
-	case ClientError:
+	case ClientError, Incomplete:
 		return RetryStep{Reason: ReasonPermanentError}
 	case Cancelled:
 		return RetryStep{Reason: ReasonDeadline}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var policy = RetryPolicy{BaseDelay: 500 * time.Millisecond, MaxDelay: 8 * time.Second, SlowServerAfter: 10 * time.Second, HonorRetryAfter: true, TimeoutsRetried: 1}
@@ -46,6 +47,7 @@ func TestAfterFailure(t *testing.T) {
 		fallback bool
 	}{
 		{"client error is permanent", Failure{Outcome: ClientError}, JobHistory{}, false, ReasonPermanentError, 0, false},
+		{"incomplete is permanent", Failure{Outcome: Incomplete, Billing: Billable}, JobHistory{}, false, ReasonPermanentError, 0, false},
 		{"429 retry-after wins", Failure{Outcome: RateLimited, RetryAfter: 3 * time.Second, HasRetry: true}, JobHistory{}, true, "", 3 * time.Second, false},
 		{"429 without retry-after backs off", Failure{Outcome: RateLimited}, JobHistory{}, true, "", -1, false},
 		{"conn error retries promptly", Failure{Outcome: ConnError}, JobHistory{}, true, "", 0, false},
@@ -85,6 +87,10 @@ func TestClassifyHTTP(t *testing.T) {
 		{503, "", ServerError}, {529, "overloaded_error", ServerError}, {200, "overloaded_error", ServerError},
 		{400, "context_length_exceeded", ClientError}, {429, "insufficient_quota", ClientError},
 		{400, "content_filter", ClientError}, {408, "", ServerError},
+		// A failed Responses API answer inside a 200 stream, by its code.
+		{200, "server_error", ServerError}, {200, "rate_limit_exceeded", RateLimited},
+		{200, "invalid_prompt", ClientError}, {200, "image_too_large", ClientError},
+		{200, "vector_store_timeout", ServerError},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, ClassifyHTTP(tt.status, tt.code), "%d %s", tt.status, tt.code)
@@ -97,6 +103,18 @@ func TestBillingOf(t *testing.T) {
 	assert.Equal(t, Ambiguous, BillingOf(Timeout, time.Second, 10*time.Second))
 	assert.Equal(t, Billable, BillingOf(Reset, time.Second, 10*time.Second))
 	assert.Equal(t, Free, BillingOf(RateLimited, time.Second, 10*time.Second))
+	assert.Equal(t, Billable, BillingOf(Incomplete, time.Second, 10*time.Second))
 	assert.True(t, Ambiguous.Billed())
 	assert.False(t, Free.Billed())
+}
+
+func TestIncompleteIsAnOutcomeButNoSeatFailure(t *testing.T) {
+	o, err := ParseOutcome("incomplete")
+	require.NoError(t, err)
+	assert.Equal(t, Incomplete, o)
+	assert.False(t, Incomplete.SeatFailure(), "the request's own cap ended it, not the seat")
+	assert.False(t, ClientError.SeatFailure())
+	assert.False(t, OK.SeatFailure())
+	assert.True(t, ServerError.SeatFailure())
+	assert.True(t, RateLimited.SeatFailure())
 }

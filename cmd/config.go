@@ -79,6 +79,7 @@ var settings = []setting{
 	{key: "seats.*.price_cache_write", kind: kAmount, seat: func(c *seat.Config) any { return &c.PriceCacheWrite }},
 	{key: "seats.*.max_tokens_param", kind: kText, seat: func(c *seat.Config) any { return &c.MaxTokensParam }},
 	{key: "seats.*.cold", kind: kBool, seat: func(c *seat.Config) any { return &c.Cold }},
+	{key: "seats.*.api", kind: kText, seat: func(c *seat.Config) any { return &c.API }},
 	{key: "seats.*.headers", kind: kMap}, // header → value, read by seats()
 	{key: "seats.*.extra_body", kind: kMap, seat: func(c *seat.Config) any { return &c.ExtraBody }},
 	{key: "fallback", kind: kList},

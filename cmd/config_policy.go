@@ -164,6 +164,9 @@ func (c *config) seats() (map[string]seat.Config, error) {
 			return nil, withHint(badInput("%s: holds something that looks like a key, not a variable name", c.where(key+".api_key_env")),
 				"put the key in an environment variable and name the variable: api_key_env: OPENAI_API_KEY")
 		}
+		if err := seat.CheckAPI(sc.Kind, sc.API); err != nil {
+			return nil, badInput("%s: %v", c.where(key+".api"), err)
+		}
 		switch sc.Kind {
 		case "openai", "anthropic", "ollama":
 			if sc.BaseURL == "" {

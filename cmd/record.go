@@ -74,7 +74,7 @@ shell loop can stop retrying on 1. On bad input (2) nothing is appended.` +
 	fl.String("tokens", "", "prompt + completion `tokens` (required unless both parts are given)")
 	fl.String("prompt-tokens", "", "prompt `tokens`")
 	fl.String("completion-tokens", "", "completion `tokens`")
-	fl.String("outcome", "ok", "outcome `class`: ok, conn_error, rate_limited, client_error, server_error, timeout, wait_cap, reset, cancelled")
+	fl.String("outcome", "ok", "outcome `class`: ok, conn_error, rate_limited, client_error, server_error, timeout, wait_cap, reset, cancelled, incomplete")
 	fl.String("http-status", "", "HTTP `status`")
 	fl.String("cost", "", "attempt cost in `USD`")
 	fl.Bool("holdout", false, "keep this row out of tuning (judged apart by check)")

@@ -27,6 +27,10 @@ type reportJSON struct {
 	Warnings        []string                 `json:"warnings"`
 }
 
+// wideOutcomes are the outcome columns in their first place; an outcome
+// class added since (laterOutcomes: incomplete) is a column at the end.
+var wideOutcomes, laterOutcomes = admit.Outcomes[:9], admit.Outcomes[9:]
+
 // Piped and CSV output: one line per group, every figure a column, in an
 // order that never changes (new columns are only ever appended).
 func wideHeader() []string {
@@ -37,7 +41,7 @@ func wideHeader() []string {
 			h = append(h, m+"_"+p)
 		}
 	}
-	for _, o := range admit.Outcomes {
+	for _, o := range wideOutcomes {
 		h = append(h, "outcome_"+string(o))
 	}
 	for _, r := range admit.Reasons {
@@ -49,6 +53,9 @@ func wideHeader() []string {
 		"unknown_rate", "fallback_jobs", "fallback_rate",
 		"retries_reporting_writes", "retries_rewritten", "cache_write_rate_on_retries", "cached_tokens", "cached_share",
 		"cache_write_tokens", "reasoning_tokens", "reasoning_share", "cache_saved_usd", "retry_tax_usd_uncached")
+	for _, o := range laterOutcomes {
+		h = append(h, "outcome_"+string(o))
+	}
 	return h
 }
 
@@ -66,7 +73,7 @@ func wideRow(g *summary.Group) []string {
 			r = append(r, plainNum(v, digits))
 		}
 	}
-	for _, o := range admit.Outcomes {
+	for _, o := range wideOutcomes {
 		r = append(r, i(g.Outcomes[string(o)]))
 	}
 	known := int64(0)
@@ -82,6 +89,9 @@ func wideRow(g *summary.Group) []string {
 	c := &g.Cache
 	r = append(r, i(c.Retries), i(c.Rewritten), plainNum(c.WriteRateOnRetries, 4), i(c.CachedTokens), plainNum(c.CachedShare, 4),
 		i(c.CacheWriteTokens), i(c.ReasoningTokens), plainNum(c.ReasoningShare, 4), plainNum(c.SavedUSD, 6), plainNum(c.RetryTaxUncachedUSD, 6))
+	for _, o := range laterOutcomes {
+		r = append(r, i(g.Outcomes[string(o)]))
+	}
 	return r
 }
 

@@ -71,12 +71,17 @@ The first line of stdout is the base URL to give a client:
 
 (retrygate's seats post to {base_url}/chat/completions, {base_url}/messages
 and {base_url}/api/chat; the Anthropic SDK appends /v1/messages itself.)
+An openai server also speaks the Responses API on the same base URL:
+POST /v1/responses (typed events with sequence numbers and no [DONE];
+an error on a 200 stream is response.failed), and GET /v1/responses/{id}
+reads a finished response back (an openai seat with api: responses).
 
 When a client cancels a request before its plan finished, a line goes to
 stderr ("seat: request 3 cancelled by client after 1.204s"), and
 GET /_retrygate/requests lists the last ` + fmt.Sprint(seatserver.DefaultKeep) + ` requests as JSON (with
 total, the count of every request so far): index,
-received, idempotency_key, format, plan, status, state (in_flight,
+received, idempotency_key, format, api (responses: a Responses API
+request), plan, status, state (in_flight,
 finished, cancelled, reset, dropped, rejected, shutdown), finished,
 cancelled, ended, after_s, bytes. No prompt, completion or API key is
 ever written there or on stderr.
@@ -167,6 +172,9 @@ func runSeatServe(o *SeatServeOptions) error {
 		then = "repeats its last step"
 	}
 	fmt.Fprintf(e, "seat: playing %s (%d calls, then %s) as %s on %s\n", s.Name(), s.Len(), then, o.Format, origin+o.Format.Path())
+	if o.Format == seatserver.OpenAI {
+		fmt.Fprintf(e, "seat: and the Responses API on %s%s\n", origin, seatserver.ResponsesPath)
+	}
 	if o.Format == seatserver.Anthropic {
 		fmt.Fprintf(e, "seat: give the Anthropic SDK %s (it appends /v1/messages)\n", origin)
 	}

@@ -40,7 +40,7 @@ func AttemptOf(r *Row) admit.Attempt {
 		a.Prompt, a.Completion = r.PromptTokens, r.CompletionTokens
 	}
 	switch o {
-	case admit.OK:
+	case admit.OK, admit.Incomplete:
 		a.Content = true
 	case admit.Reset:
 		a.Content = r.Wait > 0 // the loop writes wait 0 for a reset before content

@@ -59,6 +59,9 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 	kv("fallback", strings.Join(names, ","))
 	for _, s := range chain {
 		kv("seats."+s.Name+".kind", s.Kind)
+		if s.API != "" {
+			kv("seats."+s.Name+".api", s.API) // the wire it spoke: Chat Completions or the Responses API
+		}
 		if s.Model != "" {
 			kv("seats."+s.Name+".model", s.Model)
 		}

@@ -125,7 +125,7 @@ func RecordBreaker(br *admit.Breaker, now time.Time, o *seat.Observation, probe 
 		note = "half-open probe"
 	}
 	if o.Outcome != admit.Cancelled {
-		br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
+		br.Record(now, o.Outcome.SeatFailure())
 	}
 	return JoinNote(note, o.Detail)
 }

@@ -100,3 +100,20 @@ func mustThreshold(t *testing.T, metric, expr string) admit.Threshold {
 	require.NoError(t, err)
 	return th
 }
+
+// An incomplete answer (the Responses API's status incomplete) is an
+// outcome of its own: counted as such, its wait a real first content
+// byte, a billed failure, and a job that ends on it (without a job_end)
+// failed, not unknown nor cancelled.
+func TestIncompleteIsItsOwnOutcome(t *testing.T) {
+	sum := summarizeLog(t, `job=j attempt=1 seat=s wait_s=0.5 elapsed_s=2 tokens=1200 outcome=incomplete billing=billable error_code=max_output_tokens
+job=k attempt=1 seat=s wait_s=0.5 elapsed_s=2 tokens=1200 outcome=ok
+`, Options{})
+	all := sum.All
+	assert.Equal(t, int64(1), all.Outcomes[string(admit.Incomplete)])
+	assert.Equal(t, int64(0), all.Outcomes[string(admit.Cancelled)], "not counted with the outcomes the log does not define")
+	assert.Equal(t, int64(1), all.Failed)
+	assert.Equal(t, int64(0), all.Unknown)
+	assert.Equal(t, int64(1), all.BilledFailures)
+	assert.True(t, ProducedContent(&ledgerfile.Row{Outcome: admit.Incomplete, Wait: time.Second, Elapsed: 2 * time.Second}))
+}

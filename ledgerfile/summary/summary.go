@@ -342,12 +342,13 @@ type ContentFigures struct {
 }
 
 // ProducedContent reports whether a sent attempt's wait is a real first
-// content byte: an answer (ok), or a reset after content had started
-// (its wait came before the break, or it carries completion tokens). An
-// error's "wait" is how long the error took to come back.
+// content byte: an answer (ok, or incomplete: ended short by its cap or
+// a filter), or a reset after content had started (its wait came before
+// the break, or it carries completion tokens). An error's "wait" is how
+// long the error took to come back.
 func ProducedContent(r *ledgerfile.Row) bool {
 	switch outcomeIndex(r.Outcome) {
-	case okIndex:
+	case okIndex, incompleteIndex:
 		return true
 	case resetIndex:
 		return r.Wait > 0 && (r.Wait < r.Elapsed || r.CompletionTokens > 0)
@@ -519,18 +520,19 @@ func (c *cacheAcc) figures(costRows int64) CacheFigures {
 }
 
 // numOutcomes is len(admit.Outcomes).
-const numOutcomes = 9
+const numOutcomes = 10
 
 const (
-	okIndex        = 0
-	resetIndex     = 7
-	cancelledIndex = numOutcomes - 1
+	okIndex         = 0
+	resetIndex      = 7
+	cancelledIndex  = 8
+	incompleteIndex = 9
 )
 
 // outcomeIndex is a sent row's outcome as an index into admit.Outcomes.
 // A sent row with no outcome is the seed's hand-written form of an
 // answered attempt: ok. An outcome the log does not define counts with
-// cancelled, the last.
+// cancelled.
 func outcomeIndex(o admit.Outcome) int {
 	if o == "" {
 		return okIndex

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -108,6 +109,10 @@ func planOfRow(r *ledgerfile.Row) (seat.Plan, bool) {
 			return p, false // a hand-written refusal: never sent
 		}
 		p.Wait, p.Elapsed, p.CompletionTokens = wait, elapsed, completion
+	case admit.Incomplete:
+		// An answer that streamed to its end and ended short, for its reason.
+		p.Wait, p.Elapsed, p.CompletionTokens = wait, elapsed, completion
+		p.Incomplete = cmp.Or(r.ErrorCode, "max_output_tokens")
 	case admit.ConnError:
 		return seat.Plan{ConnError: true}, true
 	case admit.RateLimited, admit.ServerError, admit.ClientError:

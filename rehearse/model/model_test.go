@@ -231,12 +231,13 @@ func TestModelLogReplaysObservations(t *testing.T) {
 		{Job: "e", Attempt: 1, Seat: "cheap", Wait: 5 * time.Second, Elapsed: 5 * time.Second, Tokens: 2000, Decision: "refuse: queue wait", Unsent: true},
 		{Job: "f", Attempt: 1, Seat: "cheap", Elapsed: 1 * time.Second, Outcome: admit.Cancelled, Billing: admit.Ambiguous, Decision: "admit"},
 		{Job: "g", Attempt: 1, Seat: "cheap", Elapsed: 90 * time.Millisecond, Outcome: admit.ServerError, HTTPStatus: 503, Billing: admit.Free, Decision: "admit"},
+		{Job: "h", Attempt: 1, Seat: "cheap", Wait: 500 * time.Millisecond, Elapsed: 3 * time.Second, Tokens: 1300, PromptTokens: 300, CompletionTokens: 1000, HasSplit: true, Outcome: admit.Incomplete, ErrorCode: "max_output_tokens", HTTPStatus: 200, Billing: admit.Billable, Decision: "admit"},
 	}
 	path := writeLog(t, rows)
 	m, err := Parse("log:" + path)
 	require.NoError(t, err)
 	lm := m.(*Log)
-	require.Len(t, lm.Plans, 5, "unsent and cancelled rows are left out")
+	require.Len(t, lm.Plans, 6, "unsent and cancelled rows are left out")
 	assert.Equal(t, "log:"+path, m.String())
 
 	// Under no limits each plan plays back as the row observed it.
@@ -251,6 +252,7 @@ func TestModelLogReplaysObservations(t *testing.T) {
 		{admit.Reset, 1 * time.Second, 7200 * time.Millisecond, 2100},
 		{admit.Timeout, 0, 25 * time.Second, 0}, // a hang, cut by the same 25s limit
 		{admit.ServerError, 90 * time.Millisecond, 90 * time.Millisecond, 0},
+		{admit.Incomplete, 500 * time.Millisecond, 3 * time.Second, 1300},
 	}
 	for i, w := range want {
 		o := seat.Resolve(lm.Plans[i], 25*time.Second, 0, 10*time.Second)
@@ -263,6 +265,7 @@ func TestModelLogReplaysObservations(t *testing.T) {
 	}
 	o := seat.Resolve(lm.Plans[1], 0, 0, 0)
 	assert.Equal(t, 2*time.Second, o.RetryAfter)
+	assert.Equal(t, "max_output_tokens", seat.Resolve(lm.Plans[5], 0, 0, 0).ErrorCode, "an incomplete answer keeps its reason")
 
 	// A seat picks that seat's rows only.
 	m, err = Parse("log:" + path + ":scratch")

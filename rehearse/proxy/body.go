@@ -20,6 +20,7 @@ type request struct {
 	stream    bool
 	hasStream bool // the body names stream (Ollama streams unless told not to)
 	usageSet  bool // stream_options is present
+	responses bool // a Responses API request (POST {base}/responses)
 	prompt    string
 	maxTokens int64
 }
@@ -38,8 +39,9 @@ func parseRequest(body []byte) (request, bool) {
 	}
 	var r request
 	var b strings.Builder
-	var msgs []byte
-	var maxTokens, maxCompletion, numPredict int64
+	var msgs, input []byte
+	inputT := jsonparser.NotExist
+	var maxTokens, maxCompletion, maxOutput, numPredict int64
 	err := jsonparser.ObjectEach(data, func(k, v []byte, t jsonparser.ValueType, _ int) error {
 		switch string(k) {
 		case "model":
@@ -56,7 +58,9 @@ func parseRequest(body []byte) (request, bool) {
 			if t == jsonparser.Array {
 				msgs = v
 			}
-		case "system":
+		case "input": // the Responses API's: a string, or input items
+			input, inputT = v, t
+		case "system", "instructions":
 			text(v, t, &b)
 		case "prompt":
 			text(v, t, &b)
@@ -64,6 +68,8 @@ func parseRequest(body []byte) (request, bool) {
 			maxTokens = number(v, t)
 		case "max_completion_tokens":
 			maxCompletion = number(v, t)
+		case "max_output_tokens":
+			maxOutput = number(v, t)
 		case "options":
 			if t == jsonparser.Object {
 				if n, nt, _, err := jsonparser.Get(v, "num_predict"); err == nil {
@@ -76,10 +82,11 @@ func parseRequest(body []byte) (request, bool) {
 	if err != nil {
 		return request{}, false
 	}
-	// The system prompt first, then the messages in order, as the
-	// local count has always read them.
-	if msgs != nil {
-		_, _ = jsonparser.ArrayEach(msgs, func(m []byte, t jsonparser.ValueType, _ int, _ error) {
+	// The system prompt (instructions) first, then the messages (input
+	// items, or input as one string) in order, as the local count has
+	// always read them.
+	contents := func(items []byte) {
+		_, _ = jsonparser.ArrayEach(items, func(m []byte, t jsonparser.ValueType, _ int, _ error) {
 			if t != jsonparser.Object {
 				return
 			}
@@ -88,8 +95,17 @@ func parseRequest(body []byte) (request, bool) {
 			}
 		})
 	}
+	if msgs != nil {
+		contents(msgs)
+	}
+	switch inputT {
+	case jsonparser.String:
+		text(input, inputT, &b)
+	case jsonparser.Array:
+		contents(input)
+	}
 	r.prompt = b.String()
-	r.maxTokens = max(maxTokens, maxCompletion, numPredict)
+	r.maxTokens = max(maxTokens, maxCompletion, maxOutput, numPredict)
 	return r, true
 }
 

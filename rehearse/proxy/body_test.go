@@ -27,6 +27,9 @@ func TestParseRequest(t *testing.T) {
 			request{model: "llama3", hasStream: true, maxTokens: 128, prompt: "why\n"}, true},
 		{"null stream_options, odd counts", `{"stream_options":null,"max_tokens":-5,"max_completion_tokens":1e300,"model":7}`,
 			request{maxTokens: admit.MaxTokens}, true},
+		{"responses: instructions first, input items in order", `{"model":"gpt-5","input":[{"role":"user","content":"hi"},{"type":"message","role":"user","content":[{"type":"input_text","text":"there"}]},{"type":"function_call_output","call_id":"c","output":"{}"}],"instructions":"be brief","stream":true,"max_output_tokens":256}`,
+			request{model: "gpt-5", stream: true, hasStream: true, maxTokens: 256, prompt: "be brief\nhi\nthere\n"}, true},
+		{"responses: input as a string", `{"model":"gpt-5","input":"why"}`, request{model: "gpt-5", prompt: "why\n"}, true},
 		{"not an object", `[1,2]`, request{}, false},
 		{"broken", `{"model":"m",`, request{}, false},
 		{"empty", ``, request{}, false},
@@ -69,7 +72,7 @@ func refRequest(t *testing.T, body []byte) request {
 	if o, ok := v["options"].(map[string]any); ok {
 		np = count(o["num_predict"])
 	}
-	r.maxTokens = max(count(v["max_tokens"]), count(v["max_completion_tokens"]), np)
+	r.maxTokens = max(count(v["max_tokens"]), count(v["max_completion_tokens"]), count(v["max_output_tokens"]), np)
 	var b strings.Builder
 	text := func(c any) {
 		switch c := c.(type) {
@@ -85,14 +88,22 @@ func refRequest(t *testing.T, body []byte) request {
 		}
 	}
 	text(v["system"])
+	text(v["instructions"])
 	text(v["prompt"])
-	if ms, ok := v["messages"].([]any); ok {
-		for _, m := range ms {
-			if m, ok := m.(map[string]any); ok {
-				text(m["content"])
+	contents := func(items any) {
+		if ms, ok := items.([]any); ok {
+			for _, m := range ms {
+				if m, ok := m.(map[string]any); ok {
+					text(m["content"])
+				}
 			}
 		}
 	}
+	contents(v["messages"])
+	if in, ok := v["input"].(string); ok {
+		text(in)
+	}
+	contents(v["input"])
 	r.prompt = b.String()
 	return r
 }
@@ -105,6 +116,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"system":[{"type":"text","text":"s"}],"messages":[{"content":[{"text":"a"},{"text":1},"x"]}],"max_tokens":5.5}`,
 		`{"prompt":"p","options":{"num_predict":9007199254740993},"stream_options":{}}`,
 		`{"model":"\ud83d\ude00","max_completion_tokens":-1}`,
+		`{"instructions":"i","input":[{"content":"a"},{"content":[{"type":"input_text","text":"b"}]}],"max_output_tokens":7}`,
+		`{"input":"s","max_output_tokens":1e9}`,
 	} {
 		f.Add([]byte(s))
 	}

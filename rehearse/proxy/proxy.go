@@ -87,15 +87,18 @@ type Options struct {
 }
 
 type upstream struct {
-	cfg     seat.Config
-	seat    seat.Seat
-	origin  *url.URL          // scheme and host of base_url: the client's path is kept
-	rt      http.RoundTripper // the seat's own http.Transport
-	inject  bool
-	br      *admit.Breaker
-	opened  time.Time // when br last opened
-	priced  bool
-	fallbck bool
+	cfg  seat.Config
+	seat seat.Seat
+	// responses (openai) times the Responses API's answers: the same
+	// seat, reading typed events (seat.APIResponses).
+	responses seat.Seat
+	origin    *url.URL          // scheme and host of base_url: the client's path is kept
+	rt        http.RoundTripper // the seat's own http.Transport
+	inject    bool
+	br        *admit.Breaker
+	opened    time.Time // when br last opened
+	priced    bool
+	fallbck   bool
 }
 
 // Proxy is the gate in front of one seat and its fallbacks: an
@@ -208,18 +211,32 @@ func New(o Options) (*Proxy, error) {
 		if c.Kind != p.kind {
 			return nil, fmt.Errorf("seats.%s.kind: %s behind a proxy for %s clients (a fallback must speak the first seat's wire format)", c.Name, c.Kind, p.kind)
 		}
-		s, err := seat.NewWithOptions(c, seat.Options{Getenv: o.Getenv, Now: o.Now})
+		chat := c
+		if c.Kind == "openai" {
+			chat.API = "" // the request's path picks the API (see readerFor)
+		}
+		s, err := seat.NewWithOptions(chat, seat.Options{Getenv: o.Getenv, Now: o.Now})
 		if err != nil {
 			return nil, err
 		}
 		s, rt, _ := seat.WithTransport(s, func(http.RoundTripper) http.RoundTripper { return transport{} })
+		var resp seat.Seat
+		if c.Kind == "openai" {
+			rc := c
+			rc.API, rc.MaxTokensParam = seat.APIResponses, ""
+			if resp, err = seat.NewWithOptions(rc, seat.Options{Getenv: o.Getenv, Now: o.Now}); err != nil {
+				return nil, err
+			}
+			// Its answers go through the same transport (u.rt): its own is never used.
+			resp, _, _ = seat.WithTransport(resp, func(http.RoundTripper) http.RoundTripper { return transport{} })
+		}
 		org, err := originOf(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
 		priced := c.Priced()
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, origin: org, rt: rt, inject: c.APIKeyEnv != "",
+			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "",
 			priced: priced, fallbck: i > 0,
 		})
 	}
@@ -248,7 +265,7 @@ func (p *Proxy) breakerChanged(u *upstream, at time.Time, from, to admit.Breaker
 // seat; a client error is the request's fault, not the seat's).
 func recordBreaker(u *upstream, now time.Time, o *seat.Observation) {
 	if o.Outcome != admit.Cancelled {
-		u.br.Record(now, o.Outcome != admit.OK && o.Outcome != admit.ClientError)
+		u.br.Record(now, o.Outcome.SeatFailure())
 	}
 }
 
@@ -295,6 +312,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 		return
 	}
 	req, ok := parseRequest(body)
+	req.responses = p.kind == "openai" && strings.HasSuffix(rt.r.path, "/responses")
 	if !ok {
 		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusBadRequest, code: "invalid_json", message: "retrygate: request body is not a JSON object"})
 		return

@@ -20,8 +20,8 @@ import (
 // connection, so it sees a broken stream, never a clean end.
 func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *request, a *attempt) {
 	u := &p.seats[a.seat]
-	if p.kind == "openai" && req.stream && !req.usageSet {
-		body = askUsage(body)
+	if p.kind == "openai" && !req.responses && req.stream && !req.usageSet {
+		body = askUsage(body) // the Responses API reports usage unasked, and takes no include_usage
 	}
 	if u.fallbck && u.cfg.Model != "" && req.model != u.cfg.Model {
 		body = withModel(body, u.cfg.Model)
@@ -34,7 +34,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	// attempt too, unless the answer is an error status (see clientCtx).
 	start := time.Now()
 	pol := p.opts.Policy
-	obs := seat.DoWithin(&f.ctx, u.seat, seat.Request{
+	obs := seat.DoWithin(&f.ctx, u.readerFor(req), seat.Request{
 		Prompt:       req.prompt,
 		Body:         body, // what the transport sends: the seat builds none
 		WaitCap:      pol.Budget.MaxWait,
@@ -120,6 +120,15 @@ func cutShort(obs *seat.Observation, err error, elapsed, slowAfter time.Duration
 	}
 	obs.Elapsed = max(obs.Elapsed, elapsed)
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, slowAfter)
+}
+
+// readerFor is the seat that times req's answer: the one reading its
+// API's wire format.
+func (u *upstream) readerFor(req *request) seat.Seat {
+	if req.responses && u.responses != nil {
+		return u.responses
+	}
+	return u.seat
 }
 
 // done takes a finished attempt into the books, writes its row and

@@ -49,6 +49,11 @@
 //	                            content_filter, overloaded_error,
 //	                            rate_limit_exceeded; with status 200 it is an
 //	                            error event inside the stream
+//	incomplete        string    the reason a 200 answer ended short
+//	                            (max_output_tokens, content_filter): it
+//	                            streams to its end, then ends incomplete
+//	                            (the Responses API's status incomplete).
+//	                            Not with status, error or reset_after
 //	hang              bool      never returns. Without wait nothing ever
 //	                            arrives (Plan.Wait = Never); with wait, the
 //	                            first chunk arrives and the stream stalls.
@@ -75,7 +80,7 @@
 // overloaded_error are server_error (ambiguous when slower than
 // slow_5xx_after); reset_after is reset; hang ends in timeout, or in
 // wait_cap when nothing arrived within the wait cap; conn_error is
-// conn_error.
+// conn_error; incomplete is incomplete (billable, never retried).
 //
 // # Errors
 //

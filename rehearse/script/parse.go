@@ -62,7 +62,7 @@ var (
 	stepKeys = []string{
 		"wait", "ttfb", "elapsed", "rate", "prompt_tokens", "completion_tokens",
 		"cached_tokens", "cache_write_tokens", "reasoning_tokens", "usage", "status", "retry_after",
-		"ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset", "error", "hang", "reset_after",
+		"ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset", "error", "incomplete", "hang", "reset_after",
 		"conn_error", "repeat",
 	}
 	// A bare number of seconds: no hex, no underscores, no Inf/NaN words.
@@ -350,7 +350,7 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 		return plan, 0, err
 	}
 	if plan.Hang {
-		for _, k := range []string{"elapsed", "rate", "status", "retry_after", "error"} {
+		for _, k := range []string{"elapsed", "rate", "status", "retry_after", "error", "incomplete"} {
 			if has(k) {
 				return plan, 0, p.errf(at[k], key(k), "not allowed with hang: true (a hang never ends; use reset_after to drop the connection)")
 			}
@@ -495,6 +495,21 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 			return plan, 0, p.errf(at["error"], key("error"), "want a provider error code such as context_length_exceeded (letters, digits, _ . -), got %q", code)
 		}
 		plan.ErrorCode = code
+	}
+	if has("incomplete") {
+		reason, err := p.text(at["incomplete"], key("incomplete"))
+		if err != nil {
+			return plan, 0, err
+		}
+		if !codeRE.MatchString(reason) {
+			return plan, 0, p.errf(at["incomplete"], key("incomplete"), "want the reason the answer ended short, such as max_output_tokens or content_filter, got %q", reason)
+		}
+		for _, k := range []string{"status", "error", "reset_after"} {
+			if has(k) {
+				return plan, 0, p.errf(at["incomplete"], key("incomplete"), "not allowed with %s (an incomplete answer is a 200 that streams to its end)", k)
+			}
+		}
+		plan.Incomplete = reason
 	}
 	return plan, int(repeat), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"retrygate/admit"
 	"retrygate/rehearse/seat"
 )
 
@@ -33,7 +34,7 @@ var parseErrorCases = []struct {
 	{"missing value", "steps:\n  - wait:\n", `t.yaml:2: steps[0].wait: missing value (want a duration such as 1.5s, 1500ms or 1.5)`},
 	{"custom tag", "steps:\n  - wait: !secs 1\n", `t.yaml:2: steps[0].wait: unsupported tag !secs (want a duration such as 1.5s, 1500ms or 1.5)`},
 	{"unknown step key", "steps:\n  - wiat: 1s\n", `t.yaml:2: steps[0].wiat: unknown key "wiat" (did you mean wait?)`},
-	{"unknown step key far", "steps:\n  - latency: 1s\n", `t.yaml:2: steps[0].latency: unknown key "latency" (want one of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, usage, status, retry_after, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset, error, hang, reset_after, conn_error, repeat)`},
+	{"unknown step key far", "steps:\n  - latency: 1s\n", `t.yaml:2: steps[0].latency: unknown key "latency" (want one of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, usage, status, retry_after, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset, error, incomplete, hang, reset_after, conn_error, repeat)`},
 	{"cached over prompt", "steps:\n  - {prompt_tokens: 10, cached_tokens: 11}\n", `t.yaml:2: steps[0].cached_tokens: 11 is more than prompt_tokens (10): it is a part of it`},
 	{"written over the rest", "steps:\n  - {prompt_tokens: 10, cached_tokens: 6, cache_write_tokens: 5}\n", `t.yaml:2: steps[0].cache_write_tokens: 5 is more than prompt_tokens less cached_tokens (4): it is a part of it`},
 	{"reasoning over completion", "steps:\n  - {completion_tokens: 3, reasoning_tokens: 4}\n", `t.yaml:2: steps[0].reasoning_tokens: 4 is more than completion_tokens (3): it is a part of it`},
@@ -60,6 +61,9 @@ var parseErrorCases = []struct {
 	{"status word", "steps:\n  - status: teapot\n", `t.yaml:2: steps[0].status: want a whole number, got "teapot"`},
 	{"bool word", "steps:\n  - hang: \"yes\"\n", `t.yaml:2: steps[0].hang: want true or false, got "yes"`},
 	{"error code spaces", "steps:\n  - {status: 400, error: context length}\n", `t.yaml:2: steps[0].error: want a provider error code such as context_length_exceeded (letters, digits, _ . -), got "context length"`},
+	{"incomplete with status", "steps:\n  - {status: 500, incomplete: max_output_tokens}\n", `t.yaml:2: steps[0].incomplete: not allowed with status (an incomplete answer is a 200 that streams to its end)`},
+	{"incomplete words", "steps:\n  - {incomplete: too long}\n", `t.yaml:2: steps[0].incomplete: want the reason the answer ended short, such as max_output_tokens or content_filter, got "too long"`},
+	{"incomplete with hang", "steps:\n  - {hang: true, incomplete: content_filter}\n", `t.yaml:2: steps[0].incomplete: not allowed with hang: true (a hang never ends; use reset_after to drop the connection)`},
 	{"ttfb after wait", "steps:\n  - {ttfb: 2s, wait: 1s}\n", `t.yaml:2: steps[0].ttfb: 2s is after wait 1s (headers come before the first content)`},
 	{"reset after end", "steps:\n  - {wait: 1s, elapsed: 5s, reset_after: 6s}\n", `t.yaml:2: steps[0].reset_after: 6s is after elapsed 5s (the answer would be complete before the reset)`},
 	{"reset at zero", "steps:\n  - {reset_after: 0}\n", `t.yaml:2: steps[0].reset_after: must be positive (a connection that never opens is conn_error: true)`},
@@ -73,7 +77,7 @@ var parseErrorCases = []struct {
 	{"steps empty", "name: x\nsteps: []\n", `t.yaml:2: steps: empty (a script needs at least one step)`},
 	{"steps null", "name: x\nsteps:\n", `t.yaml:2: steps: want a list of steps, got nothing`},
 	{"steps mapping", "steps:\n  wait: 1s\n", `t.yaml:2: steps: want a list of steps, got a mapping`},
-	{"step scalar", "steps:\n  - wait: 1s\n  - 3\n", `t.yaml:3: steps[1]: want a mapping of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, usage, status, retry_after, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset, error, hang, reset_after, conn_error, repeat, got "3"`},
+	{"step scalar", "steps:\n  - wait: 1s\n  - 3\n", `t.yaml:3: steps[1]: want a mapping of wait, ttfb, elapsed, rate, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, usage, status, retry_after, ratelimit_remaining_requests, ratelimit_remaining_tokens, ratelimit_reset, error, incomplete, hang, reset_after, conn_error, repeat, got "3"`},
 	{"key not a word", "steps:\n  - {[a]: 1}\n", `t.yaml:2: steps[0]: a key must be a plain word, got a list`},
 	{"top level list", "- wait: 1s\n", `t.yaml:1: want a mapping with a steps list, got a list`},
 	{"top level scalar", "hello\n", `t.yaml:1: want a mapping with a steps list, got "hello"`},
@@ -247,4 +251,25 @@ steps:
 	o = seat.Resolve(s.PlanFor(2), 0, 0, 0)
 	assert.Equal(t, int64(0), o.PromptTokens)
 	assert.False(t, o.HasCached, "an error answer reports no part of a prompt it did not bill")
+}
+
+// An incomplete step streams to its end and ends short: the outcome
+// incomplete, its reason the error code, billed for its tokens; cut
+// before its end by a limit, it is that limit's outcome.
+func TestParseIncomplete(t *testing.T) {
+	s, err := Parse([]byte(`
+steps:
+  - {wait: 1s, elapsed: 3s, prompt_tokens: 400, completion_tokens: 256, incomplete: max_output_tokens}
+`), "inc.yaml")
+	require.NoError(t, err)
+	p := s.PlanFor(0)
+	assert.Equal(t, "max_output_tokens", p.Incomplete)
+	o := seat.Resolve(p, 0, 0, 0)
+	assert.Equal(t, admit.Incomplete, o.Outcome)
+	assert.Equal(t, "max_output_tokens", o.ErrorCode)
+	assert.Equal(t, admit.Billable, o.Billing)
+	assert.Equal(t, [2]int64{400, 256}, [2]int64{o.PromptTokens, o.CompletionTokens})
+	assert.Equal(t, time.Second, o.Wait)
+	o = seat.Resolve(p, 2*time.Second, 0, 0)
+	assert.Equal(t, admit.Timeout, o.Outcome, "the hard timeout cut it before its end")
 }

@@ -53,9 +53,11 @@ type stream struct {
 	parts      usageParts
 	failed     bool // the stream carried an error event
 	code       string
-	done       bool // the terminal event arrived
-	bad        int  // malformed events, tolerated
-	chunkText  bool // the event being read carried text
+	incomplete bool   // the answer ended short and said so (Responses' status incomplete)
+	reason     string // incomplete_details.reason: max_output_tokens, content_filter
+	done       bool   // the terminal event arrived
+	bad        int    // malformed events, tolerated
+	chunkText  bool   // the event being read carried text
 	itl        itlGaps
 }
 
@@ -546,6 +548,13 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 			// The error is the answer, as for an error status.
 			obs.Wait, obs.HasWait = obs.Elapsed, true
 		}
+	case st.incomplete:
+		obs.ErrorCode = s.clean(st.reason)
+		obs.Outcome = admit.Incomplete
+		obs.Detail = strings.TrimSpace("incomplete " + obs.ErrorCode)
+		if !obs.HasWait && g.answer() {
+			obs.Wait, obs.HasWait = obs.Elapsed, true // an empty answer is the answer
+		}
 	case st.content || st.hasCompl || st.done:
 		obs.Outcome = admit.OK
 	default:
@@ -556,7 +565,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 		}
 	}
 	switch obs.Outcome {
-	case admit.OK, admit.Reset, admit.Timeout, admit.WaitCap, admit.Cancelled:
+	case admit.OK, admit.Incomplete, admit.Reset, admit.Timeout, admit.WaitCap, admit.Cancelled:
 		s.countTokens(ctx, &obs, st, req)
 	default:
 		if st.content {

@@ -31,6 +31,26 @@ func plainEnvName(s string) bool {
 	return envName(s) && len(s) <= 40 && strings.ToUpper(s) == s
 }
 
+// An openai seat's APIs (Config.API).
+const (
+	APIChat      = "chat"
+	APIResponses = "responses"
+)
+
+// CheckAPI says whether api ("" for the default) is one a seat of kind
+// can speak: only an openai seat chooses, chat or responses.
+func CheckAPI(kind, api string) error {
+	switch {
+	case api == "":
+		return nil
+	case kind != "openai":
+		return fmt.Errorf("only an openai seat chooses its API (chat or responses)")
+	case api != APIChat && api != APIResponses:
+		return fmt.Errorf("%q is not chat or responses", api)
+	}
+	return nil
+}
+
 // Options are what New takes from its surroundings rather than from the
 // seat's config.
 type Options struct {
@@ -115,15 +135,23 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckAPI(cfg.Kind, cfg.API); err != nil {
+		return nil, fmt.Errorf("%s: %w", at("api"), err)
+	}
 	var w wire
-	switch cfg.Kind {
-	case "openai":
+	switch {
+	case cfg.Kind == "openai" && cfg.API == APIResponses:
+		if cfg.MaxTokensParam != "" {
+			return nil, fmt.Errorf("%s: not for api responses, which sends max_output_tokens", at("max_tokens_param"))
+		}
+		w = responsesWire{}
+	case cfg.Kind == "openai":
 		p := openaiMaxParam(cfg.MaxTokensParam, cfg.Model)
 		if p != "max_tokens" && p != "max_completion_tokens" {
 			return nil, fmt.Errorf("%s: %q is not max_tokens or max_completion_tokens", at("max_tokens_param"), p)
 		}
 		w = openaiWire{maxParam: p}
-	case "anthropic":
+	case cfg.Kind == "anthropic":
 		w = anthropicWire{}
 	default:
 		w = ollamaWire{}
@@ -213,7 +241,7 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 
 // fixedFields make an attempt what it is: a streamed chat call of this
 // model and prompt. extra_body may not replace them.
-var fixedFields = map[string]bool{"model": true, "messages": true, "stream": true, "stream_options": true}
+var fixedFields = map[string]bool{"model": true, "messages": true, "input": true, "stream": true, "stream_options": true}
 
 // extraBody checks and encodes the extra body fields once.
 func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawMessage, error) {

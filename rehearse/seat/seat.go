@@ -154,6 +154,10 @@ type Plan struct {
 	HasCached, HasCacheWrite, HasReasoning          bool
 	NoUsage                                         bool // the response carries no usage field
 	ConnError                                       bool // the connection is refused outright
+	// Incomplete, when set, is why a 200 answer that streamed to its end
+	// ended short (max_output_tokens, content_filter): the outcome
+	// incomplete, as the Responses API's status incomplete.
+	Incomplete string
 }
 
 // promptParts copies the plan's parts of the prompt count onto o.
@@ -252,6 +256,9 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o.ErrorCode = p.ErrorCode
 	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
 	o.RateLimit = p.RateLimit
+	if endOutcome == admit.OK && p.Incomplete != "" {
+		o.Outcome, o.ErrorCode = admit.Incomplete, p.Incomplete
+	}
 	switch endOutcome {
 	case admit.OK:
 		o.Wait, o.HasWait = contentAt, true
@@ -336,6 +343,11 @@ type Config struct {
 	// o4, gpt-5), which refuse max_tokens; max_tokens otherwise, which
 	// every compatible server honours.
 	MaxTokensParam string
+	// API (openai) is the endpoint an openai seat speaks: "" or "chat",
+	// Chat Completions (POST {base_url}/chat/completions); "responses",
+	// the Responses API (POST {base_url}/responses), with the same base
+	// URL, key, headers and error bodies.
+	API string
 	// Cold makes every attempt open a new connection (and close it after),
 	// so each attempt pays the connect a first caller would. By default
 	// connections are kept alive and reused, as the official SDKs do.

@@ -40,6 +40,10 @@ func (f Format) Path() string {
 	}
 }
 
+// ResponsesPath is where an openai seat server also speaks the Responses
+// API (POST; GET {ResponsesPath}/{id} reads a response back).
+const ResponsesPath = "/v1/responses"
+
 // BasePath is what a retrygate seat's base_url ends with: our seats POST
 // {base_url}/chat/completions, {base_url}/messages and {base_url}/api/chat.
 // The OpenAI SDK takes the same base URL; the Anthropic SDK wants it

@@ -40,6 +40,9 @@ func Summary(p seat.Plan) string {
 	if p.ErrorCode != "" {
 		parts = append(parts, "error="+p.ErrorCode)
 	}
+	if p.Incomplete != "" {
+		parts = append(parts, "incomplete="+p.Incomplete)
+	}
 	if p.HasRetryAfter {
 		parts = append(parts, "retry_after="+secs(p.RetryAfter))
 	}
@@ -191,5 +194,6 @@ func usageOf(p seat.Plan) usage {
 	return usage{prompt: p.PromptTokens, completion: p.CompletionTokens,
 		ok:     !p.NoUsage && (p.PromptTokens > 0 || p.CompletionTokens > 0),
 		cached: p.CachedTokens, write: p.CacheWriteTokens, reasoning: p.ReasoningTokens,
-		hasCached: p.HasCached, hasWrite: p.HasCacheWrite, hasReasoning: p.HasReasoning}
+		hasCached: p.HasCached, hasWrite: p.HasCacheWrite, hasReasoning: p.HasReasoning,
+		incomplete: p.Incomplete}
 }

@@ -32,10 +32,26 @@ func testGetenv(name string) string {
 	return ""
 }
 
-func ourSeat(t *testing.T, r *running, f Format) seat.Seat {
+// endpoint is one wire our seats speak to a seat server: a format and,
+// for openai, its API (Chat Completions, or the Responses API).
+type endpoint struct {
+	f   Format
+	api string
+}
+
+func (e endpoint) String() string {
+	if e.api != "" {
+		return string(e.f) + "-" + e.api
+	}
+	return string(e.f)
+}
+
+var endpoints = []endpoint{{OpenAI, ""}, {OpenAI, seat.APIResponses}, {Anthropic, ""}, {Ollama, ""}}
+
+func ourSeat(t *testing.T, r *running, e endpoint) seat.Seat {
 	t.Helper()
 	s, err := seat.New(seat.Config{
-		Name: "served", Kind: string(f), BaseURL: r.baseURL(f), Model: "gpt-4o-mini", APIKeyEnv: keyEnv,
+		Name: "served", Kind: string(e.f), API: e.api, BaseURL: r.baseURL(e.f), Model: "gpt-4o-mini", APIKeyEnv: keyEnv,
 	}, testGetenv)
 	require.NoError(t, err)
 	return s
@@ -65,10 +81,11 @@ func offBy(what string, plan, got, lag time.Duration) string {
 
 func TestOurSeatsReadEveryFormat(t *testing.T) {
 	plan := seat.Plan{TTFB: 40 * ms, Wait: 100 * ms, Elapsed: 250 * ms, PromptTokens: 42, CompletionTokens: 30}
-	for _, f := range Formats {
-		t.Run(string(f), func(t *testing.T) {
+	for _, e := range endpoints {
+		f := e.f
+		t.Run(e.String(), func(t *testing.T) {
 			r := serve(t, f, plan)
-			s := ourSeat(t, r, f)
+			s := ourSeat(t, r, e)
 			var misses []string
 			for try := range tries {
 				key := fmt.Sprintf("job-%s-%d", f, try)
@@ -108,10 +125,11 @@ func TestOurSeatsReadEveryFormat(t *testing.T) {
 
 func TestOurSeatsCountTokensWithoutUsage(t *testing.T) {
 	plan := seat.Plan{Wait: 20 * ms, Elapsed: 60 * ms, PromptTokens: 42, CompletionTokens: 30, NoUsage: true}
-	for _, f := range Formats {
-		t.Run(string(f), func(t *testing.T) {
+	for _, e := range endpoints {
+		f := e.f
+		t.Run(e.String(), func(t *testing.T) {
 			r := serve(t, f, plan)
-			obs := ourSeat(t, r, f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
+			obs := ourSeat(t, r, e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
 			require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
 			assert.Equal(t, seat.FromTokenizer, obs.TokensFrom)
 			// One filler word is one token, so the local count is the plan's.
@@ -135,11 +153,12 @@ func TestOurSeatsSeeFailureClasses(t *testing.T) {
 		// (free, like a refused connection), not conn_error.
 		{"conn error", seat.Plan{ConnError: true}, admit.ServerError},
 	}
-	for _, f := range Formats {
+	for _, e := range endpoints {
+		f := e.f
 		for _, tt := range tests {
-			t.Run(string(f)+"/"+tt.name, func(t *testing.T) {
+			t.Run(e.String()+"/"+tt.name, func(t *testing.T) {
 				r := serve(t, f, tt.plan)
-				obs := ourSeat(t, r, f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
+				obs := ourSeat(t, r, e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
 				assert.Equal(t, tt.want, obs.Outcome, obs.Detail)
 				if tt.plan.HasRetryAfter {
 					assert.True(t, obs.HasRetryAfter)
@@ -179,11 +198,12 @@ func TestCancellationReachesServer(t *testing.T) {
 		{"hard timeout on a hang", seat.Plan{TTFB: 20 * ms, Wait: script.Never, Hang: true}, 200 * ms, 0, admit.Timeout},
 		{"wait cap before first content", seat.Plan{TTFB: 20 * ms, Wait: 3 * time.Second, Elapsed: 4 * time.Second}, 2 * time.Second, 150 * ms, admit.WaitCap},
 	}
-	for _, f := range Formats {
+	for _, e := range endpoints {
+		f := e.f
 		for _, tt := range tests {
-			t.Run(string(f)+"/"+tt.name, func(t *testing.T) {
+			t.Run(e.String()+"/"+tt.name, func(t *testing.T) {
 				r := serve(t, f, tt.plan)
-				s := ourSeat(t, r, f)
+				s := ourSeat(t, r, e)
 				submit := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), tt.hard)
 				defer cancel()
@@ -219,9 +239,9 @@ func TestNoSecretsInServerOutput(t *testing.T) {
 			r := serve(t, f, okPlan, seat.Plan{TTFB: 10 * ms, Wait: script.Never, Hang: true}, okPlan)
 			ctx := context.Background()
 			// A finished request, a cancelled one, and one from an SDK.
-			ourSeat(t, r, f).Do(ctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-1"})
+			ourSeat(t, r, endpoint{f: f}).Do(ctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-1"})
 			hctx, cancel := context.WithTimeout(ctx, 100*ms)
-			ourSeat(t, r, f).Do(hctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-2"})
+			ourSeat(t, r, endpoint{f: f}).Do(hctx, seat.Request{Prompt: prompt, MaxTokens: 64, IdempotencyKey: "job-2"})
 			cancel()
 			// A third client, shaped as the official SDKs send (their own
 			// run is in the sdktest module): key in its header, prompt in the body.
@@ -284,12 +304,12 @@ func TestServedMatchesResolve(t *testing.T) {
 	const k = 20
 	planner := scaled{day, k}
 	hard, waitCap, slow := 20*time.Second/k, 15*time.Second/k, 10*time.Second/k
-	for _, f := range []Format{OpenAI, Anthropic} {
-		t.Run(string(f), func(t *testing.T) {
-			srv, err := New(Options{Planner: planner, Format: f})
+	for _, e := range []endpoint{{OpenAI, ""}, {OpenAI, seat.APIResponses}, {Anthropic, ""}} {
+		t.Run(e.String(), func(t *testing.T) {
+			srv, err := New(Options{Planner: planner, Format: e.f})
 			require.NoError(t, err)
 			r := serveWith(t, srv)
-			s := ourSeat(t, r, f)
+			s := ourSeat(t, r, e)
 			for n := range 10 {
 				want := seat.Resolve(planner.PlanFor(n), hard, waitCap, slow)
 				ctx, cancel := context.WithTimeout(context.Background(), hard)
@@ -307,6 +327,23 @@ func TestServedMatchesResolve(t *testing.T) {
 	}
 }
 
+// TestOurResponsesSeatReadsFailedResponses: an error code on a 200
+// stream is a response.failed event on /v1/responses, classified by its
+// code as the failure table says.
+func TestOurResponsesSeatReadsFailedResponses(t *testing.T) {
+	for code, want := range map[string]admit.Outcome{
+		"server_error": admit.ServerError, "rate_limit_exceeded": admit.RateLimited, "invalid_prompt": admit.ClientError,
+	} {
+		t.Run(code, func(t *testing.T) {
+			r := serve(t, OpenAI, seat.Plan{TTFB: 10 * ms, Wait: 10 * ms, Elapsed: 30 * ms, ErrorCode: code})
+			obs := ourSeat(t, r, endpoint{OpenAI, seat.APIResponses}).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 64})
+			assert.Equal(t, want, obs.Outcome, obs.Detail)
+			assert.Equal(t, code, obs.ErrorCode)
+			assert.Equal(t, 200, obs.HTTPStatus)
+		})
+	}
+}
+
 // A plan's token parts reach our seats through each wire's own fields:
 // Chat Completions' cached and reasoning details, the Messages API's two
 // cache fields beside input_tokens; Ollama has none to report.
@@ -317,13 +354,14 @@ func TestOurSeatsReadTokenParts(t *testing.T) {
 		cached, write, reasoning int64
 		has                      [3]bool
 	}
-	for f, w := range map[Format]want{
-		OpenAI:    {3000, 0, 200, [3]bool{true, false, true}},
-		Anthropic: {3000, 900, 0, [3]bool{true, true, false}},
-		Ollama:    {0, 0, 0, [3]bool{}},
+	for e, w := range map[endpoint]want{
+		{OpenAI, ""}:                {3000, 0, 200, [3]bool{true, false, true}},
+		{OpenAI, seat.APIResponses}: {3000, 900, 200, [3]bool{true, true, true}},
+		{Anthropic, ""}:             {3000, 900, 0, [3]bool{true, true, false}},
+		{Ollama, ""}:                {0, 0, 0, [3]bool{}},
 	} {
-		t.Run(string(f), func(t *testing.T) {
-			obs := ourSeat(t, serve(t, f, plan), f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 400})
+		t.Run(e.String(), func(t *testing.T) {
+			obs := ourSeat(t, serve(t, e.f, plan), e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 400})
 			require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
 			assert.Equal(t, seat.FromUsage, obs.TokensFrom)
 			assert.Equal(t, int64(4000), obs.PromptTokens)
@@ -334,14 +372,48 @@ func TestOurSeatsReadTokenParts(t *testing.T) {
 	}
 }
 
+// TestOurResponsesSeatReadsIncomplete: a step's incomplete is
+// response.incomplete on /v1/responses, streamed or whole: the outcome
+// incomplete with its reason, as the script seat resolves it.
+func TestOurResponsesSeatReadsIncomplete(t *testing.T) {
+	plan := seat.Plan{TTFB: 5 * ms, Wait: 10 * ms, Elapsed: 40 * ms, PromptTokens: 42, CompletionTokens: 30, Incomplete: "max_output_tokens"}
+	want := seat.Resolve(plan, 0, 0, 0)
+	require.Equal(t, admit.Incomplete, want.Outcome)
+	r := serve(t, OpenAI, plan)
+	obs := ourSeat(t, r, endpoint{OpenAI, seat.APIResponses}).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 30})
+	assert.Equal(t, want.Outcome, obs.Outcome, obs.Detail)
+	assert.Equal(t, want.ErrorCode, obs.ErrorCode)
+	assert.Equal(t, want.Billing, obs.Billing)
+	assert.Equal(t, [2]int64{42, 30}, [2]int64{obs.PromptTokens, obs.CompletionTokens})
+	rec := r.requests(t).Requests[0]
+	assert.Equal(t, "status=200 ttfb=0.005 wait=0.010 elapsed=0.040 tokens=42+30 incomplete=max_output_tokens", rec.Plan)
+	assert.Equal(t, "responses", rec.API)
+
+	// Whole: one Response object, status incomplete.
+	resp, err := http.Post(r.origin+ResponsesPath, "application/json", strings.NewReader(`{"model":"m","input":"hi"}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(b), `"status":"incomplete"`)
+	assert.Contains(t, string(b), `"incomplete_details":{"reason":"max_output_tokens"}`)
+
+	// Chat Completions says it its own way: finish_reason length.
+	resp, err = http.Post(r.origin+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(b), `"finish_reason":"length"`)
+}
+
 // A plan's rate-limit state goes out in each API's own headers and our
 // seats read it back as the plan has it; Ollama has no such headers.
 func TestOurSeatsReadRateLimits(t *testing.T) {
 	rl := admit.RateLimit{RemainingRequests: 59, RemainingTokens: 0, Reset: 6*time.Minute + 1500*ms, HasRequests: true, HasTokens: true, HasReset: true}
 	plan := seat.Plan{Elapsed: 5 * ms, Status: 429, RetryAfter: 2 * time.Second, HasRetryAfter: true, RateLimit: rl}
-	for _, f := range Formats {
-		t.Run(string(f), func(t *testing.T) {
-			obs := ourSeat(t, serve(t, f, plan), f).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 16})
+	for _, e := range endpoints {
+		f := e.f
+		t.Run(e.String(), func(t *testing.T) {
+			obs := ourSeat(t, serve(t, f, plan), e).Do(context.Background(), seat.Request{Prompt: prompt, MaxTokens: 16})
 			require.Equal(t, admit.RateLimited, obs.Outcome, obs.Detail)
 			want := rl
 			if f == Ollama {

@@ -4,6 +4,7 @@
 package seatserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,17 +76,23 @@ type Record struct {
 	Received       time.Time `json:"received"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Format         Format    `json:"format"`
-	Plan           string    `json:"plan"`
-	Status         int       `json:"status"` // HTTP status served; 0 when no headers went out
-	State          string    `json:"state"`
-	Finished       bool      `json:"finished"`
-	Cancelled      bool      `json:"cancelled"`
-	Ended          time.Time `json:"ended,omitzero"`
+	// API is "responses" for a request to /v1/responses (the Responses
+	// API), "" for the format's own endpoint.
+	API       string    `json:"api,omitempty"`
+	Plan      string    `json:"plan"`
+	Status    int       `json:"status"` // HTTP status served; 0 when no headers went out
+	State     string    `json:"state"`
+	Finished  bool      `json:"finished"`
+	Cancelled bool      `json:"cancelled"`
+	Ended     time.Time `json:"ended,omitzero"`
 	// AfterS is seconds from arrival to the end (or to now while in flight).
 	AfterS float64 `json:"after_s"`
 	Bytes  int64   `json:"bytes"` // response body bytes written
 
 	start time.Time // monotonic
+	// model is what a request to /v1/responses asked for ("" for any
+	// other), kept for GET /v1/responses/{id}.
+	model string
 }
 
 // Server answers chat requests by playing the n-th plan for the n-th request.
@@ -133,10 +140,17 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+RequestsPath, s.serveRequests)
-	mux.HandleFunc(s.opts.Format.Path(), s.serveChat)
+	mux.HandleFunc(s.opts.Format.Path(), func(w http.ResponseWriter, r *http.Request) { s.serveChat(w, r, false) })
+	on := s.opts.Format.Path()
+	if s.opts.Format == OpenAI {
+		// The Responses API, on the same base URL as Chat Completions.
+		mux.HandleFunc(ResponsesPath, func(w http.ResponseWriter, r *http.Request) { s.serveChat(w, r, true) })
+		mux.HandleFunc("GET "+ResponsesPath+"/{id}", s.serveResponse)
+		on += " and " + ResponsesPath
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, notFoundBody(s.opts.Format, http.StatusNotFound,
-			"no such endpoint: this seat server speaks "+string(s.opts.Format)+" on "+s.opts.Format.Path()))
+			"no such endpoint: this seat server speaks "+string(s.opts.Format)+" on "+on))
 	})
 	return mux
 }
@@ -276,7 +290,7 @@ func (s *Server) end(rec *Record, state string) {
 	}
 }
 
-func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, responses bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeJSON(w, http.StatusMethodNotAllowed, notFoundBody(s.opts.Format, http.StatusMethodNotAllowed, "use POST"))
@@ -294,8 +308,34 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		}
 		start = time.Now() // the plan plays from when a slot took it
 	}
-	p := &player{s: s, w: w, r: r, rc: http.NewResponseController(w), rec: rec, plan: plan, start: start}
+	p := &player{s: s, w: w, r: r, rc: http.NewResponseController(w), rec: rec, plan: plan, start: start, responses: responses}
 	p.run()
+}
+
+// serveResponse is GET /v1/responses/{id}: the Response a request to
+// /v1/responses that played to its end was answered with, whole, rebuilt
+// from its plan (a planner's n-th plan is always the same). Any other id,
+// or a request no longer kept (Options.Keep), is a 404.
+func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var rec Record
+	s.mu.Lock()
+	for _, x := range s.recs {
+		if x.model != "" && responseID(x.Index) == id {
+			rec = *x
+		}
+	}
+	s.mu.Unlock()
+	var p seat.Plan
+	if rec.model != "" {
+		p = s.opts.Planner.PlanFor(rec.Index)
+	}
+	if rec.model == "" || rec.State != StateFinished || rec.Status != http.StatusOK || p.ErrorCode != "" {
+		writeJSON(w, http.StatusNotFound, notFoundBody(s.opts.Format, http.StatusNotFound, "no response with that id"))
+		return
+	}
+	wire := &responsesWire{base: base{model: rec.model, index: rec.Index, now: rec.Received}}
+	writeJSON(w, http.StatusOK, wire.whole(filler(0, wordsOf(p)), usageOf(p)))
 }
 
 // player plays one plan on one request.
@@ -309,6 +349,8 @@ type player struct {
 	start  time.Time
 	wire   wire
 	stream bool
+	// responses: the request came to /v1/responses (the Responses API).
+	responses bool
 }
 
 func (p *player) run() {
@@ -354,7 +396,13 @@ func (p *player) run() {
 		writeJSON(p.w, status, notFoundBody(p.s.opts.Format, status, msg))
 		return
 	}
-	p.wire = newWire(p.s.opts.Format, req, p.rec.Index, p.s.opts.Now)
+	p.wire = newWire(p.s.opts.Format, p.responses, req, p.rec.Index, p.s.opts.Now)
+	if p.responses {
+		p.s.mu.Lock()
+		p.rec.model = cmp.Or(req.Model, "retrygate-seat")
+		p.rec.API = "responses"
+		p.s.mu.Unlock()
+	}
 	p.stream = streaming(p.s.opts.Format, req)
 	steps, resetAt := timeline(p.plan, p.stream)
 	ctx := p.r.Context()

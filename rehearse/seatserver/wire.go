@@ -30,6 +30,22 @@ type usage struct {
 	// has a field for it (docs/log.md maps them).
 	cached, write, reasoning          int64
 	hasCached, hasWrite, hasReasoning bool
+	// incomplete is why the answer ends short (Plan.Incomplete): the
+	// Responses API says so outright; the other APIs give their own stop
+	// reason (stopReason).
+	incomplete string
+}
+
+// stopReason is the API's own word for why an answer ended: what it says
+// on a whole answer (done), at its cap, or when a filter stopped it.
+func stopReason(u usage, done, capped, filtered string) string {
+	switch u.incomplete {
+	case "":
+		return done
+	case "content_filter":
+		return filtered
+	}
+	return capped
 }
 
 // wire renders one response in one format. Every method returns the bytes
@@ -47,16 +63,20 @@ type wire interface {
 	whole(text string, u usage) []byte
 }
 
-func newWire(f Format, req chatRequest, index int, now func() time.Time) wire {
+// newWire is the wire of one request to format f; responses says it came
+// to an openai server's /v1/responses.
+func newWire(f Format, responses bool, req chatRequest, index int, now func() time.Time) wire {
 	model := req.Model
 	if model == "" {
 		model = "retrygate-seat"
 	}
 	b := base{model: model, index: index, now: now(), clock: now}
-	switch f {
-	case Anthropic:
+	switch {
+	case responses:
+		return &responsesWire{base: b}
+	case f == Anthropic:
 		return &anthropicWire{base: b}
-	case Ollama:
+	case f == Ollama:
 		return &ollamaWire{base: b}
 	default:
 		return &openaiWire{base: b, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
@@ -184,7 +204,7 @@ func anthropicInput(m map[string]any, u usage) map[string]any {
 
 func (w *openaiWire) finish(u usage) []byte {
 	out := w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": "stop",
+		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": stopReason(u, "stop", "length", "content_filter"),
 	}}, nil)
 	if w.includeUsage && u.ok {
 		out = append(out, w.chunk([]any{}, openaiUsage(u))...)
@@ -233,7 +253,7 @@ func (w *openaiWire) whole(text string, u usage) []byte {
 		"system_fingerprint": "fp_retrygate",
 		"choices": []any{map[string]any{
 			"index": 0, "message": map[string]any{"role": "assistant", "content": text, "refusal": nil},
-			"logprobs": nil, "finish_reason": "stop",
+			"logprobs": nil, "finish_reason": stopReason(u, "stop", "length", "content_filter"),
 		}},
 	}
 	if u.ok {
@@ -276,7 +296,7 @@ func (w *anthropicWire) content(text string) []byte {
 func (w *anthropicWire) finish(u usage) []byte {
 	out := sse("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	delta := map[string]any{
-		"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+		"type": "message_delta", "delta": map[string]any{"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil},
 	}
 	if u.ok {
 		delta["usage"] = map[string]any{"output_tokens": u.completion}
@@ -336,7 +356,7 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 	m := map[string]any{
 		"id": w.id(), "type": "message", "role": "assistant", "model": w.model,
 		"content":     []any{map[string]any{"type": "text", "text": text}},
-		"stop_reason": "end_turn", "stop_sequence": nil,
+		"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil,
 	}
 	if u.ok {
 		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.completion}, u)
@@ -367,7 +387,7 @@ func (w *ollamaWire) final(text string, u usage) map[string]any {
 	m := map[string]any{
 		"model": w.model, "created_at": w.created(),
 		"message": map[string]any{"role": "assistant", "content": text},
-		"done":    true, "done_reason": "stop",
+		"done":    true, "done_reason": stopReason(u, "stop", "length", "stop"),
 	}
 	if u.ok {
 		m["prompt_eval_count"] = u.prompt
@@ -408,6 +428,149 @@ func notFoundBody(f Format, status int, msg string) []byte {
 			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
 		}}), '\n')
 	}
+}
+
+// --- OpenAI Responses API ---
+
+// responsesWire is the Responses API (POST /v1/responses) on an openai
+// seat server: typed events with a sequence_number, no [DONE]. It keeps
+// the text it has sent, for the terminal event's whole Response.
+type responsesWire struct {
+	base
+	seq  int
+	text strings.Builder
+}
+
+func (w *responsesWire) id() string { return responseID(w.index) }
+
+// responseID is the id of request index's Response, which GET
+// /v1/responses/{id} reads back.
+func responseID(index int) string { return fmt.Sprintf("resp_retrygate%d", index) }
+
+func (w *responsesWire) itemID() string { return fmt.Sprintf("msg_retrygate%d", w.index) }
+
+func (w *responsesWire) event(typ string, fields map[string]any) []byte {
+	fields["type"] = typ
+	fields["sequence_number"] = w.seq
+	w.seq++
+	return sse(typ, fields)
+}
+
+// responsesUsage is the Responses API's usage: cached and cache-written
+// input are inside input_tokens, reasoning inside output_tokens; each
+// detail is written where the plan reports it.
+func responsesUsage(u usage) any {
+	if !u.ok {
+		return nil
+	}
+	m := map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion, "total_tokens": u.prompt + u.completion}
+	in := map[string]any{}
+	if u.hasCached {
+		in["cached_tokens"] = u.cached
+	}
+	if u.hasWrite {
+		in["cache_write_tokens"] = u.write
+	}
+	if len(in) > 0 {
+		m["input_tokens_details"] = in
+	}
+	if u.hasReasoning {
+		m["output_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning}
+	}
+	return m
+}
+
+// message is the output message holding text, in state status.
+func (w *responsesWire) message(status, text string) map[string]any {
+	content := []any{}
+	if status != "in_progress" {
+		content = []any{w.part(text)}
+	}
+	return map[string]any{"id": w.itemID(), "type": "message", "status": status, "role": "assistant", "content": content}
+}
+
+func (w *responsesWire) part(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
+}
+
+// response is the Response object in state status, with output and
+// usage once there are any.
+func (w *responsesWire) response(status string, output []any, u any, e any) map[string]any {
+	return map[string]any{
+		"id": w.id(), "object": "response", "created_at": w.now.Unix(), "status": status,
+		"model": w.model, "output": output, "usage": u, "error": e, "incomplete_details": nil,
+		"instructions": nil, "max_output_tokens": nil, "metadata": map[string]any{},
+		"parallel_tool_calls": true, "previous_response_id": nil, "temperature": 1.0, "top_p": 1.0,
+		"text": map[string]any{"format": map[string]any{"type": "text"}}, "tool_choice": "auto",
+		"tools": []any{}, "truncation": "disabled", "store": false,
+	}
+}
+
+func (w *responsesWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
+
+// preamble is response.created, response.in_progress and the message's
+// output_item.added and content_part.added: none of it text.
+func (w *responsesWire) preamble(usage) []byte {
+	out := w.event("response.created", map[string]any{"response": w.response("in_progress", []any{}, nil, nil)})
+	out = append(out, w.event("response.in_progress", map[string]any{"response": w.response("in_progress", []any{}, nil, nil)})...)
+	out = append(out, w.event("response.output_item.added", map[string]any{"output_index": 0, "item": w.message("in_progress", "")})...)
+	return append(out, w.event("response.content_part.added", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(""),
+	})...)
+}
+
+func (w *responsesWire) content(text string) []byte {
+	w.text.WriteString(text)
+	return w.event("response.output_text.delta", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "delta": text, "logprobs": []any{},
+	})
+}
+
+// finish closes the text, its part and its item, and ends the stream
+// with response.completed, whose Response holds the whole output.
+func (w *responsesWire) finish(u usage) []byte {
+	text := w.text.String()
+	out := w.event("response.output_text.done", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "text": text, "logprobs": []any{},
+	})
+	out = append(out, w.event("response.content_part.done", map[string]any{
+		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(text),
+	})...)
+	status := "completed"
+	if u.incomplete != "" {
+		status = "incomplete"
+	}
+	out = append(out, w.event("response.output_item.done", map[string]any{"output_index": 0, "item": w.message(status, text)})...)
+	return append(out, w.event("response."+status, map[string]any{"response": w.final(text, u)})...)
+}
+
+// final is the finished Response: completed, or incomplete with its
+// reason (incomplete_details.reason).
+func (w *responsesWire) final(text string, u usage) map[string]any {
+	if u.incomplete == "" {
+		return w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil)
+	}
+	r := w.response("incomplete", []any{w.message("incomplete", text)}, responsesUsage(u), nil)
+	r["incomplete_details"] = map[string]any{"reason": u.incomplete}
+	return r
+}
+
+// streamError is a failed response: response.failed, whose error names
+// the code (server_error when the plan names none).
+func (w *responsesWire) streamError(code string) []byte {
+	if code == "" {
+		code = "server_error"
+	}
+	e := map[string]any{"code": code, "message": errorMessage(http.StatusOK, code)}
+	return w.event("response.failed", map[string]any{"response": w.response("failed", []any{}, nil, e)})
+}
+
+func (w *responsesWire) errorBody(status int, code string) []byte {
+	return (&openaiWire{base: w.base}).errorBody(status, code)
+}
+
+func (w *responsesWire) whole(text string, u usage) []byte {
+	return append(mustJSON(w.final(text, u)), '\n')
 }
 
 // rateLimitHeaders writes a plan's rate-limit state in the format's own
