@@ -77,6 +77,7 @@ const (
 var Reasons = []Reason{
 	ReasonAttemptCap, ReasonQueueWait, ReasonDeadline, ReasonTokenCeiling,
 	ReasonSpendCeiling, ReasonPermanentError, ReasonRetryLimit, ReasonBreakerOpen,
+	ReasonRetryBudget,
 }
 
 // Remaining is what the budget has left after the spend, before the next

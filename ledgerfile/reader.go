@@ -1196,6 +1196,8 @@ const (
 	bitTags
 	bitITLMean
 	bitITLMax
+	bitWindowFirsts
+	bitWindowRetries
 )
 
 // knownKeys are the keys this version reads; knownKeyCount bounds the
@@ -1212,6 +1214,7 @@ var knownKeys = map[string]bool{
 	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
 	"tags":       true,
 	"itl_mean_s": true, "itl_max_s": true,
+	"window_firsts": true, "window_retries": true,
 }
 
 var knownKeyCount = len(knownKeys)
@@ -1260,13 +1263,15 @@ const (
 	keyTags
 	keyITLMean
 	keyITLMax
+	keyWindowFirsts
+	keyWindowRetries
 )
 
 // numKeys is one more than the known keys' count: 0 is keyUnknown.
 const numKeys = len(keyNames)
 
 // keyNames are the known keys, in keyID's order from 1.
-var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s"}
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "window_firsts", "window_retries"}
 
 // keyHash places a key of two bytes or more in keyTable; no two known
 // keys share a slot (TestKeyHashPlacesEveryKnownKey).
@@ -1458,6 +1463,18 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 	case keySpentUSD:
 		row.SpentUSD, err = parseUSD(val)
 		return bitSpentUSD, err
+	case keyWindowFirsts, keyWindowRetries:
+		n, err := parseCount(val)
+		if err != nil || n > maxWindowCount {
+			return 0, fmt.Errorf("not a count in 0…%d %q", maxWindowCount, truncate(val))
+		}
+		row.HasWindow = true
+		if id == keyWindowFirsts {
+			row.Window.Firsts = int(n)
+			return bitWindowFirsts, nil
+		}
+		row.Window.Retries = int(n)
+		return bitWindowRetries, nil
 	case keyUsed:
 		n, err := parseCount(val)
 		if err != nil || n > admit.MaxAttempts {

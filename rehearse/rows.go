@@ -28,6 +28,9 @@ type RowBase struct {
 	// Reserve is what a first attempt on this seat reserves under a
 	// spend ceiling (0 without one).
 	Reserve float64
+	// Window is the retry budget's counts on a retry it judged.
+	Window    admit.BudgetWindow
+	HasWindow bool
 }
 
 func (b *RowBase) fill(r *ledgerfile.Row) {
@@ -36,6 +39,7 @@ func (b *RowBase) fill(r *ledgerfile.Row) {
 		Delay:  ledgerfile.Resolution(b.Delay),
 		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true,
 		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA, Tags: b.Tags,
+		Window: b.Window, HasWindow: b.HasWindow,
 	}
 }
 
