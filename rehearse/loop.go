@@ -131,6 +131,7 @@ type seatState struct {
 	planner seat.Planner
 	br      *admit.Breaker
 	calls   int       // plans drawn (the virtual driver's PlanFor index)
+	busy    int       // the virtual driver's calls in flight (a LoadPlanner's load)
 	reserve []float64 // per prompt: USD a first attempt here reserves under a spend ceiling
 }
 
