@@ -66,6 +66,20 @@ type RetryStep struct {
 	Fallback bool          // prefer the next seat in the fallback chain
 }
 
+// Charged is the wait the gate charges to the deadline before a retry
+// after this step: the step's own delay (a Retry-After the rules honour,
+// or the backoff drawn), or what the job waited since its last attempt
+// when that is longer. The loop sleeps the step's delay (waited 0 when it
+// decides before sleeping); a proxy's client keeps its own clock, and a
+// retry it sends sooner than the delay is judged as if it had waited the
+// delay out: the rest of the delay is counted against the deadline.
+func (s RetryStep) Charged(waited time.Duration) time.Duration {
+	if !s.Retry {
+		return waited
+	}
+	return max(s.Delay, waited)
+}
+
 // AfterFailure applies the retry rules in order: permanent errors are
 // never retried; ambiguous failures (timeouts, slow 5xx) at most
 // TimeoutsRetried times, on the fallback seat; Retry-After wins over

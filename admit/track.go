@@ -1,6 +1,9 @@
 package admit
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // Track is one job between its attempts: what it has spent (the gate's
 // inputs), the failures the retry rules count, and an estimate per seat.
@@ -131,6 +134,46 @@ func (t *Track) Before(b Budget, seat string, spentTime time.Duration, reserve f
 	s := t.spent
 	s.Time = spentTime
 	return Decide(b, s, t.Estimate(seat, reserve))
+}
+
+// BeforeHeld is Before with held attempts of the job counted: attempts
+// sent and not yet taken into the track (in flight, their rows not yet
+// written). Each counts as used, with the estimate on seat as spent, so
+// concurrent requests of one job cannot both take its last attempt. It
+// returns the spend the decision was made on, held attempts included
+// (its Time is the track's: spentTime adds the wait before the attempt).
+// The proxy decides with it and writes that spend on the row; a replay
+// of the row (its inflight key) decides with it again.
+func (t *Track) BeforeHeld(b Budget, seat string, spentTime time.Duration, reserve float64, held int) (Decision, Spent) {
+	return DecideHeld(b, t.spent, spentTime, t.Estimate(seat, reserve), held)
+}
+
+// DecideHeld is the gate on spend s with held attempts in flight, each
+// counted as used with the estimate n as spent, and the job's time
+// spentTime: Decide on that. It returns the spend the decision was made
+// on, held attempts included, its Time s's own.
+func DecideHeld(b Budget, s Spent, spentTime time.Duration, n Next, held int) (Decision, Spent) {
+	for range min(max(held, 0), MaxAttempts) {
+		s.Attempts = min(s.Attempts+1, MaxAttempts)
+		s.Tokens = AddTokens(s.Tokens, n.Tokens)
+		s.USD = AddUSD(s.USD, n.USD)
+	}
+	at := s
+	at.Time = spentTime
+	return Decide(b, at, n), s
+}
+
+// Retry is the retry rules' step after the job's last attempt a, once
+// Sent has taken it: AfterFailure on a's failure and the job's history.
+// The loop, the proxy and every replay ask it, so they agree on a
+// retry's delay (Retry-After wins over computed backoff), permanent
+// errors and retry limits. A nil r leaves a computed backoff at 0; a
+// Retry-After the rules honour is kept.
+func (t *Track) Retry(p RetryPolicy, a *Attempt, r *rand.Rand) RetryStep {
+	return AfterFailure(p, Failure{
+		Outcome: a.Outcome, Billing: a.Billing,
+		RetryAfter: a.RetryAfter, HasRetry: a.HasRetryAfter,
+	}, t.History(), r)
 }
 
 // LiveWaitCap is the gate's wait cap enforced while an admitted attempt

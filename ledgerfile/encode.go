@@ -107,6 +107,7 @@ func Normalize(r *Row) {
 	r.Used = min(max(r.Used, 0), admit.MaxAttempts)
 	r.Window.Firsts = min(max(r.Window.Firsts, 0), maxWindowCount)
 	r.Window.Retries = min(max(r.Window.Retries, 0), maxWindowCount)
+	r.InFlight = min(max(r.InFlight, 0), admit.MaxAttempts)
 	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.ITLMean, &r.ITLMax, &r.RetryAfter, &r.Delay, &r.SpentS} {
 		*d = admit.ClampDuration(*d).Round(time.Millisecond)
 	}
@@ -314,6 +315,9 @@ func appendRow(dst []byte, r *Row) []byte {
 			kv("spent_usd", formatUSD(r.SpentUSD))
 		}
 		integer("used", int64(r.Used))
+	}
+	if r.InFlight > 0 {
+		integer("inflight", int64(r.InFlight))
 	}
 	if r.Decision != "" {
 		if _, err := admit.ParseDecision(r.Decision); err == nil {

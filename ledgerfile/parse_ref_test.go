@@ -281,6 +281,13 @@ func setFieldRef(row *Row, key, v []byte) (uint64, error) {
 		row.Used = int(n)
 		row.HasSpent = true
 		return bitUsed, nil
+	case "inflight":
+		n, err := parseCountRef(val)
+		if err != nil || n > admit.MaxAttempts {
+			return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(val))
+		}
+		row.InFlight = int(n)
+		return bitInFlight, nil
 	case "decision":
 		if _, err := admit.ParseDecision(val); err != nil {
 			return 0, err

@@ -1196,6 +1196,7 @@ const (
 	bitTags
 	bitITLMean
 	bitITLMax
+	bitInFlight
 	bitWindowFirsts
 	bitWindowRetries
 )
@@ -1213,7 +1214,7 @@ var knownKeys = map[string]bool{
 	"decision": true, "sent": true, "holdout": true, "fallback": true,
 	"job_end": true, "prompt_sha": true, "note": true, "reserve_usd": true, "connect_s": true,
 	"tags":       true,
-	"itl_mean_s": true, "itl_max_s": true,
+	"itl_mean_s": true, "itl_max_s": true, "inflight": true,
 	"window_firsts": true, "window_retries": true,
 }
 
@@ -1263,6 +1264,7 @@ const (
 	keyTags
 	keyITLMean
 	keyITLMax
+	keyInFlight
 	keyWindowFirsts
 	keyWindowRetries
 )
@@ -1271,7 +1273,7 @@ const (
 const numKeys = len(keyNames)
 
 // keyNames are the known keys, in keyID's order from 1.
-var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "window_firsts", "window_retries"}
+var keyNames = [...]string{"", "ts", "job", "attempt", "seat", "model", "wait_s", "elapsed_s", "ttfb_s", "tokens", "prompt_tokens", "completion_tokens", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "outcome", "http_status", "billing", "cost_usd", "retry_after_s", "error_code", "delay_s", "spent_s", "spent_tokens", "spent_usd", "used", "decision", "sent", "holdout", "fallback", "job_end", "prompt_sha", "note", "reserve_usd", "connect_s", "tags", "itl_mean_s", "itl_max_s", "inflight", "window_firsts", "window_retries"}
 
 // keyHash places a key of two bytes or more in keyTable; no two known
 // keys share a slot (TestKeyHashPlacesEveryKnownKey).
@@ -1483,6 +1485,13 @@ func setField(row *Row, id int, key, v []byte, in *interner) (uint64, error) {
 		row.Used = int(n)
 		row.HasSpent = true
 		return bitUsed, nil
+	case keyInFlight:
+		n, err := parseCount(val)
+		if err != nil || n > admit.MaxAttempts {
+			return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(val))
+		}
+		row.InFlight = int(n)
+		return bitInFlight, nil
 	case keyDecision:
 		// The decision of the row before was read already (in.str keeps
 		// it only after ParseDecision took it).

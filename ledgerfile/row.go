@@ -79,6 +79,11 @@ type Row struct {
 	SpentUSD    float64
 	Used        int
 	HasSpent    bool
+	// InFlight is how many of the job's attempts sent before this one
+	// were still in flight when this one was decided (inflight): their
+	// rows come before this one, but its decision did not see them. They
+	// are counted in Used, each with the estimate as spent.
+	InFlight int
 
 	Decision  string // "admit" or "refuse: <reason>"
 	Unsent    bool   // the gate refused before sending (sent=false); numbers are the estimate

@@ -196,18 +196,36 @@ func (rules Rules) Counted(r *Row) {
 // the deadline (so a Retry-After past the deadline is refused before the
 // sleep, as the loop does), and the wait cap enforced live on a sent row.
 // A refusal does not remove the rows that follow it: each row is judged
-// on what happened before it.
+// on what happened before it. A row decided while earlier attempts of its
+// job were in flight (a proxy's concurrent requests: its inflight key) is
+// judged on the books without them, each counted as used with the
+// estimate as spent, as the proxy decided it.
 type JobGate struct {
 	track   admit.Track
 	step    admit.RetryStep
 	stepSet bool // a sent failure has been judged by the retry rules
 	begun   bool
+	// restored: the job's earlier rows are not in the books (see start).
+	restored bool
+	// held are sent rows judged and not yet taken into the books, in
+	// order: a later row may have been decided with them in flight.
+	held []admit.Attempt
 }
 
 // Reset empties the gate for another job's rows, keeping its room.
 func (g *JobGate) Reset() {
 	g.track.Reset()
-	*g = JobGate{track: g.track}
+	*g = JobGate{track: g.track, held: g.held[:0]}
+}
+
+// settle takes the held attempts into the books until at most n remain:
+// the ones a row decided with n attempts in flight did not see.
+func (g *JobGate) settle(rules Rules, n int) {
+	k := max(len(g.held)-n, 0)
+	for i := range k {
+		g.sent(rules, &g.held[i])
+	}
+	g.held = append(g.held[:0], g.held[k:]...)
 }
 
 // Judge returns the decision for r under rules, then takes r into the
@@ -216,13 +234,15 @@ func (g *JobGate) Reset() {
 // It returns the job's spend before r too.
 func (g *JobGate) Judge(rules Rules, r *Row) (admit.Decision, admit.Spent) {
 	g.start(r)
-	before := g.track.Spent()
+	g.settle(rules, r.InFlight)
 	if !r.WasSent() {
-		return rules.Budgeted(g.decide(rules, r, nil), r), before
+		d, before := g.decide(rules, r, nil)
+		return rules.Budgeted(d, r), before
 	}
 	a := AttemptOf(r) // once, for the decision and the books
-	d := rules.Budgeted(g.decide(rules, r, &a), r)
-	g.sent(rules, &a)
+	d, before := g.decide(rules, r, &a)
+	d = rules.Budgeted(d, r)
+	g.held = append(g.held, a) // taken by the next row's settle
 	return d, before
 }
 
@@ -234,12 +254,17 @@ func (g *JobGate) start(r *Row) {
 	}
 	g.begun = true
 	if r.HasSpent && (r.Used > 0 || r.SpentS > 0 || r.SpentTokens > 0) {
-		g.track.Restore(admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD})
+		// The spend a row carries counts the attempts it was decided
+		// with in flight; the replay counts those again (inflight).
+		s := admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: max(r.Used-r.InFlight, 0), USD: r.SpentUSD}
+		g.track.Restore(s)
+		g.restored = true
 	}
 }
 
 func (g *JobGate) take(rules Rules, r *Row) {
 	g.start(r)
+	g.settle(rules, 0)
 	if !r.WasSent() {
 		return
 	}
@@ -252,11 +277,7 @@ func (g *JobGate) sent(rules Rules, a *admit.Attempt) {
 	g.track.Sent(a)
 	g.step, g.stepSet = admit.RetryStep{Retry: true}, false
 	if a.Outcome != admit.OK {
-		g.step = admit.AfterFailure(rules.Retry, admit.Failure{
-			Outcome: a.Outcome, Billing: a.Billing,
-			RetryAfter: a.RetryAfter, HasRetry: a.HasRetryAfter,
-		}, g.track.History(), nil)
-		g.stepSet = true
+		g.step, g.stepSet = g.track.Retry(rules.Retry, a, nil), true
 	}
 }
 
@@ -272,34 +293,50 @@ func Decide(rules Rules, earlier []Row, r *Row) admit.Decision {
 	return d
 }
 
-// decide is the decision for r; a is the attempt r records when it was
-// sent (AttemptOf), nil when not.
-func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) admit.Decision {
+// decide is the decision for r and the spend it was made on; a is the
+// attempt r records when it was sent (AttemptOf), nil when not.
+func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision, admit.Spent) {
 	switch reason := admit.Reason(r.Reason()); {
 	case !r.Admitted() && !r.WasSent() && (reason == admit.ReasonBreakerOpen || reason == "cancelled"):
 		// Other jobs' failures open a breaker, and the operator stops a
 		// run: neither is this job's rows' to decide.
-		return admit.Refuse(reason)
+		return admit.Refuse(reason), g.track.Spent()
 	case !g.stepSet && !r.WasSent() && (reason == admit.ReasonPermanentError || reason == admit.ReasonRetryLimit):
 		// The failure the retry rules judged is not in the rows read
 		// (a hand-written row, or the log starts mid-job): keep theirs.
-		return admit.Refuse(reason)
+		return admit.Refuse(reason), g.track.Spent()
 	}
 	b := rules.Budget
-	// The gate charges the backoff slept before the attempt to the
-	// deadline: spent_s + delay_s, as the loop does.
+	// The gate charges the wait before the attempt to the deadline:
+	// spent_s + delay_s, as the loop does, and at least the delay the
+	// retry rules set after the job's last failure (a Retry-After they
+	// honour): a retry sent sooner is judged as if it had waited.
 	s := g.track.Spent()
-	s.Time = admit.AddDuration(s.Time, r.Delay)
+	delay := r.Delay
+	if g.stepSet {
+		delay = g.step.Charged(delay)
+	}
+	s.Time = admit.AddDuration(s.Time, delay)
 	if r.Outcome == "" && !r.Unsent {
 		// The hand-written form (no outcome, no sent key): its own
 		// numbers were the gate's next attempt.
-		return g.Before(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD})
+		return g.Before(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}), g.track.Spent()
 	}
-	d := g.track.Before(b, r.Seat, s.Time, r.ReserveUSD)
+	var d admit.Decision
+	var before admit.Spent
+	if g.restored && a == nil && !g.track.Observed(r.Seat) {
+		// The job's earlier rows are not in the books (a log read from
+		// the middle, or a row of a job after the end that let its books
+		// go): nothing is observed, and the refused row's numbers are
+		// the estimate the gate saw.
+		d, before = admit.DecideHeld(b, g.track.Spent(), s.Time, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.ReserveUSD}, r.InFlight)
+	} else {
+		d, before = g.track.BeforeHeld(b, r.Seat, s.Time, r.ReserveUSD, r.InFlight)
+	}
 	if a != nil {
 		d = admit.LiveWaitCap(b, d, a)
 	}
-	return g.ruled(d)
+	return g.ruled(d), before
 }
 
 // Track is the job's books so far.

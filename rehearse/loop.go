@@ -388,17 +388,16 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	case admit.Cancelled:
 		return l.finish(j, ledgerfile.JobCancelled)
 	}
-	step := admit.AfterFailure(l.pol.Retry, admit.Failure{
-		Outcome: a.Outcome, Billing: a.Billing,
-		RetryAfter: a.RetryAfter, HasRetry: a.HasRetryAfter,
-	}, j.track.History(), l.rng)
+	step := j.track.Retry(l.pol.Retry, &a, l.rng)
 	if !step.Retry {
 		l.emit(j)
 		spent := l.spent(j)
 		l.refusalRow(j, now, st, admit.Refuse(step.Reason), spent, 0)
 		return l.finish(j, l.endState(j))
 	}
-	step.Delay = ledgerfile.Resolution(step.Delay)
+	// The delay the gate charges is the sleep (the proxy's client, which
+	// keeps its own clock, is charged at least the same: Charged).
+	step.Delay = ledgerfile.Resolution(step.Charged(0))
 	next := j.sendSeat
 	if step.Fallback && next+1 < len(l.seats) {
 		next++ // seed 001: retry a timeout at most once, and elsewhere

@@ -28,6 +28,9 @@ type RowBase struct {
 	// Reserve is what a first attempt on this seat reserves under a
 	// spend ceiling (0 without one).
 	Reserve float64
+	// InFlight is how many of the job's earlier attempts were in flight
+	// when this one was decided (counted in Spent.Attempts).
+	InFlight int
 	// Window is the retry budget's counts on a retry it judged.
 	Window    admit.BudgetWindow
 	HasWindow bool
@@ -37,7 +40,7 @@ func (b *RowBase) fill(r *ledgerfile.Row) {
 	*r = ledgerfile.Row{
 		TS: b.TS, Job: b.Job, Attempt: b.Attempt, Seat: b.Seat, Model: b.Model,
 		Delay:  ledgerfile.Resolution(b.Delay),
-		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true,
+		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true, InFlight: b.InFlight,
 		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA, Tags: b.Tags,
 		Window: b.Window, HasWindow: b.HasWindow,
 	}

@@ -158,3 +158,54 @@ func TestCheckOfInterleavedJobsEqualsAdjacentJobs(t *testing.T) {
 	assert.Positive(t, resA.Goodput.Good, "some jobs are good")
 	assert.Less(t, resA.Goodput.Good, resA.Goodput.Jobs, "and some are not")
 }
+
+// replayLines replays logfmt rows under b and r and returns each row's
+// decision now.
+func replayLines(t *testing.T, b admit.Budget, rp admit.RetryPolicy, lines ...string) []string {
+	t.Helper()
+	p := NewReplayer(b, rp)
+	var out []string
+	for i, l := range lines {
+		var r ledgerfile.Row
+		require.NoError(t, ledgerfile.ParseLine([]byte(l), &r), "line %d", i+1)
+		out = append(out, p.Add(&r, "x").Now)
+	}
+	return out
+}
+
+// A retry is charged the Retry-After its last failure asked, however soon
+// it was sent: a proxy log in which the client retried 0.26 s after a
+// 429 asking 60 s, against a 45 s deadline, is refused on replay as the
+// loop refuses it before sleeping. Without honour_retry_after the
+// client's own wait is what is charged.
+func TestReplayChargesRetryAfter(t *testing.T) {
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 3, MaxWait: 5 * time.Second}
+	lines := []string{
+		`job=j attempt=1 seat=s wait_s=0.050 elapsed_s=0.050 tokens=0 outcome=rate_limited http_status=429 retry_after_s=60.000 spent_s=0 spent_tokens=0 used=0 decision=admit`,
+		`job=j attempt=2 seat=s wait_s=0.050 elapsed_s=0.050 tokens=0 outcome=ok delay_s=0.260 spent_s=0.050 spent_tokens=0 used=1 decision=admit`,
+	}
+	assert.Equal(t, []string{"admit", "refuse: deadline"}, replayLines(t, b, admit.RetryPolicy{HonorRetryAfter: true}, lines...))
+	assert.Equal(t, []string{"admit", "admit"}, replayLines(t, b, admit.RetryPolicy{}, lines...))
+}
+
+// A row decided while earlier attempts of its job were in flight (a
+// proxy's concurrent requests) says how many (inflight): the replay
+// judges it on the books without them, each counted as used with the
+// estimate as spent, as the proxy decided it, though their rows come
+// first. Without the key the same rows would be judged on attempt 1's
+// tokens: attempt 2's estimate (1,500) on top of 1's 1,500 passes the
+// 2,000 ceiling.
+func TestReplayJudgesRowsDecidedInFlight(t *testing.T) {
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 2000, MaxAttempts: 3, MaxWait: 5 * time.Second}
+	lines := []string{
+		`job=j attempt=1 seat=s wait_s=0.1 elapsed_s=1 tokens=1500 outcome=ok spent_s=0 spent_tokens=0 used=0 decision=admit`,
+		`job=j attempt=2 seat=s wait_s=0.1 elapsed_s=1 tokens=1500 outcome=ok delay_s=0.1 spent_s=0 spent_tokens=0 used=1 inflight=1 decision=admit`,
+		`job=j attempt=3 seat=s wait_s=0 elapsed_s=0 tokens=0 delay_s=0.1 spent_s=0 spent_tokens=0 used=2 inflight=2 decision="refuse: attempt cap" sent=false`,
+		`job=j attempt=4 seat=s wait_s=0.1 elapsed_s=1 tokens=1500 spent_s=2.1 spent_tokens=3000 used=2 decision="refuse: attempt cap" sent=false`,
+	}
+	b.MaxAttempts = 2
+	assert.Equal(t, []string{"admit", "admit", "refuse: attempt cap", "refuse: attempt cap"}, replayLines(t, b, admit.RetryPolicy{}, lines...))
+	without := append([]string(nil), lines...)
+	without[1] = `job=j attempt=2 seat=s wait_s=0.1 elapsed_s=1 tokens=1500 outcome=ok delay_s=0.1 spent_s=0 spent_tokens=0 used=1 decision=admit`
+	assert.Equal(t, "refuse: token ceiling", replayLines(t, b, admit.RetryPolicy{}, without...)[1])
+}

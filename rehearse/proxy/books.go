@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
+	"retrygate/rehearse"
+	"retrygate/rehearse/seat"
 )
 
 // This file is where a job's books live between its requests: in this
@@ -22,20 +23,27 @@ import (
 // flightGrace is how long past its hard timeout an attempt in flight
 // waits for its row in a shared book: longer than forwarding its last
 // bytes and writing its row. Past it, the proxy that sent it is taken to
-// be gone: its row is lost with it, and the attempt is counted as lost,
-// still used, with its estimate as spent (the call may have been billed),
-// as an expired claim is.
+// be gone, and the next proxy to open the book writes the attempt's row
+// for it: sent, outcome timeout (its outcome is unknown; the call may
+// have been billed), elapsed its hard timeout, as an expired claim is
+// counted. The books take it as any attempt, and the rows behind it go out.
 const flightGrace = 30 * time.Second
 
 // bookTimeout bounds one update of a shared book that no client waits on
 // (an attempt's row, a sweep).
 const bookTimeout = 20 * time.Second
 
-// flight is an attempt sent and not yet taken into the books: the gate
-// counts it as used, with its estimate as spent.
-type flight struct {
-	Attempt int       `json:"attempt"`
-	Until   time.Time `json:"until"` // its hard timeout + flightGrace
+// slot is one attempt of a job, numbered when it was decided, whose row
+// is not written yet (see release). A sent one is in flight until its row
+// comes (Row set); the gate counts it as used, with its estimate as spent.
+type slot struct {
+	Attempt int              `json:"attempt"`
+	Seat    int              `json:"-"` // the chain index it was sent to (Base.Seat names it)
+	Sent    bool             `json:"sent,omitempty"`
+	Until   time.Time        `json:"until,omitzero"` // sent: its hard timeout + flightGrace
+	Base    rehearse.RowBase `json:"base,omitzero"`  // sent: its row's numbers at the decision
+	Row     *ledgerfile.Row  `json:"row,omitempty"`
+	Retry   string           `json:"retry,omitempty"` // the client's own retry counter
 }
 
 // book is a job's books as a shared store keeps them. The track is not
@@ -49,8 +57,7 @@ type book struct {
 	Final    *admit.Decision  `json:"final,omitempty"`
 	Seat     string           `json:"seat,omitempty"`
 	Rows     int              `json:"rows"`
-	Flights  []flight         `json:"flights,omitempty"`
-	Lost     int              `json:"lost,omitempty"`
+	Queue    []slot           `json:"queue,omitempty"` // rows not yet written, in attempt order
 	Ended    bool             `json:"ended,omitempty"`
 	End      string           `json:"end,omitempty"` // the job_end its last row with one carried
 }
@@ -111,6 +118,7 @@ func (p *Proxy) withShared(ctx context.Context, id string, sweeping bool, fn job
 		}
 		out := rowOut{}
 		p.mu.Lock() // the breakers and the seat chain are this proxy's own
+		p.lostRows(j, now, &out)
 		fn(j, now, &out)
 		p.mu.Unlock()
 		if j.forget {
@@ -137,7 +145,7 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
 	if err := json.Unmarshal(old, &b); err != nil {
 		return nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
 	}
-	j.start, j.deadline, j.rows, j.end, j.final, j.lost = b.Start, b.Deadline, b.Rows, b.End, b.Final, b.Lost
+	j.start, j.deadline, j.rows, j.end, j.final, j.queue = b.Start, b.Deadline, b.Rows, b.End, b.Final, b.Queue
 	for i := range b.Sent {
 		j.take(&b.Sent[i])
 	}
@@ -147,26 +155,49 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
 	if b.Step != nil {
 		j.step, j.stepSet = *b.Step, true
 	}
+	j.seat = p.seatIndex(b.Seat)
+	for i := range j.queue {
+		j.queue[i].Seat = p.seatIndex(j.queue[i].Base.Seat)
+	}
+	return j, nil
+}
+
+func (p *Proxy) seatIndex(name string) int {
 	for s := range p.seats {
-		if p.seats[s].cfg.Name == b.Seat {
-			j.seat = s
+		if p.seats[s].cfg.Name == name {
+			return s
 		}
 	}
-	// An attempt past its hard timeout and grace was sent by a proxy that
-	// is gone: lost, no longer in flight.
-	j.flights = slices.DeleteFunc(b.Flights, func(f flight) bool {
-		if now.Before(f.Until) {
-			return false
+	return 0
+}
+
+// lostRows writes the rows of the job's attempts whose proxy is gone
+// (past their hard timeout and flightGrace; see flightGrace), then the
+// rows that were waiting behind them.
+func (p *Proxy) lostRows(j *job, now time.Time, out *rowOut) {
+	lost := false
+	for i := range j.queue {
+		sl := &j.queue[i]
+		if !sl.Sent || sl.Row != nil || now.Before(sl.Until) {
+			continue
 		}
-		j.lost = min(j.lost+1, admit.MaxAttempts)
-		return true
-	})
-	return j, nil
+		hard := sl.Until.Sub(sl.Base.TS) - flightGrace
+		obs := seat.Observation{Outcome: admit.Timeout, Elapsed: hard, Wait: hard,
+			Billing: admit.BillingOf(admit.Timeout, hard, p.opts.Policy.Retry.SlowServerAfter)}
+		var row ledgerfile.Row
+		rehearse.SentRow(&row, &sl.Base, &unobserved, &obs, 0, false,
+			"lost: the proxy that sent it stopped before its row; its outcome is unknown")
+		sl.Row = &row
+		lost = true
+	}
+	if lost {
+		p.release(j, out)
+	}
 }
 
 func (p *Proxy) bookOf(j *job) *book {
 	b := &book{Start: j.start, Deadline: j.deadline, Sent: j.sent, Final: j.final,
-		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Flights: j.flights, Lost: j.lost, Ended: j.end != "", End: j.end}
+		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Queue: j.queue, Ended: j.end != "", End: j.end}
 	if j.stepSet {
 		b.Step = &j.step
 	}
@@ -182,10 +213,37 @@ func (j *job) take(a *admit.Attempt) {
 	}
 }
 
-func (j *job) inflight() int { return len(j.flights) }
+// inflight is how many of the job's attempts are sent with no row yet.
+func (j *job) inflight() int {
+	n := 0
+	for i := range j.queue {
+		if j.queue[i].Sent && j.queue[i].Row == nil {
+			n++
+		}
+	}
+	return n
+}
 
-func (j *job) land(attempt int) {
-	j.flights = slices.DeleteFunc(j.flights, func(f flight) bool { return f.Attempt == attempt })
+// held is how many of the job's sent attempts its books have not taken:
+// in flight, or landed behind one that is.
+func (j *job) held() int {
+	n := 0
+	for i := range j.queue {
+		if j.queue[i].Sent {
+			n++
+		}
+	}
+	return n
+}
+
+// slot is the queued attempt numbered n, or nil.
+func (j *job) slot(n int) *slot {
+	for i := range j.queue {
+		if j.queue[i].Attempt == n {
+			return &j.queue[i]
+		}
+	}
+	return nil
 }
 
 // sweepShared ends and forgets the shared jobs whose time has come, as

@@ -58,9 +58,10 @@ func (f *fakeBooks) Due(_ context.Context, n int) ([]string, error) {
 }
 
 // A proxy that dies mid-attempt leaves its attempt in the job's shared
-// book: past its hard timeout and grace it is lost, and still counted as
-// used, so the job's other proxy sends one more attempt under a cap of
-// two, not two more.
+// book: past its hard timeout and grace the next proxy writes its row
+// (a timeout: its outcome is unknown), so it is still counted as used,
+// the job's other proxy sends one more attempt under a cap of two, not
+// two more, and a replay of the rows changes no decision.
 func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
 	pol := testPolicy() // max_attempts 2, hard 5s
 	pol.Budget.Deadline = 10 * time.Minute
@@ -87,6 +88,11 @@ func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
 	assert.Contains(t, body, "refuse: attempt cap for job lost-job: the job used 2 of 2 attempts")
 	assert.Equal(t, 1, srv.Total())
 	rs := fb.rows.all()
-	require.NotEmpty(t, rs)
-	assert.Equal(t, 2, rs[0].Attempt, "attempt 1 is the lost one: no row")
+	require.Len(t, rs, 3)
+	assert.Equal(t, 1, rs[0].Attempt, "attempt 1 is the lost one: its row is written for it")
+	assert.Equal(t, "timeout", string(rs[0].Outcome))
+	assert.Contains(t, rs[0].Note, "lost")
+	assert.Equal(t, []int{1, 2, 3}, []int{rs[0].Attempt, rs[1].Attempt, rs[2].Attempt})
+	assert.Equal(t, 2, rs[2].Used, "the refusal's used is the attempts its decision counted")
+	assertReplaysUnchanged(t, pol, rs)
 }

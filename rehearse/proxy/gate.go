@@ -42,86 +42,67 @@ func (p *Proxy) admit(ctx context.Context, id string, named bool, req *request, 
 }
 
 func (p *Proxy) admitJob(j *job, now time.Time, req *request, retry string, out *rowOut) (*attempt, *refusal) {
-	b := p.opts.Policy.Budget
-	// The client's time between its requests (its backoff) is charged to
-	// the deadline as the row's delay, so spent_s + delay_s is the time
-	// since the job's first request, and a replay of the log sees the
-	// same clock the gate saw.
-	spent := j.track.Spent()
-	delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
 	s := p.readySeat(j, now)
-	refuse := func(d admit.Decision, st int) (*attempt, *refusal) {
-		ab := p.base(j, now, st, spent, delay, req)
-		var row ledgerfile.Row
-		rehearse.RefusalRow(&row, &ab, &j.track, d)
-		p.finishRefusal(j, &row, retry, out)
-		return nil, p.refusalFor(j, d, now)
+	st := s
+	if s < 0 {
+		st = j.seat // every breaker open: the row is the job's own seat's
 	}
-	switch {
-	case j.final != nil:
-		return refuse(*j.final, j.seat)
-	case j.stepSet && !j.step.Retry:
-		d := admit.Refuse(j.step.Reason)
-		j.final = &d
-		return refuse(d, j.seat)
-	case s < 0:
-		return refuse(admit.Refuse(admit.ReasonBreakerOpen), j.seat)
-	}
-	u := &p.seats[s]
+	u := &p.seats[st]
 	reserve := p.reserve(u, req)
-	d := p.gate(j, b, u.cfg.Name, admit.AddDuration(spent.Time, delay), reserve)
-	if !d.Admit {
-		if permanent(d) {
-			j.final = &d
-		}
-		return refuse(d, s)
+	d, spent, delay, held := p.decide(j, now, st, reserve)
+	if s < 0 && !(j.stepSet && !j.step.Retry) {
+		d = admit.Refuse(admit.ReasonBreakerOpen)
 	}
 	hard := min(p.opts.Policy.Timeouts.Hard, j.deadline.Sub(now))
-	if hard <= 0 {
-		d := admit.Refuse(admit.ReasonDeadline)
-		j.final = &d
-		return refuse(d, s)
+	if d.Admit && hard <= 0 {
+		// Less than the log's resolution is left: the gate saw a
+		// millisecond that the clock has already spent.
+		d = admit.Refuse(admit.ReasonDeadline)
+	}
+	base := p.base(j, now, st, spent, delay, req)
+	base.InFlight = held
+	if !j.track.Observed(u.cfg.Name) {
+		base.Reserve = reserve // the row's reserve_usd: what the gate reserved
+	}
+	if !d.Admit {
+		var row ledgerfile.Row
+		rehearse.RefusalRow(&row, &base, &j.track, d)
+		p.finishRefusal(j, &row, retry, out)
+		return nil, p.refusalFor(j, d, now, spent)
 	}
 	j.seat = s
 	probe := u.br.State(now) == admit.HalfOpen
 	u.br.Allow(now)
-	a := &attempt{j: j, seat: s, hard: hard, probe: probe, retry: retry}
-	a.base = p.base(j, now, s, spent, delay, req)
-	a.base.Reserve = reserve
+	a := &attempt{j: j, seat: s, hard: hard, probe: probe, retry: retry, base: base}
 	j.rows++
-	j.flights = append(j.flights, flight{Attempt: a.base.Attempt, Until: now.Add(hard + flightGrace)})
+	j.queue = append(j.queue, slot{Attempt: base.Attempt, Seat: s, Sent: true, Until: now.Add(hard + flightGrace), Base: base, Retry: retry})
 	return a, nil
 }
 
-// gate is admit.Track's gate. With another request of the job still in
-// flight, that attempt counts as used and its estimate as spent, so two
-// concurrent requests cannot both take the last attempt; so does an
-// attempt whose proxy died before its row (a shared book's lost one: the
-// call may have been billed).
-func (p *Proxy) gate(j *job, b admit.Budget, seat string, spentTime time.Duration, reserve float64) admit.Decision {
-	held := j.inflight() + j.lost
-	if held == 0 {
-		return j.track.Before(b, seat, spentTime, reserve)
+// decide is the gate on the job's next attempt on seat s at now, the one
+// rule for every decision the proxy writes (an admission, a refusal, the
+// row that closes a job): the retry rules after the job's last failure,
+// then admit.Track's gate on its books, with the attempts of it still in
+// flight counted as used and their estimates as spent (so concurrent
+// requests cannot both take the last attempt), and the wait before this
+// one charged to the deadline: the client's time since the job's books
+// last moved, or the delay the retry rules set (a Retry-After they
+// honour: RetryStep.Charged) when that is longer, as the loop sleeps it.
+// It returns the spend the decision was made on, the charged wait (the
+// row's delay_s) and the attempts in flight (its inflight): a replay of
+// the row (ledgerfile.JobGate) decides on exactly those.
+func (p *Proxy) decide(j *job, now time.Time, s int, reserve float64) (d admit.Decision, spent admit.Spent, delay time.Duration, held int) {
+	t := j.track.Spent().Time
+	delay = ledgerfile.Resolution(max(now.Sub(j.start)-t, 0))
+	if j.stepSet {
+		delay = ledgerfile.Resolution(j.step.Charged(delay))
 	}
-	s := j.track.Spent()
-	s.Time = spentTime
-	n := j.track.Estimate(seat, reserve)
-	for range held {
-		s.Attempts = min(s.Attempts+1, admit.MaxAttempts)
-		s.Tokens = admit.AddTokens(s.Tokens, n.Tokens)
-		s.USD = admit.AddUSD(s.USD, n.USD)
+	held = j.held()
+	d, spent = j.track.BeforeHeld(p.opts.Policy.Budget, p.seats[s].cfg.Name, admit.AddDuration(t, delay), reserve, held)
+	if j.stepSet && !j.step.Retry {
+		d = admit.RefuseFirst(j.step.Reason, d)
 	}
-	return admit.Decide(b, s, n)
-}
-
-// permanent reports a refusal no later request of the job can undo:
-// attempts, tokens and spend only grow, and the deadline only nears.
-func permanent(d admit.Decision) bool {
-	switch d.Reason {
-	case admit.ReasonAttemptCap, admit.ReasonDeadline, admit.ReasonTokenCeiling, admit.ReasonSpendCeiling:
-		return true
-	}
-	return false
+	return d, spent, delay, held
 }
 
 // readySeat is the first seat from the job's own whose breaker lets a
@@ -181,21 +162,31 @@ func (p *Proxy) job(id string, named bool, now time.Time) (*job, *refusal) {
 	return j, nil
 }
 
-// refusalFor is the client's answer to a refused request: 504 when the
-// deadline is gone, else 503 with the reason; Retry-After only when the
-// breaker's cooldown may let a later request through.
-func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time) *refusal {
+// refusalFor is the client's answer to a refused request, on the spend
+// its decision was made on: 504 when the deadline is gone (or too little
+// of it is left for the next attempt after the wait the retry rules set),
+// else 503 with the reason; Retry-After only when a later request may be
+// let through: an open breaker's cooldown, or the rest of the wait the
+// retry rules set after the job's last failure when that is longer.
+func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time, spent admit.Spent) *refusal {
 	b := p.opts.Policy.Budget
-	spent := j.track.Spent()
 	r := &refusal{status: http.StatusServiceUnavailable, code: code(d.Reason), final: true}
 	why := ""
 	switch d.Reason {
 	case admit.ReasonDeadline:
 		r.status = http.StatusGatewayTimeout
-		why = fmt.Sprintf("the job's %s deadline is gone", b.Deadline)
+		switch {
+		case !now.Before(j.deadline):
+			why = fmt.Sprintf("the job's %s deadline is gone", b.Deadline)
+		case j.stepSet && j.step.Delay > 0:
+			why = fmt.Sprintf("too little of the job's %s deadline is left after the %s wait its last failure asks (Retry-After)",
+				b.Deadline, ledgerfile.FormatSeconds(j.step.Delay)+"s")
+		default:
+			why = fmt.Sprintf("too little of the job's %s deadline is left for the next attempt", b.Deadline)
+		}
 	case admit.ReasonAttemptCap:
-		// Attempts in flight (and lost ones) count as used, as the gate counts them.
-		why = fmt.Sprintf("the job used %d of %d attempts", min(spent.Attempts+j.inflight()+j.lost, admit.MaxAttempts), b.MaxAttempts)
+		// Attempts in flight count as used, as the gate counts them.
+		why = fmt.Sprintf("the job used %d of %d attempts", spent.Attempts, b.MaxAttempts)
 	case admit.ReasonTokenCeiling:
 		why = fmt.Sprintf("the job used %d of %d tokens", spent.Tokens, b.TokenCeiling)
 	case admit.ReasonSpendCeiling:
@@ -204,7 +195,7 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time) *refusal {
 		why = fmt.Sprintf("the seat's last wait is past the %s wait cap", b.MaxWait)
 	case admit.ReasonBreakerOpen:
 		r.final = false
-		r.retryAfter = p.cooldownLeft(j.seat, now)
+		r.retryAfter = max(p.cooldownLeft(j.seat, now), p.waitLeft(j, now))
 		why = "every seat's circuit breaker is open"
 	case admit.ReasonPermanentError:
 		why = "the last attempt failed for good (identical bytes fail identically)"
@@ -213,6 +204,16 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time) *refusal {
 	}
 	r.message = fmt.Sprintf("retrygate: %s for job %s: %s", rehearse.DecisionString(d), j.id, why)
 	return r
+}
+
+// waitLeft is what is left of the wait the retry rules set after the
+// job's last failure (RetryStep.Charged: a Retry-After they honour) at now.
+func (p *Proxy) waitLeft(j *job, now time.Time) time.Duration {
+	if !j.stepSet {
+		return 0
+	}
+	waited := max(now.Sub(j.start)-j.track.Spent().Time, 0)
+	return j.step.Charged(waited) - waited
 }
 
 func code(r admit.Reason) string {
@@ -225,30 +226,80 @@ func code(r admit.Reason) string {
 	return string(b)
 }
 
-// finishRefusal writes a refused request's row (see endRow). A request
-// naming no job is a job no later request can join: its one row ends
-// it, and it is forgotten at once.
+// finishRefusal writes a refused request's row, behind the rows of the
+// job's attempts in flight (see release).
 func (p *Proxy) finishRefusal(j *job, row *ledgerfile.Row, retry string, out *rowOut) {
 	j.rows++
-	endRow(j, row)
-	if !j.named {
+	r := *row
+	j.queue = append(j.queue, slot{Attempt: row.Attempt, Row: &r, Retry: retry})
+	p.release(j, out)
+}
+
+// release writes the job's rows that are ready, in attempt order: a
+// refusal at once, unless attempts numbered before it are in flight; a
+// sent attempt's row when it has landed and every row before it is out.
+// A sent attempt is taken into the job's books here, in that order, so
+// the books are always its first attempts (a replay reads rows in that
+// order): a decision made with attempts in flight is made on the books
+// without them, and its row says how many (inflight). The retry rules
+// judge the job's last attempt taken. A request naming no job is a job no
+// later request can join: its one row ends it, and it is forgotten then.
+func (p *Proxy) release(j *job, out *rowOut) {
+	n := 0
+	for ; n < len(j.queue); n++ {
+		sl := &j.queue[n]
+		if sl.Sent && sl.Row == nil {
+			break // in flight
+		}
+		if sl.Sent {
+			at := ledgerfile.AttemptOf(sl.Row)
+			j.take(&at)
+			p.afterTaken(j, sl.Seat, &at)
+		}
+		endRow(j, sl.Row, len(j.queue)-n-1)
+		out.add(sl.Row, sl.Retry)
+	}
+	j.queue = append(j.queue[:0], j.queue[n:]...)
+	if !j.named && len(j.queue) == 0 {
 		delete(p.jobs, j.id)
 	}
-	out.add(row, retry)
+}
+
+// afterTaken applies the retry rules to a sent attempt the books took,
+// as a replay of its row does (ledgerfile.JobGate): a success clears
+// them; a client that hung up may come back under the same job, so a
+// cancelled attempt leaves them as they were; any other failure is
+// judged by admit.Track.Retry, and a retry the rules send elsewhere moves
+// the job to the next seat.
+func (p *Proxy) afterTaken(j *job, s int, at *admit.Attempt) {
+	if !j.named {
+		return
+	}
+	switch at.Outcome {
+	case admit.OK:
+		j.stepSet = false
+		return
+	case admit.Cancelled:
+		return
+	}
+	j.step, j.stepSet = j.track.Retry(p.opts.Policy.Retry, at, nil), true
+	if j.step.Retry && j.step.Fallback && s+1 < len(p.seats) {
+		j.seat = max(j.seat, s+1) // a timeout is retried at most once, and elsewhere
+	}
 }
 
 // endRow is the one rule for a row's job_end, for every row the proxy
 // writes: a job's last row in the log carries its end, and the proxy
 // cannot know a row is the last, so a row carries the end the job has
-// if no request of it follows, whenever that is known: with nothing of
-// the job in flight, a success ends it succeeded; a refusal ends it as
+// if no request of it follows, whenever that is known: with no row of
+// the job behind it (after: the rows still to come of its decided attempts), a success ends it succeeded; a refusal ends it as
 // it stands (the end it already had, else its track's: failed when
 // nothing was sent); a failed attempt ends it only when it had ended
 // before (a row after a job's end must say the end again). A request
 // naming no job ends at its one row. A later row of the job says its
 // end again (report takes a job's end from its last such row).
-func endRow(j *job, row *ledgerfile.Row) {
-	if j.named && j.inflight() > 0 {
+func endRow(j *job, row *ledgerfile.Row, after int) {
+	if j.named && after > 0 {
 		return
 	}
 	switch {

@@ -115,13 +115,14 @@ type job struct {
 	final    *admit.Decision // a refusal no later request can change
 	seat     int
 	rows     int
-	flights  []flight // attempts sent and not yet taken into the books
-	lost     int      // attempts whose proxy died before their row (shared books)
-	end      string   // the job_end its last row with one carried; "": none yet
-	named    bool
-	shared   bool            // its books live in Options.Books
-	sent     []admit.Attempt // what track took, kept for a shared book
-	forget   bool            // a sweep is done with it
+	// queue is the job's attempts whose rows are not written yet, in
+	// attempt order (see release).
+	queue  []slot
+	end    string // the job_end its last row with one carried; "": none yet
+	named  bool
+	shared bool            // its books live in Options.Books
+	sent   []admit.Attempt // what track took, kept for a shared book
+	forget bool            // a sweep is done with it
 }
 
 // New builds a proxy. Errors name the config key at fault.

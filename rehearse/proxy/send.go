@@ -111,7 +111,6 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 
 func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time, out *rowOut) bool {
 	u := &p.seats[a.seat]
-	j.land(a.base.Attempt)
 	if obs.Billing == "" {
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
@@ -121,62 +120,61 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 	if a.probe {
 		note = rehearse.JoinNote("half-open probe", note)
 	}
+	sl := j.slot(a.base.Attempt)
+	if sl == nil {
+		// Another proxy on the shared books took it for lost (its hard
+		// timeout and grace passed) and wrote its row: one row an attempt.
+		p.opts.OnError(fmt.Errorf("job %s: attempt %d came back after its row was written as lost; its answer is not in the log", j.id, a.base.Attempt))
+		return false
+	}
 	var row ledgerfile.Row
-	rehearse.SentRow(&row, &a.base, &j.track, obs, cost, priced, note)
-	at := ledgerfile.AttemptOf(&row)
-	j.take(&at)
-	endRow(j, &row)
-	out.add(&row, a.retry)
-	if !j.named {
-		// No later request can join this job: this row ended it.
-		delete(p.jobs, j.id)
-		return false // a retry is a job of its own: nothing to tell the client
-	}
-	switch obs.Outcome {
-	case admit.OK:
-		j.stepSet = false
+	// base.Reserve is set only when the seat was unobserved at the
+	// decision: the row's reserve_usd is what the gate reserved then.
+	rehearse.SentRow(&row, &a.base, &unobserved, obs, cost, priced, note)
+	sl.Row = &row
+	p.release(j, out)
+	return p.ended(j, now)
+}
+
+// unobserved is a job's books before any attempt: SentRow writes the
+// reserve the decision made (RowBase.Reserve) as it stands.
+var unobserved admit.Track
+
+// ended reports whether a named job with nothing in flight can have no
+// next attempt: the retry rules refuse one, or the gate must refuse it
+// whatever the client does (the cap is reached, or too little of the
+// deadline is left after the wait the retry rules set), as the loop
+// refuses before sleeping. The client's answer then says not to retry;
+// its next request gets the refusal, and that row ends the job, so the
+// SDK's own retry counter is on it; a job whose client never asks again
+// is ended when the proxy sweeps or stops.
+func (p *Proxy) ended(j *job, now time.Time) bool {
+	if !j.named || len(j.queue) > 0 || !j.stepSet {
 		return false
-	case admit.Cancelled:
-		// The client left: it may come back under the same job.
-		return false
 	}
-	j.step = admit.AfterFailure(p.opts.Policy.Retry, admit.Failure{
-		Outcome: at.Outcome, Billing: at.Billing, RetryAfter: at.RetryAfter, HasRetry: at.HasRetryAfter,
-	}, j.track.History(), nil)
-	j.stepSet = true
-	if j.inflight() > 0 {
-		return false
-	}
-	spent := j.track.Spent()
-	if !j.step.Retry {
-		d := admit.Refuse(j.step.Reason)
-		j.final = &d
-		return true
-	}
-	next := a.seat
-	if j.step.Fallback && next+1 < len(p.seats) {
-		next++ // a timeout is retried at most once, and elsewhere
-	}
-	j.seat = next
-	// A next attempt the gate must refuse whatever the client does (the
-	// cap is reached, or too little of the deadline is left for the
-	// estimate) ends the job now, as the loop refuses before sleeping.
-	d := j.track.Before(p.opts.Policy.Budget, p.seats[next].cfg.Name, admit.AddDuration(spent.Time, ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))), 0)
-	if d.Final() {
+	d, _, _, _ := p.decide(j, now, j.seat, 0)
+	if d.Final() || !j.step.Retry {
 		j.final = &d
 		return true
 	}
 	return false
 }
 
-// closeJob writes the refusal row that ends j.
-func (p *Proxy) closeJob(j *job, now time.Time, s int, d admit.Decision, spent admit.Spent, delay time.Duration, out *rowOut) {
-	b := p.base(j, now, s, spent, delay, &request{})
+// closeJob writes the refusal row that ends j: the gate's decision at
+// now (decide), or def when the gate would let an attempt through.
+func (p *Proxy) closeJob(j *job, now time.Time, def admit.Decision, out *rowOut) {
+	d, spent, delay, held := p.decide(j, now, j.seat, 0)
+	if d.Admit {
+		d = def
+	}
+	b := p.base(j, now, j.seat, spent, delay, &request{})
+	b.InFlight = held
 	var row ledgerfile.Row
 	rehearse.RefusalRow(&row, &b, &j.track, d)
 	j.rows++
-	endRow(j, &row)
-	out.add(&row, "")
+	r := row
+	j.queue = append(j.queue, slot{Attempt: row.Attempt, Row: &r})
+	p.release(j, out)
 }
 
 // sweep forgets in-process jobs past their deadline and retention.
@@ -197,11 +195,7 @@ func (p *Proxy) sweepJob(j *job, now time.Time, out *rowOut) (forget bool) {
 		return false
 	}
 	if j.end == "" {
-		d := admit.Refuse(admit.ReasonDeadline)
-		if j.final != nil {
-			d = *j.final
-		}
-		p.closeJob(j, now, j.seat, d, j.track.Spent(), ledgerfile.Resolution(max(now.Sub(j.start)-j.track.Spent().Time, 0)), out)
+		p.closeJob(j, now, admit.Refuse(admit.ReasonDeadline), out)
 	}
 	j.forget = !now.Before(j.deadline.Add(p.opts.Retention))
 	return j.forget
@@ -240,12 +234,12 @@ func (p *Proxy) Close() {
 		if j.end != "" {
 			continue // its last row says how it ended
 		}
-		spent := j.track.Spent()
-		delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
 		if j.final != nil {
-			p.closeJob(j, now, j.seat, *j.final, spent, delay, out)
+			p.closeJob(j, now, *j.final, out)
 			continue
 		}
+		spent := j.track.Spent()
+		delay := ledgerfile.Resolution(max(now.Sub(j.start)-spent.Time, 0))
 		b := p.base(j, now, j.seat, spent, delay, &request{})
 		var row ledgerfile.Row
 		rehearse.RefusalRow(&row, &b, &j.track, admit.Refuse(reasonStopped))

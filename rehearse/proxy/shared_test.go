@@ -66,7 +66,7 @@ const sharedBody = `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
 // Two proxies on one database share one attempt cap per job: of ten
 // concurrent requests for one job, split between them, three are sent
 // and seven get 503 attempt cap, whichever proxy they reach; the log
-// holds the three attempts once each.
+// holds the three attempts once each, and every row in attempt order.
 func TestSharedBooksAttemptCap(t *testing.T) {
 	pol := testPolicy()
 	pol.Budget.MaxAttempts = 3
@@ -119,6 +119,19 @@ func TestSharedBooksAttemptCap(t *testing.T) {
 		assert.Contains(t, body, "attempt cap")
 	}
 	assert.Equal(t, 3, sp.srv.Total())
+
+	// The rows are in attempt order, each refusal after the attempts its
+	// decision counted (in flight on either proxy), and a replay under
+	// the policy changes no decision.
+	rs := sp.jobRows(t, "cap-job")
+	require.Len(t, rs, 12)
+	for i, r := range rs {
+		assert.Equal(t, i+1, r.Attempt, "rows in attempt order")
+		if !r.WasSent() {
+			assert.Equal(t, 3, r.Used, "attempt %d: the attempts its decision counted", r.Attempt)
+		}
+	}
+	assertReplaysUnchanged(t, pol, rs)
 }
 
 // The spend ceiling is one per job across proxies: two answers of $0.02
