@@ -98,8 +98,11 @@ type Proxy struct {
 	// their order); one for all, so a decision allocates none.
 	queued rowOut
 
-	mu   sync.Mutex // jobs, breakers, the unnamed counter
+	mu   sync.Mutex // jobs, breakers, the retry budget, the unnamed counter
 	jobs map[string]*job
+	// budget is retry.budget's window over this proxy's requests: the
+	// retries of every job together (not shared between proxies).
+	budget *admit.RetryBudget
 	k    int
 	wg   sync.WaitGroup // requests in flight, for Drain
 }
@@ -154,7 +157,8 @@ func New(o Options) (*Proxy, error) {
 	if o.Retention <= 0 {
 		o.Retention = DefaultRetention
 	}
-	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}}
+	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{},
+		budget: admit.NewRetryBudget(o.Policy.Retry.Budget)}
 	p.q = newRowQueue(o.Sink, o.OnError)
 	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
