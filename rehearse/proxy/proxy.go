@@ -103,8 +103,8 @@ type Proxy struct {
 	// budget is retry.budget's window over this proxy's requests: the
 	// retries of every job together (not shared between proxies).
 	budget *admit.RetryBudget
-	k    int
-	wg   sync.WaitGroup // requests in flight, for Drain
+	k      int
+	wg     sync.WaitGroup // requests in flight, for Drain
 }
 
 // job is one logical request's books between its requests.
