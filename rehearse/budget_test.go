@@ -59,4 +59,3 @@ func TestRetryBudgetRealClock(t *testing.T) {
 		assert.Equal(t, res.Logged, res.Now, "row %d", i+1)
 	}
 }
-
