@@ -273,10 +273,16 @@ func (g *JobGate) take(rules Rules, r *Row) {
 }
 
 // sent takes the attempt a sent row records into the books.
+// A cancelled attempt (its client hung up: the proxy's client may come
+// back under the same job) leaves the retry rules' last judgement as it
+// was, as the proxy does.
 func (g *JobGate) sent(rules Rules, a *admit.Attempt) {
 	g.track.Sent(a)
-	g.step, g.stepSet = admit.RetryStep{Retry: true}, false
-	if a.Outcome != admit.OK {
+	switch a.Outcome {
+	case admit.OK:
+		g.step, g.stepSet = admit.RetryStep{Retry: true}, false
+	case admit.Cancelled:
+	default:
 		g.step, g.stepSet = g.track.Retry(rules.Retry, a, nil), true
 	}
 }

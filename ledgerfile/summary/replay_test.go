@@ -209,3 +209,14 @@ func TestReplayJudgesRowsDecidedInFlight(t *testing.T) {
 	without[1] = `job=j attempt=2 seat=s wait_s=0.1 elapsed_s=1 tokens=1500 outcome=ok delay_s=0.1 spent_s=0 spent_tokens=0 used=1 decision=admit`
 	assert.Equal(t, "refuse: token ceiling", replayLines(t, b, admit.RetryPolicy{}, without...)[1])
 }
+
+// A client that hung up (outcome cancelled) may come back under the same
+// job through the proxy: its next attempt is judged on the books, not
+// refused by a retry rule for the hang-up.
+func TestReplayAfterClientHangUp(t *testing.T) {
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 3, MaxWait: 5 * time.Second}
+	got := replayLines(t, b, admit.RetryPolicy{HonorRetryAfter: true},
+		`job=j attempt=1 seat=s wait_s=0.050 elapsed_s=0.100 tokens=0 outcome=cancelled spent_s=0 spent_tokens=0 used=0 decision=admit`,
+		`job=j attempt=2 seat=s wait_s=0.050 elapsed_s=0.050 tokens=10 outcome=ok delay_s=1 spent_s=0.100 spent_tokens=0 used=1 decision=admit`)
+	assert.Equal(t, []string{"admit", "admit"}, got)
+}

@@ -165,6 +165,7 @@ func TestConcurrentRequestsRowsTellTheTruth(t *testing.T) {
 			assert.Equal(t, "admit", r.Decision)
 		}
 	}
+	assert.Equal(t, "succeeded", rs[5].JobEnd, "the job's last row says how it ended")
 	assertReplaysUnchanged(t, pol, rs)
 }
 
@@ -174,4 +175,25 @@ func rowsText(rs []ledgerfile.Row) string {
 		b = ledgerfile.AppendRow(b, &rs[i])
 	}
 	return string(b)
+}
+
+// A refusal's Retry-After comes from the same rule as the gate's wait:
+// with the seat's breaker open (cooldown 1 s) after a 429 asking 5 s, the
+// job's next request is refused "breaker open" with Retry-After: 5, the
+// rest of the wait its last failure asked, not the shorter cooldown.
+func TestRefusalRetryAfterIsTheRetryRulesWait(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.Deadline = 45 * time.Second
+	pol.Breaker = admit.BreakerConfig{Window: 30 * time.Second, FailureRate: 0.5, MinRequests: 1, Cooldown: time.Second, HalfOpenProbes: 1}
+	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 429, Elapsed: 2 * ms, RetryAfter: 5 * time.Second, HasRetryAfter: true})
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+	resp, _ := post(t, px.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "ra")
+	require.Equal(t, 429, resp.StatusCode)
+	resp, body := post(t, px.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "ra")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body, "refuse: breaker open")
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+	assert.Equal(t, 1, srv.Total())
+	px.stop()
+	assertReplaysUnchanged(t, pol, px.rows.all())
 }

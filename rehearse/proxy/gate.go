@@ -314,6 +314,13 @@ func (p *Proxy) afterTaken(j *job, s int, at *admit.Attempt) {
 // naming no job ends at its one row. A later row of the job says its
 // end again (report takes a job's end from its last such row).
 func endRow(j *job, row *ledgerfile.Row, after int) {
+	if !row.Unsent && row.Outcome == admit.OK && after > 0 && j.named {
+		// The job has succeeded whatever follows: the rows behind this
+		// one (its requests decided while this attempt was in flight)
+		// say so.
+		j.end = ledgerfile.JobSucceeded
+		return
+	}
 	if j.named && after > 0 {
 		return
 	}

@@ -44,6 +44,20 @@ func TestClientHangUpCancelsAttempt(t *testing.T) {
 	// Well inside the 5s hard timeout: the hang-up ended it.
 	require.Eventually(t, func() bool { return srv.Requests()[0].State != seatserver.StateInFlight }, 2*time.Second, 5*ms,
 		"the upstream request was cancelled")
+
+	// The client may come back under the same job: its next request is
+	// judged on the books, and a replay of the log judges it the same.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*ms)
+	defer cancel2()
+	req2, _ := http.NewRequestWithContext(ctx2, http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
+	req2.Header.Set(headerJob, "gone")
+	if resp, err := http.DefaultClient.Do(req2); err == nil {
+		resp.Body.Close()
+	}
+	rs = px.rows.wait(t, 2)
+	assert.Equal(t, "admit", rs[1].Decision, "the job's second attempt is sent")
+	px.stop()
+	assertReplaysUnchanged(t, pol, px.rows.all())
 }
 
 // An error status is an attempt that failed with that status even when

@@ -28,6 +28,7 @@ import (
 type sharedPair struct {
 	px  [2]*running
 	db  *pgstore.Store
+	url string // the database's
 	srv *seatserver.Server
 	clk *clock
 }
@@ -39,7 +40,7 @@ func startShared(t *testing.T, pol rehearse.Policy, c seat.Config, plan seat.Pla
 	require.NoError(t, err)
 	base, srv := upstreamAt(t, seatserver.OpenAI, plan)
 	c.BaseURL = base
-	sp := &sharedPair{srv: srv, clk: &clock{}}
+	sp := &sharedPair{srv: srv, clk: &clock{}, url: u}
 	for i := range sp.px {
 		// Each proxy has a store of its own, as two machines would; the
 		// stores' clock is the test's (else the server's).
@@ -284,4 +285,43 @@ func BenchmarkSharedBooks(b *testing.B) {
 			b.ReportMetric(ms(s, 0.99), "shared-p99-ms")
 		})
 	}
+}
+
+// A proxy on PostgreSQL that dies mid-attempt: past the attempt's hard
+// timeout and grace, the other proxy writes its row (a timeout: its
+// outcome is unknown), so under a cap of two the job gets one more
+// attempt, its third request is refused with used=2, the rows are
+// attempts 1, 2, 3 in order, and a replay changes no decision.
+func TestSharedBooksLostAttemptPostgres(t *testing.T) {
+	pol := testPolicy() // max_attempts 2, hard 5s
+	pol.Budget.Deadline = 10 * time.Minute
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), okPlan)
+	st, err := pgstore.Open(context.Background(), sp.url, pgstore.Options{Now: sp.clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	dying, err := New(Options{Policy: pol, Chain: []seat.Config{sp.px[0].px.seats[0].cfg}, Books: st, Now: sp.clk.Now})
+	require.NoError(t, err)
+	t.Cleanup(dying.Close)
+	req, ok := parseRequest([]byte(sharedBody))
+	require.True(t, ok)
+	a, ref, err := dying.admit(context.Background(), "pg-lost", true, &req, "")
+	require.NoError(t, err)
+	require.Nil(t, ref)
+	require.NotNil(t, a, "admitted, then the proxy dies before its row")
+
+	sp.clk.Advance(pol.Timeouts.Hard + flightGrace + time.Second)
+	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "pg-lost")
+	assert.Equal(t, 200, resp.StatusCode)
+	resp, body := post(t, sp.px[1].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "pg-lost")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body, "the job used 2 of 2 attempts")
+
+	rs := sp.jobRows(t, "pg-lost")
+	require.Len(t, rs, 3)
+	for i, r := range rs {
+		assert.Equal(t, i+1, r.Attempt, "rows in attempt order")
+	}
+	assert.Equal(t, admit.Timeout, rs[0].Outcome, "the lost attempt's row")
+	assert.Equal(t, 2, rs[2].Used)
+	assertReplaysUnchanged(t, pol, rs)
 }
