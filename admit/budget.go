@@ -138,3 +138,37 @@ func (q *timeQueue) since(cut time.Time) int {
 	q.expire(cut)
 	return len(q.at) - q.head
 }
+
+// BudgetState is a retry budget's window as a record others can share
+// (the proxies' books): the send times still in it, in Unix milliseconds.
+type BudgetState struct {
+	Firsts  []int64 `json:"f,omitempty"`
+	Retries []int64 `json:"r,omitempty"`
+}
+
+// State is the window's sends after now − window, to store.
+func (b *RetryBudget) State(now time.Time) BudgetState {
+	cut := now.Add(-b.cfg.Window)
+	ms := func(q *timeQueue) []int64 {
+		q.expire(cut)
+		out := make([]int64, 0, len(q.at)-q.head)
+		for _, t := range q.at[q.head:] {
+			out = append(out, t.UnixMilli())
+		}
+		return out
+	}
+	return BudgetState{Firsts: ms(&b.firsts), Retries: ms(&b.retries)}
+}
+
+// RestoreBudget is a retry budget under cfg holding a stored window.
+// Times are kept to the millisecond, as the log keeps durations.
+func RestoreBudget(cfg RetryBudgetConfig, s BudgetState) *RetryBudget {
+	b := NewRetryBudget(cfg)
+	for _, ms := range s.Firsts {
+		b.firsts.at = append(b.firsts.at, time.UnixMilli(ms))
+	}
+	for _, ms := range s.Retries {
+		b.retries.at = append(b.retries.at, time.UnixMilli(ms))
+	}
+	return b
+}

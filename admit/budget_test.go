@@ -97,3 +97,20 @@ func TestRetryBudgetValidate(t *testing.T) {
 		assert.ErrorContains(t, err, tt.want)
 	}
 }
+
+// TestRetryBudgetStateRoundTrip: a window stored and restored (the
+// proxies' shared books) counts the same, to the millisecond, and the
+// stored state holds only the sends still in the window.
+func TestRetryBudgetStateRoundTrip(t *testing.T) {
+	cfg := RetryBudgetConfig{Ratio: 0.5, Window: 10 * time.Second}
+	b := NewRetryBudget(cfg)
+	b.Sent(budgetT0, false) // leaves the window by budgetT0+10s
+	b.Sent(budgetT0.Add(3*time.Second), false)
+	b.Sent(budgetT0.Add(4*time.Second), true)
+	now := budgetT0.Add(10 * time.Second)
+	s := b.State(now)
+	assert.Equal(t, BudgetState{Firsts: []int64{budgetT0.Add(3 * time.Second).UnixMilli()}, Retries: []int64{budgetT0.Add(4 * time.Second).UnixMilli()}}, s)
+	back := RestoreBudget(cfg, s)
+	assert.Equal(t, b.Window(now), back.Window(now))
+	assert.Equal(t, BudgetWindow{Firsts: 1, Retries: 1}, back.Window(now))
+}

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,7 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/store"
 	"retrygate/rehearse/seat"
+	"retrygate/rehearse/seatserver"
 )
 
 // TestRetryBudget503: three jobs' first requests fail; the budget (50%
@@ -72,5 +78,116 @@ func TestRetryBudget503(t *testing.T) {
 			assert.Equal(t, 1, retried)
 			assertReplaysUnchanged(t, pol, rs)
 		})
+	}
+}
+
+// BookShared is fakeBooks' shared record: under its one lock, like Book.
+func (f *fakeBooks) BookShared(_ context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var data, sdata []byte
+	if old, ok := f.recs[key]; ok {
+		data = slices.Clone(old.Data)
+	}
+	if old, ok := f.recs[shared]; ok {
+		sdata = slices.Clone(old.Data)
+	}
+	rec, srec, rs, err := fn(data, sdata, f.now())
+	if err != nil {
+		return err
+	}
+	if rec.Data == nil {
+		delete(f.recs, key)
+	} else {
+		f.recs[key] = rec
+	}
+	f.recs[shared] = store.Record{Data: srec, Due: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}
+	return f.rows.add(rs)
+}
+
+// TestRetryBudgetShared: two proxies keeping their books in one store
+// share one retry budget. Four first attempts through the first proxy
+// allow two retries (ratio 0.5); the first retry through each proxy is
+// admitted, and the third, through either, is refused.
+func TestRetryBudgetShared(t *testing.T) {
+	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms})
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 3
+	pol.Breaker.FailureRate = 0
+	pol.Retry.Budget = admit.RetryBudgetConfig{Ratio: 0.5, Window: time.Minute}
+	clk := &clock{}
+	fb := &fakeBooks{now: clk.Now, recs: map[string]store.Record{}}
+	chain := []seat.Config{seatCfg("s", "openai", base)}
+	one := start(t, pol, chain, func(o *Options) { o.Books, o.Now = fb, clk.Now })
+	two := start(t, pol, chain, func(o *Options) { o.Books, o.Now = fb, clk.Now })
+	for _, job := range []string{"a", "b", "c", "d"} {
+		resp, _ := post(t, one.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", job)
+		require.Equal(t, 500, resp.StatusCode)
+	}
+	resp, _ := post(t, one.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "a")
+	require.Equal(t, 500, resp.StatusCode)
+	resp, _ = post(t, two.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "b")
+	require.Equal(t, 500, resp.StatusCode, "the second proxy sees the first's four first attempts")
+	resp, body := post(t, two.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "c")
+	assert.Equal(t, 503, resp.StatusCode, "the first proxy's retry counts against the second's")
+	assert.Contains(t, body, "refuse: retry budget for job c")
+	resp, _ = post(t, one.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "d")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, 6, srv.Total())
+	rs := fb.rows.all()
+	require.Len(t, rs, 8)
+	for _, r := range rs {
+		if r.Job == "c" && r.Attempt == 2 {
+			assert.Equal(t, admit.BudgetWindow{Firsts: 4, Retries: 2}, r.Window)
+		}
+	}
+	assertReplaysUnchanged(t, pol, rs)
+}
+
+// TestRetryBudgetSharedPostgreSQL: two proxies on one database share the
+// retry budget, and its count is taken under the shared record's lock:
+// after four first attempts (ratio 0.5: two retries), four retries at
+// once, split between the proxies, send exactly two.
+func TestRetryBudgetSharedPostgreSQL(t *testing.T) {
+	pol := testPolicy()
+	pol.Budget.MaxAttempts = 3
+	pol.Breaker.FailureRate = 0
+	pol.Retry.Budget = admit.RetryBudgetConfig{Ratio: 0.5, Window: time.Minute}
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), seat.Plan{Status: 500, Elapsed: 20 * ms})
+	jobs := []string{"a", "b", "c", "d"}
+	for i, job := range jobs {
+		resp, _ := post(t, sp.px[i%2].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", job)
+		require.Equal(t, 500, resp.StatusCode)
+	}
+	statuses := make(chan int, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Go(func() {
+			resp, _ := post(t, sp.px[i%2].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", job)
+			statuses <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	by := map[int]int{}
+	for s := range statuses {
+		by[s]++
+	}
+	assert.Equal(t, map[int]int{500: 2, 503: 2}, by)
+	assert.Equal(t, 6, sp.srv.Total())
+	var all []ledgerfile.Row
+	for _, job := range jobs {
+		all = append(all, sp.jobRows(t, job)...)
+	}
+	refused := 0
+	for _, r := range all {
+		if r.Decision == "refuse: retry budget" {
+			refused++
+			assert.Equal(t, admit.BudgetWindow{Firsts: 4, Retries: 2}, r.Window)
+		}
+	}
+	assert.Equal(t, 2, refused)
+	for _, job := range jobs {
+		assertReplaysUnchanged(t, pol, sp.jobRows(t, job))
 	}
 }
