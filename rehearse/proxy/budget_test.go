@@ -3,7 +3,11 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +18,8 @@ import (
 	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
+	"retrygate/ledgerfile/store/pgstore"
+	"retrygate/ledgerfile/store/pgstore/pgtest"
 	"retrygate/rehearse/seat"
 	"retrygate/rehearse/seatserver"
 )
@@ -189,5 +195,71 @@ func TestRetryBudgetSharedPostgreSQL(t *testing.T) {
 	assert.Equal(t, 2, refused)
 	for _, job := range jobs {
 		assertReplaysUnchanged(t, pol, sp.jobRows(t, job))
+	}
+}
+
+// BenchmarkSharedBudget is what sharing the retry budget through the
+// books costs a named request: the same requests through a proxy on
+// PostgreSQL books without a budget, then with one (every admission also
+// locks the budget's record), each request its own job.
+//
+//	.ci/postgres.sh go test ./rehearse/proxy -run '^$' -bench SharedBudget -benchtime 1000x
+func BenchmarkSharedBudget(b *testing.B) {
+	u := pgtest.DB(b)
+	_, err := pgstore.Init(context.Background(), u)
+	require.NoError(b, err)
+	st, err := pgstore.Open(context.Background(), u, pgstore.Options{MaxConns: 32})
+	require.NoError(b, err)
+	b.Cleanup(func() { st.Close() })
+	base, _ := upstreamAt(b, seatserver.OpenAI, seat.Plan{PromptTokens: 5, CompletionTokens: 5})
+	plain := testPolicy()
+	budgeted := testPolicy()
+	budgeted.Retry.Budget = admit.RetryBudgetConfig{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second}
+	off := start(b, plain, []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) { o.Books = st })
+	on := start(b, budgeted, []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) { o.Books = st })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			run := func(url, tag string, n int) []time.Duration {
+				lat := make([]time.Duration, n)
+				next := make(chan int)
+				var wg sync.WaitGroup
+				for range conc {
+					wg.Go(func() {
+						for i := range next {
+							req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(sharedBody))
+							req.Header.Set("X-Retrygate-Job", fmt.Sprintf("%s-%d-%d", tag, conc, i))
+							t0 := time.Now()
+							resp, err := client.Do(req)
+							if err != nil {
+								b.Error(err)
+								continue
+							}
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							lat[i] = time.Since(t0)
+						}
+					})
+				}
+				for i := range n {
+					next <- i
+				}
+				close(next)
+				wg.Wait()
+				slices.Sort(lat)
+				return lat
+			}
+			n := max(b.N, 100)
+			b.ResetTimer()
+			tag := fmt.Sprintf("%p", b)
+			a, c := run(off.url, tag+"off", n), run(on.url, tag+"on", n)
+			b.StopTimer()
+			p := func(l []time.Duration, q float64) float64 {
+				return float64(l[min(len(l)-1, int(q*float64(len(l))))]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(p(a, 0.5), "no-budget-p50-ms")
+			b.ReportMetric(p(c, 0.5), "budget-p50-ms")
+			b.ReportMetric(p(c, 0.99), "budget-p99-ms")
+		})
 	}
 }
