@@ -93,6 +93,7 @@ func BeforeBooks(r Reason) bool {
 var Reasons = []Reason{
 	ReasonAttemptCap, ReasonQueueWait, ReasonDeadline, ReasonTokenCeiling,
 	ReasonSpendCeiling, ReasonPermanentError, ReasonRetryLimit, ReasonBreakerOpen,
+	ReasonRetryBudget,
 }
 
 // Remaining is what the budget has left after the spend, before the next

@@ -7,11 +7,12 @@ import (
 
 // RetryPolicy is the retry section of a policy.
 type RetryPolicy struct {
-	BaseDelay       time.Duration // first backoff ceiling
-	MaxDelay        time.Duration // backoff ceiling cap
-	SlowServerAfter time.Duration // a 5xx after this long is ambiguous, retried at most once
-	HonorRetryAfter bool          // a 429's Retry-After wins over computed backoff
-	TimeoutsRetried int           // timed-out attempts retried at most this many times per job
+	BaseDelay       time.Duration     // first backoff ceiling
+	MaxDelay        time.Duration     // backoff ceiling cap
+	SlowServerAfter time.Duration     // a 5xx after this long is ambiguous, retried at most once
+	HonorRetryAfter bool              // a 429's Retry-After wins over computed backoff
+	TimeoutsRetried int               // timed-out attempts retried at most this many times per job
+	Budget          RetryBudgetConfig // retry.budget: the retries of all jobs together (off when unset)
 }
 
 // Backoff is full jitter: rand(0, min(max_delay, base_delay·2^(n−1))) for

@@ -54,6 +54,7 @@ var Metrics = []MetricSpec{
 	{Name: "retry_ratio", Kind: ValueMetric, Doc: "sent attempts ÷ jobs"},
 	{Name: "retry_tax", Kind: ValueMetric, Percent: true, Doc: "share of tokens spent in attempts that did not produce the kept result"},
 	{Name: "refused_rate", Kind: RateMetric, Percent: true, Doc: "rows the policy refuses before sending (sent=false, or flipped to a refusal on replay; a sent attempt cut live is not one) ÷ rows"},
+	{Name: "retry_budget_refusals", Kind: RateMetric, Percent: true, Doc: "rows refused for the retry budget (refuse: retry budget, on replay) ÷ rows"},
 	{Name: "unknown_rate", Kind: RateMetric, Percent: true, Doc: "jobs that ended unknown ÷ jobs"},
 	{Name: "deadline_miss_rate", Kind: RateMetric, Percent: true, Doc: "jobs whose time (Σ delay + elapsed of sent attempts) exceeds budget.deadline ÷ jobs"},
 	{Name: "billable_failure_rate", Kind: RateMetric, Percent: true, Doc: "failed attempts billed (ambiguous counts as billed) ÷ failed attempts"},

@@ -28,6 +28,12 @@ type AdmitOptions struct {
 	// keep them (empty without --log): its retry rules decide with the
 	// gate, so admit --log prints the decision record would write.
 	Books ledgerfile.JobGate
+	// RetryBudget and Window are the policy's retry budget and its counts
+	// now, from --log's rows of every job, when the next attempt is a
+	// retry (the job has rows); HasWindow false leaves the budget out.
+	RetryBudget admit.RetryBudgetConfig
+	Window      admit.BudgetWindow
+	HasWindow   bool
 }
 
 func newAdmitCmd(f *Factory, runF func(*AdmitOptions) error) *cobra.Command {
@@ -67,7 +73,10 @@ decide: after a failure they may refuse the retry ("refuse: permanent
 error", "refuse: retry limit"), and the gate's failing checks are listed
 beside that reason. A breaker is the seat's state across jobs, held by a
 running rehearse or proxy: a log's breaker refusals stay as written, and
-admit --log judges the job by its own rows.` + exitStatus("admit", "refuse"),
+admit --log judges the job by its own rows. With a retry budget
+(retry.budget) and a log file, a retry that everything else admits is
+refused when the log's retries of every job in the window before now are
+over it ("refuse: retry budget"); a PostgreSQL log leaves it out.` + exitStatus("admit", "refuse"),
 		Example: `  # the free-seat demo's second attempt: an 18 s queue wait against a 5 s cap
   # (18 s to the first byte, then 9 s of answer: elapsed 27 s); refused (exits 1)
   retrygate admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s \
@@ -140,6 +149,16 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		}
 		o.Books.Books(ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}, rows)
 		o.Spent, o.Next = o.Books.Estimate(o.Seat)
+		if o.RetryBudget = pol.Retry.Budget; o.RetryBudget.Enabled() && len(rows) > 0 && !isDBLog(o.LogPath) {
+			// The next attempt is a retry: the budget counts the log's
+			// sends of every job in its window before now, as record does.
+			now := f.Now()
+			window, err := ledgerfile.WindowTail(o.LogPath, ledgerfile.WindowCut(o.RetryBudget, now))
+			if err != nil {
+				return badInputErr(err)
+			}
+			o.Window, o.HasWindow = ledgerfile.BudgetOf(o.RetryBudget, window).Window(now), true
+		}
 	} else {
 		given := false
 		for _, name := range append(spentFlags, nextFlags...) {
@@ -235,6 +254,9 @@ func runAdmit(o *AdmitOptions) error {
 		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, logDisplay(o.LogPath))
 	}
 	d := o.Books.Before(o.Budget, o.Spent, o.Next)
+	if o.HasWindow {
+		d = o.RetryBudget.Apply(d, true, o.Window)
+	}
 	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
 	spend := b.HasSpendCeiling()
 	if o.JSON {

@@ -54,6 +54,7 @@ thresholds (k6's grammar: per metric a list of "agg op value").
     retry_ratio: ["< 1.3"]
     retry_tax: ["< 25%"]              # share of tokens; % or a fraction
     refused_rate: ["rate < 10%"]      # rate or count
+    retry_budget_refusals: ["count == 0"]  # retries the retry budget refused
     unknown_rate: ["count == 0"]
     deadline_miss_rate: ["rate < 5%"]
     billable_failure_rate: ["rate < 50%"]

@@ -47,7 +47,14 @@ processes never number two attempts alike.
 
 record records: an attempt the gate refuses is appended too, with the
 refusal as its decision, and the exit status says which it was, so a
-shell loop can stop retrying on 1. On bad input (2) nothing is appended.` +
+shell loop can stop retrying on 1. On bad input (2) nothing is appended.
+
+With a retry budget (retry.budget), a retry (attempt 2 or later) is also
+judged on the log's sends of every job in the budget's window before its
+ts, read under the same lock; the counts go on the row (window_firsts,
+window_retries), so check replays it on them. Attempts other shells have
+in flight are not in the log yet and are not counted. A PostgreSQL log
+leaves the budget out.` +
 			exitStatus("appended, and the gate admits the attempt (decision=admit)",
 				"appended, and the gate refuses the attempt (decision=\"refuse: <reason>\" on the row printed)"),
 		Example: `  # the free-seat demo, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens

@@ -71,10 +71,14 @@ elapsed= (fixed); ttft= (a duration, or a share of elapsed; default 25%);
 tokens= (prompt + completion) or rate= (completion tokens per second of
 stream); prompt=; failure shares hang= conn= 429= 5xx= slow5xx= 4xx=
 reset=; retry_after= (on 429s), fast= (how long 429/5xx/4xx take, 200ms),
-slow= (how long a slow 5xx takes, 30s). Timeouts come from the policy.
+slow= (how long a slow 5xx takes, 30s); slots=N (the seat serves N calls
+at once: past them an answer's wait and elapsed stretch by calls in
+flight ÷ N, so latency rises with load). Timeouts come from the policy.
 
 Jobs run one after another unless --rate gives Poisson arrivals (jobs per
 second), which is what lets breakers, cooldowns and retry storms show.
+With --ramp, a second table gives each step's retry share of the sent
+attempts, goodput (ok answers per second) and cost, per policy.
 
 Figures: success, failed and unknown rates (unknown: the last attempt
 timed out or was billed ambiguous); the deadline-miss rate (jobs that
@@ -278,6 +282,9 @@ func runSimulate(o *SimulateOptions) error {
 			return badInput("%s: %v", sp.Label, err)
 		}
 		sim := model.Sim{Policy: sp.Policy, Seats: specs, Jobs: o.Jobs, Rate: o.Rate, Ramp: o.Ramp, Duration: o.Duration, Seed: o.Seed, Ctx: o.Ctx, KeepSummary: o.HTML != ""}
+		if len(o.Ramp) > 0 {
+			sim.Steps = o.Ramp[0].For // --ramp-step: one stretch per rate
+		}
 		if bar != nil {
 			offset := i * o.Jobs
 			sim.Progress = func(done int) { _ = bar.Set(offset + done) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"strconv"
+	"time"
 
 	"retrygate/ledgerfile/summary"
 	"retrygate/ledgerfile/summary/chart"
@@ -113,7 +114,29 @@ func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric
 		b.WriteString(figure(n, []string{"sim-cost-tokens", "sim-cost-usd"}[i], buf.String()))
 		n++
 	}
-	b.WriteString(`</div></body></html>` + "\n")
+	b.WriteString(`</div>`)
+	if len(o.Ramp) > 0 {
+		// --ramp: the load each step put on the seats, first attempts and
+		// retries (a storm is the retries' part growing and staying).
+		b.WriteString(`<h2 id="steps">Load per step: first attempts and retries</h2><div class="charts">`)
+		for i, s := range sums {
+			var stacks []chart.Stack
+			for k, st := range s.Steps[:min(len(s.Steps), len(o.Ramp))] {
+				stacks = append(stacks, chart.Stack{Label: (time.Duration(k) * o.Ramp[0].For).String(),
+					Values: []float64{float64(st.Attempts - st.Retries), float64(st.Retries)}})
+			}
+			var buf bytes.Buffer
+			c := chart.Bars{Title: labels[i] + ": attempts sent per step", XLabel: "step start", YLabel: "attempts",
+				Parts: []string{"first attempts", "retries"}, Stacks: stacks}
+			if err := c.Write(&buf); err != nil {
+				return err
+			}
+			b.WriteString(figure(n, "sim-steps-"+strconv.Itoa(i), buf.String()))
+			n++
+		}
+		b.WriteString(`</div>`)
+	}
+	b.WriteString(`</body></html>` + "\n")
 	if err := writeFileAtomic(o.HTML, b.Bytes()); err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}

@@ -40,3 +40,26 @@ func TestSimulateHTML(t *testing.T) {
 	_, out, _ := reportRun(t, false, "", append(args, "--json")...)
 	figsEqualJSON(t, figs, []byte(out))
 }
+
+// simulate --ramp --html draws each policy's load per step: first
+// attempts and retries.
+func TestSimulateHTMLSteps(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "sim.html")
+	code, _, stderr := reportRun(t, false, "", "simulate", "--policy", "../testdata/models/storm.yaml", "--vs", "../testdata/models/storm-budget.yaml",
+		"--ramp", "8,13,8/s", "--ramp-step", "30s", "--model", "lognormal p50=2s p99=8s 5xx=5% slots=24", "--html", page)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	html := string(b)
+	for i, label := range []string{"storm.yaml", "storm-budget.yaml"} {
+		name := "sim-steps-" + string(rune('0'+i))
+		j := strings.Index(html, `data-chart="`+name+`"`)
+		if assert.True(t, j >= 0, name) {
+			svg := html[j:]
+			svg = svg[:strings.Index(svg, "</figure>")]
+			assert.Contains(t, svg, label+": attempts sent per step")
+			assert.Contains(t, svg, ">retries<")
+			assert.Contains(t, svg, ">1m0s<")
+		}
+	}
+}

@@ -191,6 +191,12 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 	if err := printTable(o.IO, header, rows); err != nil {
 		return err
 	}
+	if len(o.Ramp) > 0 {
+		fmt.Fprintln(o.IO.Out)
+		if err := printSimSteps(o, sums); err != nil {
+			return err
+		}
+	}
 	if lj != nil {
 		fmt.Fprintln(o.IO.Out)
 		if err := printLayers(o.IO, lj); err != nil {
@@ -198,4 +204,39 @@ func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, mo
 		}
 	}
 	return nil
+}
+
+// printSimSteps writes --ramp's table: per rate step, each policy's
+// share of sent attempts that were retries, its goodput (ok answers per
+// second) and its bill. A retry storm is the retry share climbing while
+// goodput falls, and staying there after the rate comes back down.
+func printSimSteps(o *SimulateOptions, sums []*model.Summary) error {
+	header := []string{"from", "jobs/s"}
+	for i := range sums {
+		l := o.Policies[i].Label
+		header = append(header, l+" retries", l+" goodput/s")
+		if sums[i].Priced {
+			header = append(header, l+" cost")
+		}
+	}
+	var rows [][]string
+	for k := range o.Ramp {
+		row := []string{(time.Duration(k) * o.Ramp[0].For).String(), strconv.FormatFloat(o.Ramp[k].Rate, 'g', -1, 64)}
+		for _, s := range sums {
+			var st summary.Step
+			if k < len(s.Steps) {
+				st = s.Steps[k]
+			}
+			share := "-"
+			if st.Attempts > 0 {
+				share = strconv.FormatFloat(float64(st.RetryShare)*100, 'f', 1, 64) + "%"
+			}
+			row = append(row, share, strconv.FormatFloat(float64(st.Goodput), 'f', 2, 64))
+			if s.Priced {
+				row = append(row, fmtUSDSig(st.USD, 4))
+			}
+		}
+		rows = append(rows, row)
+	}
+	return printTable(o.IO, header, rows)
 }

@@ -105,6 +105,8 @@ func Normalize(r *Row) {
 	}
 	r.Attempt = min(max(r.Attempt, 0), admit.MaxAttempts)
 	r.Used = min(max(r.Used, 0), admit.MaxAttempts)
+	r.Window.Firsts = min(max(r.Window.Firsts, 0), maxWindowCount)
+	r.Window.Retries = min(max(r.Window.Retries, 0), maxWindowCount)
 	r.InFlight = min(max(r.InFlight, 0), admit.MaxAttempts)
 	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.ITLMean, &r.ITLMax, &r.RetryAfter, &r.RateLimit.Reset, &r.Delay, &r.SpentS} {
 		*d = admit.ClampDuration(*d).Round(time.Millisecond)
@@ -320,6 +322,10 @@ func appendRow(dst []byte, r *Row) []byte {
 	}
 	if r.Delay > 0 {
 		sec("delay_s", r.Delay)
+	}
+	if r.HasWindow {
+		integer("window_firsts", int64(r.Window.Firsts))
+		integer("window_retries", int64(r.Window.Retries))
 	}
 	if r.HasSpent {
 		sec("spent_s", r.SpentS)

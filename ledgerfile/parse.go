@@ -406,6 +406,16 @@ var fields = [...]field{
 		r.InFlight = int(n)
 		return nil
 	}},
+	{"window_firsts", func(r *Row, v string, _ *parser) (err error) {
+		r.Window.Firsts, err = windowCount(v)
+		r.HasWindow = true
+		return err
+	}},
+	{"window_retries", func(r *Row, v string, _ *parser) (err error) {
+		r.Window.Retries, err = windowCount(v)
+		r.HasWindow = true
+		return err
+	}},
 	{"decision", func(r *Row, v string, p *parser) error {
 		if _, err := admit.ParseDecision(v); err != nil {
 			return err
@@ -512,4 +522,14 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// windowCount is a retry budget window's count (window_firsts,
+// window_retries).
+func windowCount(v string) (int, error) {
+	n, err := admit.ParseCount(v)
+	if err != nil || n > maxWindowCount {
+		return 0, fmt.Errorf("not a count in 0…%d %q", maxWindowCount, truncate(v))
+	}
+	return int(n), nil
 }

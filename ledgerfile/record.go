@@ -39,6 +39,13 @@ func Record(w *Writer, row Row, rules Rules) (Row, error) {
 		if err != nil {
 			return nil, err
 		}
+		if cfg := rules.Retry.Budget; cfg.Enabled() && !row.TS.IsZero() {
+			window, err := ReadWindowTail(log, size, w.Path(), WindowCut(cfg, row.TS))
+			if err != nil {
+				return nil, err
+			}
+			rules.Window = BudgetOf(cfg, window)
+		}
 		if row, err = NextRow(earlier, row, rules); err != nil {
 			return nil, err
 		}
@@ -57,6 +64,10 @@ func NextRow(earlier []Row, row Row, rules Rules) (Row, error) {
 		return row, err
 	}
 	Normalize(&row) // the gate decides on the numbers the log will hold
+	if rules.Window != nil && row.Attempt >= 2 && !row.TS.IsZero() {
+		// The retry budget's counts go on the row: a replay judges it on them.
+		row.Window, row.HasWindow = rules.Window.Window(row.TS), true
+	}
 	spent := JobSpend(earlier)
 	row.SpentS, row.SpentTokens, row.SpentUSD, row.Used, row.HasSpent = spent.Time, spent.Tokens, spent.USD, spent.Attempts, true
 	row.Decision = Decide(rules, earlier, &row).String()

@@ -83,6 +83,12 @@ type Row struct {
 	ErrorCode string
 	Delay     time.Duration // backoff slept before this attempt
 
+	// Window is the retry budget's input on a retry it judged: the first
+	// attempts and retries of every job sent in retry.budget.window before
+	// it (window_firsts, window_retries).
+	Window    admit.BudgetWindow
+	HasWindow bool
+
 	SpentS      time.Duration
 	SpentTokens int64
 	SpentUSD    float64
@@ -165,3 +171,7 @@ func (r *Row) Returned() bool {
 	}
 	return true
 }
+
+// maxWindowCount bounds window_firsts and window_retries: more sends in
+// one window than any budget needs to count.
+const maxWindowCount = 1 << 40

@@ -151,6 +151,42 @@ func (g *JobGate) ruled(d admit.Decision) admit.Decision {
 type Rules struct {
 	Budget admit.Budget
 	Retry  admit.RetryPolicy
+	// Window, when set, is the retry budget's window rebuilt from the rows
+	// read so far (every job's), for a retry whose row carries no counts
+	// of its own (a log written without a budget): see Budgeted.
+	Window *admit.RetryBudget
+}
+
+// Budgeted is the retry budget (retry.budget) on the decision d for r,
+// checked last as the loop and the proxy check it: a retry (attempt 2 or
+// later) that everything else admits is refused when its window is over
+// budget. The window is the counts the writer kept on the row
+// (window_firsts, window_retries), so a log replayed under the policy that
+// wrote it flips nothing; a row without them (written without a budget)
+// is judged on rules.Window, the counts of the rows read before it. That
+// is a counterfactual and an approximation: a row is written when its
+// attempt ends, so the attempts in flight when the retry was decided may
+// come after it in the log.
+func (rules Rules) Budgeted(d admit.Decision, r *Row) admit.Decision {
+	rb := rules.Retry.Budget
+	if !rb.Enabled() || r.Attempt < 2 || !d.Admit {
+		return d
+	}
+	w := r.Window
+	if !r.HasWindow {
+		if rules.Window == nil || r.TS.IsZero() {
+			return d
+		}
+		w = rules.Window.Window(r.TS)
+	}
+	return rb.Apply(d, true, w)
+}
+
+// Counted takes a sent row into rules.Window, when there is one.
+func (rules Rules) Counted(r *Row) {
+	if rules.Window != nil && r.WasSent() && !r.TS.IsZero() && r.Attempt > 0 {
+		rules.Window.Sent(r.TS, r.Attempt >= 2)
+	}
 }
 
 // JobGate judges one job's rows in file order, making each decision the
@@ -200,10 +236,12 @@ func (g *JobGate) Judge(rules Rules, r *Row) (admit.Decision, admit.Spent) {
 	g.start(r)
 	g.settle(rules, r.InFlight)
 	if !r.WasSent() {
-		return g.decide(rules, r, nil)
+		d, before := g.decide(rules, r, nil)
+		return rules.Budgeted(d, r), before
 	}
 	a := AttemptOf(r) // once, for the decision and the books
 	d, before := g.decide(rules, r, &a)
+	d = rules.Budgeted(d, r)
 	g.held = append(g.held, a) // taken by the next row's settle
 	return d, before
 }

@@ -106,7 +106,11 @@ type Job struct {
 	spent    admit.Spent
 	sendSeat int
 	probe    bool // sent as a half-open breaker's probe
-	prompt   int  // index into the loop's prompts
+	// window is the retry budget's counts when it judged the attempt
+	// (hasWindow), for its row.
+	window    admit.BudgetWindow
+	hasWindow bool
+	prompt    int // index into the loop's prompts
 
 	obs  seat.Observation // the virtual driver's resolved attempt
 	free *Job             // the virtual driver's free list
@@ -127,6 +131,7 @@ type seatState struct {
 	planner seat.Planner
 	br      *admit.Breaker
 	calls   int       // plans drawn (the virtual driver's PlanFor index)
+	busy    int       // the virtual driver's calls in flight (a LoadPlanner's load)
 	reserve []float64 // per prompt: USD a first attempt here reserves under a spend ceiling
 }
 
@@ -156,6 +161,7 @@ type Loop struct {
 	row     ledgerfile.Row
 	events  func(*ledgerfile.Event)
 	ends    Ends
+	budget  *admit.RetryBudget // retry.budget: the retries of every job together
 	idbuf   []byte
 	// idPrefix is "r<run>-", made once.
 	idPrefix []byte
@@ -178,7 +184,8 @@ func New(c Config) (*Loop, error) {
 	l := &Loop{
 		pol: c.Policy, rng: c.Rand, sink: c.Sink, events: c.Events, run: c.Run,
 		order: c.PromptOrder, seed: c.PromptSeed, holdout: c.Holdout,
-		width: len(strconv.Itoa(max(c.Jobs, 1))),
+		width:  len(strconv.Itoa(max(c.Jobs, 1))),
+		budget: admit.NewRetryBudget(c.Policy.Retry.Budget),
 	}
 	if l.sink == nil {
 		l.sink = func(*ledgerfile.Row) {}
@@ -297,6 +304,7 @@ func (l *Loop) before(j *Job, st *seatState, delay time.Duration) admit.Decision
 // next runs the checks before an attempt: the breakers along the chain,
 // then the gate with the conservative estimate for the seat it lands on.
 func (l *Loop) next(j *Job, now time.Time) Action {
+	j.hasWindow = false
 	s := j.seat
 	for s < len(l.seats) && !l.seats[s].br.Ready(now) {
 		s++
@@ -320,6 +328,19 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonDeadline), spent, j.delay)
 		return l.finish(j, l.endState(j))
 	}
+	// Last, the retry budget: a retry everything else admits, when the
+	// retries of every job are over it. A first attempt only counts.
+	retry := j.rows > 0
+	if l.pol.Retry.Budget.Enabled() && retry {
+		var d admit.Decision
+		d, j.window = l.budget.Decide(admit.Decision{Admit: true}, true, now)
+		j.hasWindow = true
+		if !d.Admit {
+			l.refusalRow(j, now, st, d, spent, j.delay)
+			return l.finish(j, l.endState(j))
+		}
+	}
+	l.budget.Sent(now, retry)
 	j.probe = st.br.State(now) == admit.HalfOpen
 	st.br.Allow(now)
 	j.submit, j.spent, j.sendSeat = now, spent, s
@@ -351,6 +372,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 
 	note := RecordBreaker(st.br, now, obs, j.probe)
 	l.sentRow(j, obs, st, cost, priced, note)
+	j.hasWindow = false
 	a := ledgerfile.AttemptOf(&l.row)
 	j.track.Sent(&a)
 
@@ -444,6 +466,7 @@ func (l *Loop) base(j *Job, ts time.Time, st *seatState, spent admit.Spent, dela
 		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
 		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: st != &l.seats[0],
 		PromptSHA: l.prompts[j.prompt].sha, Tags: l.prompts[j.prompt].tags, Reserve: st.reserve[j.prompt],
+		Window: j.window, HasWindow: j.hasWindow,
 	}
 }
 

@@ -72,5 +72,8 @@ func (p Policy) Validate() error {
 	case p.Timeouts.Soft > p.Timeouts.Hard:
 		return fmt.Errorf("timeouts.soft: %s is past timeouts.hard %s", p.Timeouts.Soft, p.Timeouts.Hard)
 	}
+	if err := r.Budget.Validate(); err != nil {
+		return err
+	}
 	return p.Breaker.Validate()
 }

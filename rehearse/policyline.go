@@ -45,6 +45,11 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 	kv("retry.slow_5xx_after", dur(r.SlowServerAfter))
 	kv("retry.honor_retry_after", strconv.FormatBool(r.HonorRetryAfter))
 	kv("retry.timeouts_retried", strconv.Itoa(r.TimeoutsRetried))
+	if rb := r.Budget; rb.Enabled() {
+		kv("retry.budget.ratio", num(rb.Ratio))
+		kv("retry.budget.min_per_s", num(rb.MinPerSecond))
+		kv("retry.budget.window", dur(rb.Window))
+	}
 	kv("timeouts.soft", dur(t.Soft))
 	kv("timeouts.hard", dur(t.Hard))
 	kv("breaker.window", dur(br.Window))

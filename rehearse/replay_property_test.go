@@ -72,6 +72,14 @@ func drawPolicy(t *rapid.T) Policy {
 	p.Breaker.MinRequests = rapid.IntRange(1, 10).Draw(t, "minreq")
 	p.Breaker.FailureRate = float64(rapid.IntRange(1, 100).Draw(t, "rate")) / 100
 	p.Breaker.Cooldown = s("cooldown", 0, 60_000)
+	if rapid.Bool().Draw(t, "retrybudget") {
+		// Small enough that a few jobs' retries run over it.
+		p.Retry.Budget = admit.RetryBudgetConfig{
+			Ratio:        float64(rapid.IntRange(0, 100).Draw(t, "rbratio")) / 100,
+			MinPerSecond: float64(rapid.IntRange(0, 20).Draw(t, "rbfloor")) / 10,
+			Window:       s("rbwindow", 1, 30_000),
+		}
+	}
 	return p
 }
 

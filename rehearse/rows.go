@@ -31,6 +31,9 @@ type RowBase struct {
 	// InFlight is how many of the job's earlier attempts were in flight
 	// when this one was decided (counted in Spent.Attempts).
 	InFlight int
+	// Window is the retry budget's counts on a retry it judged.
+	Window    admit.BudgetWindow
+	HasWindow bool
 }
 
 func (b *RowBase) fill(r *ledgerfile.Row) {
@@ -39,6 +42,7 @@ func (b *RowBase) fill(r *ledgerfile.Row) {
 		Delay:  ledgerfile.Resolution(b.Delay),
 		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true, InFlight: b.InFlight,
 		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA, Tags: b.Tags,
+		Window: b.Window, HasWindow: b.HasWindow,
 	}
 }
 

@@ -186,6 +186,7 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			continue
 		case evDone:
 			j := ev.job
+			l.seats[j.sendSeat].busy--
 			v.apply(j, l.Done(j, &j.obs, v.start.Add(time.Duration(ev.at))))
 		case evWake:
 			v.apply(ev.job, l.Woke(ev.job, v.start.Add(time.Duration(ev.at))))
@@ -268,8 +269,14 @@ func (v *vrun) apply(j *Job, a Action) {
 		switch a.Kind {
 		case Send:
 			st := &v.l.seats[a.Seat]
-			plan := st.planner.PlanFor(st.calls)
+			var plan seat.Plan
+			if lp, ok := st.planner.(seat.LoadPlanner); ok {
+				plan = lp.PlanLoaded(st.calls, st.busy+1)
+			} else {
+				plan = st.planner.PlanFor(st.calls)
+			}
 			st.calls++
+			st.busy++
 			j.obs = seat.Resolve(plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
 			j.obs.Seat = st.name
 			v.schedule(addNS(v.now, j.obs.Elapsed), j, evDone)
@@ -307,6 +314,7 @@ func (v *vrun) cancelAll() {
 		j := ev.job
 		switch ev.kind {
 		case evDone:
+			v.l.seats[j.sendSeat].busy--
 			j.obs = seat.Observation{
 				Seat: j.obs.Seat, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
 				Elapsed: now.Sub(j.submit), Detail: "cancelled",

@@ -20,6 +20,12 @@ type Books interface {
 	// transaction: both happen, or neither. fn may run again when the
 	// transaction is retried, so its only effect must be its result.
 	Book(ctx context.Context, key string, fn func(old []byte, now time.Time) (Record, []ledgerfile.Row, error)) error
+	// BookShared is Book with a second record, shared, locked after key's
+	// in the same transaction: fn reads and replaces both, and both are
+	// stored with the rows, or none is. Every holder locks a key first and
+	// the shared record second, so no two wait on each other in a cycle.
+	// The shared record is never due.
+	BookShared(ctx context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (Record, []byte, []ledgerfile.Row, error)) error
 	// Due lists up to n keys whose Due time has passed, soonest first.
 	Due(ctx context.Context, n int) ([]string, error)
 }

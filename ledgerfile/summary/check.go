@@ -183,6 +183,8 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		return admit.Observed{Value: float64(all.RetryTax.TokensShare)}, all.Attempts
 	case "refused_rate":
 		return admit.Observed{Num: s.RefusedRows, Den: s.Rows}, s.Rows
+	case "retry_budget_refusals":
+		return admit.Observed{Num: s.BudgetRefused, Den: s.Rows}, s.Rows
 	case "unknown_rate":
 		return admit.Observed{Num: all.Unknown, Den: all.Jobs}, all.Jobs
 	case "deadline_miss_rate":

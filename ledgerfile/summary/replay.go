@@ -61,7 +61,11 @@ func (r Replayed) Refused() bool { return r.Now != "admit" }
 
 // NewReplayer replays rows under b and the retry rules r.
 func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
-	return &Replayer{rules: ledgerfile.Rules{Budget: b, Retry: r}, jobs: map[string]*ledgerfile.JobGate{}}
+	rules := ledgerfile.Rules{Budget: b, Retry: r}
+	if r.Budget.Enabled() {
+		rules.Window = admit.NewRetryBudget(r.Budget)
+	}
+	return &Replayer{rules: rules, jobs: map[string]*ledgerfile.JobGate{}}
 }
 
 // Add re-decides one row. Rows must come in log order. A row without a job
@@ -75,6 +79,7 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 // decision and the job's spend before the row.
 func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
 	d, before := p.gate(r.Job).Judge(p.rules, r)
+	p.rules.Counted(r)
 	if r.Job != "" {
 		p.ended = false
 	}

@@ -81,6 +81,10 @@ type Options struct {
 	// against the per-attempt ones of Thresholds (check).
 	Goodput    bool
 	Thresholds []Threshold
+	// Steps > 0 counts Summary.Steps: the run cut into stretches of this
+	// length from StepsFrom (simulate --ramp: one per rate).
+	Steps     time.Duration
+	StepsFrom time.Time
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -268,12 +272,17 @@ type Summary struct {
 	// RefusedRows are the rows the policy refuses to send (Refused): the
 	// rows not sent, or, for rows counted with AddAs, the replayed
 	// policy's. Under the logged decisions it is All.Refused.
-	RefusedRows int64    `json:"refused_rows"`
-	RefusedRate Figure   `json:"refused_rate"` // of rows
-	Groups      []*Group `json:"groups"`
-	All         *Group   `json:"all"`
-	Wasted      []Wasted `json:"wasted_calls"`
-	Jobs        JobFigures
+	RefusedRows int64  `json:"refused_rows"`
+	RefusedRate Figure `json:"refused_rate"` // of rows
+	// BudgetRefused are the refused rows whose reason is the retry budget
+	// (retry.budget), counted as RefusedRows are.
+	BudgetRefused int64 `json:"retry_budget_refusals,omitempty"`
+	// Steps are the run's stretches of Options.Steps, when asked for.
+	Steps  []Step   `json:"steps,omitempty"`
+	Groups []*Group `json:"groups"`
+	All    *Group   `json:"all"`
+	Wasted []Wasted `json:"wasted_calls"`
+	Jobs   JobFigures
 	// OK holds the ok attempts' figures recommendations rest on.
 	OK OKFigures `json:"-"`
 	// Content holds the waits tune's wait cap rests on.
@@ -422,6 +431,8 @@ type Summarizer struct {
 	jobs1, misses int64
 	rows, before  int64
 	refusedRows   int64
+	steps         *steps
+	budgetRefused int64
 	done          bool
 
 	brk breakerAcc // events.go
@@ -647,6 +658,9 @@ func New(opts Options) *Summarizer {
 	if opts.Goodput {
 		s.good = newGoodput(opts.Thresholds)
 	}
+	if opts.Steps > 0 {
+		s.steps = &steps{from: opts.StepsFrom, every: opts.Steps}
+	}
 	for _, g := range opts.Groups {
 		s.group(g)
 	}
@@ -737,6 +751,9 @@ func Refused(r *ledgerfile.Row, decision string) bool {
 
 // refusalReason is the reason an unsent row is counted under: its
 // decision's, or "unsent" when it names none.
+// budgetRefusal is the printed decision of a retry the retry budget refused.
+var budgetRefusal = admit.Refuse(admit.ReasonRetryBudget).String()
+
 func refusalReason(r *ledgerfile.Row) string {
 	if reason := r.Reason(); reason != "" {
 		return reason
@@ -765,11 +782,17 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 		return
 	}
 	s.rows++
+	if s.steps != nil {
+		s.steps.add(r)
+	}
 	if s.good != nil {
 		s.good.window(r)
 	}
 	if refused {
 		s.refusedRows++
+		if decision == budgetRefusal {
+			s.budgetRefused++
+		}
 	}
 	gi := s.group(s.groupKey(r, file))
 	g := s.groups[gi]
@@ -1237,7 +1260,10 @@ func (s *Summarizer) Close() *Summary {
 	jf.BilledSE = stdErr(s.jobs1, s.sumBilled, s.sqBilled)
 	jf.USDSE = stdErr(s.jobs1, s.sumUSD, s.sqUSD)
 	out := &Summary{By: s.opts.By, Rows: s.rows, Before: s.before, Jobs: jf,
-		RefusedRows: s.refusedRows, RefusedRate: ratio(float64(s.refusedRows), float64(s.rows))}
+		RefusedRows: s.refusedRows, RefusedRate: ratio(float64(s.refusedRows), float64(s.rows)), BudgetRefused: s.budgetRefused}
+	if s.steps != nil {
+		out.Steps = s.steps.close()
+	}
 	var wait, ttfb, elapsed, tokens, itl []Sorted
 	for _, g := range s.groups {
 		out.Groups = append(out.Groups, g.finish())

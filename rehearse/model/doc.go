@@ -56,6 +56,17 @@
 //	fast=D        how long a 429, fast 5xx or 4xx takes (default 200ms)
 //	slow=D        how long a slow 5xx takes (default 30s)
 //
+// Load:
+//
+//	slots=N       the seat serves N calls at once at full speed; a call
+//	              answered while more than N are in flight (itself
+//	              included) takes its share of the seat: its wait and
+//	              elapsed stretch by busy/N, fixed when it is sent. Past
+//	              the slots, latency rises with load, timeouts fire, and
+//	              retries add load: a retry storm. Fast failures, refused
+//	              connections and hangs are not slowed. Only the virtual
+//	              clock plays it (the real-time seat is `seat serve --slots`).
+//
 // Timeouts and wait-cap breaches are not in the model: they happen when
 // the policy's hard timeout or wait cap cuts a slow call or a hang, as in
 // a real rehearsal.

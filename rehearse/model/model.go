@@ -107,6 +107,10 @@ type Parametric struct {
 	HasRetryAfter bool
 	FastAfter     time.Duration
 	SlowAfter     time.Duration
+	// Slots > 0 is a seat that serves that many calls at once at full
+	// speed: with busy calls in flight past it, an answered call's wait
+	// and elapsed stretch by busy/Slots (its share of the seat).
+	Slots int64
 
 	sigma float64 // lognormal: ln(tail/p50)/z
 }
@@ -124,7 +128,7 @@ var tailZ = map[string]float64{
 var termOrder = []string{
 	"p50", "p90", "p95", "p99", "p999", "elapsed", "ttft", "tokens", "prompt", "rate",
 	"hang", "conn", "429", "5xx", "slow5xx", "4xx", "reset",
-	"retry_after", "fast", "slow",
+	"retry_after", "fast", "slow", "slots",
 }
 
 // failureKeys are the failure shares, in the order a draw walks them.
@@ -218,6 +222,11 @@ func (m *Parametric) set(key, val string) error {
 		m.FastAfter, err = duration(val, false)
 	case "slow":
 		m.SlowAfter, err = duration(val, false)
+	case "slots":
+		m.Slots, err = count(val)
+		if err == nil && (m.Slots < 1 || m.Slots > 1<<20) {
+			err = fmt.Errorf("slots must be between 1 and %d", 1<<20)
+		}
 	default: // a failure share
 		var p float64
 		p, err = share(val)
@@ -337,6 +346,9 @@ func (m *Parametric) String() string {
 	}
 	if m.SlowAfter != 30*time.Second {
 		term("slow", m.SlowAfter.String())
+	}
+	if m.Slots > 0 {
+		term("slots", strconv.FormatInt(m.Slots, 10))
 	}
 	return b.String()
 }

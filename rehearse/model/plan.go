@@ -67,6 +67,25 @@ const (
 	fNone
 )
 
+// PlanLoaded is call n with busy calls in flight on the seat: with
+// slots=, an answered call past the seat's slots takes its share of the
+// seat, its wait and elapsed stretched by busy/slots (processor sharing,
+// fixed at submit). Failures that answer fast (429, 5xx, 4xx), refused
+// connections and hangs are as unloaded.
+func (p *paramPlanner) PlanLoaded(n, busy int) seat.Plan {
+	plan := p.PlanFor(n)
+	if p.m.Slots <= 0 || int64(busy) <= p.m.Slots || plan.Hang || plan.ConnError || plan.Status != 0 {
+		return plan
+	}
+	f := float64(busy) / float64(p.m.Slots)
+	plan.Wait = clampDur(float64(plan.Wait) * f)
+	plan.Elapsed = clampDur(float64(plan.Elapsed) * f)
+	if plan.ResetAfter > 0 {
+		plan.ResetAfter = clampDur(float64(plan.ResetAfter) * f)
+	}
+	return plan
+}
+
 // PlanFor draws call n: first its outcome, then its latency.
 func (p *paramPlanner) PlanFor(n int) seat.Plan {
 	m := p.m

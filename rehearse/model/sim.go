@@ -39,6 +39,9 @@ type Sim struct {
 	Rows func(*ledgerfile.Row)
 	// KeepSummary keeps the summary behind the figures in Summary.Source.
 	KeepSummary bool
+	// Steps > 0 cuts the run into stretches of this length (Summary.Steps):
+	// with a ramp, one per rate.
+	Steps time.Duration
 }
 
 // LoopRand is the jitter source a simulation with seed uses. It is seeded
@@ -67,6 +70,7 @@ func Run(s Sim) (*Summary, error) {
 	}
 	opts := SummaryOptions(s.Policy, s.Seats)
 	opts.OnlyEndToEnd = !s.KeepSummary // the figures read no other distribution
+	opts.Steps, opts.StepsFrom = s.Steps, start
 	sum := summary.New(opts)
 	jobs := 0
 	sink := func(row *ledgerfile.Row) { sum.Add(row, "") }
@@ -108,6 +112,7 @@ func Run(s Sim) (*Summary, error) {
 	if s.KeepSummary {
 		out.Source = whole
 	}
+	out.Steps = whole.Steps
 	out.Interrupted = res.Interrupted
 	out.Rate = s.Rate
 	return out, nil
@@ -194,6 +199,10 @@ type Summary struct {
 	DurationS    float64 `json:"virtual_duration_s"`
 	Rate         float64 `json:"rate,omitempty"`
 	Interrupted  bool    `json:"interrupted,omitempty"`
+
+	// Steps are the run's stretches (Sim.Steps): the retry share of the
+	// load, goodput and cost over time.
+	Steps []summary.Step `json:"steps,omitempty"`
 
 	Outcomes map[string]int `json:"outcomes"`
 	Refusals map[string]int `json:"refusals"`

@@ -89,7 +89,7 @@ type jobFn func(j *job, now time.Time, out *rowOut)
 // the job's lock. It returns a refusal when no job can be opened.
 func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, fn jobFn) (*refusal, error) {
 	if named && p.opts.Books != nil {
-		return nil, p.withShared(ctx, id, false, fn)
+		return nil, p.withShared(ctx, id, false, known == nil, fn)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -107,31 +107,67 @@ func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, 
 
 // withShared runs fn on a shared book. A sweep (sweeping) never makes a
 // job: a key another proxy forgot meanwhile is left forgotten.
-func (p *Proxy) withShared(ctx context.Context, id string, sweeping bool, fn jobFn) error {
-	return p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
+//
+// An admission (a request about to be judged) under a retry budget also
+// locks the budget's shared record (budgetKey), in the same transaction:
+// proxies that share books share the budget, and a retry's count and its
+// row commit together.
+func (p *Proxy) withShared(ctx context.Context, id string, sweeping, admission bool, fn jobFn) error {
+	book := func(old, sharedOld []byte, now time.Time, shared bool) (store.Record, []byte, []ledgerfile.Row, error) {
 		if old == nil && sweeping {
-			return store.Record{}, nil, nil
+			return store.Record{}, nil, nil, nil
 		}
 		j, err := p.openBook(id, old, now)
 		if err != nil {
-			return store.Record{}, nil, err
+			return store.Record{}, nil, nil, err
+		}
+		var state admit.BudgetState
+		if shared && sharedOld != nil {
+			if err := json.Unmarshal(sharedOld, &state); err != nil {
+				return store.Record{}, nil, nil, fmt.Errorf("the shared retry budget is unreadable: %w", err)
+			}
 		}
 		out := rowOut{}
 		p.mu.Lock() // the breakers and the seat chain are this proxy's own
+		own := p.budget
+		if shared {
+			p.budget = admit.RestoreBudget(p.opts.Policy.Retry.Budget, state)
+		}
 		p.lostRows(j, now, &out)
 		fn(j, now, &out)
+		var budget []byte
+		if shared {
+			budget, err = json.Marshal(p.budget.State(now))
+			p.budget = own
+		}
 		p.mu.Unlock()
+		if err != nil {
+			return store.Record{}, nil, nil, err
+		}
 		if j.forget {
-			return store.Record{}, out.rows, nil
+			return store.Record{}, budget, out.rows, nil
 		}
 		data, err := json.Marshal(p.bookOf(j))
 		due := j.deadline
 		if j.end != "" {
 			due = j.deadline.Add(p.opts.Retention)
 		}
-		return store.Record{Data: data, Due: due}, out.rows, err
+		return store.Record{Data: data, Due: due}, budget, out.rows, err
+	}
+	if admission && p.opts.Policy.Retry.Budget.Enabled() {
+		return p.opts.Books.BookShared(ctx, id, budgetKey, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
+			return book(old, sharedOld, now, true)
+		})
+	}
+	return p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
+		rec, _, rows, err := book(old, nil, now, false)
+		return rec, rows, err
 	})
 }
+
+// budgetKey is the retry budget's record in shared books: a space, so
+// never a job id (printable ASCII without spaces).
+const budgetKey = "retry budget"
 
 // openBook is a job from its shared book, or a new one made at now (its
 // deadline is made here, once, and every proxy inherits it).
@@ -258,7 +294,7 @@ func (p *Proxy) sweepShared() {
 		return
 	}
 	for _, k := range keys {
-		if err := p.withShared(ctx, k, true, func(j *job, now time.Time, out *rowOut) { p.sweepJob(j, now, out) }); err != nil {
+		if err := p.withShared(ctx, k, true, false, func(j *job, now time.Time, out *rowOut) { p.sweepJob(j, now, out) }); err != nil {
 			p.opts.OnError(fmt.Errorf("sweeping the shared books: %w", err))
 			return
 		}

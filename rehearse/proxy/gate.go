@@ -64,12 +64,21 @@ func (p *Proxy) admitJob(j *job, now time.Time, req *request, retry string, out 
 	if !j.track.Observed(u.cfg.Name) {
 		base.Reserve = reserve // the row's reserve_usd: what the gate reserved
 	}
+	// Last, the retry budget (under p.mu, across jobs): a retry everything
+	// else admits, when the retries of every job are over it; its counts
+	// go on the row, for the replay. A first attempt only counts.
+	again := base.Attempt >= 2
+	if d.Admit && again && p.opts.Policy.Retry.Budget.Enabled() {
+		d, base.Window = p.budget.Decide(d, true, now)
+		base.HasWindow = true
+	}
 	if !d.Admit {
 		var row ledgerfile.Row
 		rehearse.RefusalRow(&row, &base, &j.track, d)
 		p.finishRefusal(j, &row, retry, out)
 		return nil, p.refusalFor(j, d, now, spent)
 	}
+	p.budget.Sent(now, again)
 	j.seat = s
 	probe := u.br.State(now) == admit.HalfOpen
 	u.br.Allow(now)
@@ -177,6 +186,12 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time, spent admit.
 		why = "the last attempt failed for good (identical bytes fail identically)"
 	case admit.ReasonRetryLimit:
 		why = "the last failure's class has used its retries"
+	case admit.ReasonRetryBudget:
+		// Final: the SDK is told not to retry, which is the point of a
+		// budget (a later request of the job is judged again).
+		cfg := p.opts.Policy.Retry.Budget
+		why = fmt.Sprintf("the retries of every job are over the retry budget (%g of first attempts + %g/s over %s)",
+			cfg.Ratio, cfg.MinPerSecond, cfg.Window)
 	}
 	r.message = fmt.Sprintf("retrygate: %s for job %s: %s", rehearse.DecisionString(d), j.id, why)
 	return r

@@ -119,14 +119,17 @@ type Proxy struct {
 	// their order); one for all, so a decision allocates none.
 	queued rowOut
 
-	mu   sync.Mutex // jobs, breakers, the unnamed counter
+	mu   sync.Mutex // jobs, breakers, the retry budget, the unnamed counter
 	jobs map[string]*job
 	// expiry is the named in-process jobs by when each is next due;
 	// clients, the jobs each client holds (jobs.go).
 	expiry  jobHeap
 	clients map[string]*holder
-	k       int
-	wg      sync.WaitGroup // requests in flight, for Drain
+	// budget is retry.budget's window over this proxy's requests: the
+	// retries of every job together (shared books share theirs: BookShared).
+	budget *admit.RetryBudget
+	k      int
+	wg     sync.WaitGroup // requests in flight, for Drain
 }
 
 // job is one logical request's books between its requests.
@@ -193,7 +196,8 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxClientJobs <= 0 {
 		o.MaxClientJobs = max(o.MaxJobs/4, 1)
 	}
-	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{}}
+	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
+		budget: admit.NewRetryBudget(o.Policy.Retry.Budget)}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
 	p.q = newRowQueue(o.Sink, o.OnError)
 	if o.Events == nil {

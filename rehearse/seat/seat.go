@@ -322,6 +322,15 @@ type Planner interface {
 	PlanFor(n int) Plan
 }
 
+// LoadPlanner is a Planner whose calls slow with load (simulate's slots=
+// term): the virtual driver passes how many calls are in flight on the
+// seat at the call's submit, this one included. The real-time
+// counterpart is `seat serve --slots`, whose queue slows real calls.
+type LoadPlanner interface {
+	Planner
+	PlanLoaded(n, busy int) Plan
+}
+
 // Config is one entry of the policy file's `seats:` map.
 type Config struct {
 	Name      string   // the map key

@@ -31,10 +31,25 @@ const lockBook = `INSERT INTO retrygate_books AS b (key, due, book) VALUES ($1, 
 // it takes two round trips, not four: BEGIN goes with the statement that
 // locks the row, and COMMIT with the writes.
 func (s *Store) Book(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
-	return s.retry(ctx, func(ctx context.Context) error { return s.bookOnce(ctx, key, fn) })
+	return s.retry(ctx, func(ctx context.Context) error {
+		return s.bookOnce(ctx, key, "", func(old, _ []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
+			rec, rows, err := fn(old, now)
+			return rec, nil, rows, err
+		})
+	})
 }
 
-func (s *Store) bookOnce(ctx context.Context, key string, fn func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error)) error {
+// BookShared is Book with the shared record locked too, after key's, in
+// the same transaction (see store.Books). It costs one more statement in
+// each round trip; every request that uses it waits on the shared row.
+func (s *Store) BookShared(ctx context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
+	return s.retry(ctx, func(ctx context.Context) error { return s.bookOnce(ctx, key, shared, fn) })
+}
+
+// neverDue is the shared record's due time: no sweep lists it.
+var neverDue = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+func (s *Store) bookOnce(ctx context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -45,12 +60,19 @@ func (s *Store) bookOnce(ctx context.Context, key string, fn func(old []byte, no
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(lockBook, key, s.clock())
+	if shared != "" {
+		b.Queue(lockBook, shared, s.clock())
+	}
 	br := c.SendBatch(ctx, b)
-	var old []byte
+	var old, sharedOld []byte
 	var now time.Time
 	_, err = br.Exec()
 	if err == nil {
 		err = br.QueryRow().Scan(&old, &now)
+	}
+	if err == nil && shared != "" {
+		var also time.Time
+		err = br.QueryRow().Scan(&sharedOld, &also)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -58,7 +80,7 @@ func (s *Store) bookOnce(ctx context.Context, key string, fn func(old []byte, no
 	if err != nil {
 		return err
 	}
-	rec, rows, err := fn(old, now)
+	rec, sharedRec, rows, err := fn(old, sharedOld, now)
 	if err != nil {
 		rollback(ctx, c)
 		return err
@@ -68,6 +90,9 @@ func (s *Store) bookOnce(ctx context.Context, key string, fn func(old []byte, no
 		b.Queue(`DELETE FROM retrygate_books WHERE key = $1`, key)
 	} else {
 		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, key, rec.Data, rec.Due.UTC())
+	}
+	if shared != "" {
+		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, shared, sharedRec, neverDue)
 	}
 	for i := range rows {
 		args, err := rowArgs(&rows[i])

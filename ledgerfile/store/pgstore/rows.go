@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -82,10 +83,15 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 	a[25] = str(r.Decision)
 	a[26], a[27], a[28] = !r.Unsent, r.Holdout, r.Fallback
 	a[29], a[30], a[31] = str(r.JobEnd), str(r.PromptSHA), str(r.Note)
-	if len(r.Extra) > 0 {
-		pairs := make([][2]string, len(r.Extra))
+	if len(r.Extra) > 0 || r.HasWindow {
+		pairs := make([][2]string, len(r.Extra), len(r.Extra)+2)
 		for i, kv := range r.Extra {
 			pairs[i] = [2]string{kv.Key, kv.Value}
+		}
+		if r.HasWindow {
+			// The retry budget's counts have no column: they ride in extra.
+			pairs = append(pairs, [2]string{"window_firsts", strconv.Itoa(r.Window.Firsts)},
+				[2]string{"window_retries", strconv.Itoa(r.Window.Retries)})
 		}
 		b, err := json.Marshal(pairs)
 		if err != nil {
@@ -238,9 +244,21 @@ func (s *scanned) row(r *ledgerfile.Row, st *rowStrings) error {
 		if err := json.Unmarshal(s.extra, &pairs); err != nil {
 			return fmt.Errorf("row %d: extra: %w", s.seq, err)
 		}
-		r.Extra = make([]ledgerfile.KV, len(pairs))
-		for i, p := range pairs {
-			r.Extra[i] = ledgerfile.KV{Key: p[0], Value: p[1]}
+		r.Extra = make([]ledgerfile.KV, 0, len(pairs))
+		for _, p := range pairs {
+			if n, err := strconv.Atoi(p[1]); err == nil && (p[0] == "window_firsts" || p[0] == "window_retries") {
+				r.HasWindow = true
+				if p[0] == "window_firsts" {
+					r.Window.Firsts = n
+				} else {
+					r.Window.Retries = n
+				}
+				continue
+			}
+			r.Extra = append(r.Extra, ledgerfile.KV{Key: p[0], Value: p[1]})
+		}
+		if len(r.Extra) == 0 {
+			r.Extra = nil
 		}
 	}
 	return nil
