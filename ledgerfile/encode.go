@@ -407,3 +407,17 @@ func formatUSD(v float64) string {
 func Resolution(d time.Duration) time.Duration {
 	return admit.ClampDuration(d.Round(time.Millisecond))
 }
+
+// Pairs is r's keys and values as the writer writes them, in its order,
+// Extra included: a store that keeps some keys in columns of its own
+// keeps the rest as these (SetField reads them back).
+func Pairs(r *Row) []KV {
+	d := logfmt.NewDecoder(bytes.NewReader(AppendRow(nil, r)))
+	var kvs []KV
+	for d.ScanRecord() {
+		for d.ScanKeyval() {
+			kvs = append(kvs, KV{Key: string(d.Key()), Value: string(d.Value())})
+		}
+	}
+	return kvs
+}

@@ -458,6 +458,21 @@ const knownKeyCount = len(fields)
 
 func knownKey(k string) bool { _, ok := fieldIndex[k]; return ok }
 
+// SetField reads one key's value, as the log writes it, into r by the
+// reader's own rule for that key. known is false for a key this version
+// does not read: a store that keeps a row's keys apart (pgstore's extra)
+// keeps such a pair as Extra.
+func SetField(r *Row, key, value string) (known bool, err error) {
+	i, ok := fieldIndex[key]
+	if !ok {
+		return false, nil
+	}
+	if err := fields[i].set(r, value, newParser()); err != nil {
+		return true, fmt.Errorf("%s: %w", key, err)
+	}
+	return true, nil
+}
+
 func partSource(v string, p *parser) (string, error) {
 	if !knownSource(v, false) {
 		return "", fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(v))

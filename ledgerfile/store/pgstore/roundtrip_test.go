@@ -73,6 +73,27 @@ func rowsGen() *rapid.Generator[[]ledgerfile.Row] {
 		if rapid.Bool().Draw(t, "retry_after?") {
 			r.RetryAfter, r.HasRetryAfter = ms(t, "retry_after"), true
 		}
+		// Keys without a column of their own ride in extra.
+		if rapid.Bool().Draw(t, "reserve?") {
+			r.ReserveUSD = rapid.Float64Range(1e-9, 1e6).Draw(t, "reserve")
+		}
+		if r.HasConnect = rapid.Bool().Draw(t, "connect?"); r.HasConnect {
+			r.Connect = ms(t, "connect")
+		}
+		if r.HasITL = rapid.Bool().Draw(t, "itl?"); r.HasITL {
+			r.ITLMean, r.ITLMax = ms(t, "itl_mean"), ms(t, "itl_max")
+		}
+		r.Tags = opt(t, "tags", word)
+		r.InFlight = rapid.IntRange(0, 3).Draw(t, "inflight")
+		if r.HasWindow = rapid.Bool().Draw(t, "window?"); r.HasWindow {
+			r.Window.Firsts, r.Window.Retries = rapid.IntRange(0, 1000).Draw(t, "firsts"), rapid.IntRange(0, 1000).Draw(t, "retries")
+		}
+		if r.TokensFrom == "" && rapid.Bool().Draw(t, "mixed?") {
+			r.TokensFrom, r.PromptFrom, r.CompletionFrom = ledgerfile.FromMixed, "usage", "tokenizer"
+		}
+		if rapid.Bool().Draw(t, "unknown key?") {
+			r.Extra = append(r.Extra, ledgerfile.KV{Key: "x_later", Value: "kept as is"})
+		}
 		count := rapid.Int64Range(0, admit.MaxTokens)
 		if r.HasCached = rapid.Bool().Draw(t, "cached?"); r.HasCached {
 			r.CachedTokens = count.Draw(t, "cached")

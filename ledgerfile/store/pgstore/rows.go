@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -83,16 +82,16 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 	a[25] = str(r.Decision)
 	a[26], a[27], a[28] = !r.Unsent, r.Holdout, r.Fallback
 	a[29], a[30], a[31] = str(r.JobEnd), str(r.PromptSHA), str(r.Note)
-	if len(r.Extra) > 0 || r.HasWindow {
-		pairs := make([][2]string, len(r.Extra), len(r.Extra)+2)
-		for i, kv := range r.Extra {
-			pairs[i] = [2]string{kv.Key, kv.Value}
+	// Every key without a column of its own (reserve_usd, connect_s,
+	// inflight, window_*, a key this version does not know, ...) rides in
+	// extra as the file writes it, so no key is lost to the table.
+	var pairs [][2]string
+	for _, kv := range ledgerfile.Pairs(r) {
+		if !columned[kv.Key] {
+			pairs = append(pairs, [2]string{kv.Key, kv.Value})
 		}
-		if r.HasWindow {
-			// The retry budget's counts have no column: they ride in extra.
-			pairs = append(pairs, [2]string{"window_firsts", strconv.Itoa(r.Window.Firsts)},
-				[2]string{"window_retries", strconv.Itoa(r.Window.Retries)})
-		}
+	}
+	if len(pairs) > 0 {
 		b, err := json.Marshal(pairs)
 		if err != nil {
 			return nil, err
@@ -123,6 +122,20 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 		a[39] = r.UncachedUSD
 	}
 	return a, nil
+}
+
+// columned are the file's keys that have a column of rowColumns; a
+// row's other keys are kept in extra.
+var columned = map[string]bool{
+	"ts": true, "job": true, "attempt": true, "seat": true, "model": true, "wait_s": true,
+	"elapsed_s": true, "ttfb_s": true, "tokens": true, "prompt_tokens": true,
+	"completion_tokens": true, "tokens_from": true, "outcome": true, "http_status": true,
+	"billing": true, "cost_usd": true, "retry_after_s": true, "error_code": true,
+	"delay_s": true, "spent_s": true, "spent_tokens": true, "spent_usd": true, "used": true,
+	"decision": true, "sent": true, "holdout": true, "fallback": true, "job_end": true,
+	"prompt_sha": true, "note": true, "cached_tokens": true, "cache_write_tokens": true,
+	"reasoning_tokens": true, "ratelimit_remaining_requests": true,
+	"ratelimit_remaining_tokens": true, "ratelimit_reset_s": true, "uncached_usd": true,
 }
 
 // numColumns is rowColumns' count.
@@ -246,16 +259,13 @@ func (s *scanned) row(r *ledgerfile.Row, st *rowStrings) error {
 		}
 		r.Extra = make([]ledgerfile.KV, 0, len(pairs))
 		for _, p := range pairs {
-			if n, err := strconv.Atoi(p[1]); err == nil && (p[0] == "window_firsts" || p[0] == "window_retries") {
-				r.HasWindow = true
-				if p[0] == "window_firsts" {
-					r.Window.Firsts = n
-				} else {
-					r.Window.Retries = n
-				}
-				continue
+			known, err := ledgerfile.SetField(r, p[0], p[1])
+			if err != nil {
+				return fmt.Errorf("row %d: extra: %w", s.seq, err)
 			}
-			r.Extra = append(r.Extra, ledgerfile.KV{Key: p[0], Value: p[1]})
+			if !known {
+				r.Extra = append(r.Extra, ledgerfile.KV{Key: p[0], Value: p[1]})
+			}
 		}
 		if len(r.Extra) == 0 {
 			r.Extra = nil
