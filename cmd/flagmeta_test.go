@@ -67,7 +67,7 @@ func TestCompletionOffersFlagValues(t *testing.T) {
 		{[]string{"report", "--by", ""}, []string{"seat", "model", "job", "outcome"}},
 		{[]string{"report", "--hist", ""}, []string{"wait", "elapsed", "tokens", "cdf"}},
 		{[]string{"seat", "serve", "--format", ""}, []string{"openai", "anthropic", "ollama"}},
-		{[]string{"record", "--outcome", "ti"}, []string{"ok", "conn_error", "rate_limited", "client_error", "server_error", "timeout", "wait_cap", "reset", "cancelled"}},
+		{[]string{"record", "--outcome", "ti"}, []string{"ok", "conn_error", "rate_limited", "client_error", "server_error", "timeout", "wait_cap", "reset", "cancelled", "incomplete"}},
 		{[]string{"rehearse", "--seat", ""}, []string{"fast", "slow"}},
 		{[]string{"time", "--seat", ""}, []string{"fast", "slow"}},
 	} {

@@ -32,6 +32,15 @@ func (b retryingBooks) Book(_ context.Context, _ string, fn func([]byte, time.Ti
 	return b.err
 }
 
+func (b retryingBooks) BookShared(_ context.Context, _, _ string, fn func([]byte, []byte, time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
+	for range 2 {
+		if _, _, _, err := fn(nil, nil, time.Now()); err != nil {
+			return err
+		}
+	}
+	return b.err
+}
+
 func (retryingBooks) Due(context.Context, int) ([]string, error) { return nil, nil }
 
 func okRow(job string) ledgerfile.Row {
@@ -64,13 +73,20 @@ func TestBooksCountCommittedRowsOnce(t *testing.T) {
 	require.NoError(t, m.Books(retryingBooks{}).Book(context.Background(), "j1", rows))
 	assert.Equal(t, 1.0, counter(t, m, "retrygate_log_rows_total"))
 	assert.Equal(t, 1.0, counter(t, m, "retrygate_attempts_total"))
+	// A decision under the shared retry budget commits its rows the same way.
+	shared := func(_, _ []byte, _ time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
+		return store.Record{}, nil, []ledgerfile.Row{okRow("j0")}, nil
+	}
+	require.NoError(t, m.Books(retryingBooks{}).BookShared(context.Background(), "j0", "retry budget", shared))
+	assert.Equal(t, 2.0, counter(t, m, "retrygate_log_rows_total"))
+	assert.Equal(t, 2.0, counter(t, m, "retrygate_attempts_total"))
 	require.NoError(t, m.Ready(context.Background()))
 
 	down := errors.New("postgres db: server unreachable")
 	require.ErrorIs(t, m.Books(retryingBooks{err: down}).Book(context.Background(), "j2", rows), down)
-	assert.Equal(t, 1.0, counter(t, m, "retrygate_log_rows_total"))
+	assert.Equal(t, 2.0, counter(t, m, "retrygate_log_rows_total"))
 	assert.Equal(t, 1.0, counter(t, m, "retrygate_log_rows_lost_total"))
-	assert.Equal(t, 1.0, counter(t, m, "retrygate_attempts_total"))
+	assert.Equal(t, 2.0, counter(t, m, "retrygate_attempts_total"))
 	assert.ErrorIs(t, m.Ready(context.Background()), down)
 
 	srv := httptest.NewServer(m.Handler())

@@ -215,6 +215,21 @@ func (c countingBooks) Book(ctx context.Context, key string, fn func(old []byte,
 	return err
 }
 
+// BookShared is Book with the shared record (the retry budget's): its
+// committed rows are counted alike.
+func (c countingBooks) BookShared(ctx context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
+	var rows []ledgerfile.Row
+	err := c.Books.BookShared(ctx, key, shared, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
+		rec, sh, rs, err := fn(old, sharedOld, now)
+		rows = rs // the last run's rows are the ones committed
+		return rec, sh, rs, err
+	})
+	if len(rows) > 0 || err != nil {
+		c.m.wrote(rows, err)
+	}
+	return err
+}
+
 func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
 	if err != nil {
 		m.lastErr.Store(&err)
