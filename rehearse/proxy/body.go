@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -162,8 +164,10 @@ func number(v []byte, t jsonparser.ValueType) int64 {
 	if n, err := jsonparser.ParseInt(v); err == nil {
 		return admit.ClampTokens(n)
 	}
-	f, err := jsonparser.ParseFloat(v)
-	if err != nil || f != f {
+	// strconv, not jsonparser: a number past float64's range (1E700) is
+	// ±Inf with ErrRange, clamped as any large count is, not dropped.
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || f != f {
 		return 0
 	}
 	return admit.ClampTokensFloat(f)
