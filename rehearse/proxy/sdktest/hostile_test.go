@@ -15,11 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"retrygate/admit"
+	"retrygate/rehearse/realtime"
 )
 
 // rawOrigin answers every request on 127.0.0.1 with the bytes of write,
-// then holds the connection open for a while (a stall) or closes it.
-func rawOrigin(t *testing.T, write string, stall bool) string {
+// then holds the connection open for stall (0: closes it).
+func rawOrigin(t *testing.T, write string, stall time.Duration) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -38,9 +39,7 @@ func rawOrigin(t *testing.T, write string, stall bool) string {
 				}
 				_, _ = io.Copy(io.Discard, req.Body)
 				_, _ = io.WriteString(c, write)
-				if stall {
-					time.Sleep(2 * time.Second)
-				}
+				time.Sleep(stall) // the upstream says nothing more
 			}()
 		}
 	}()
@@ -67,9 +66,16 @@ func TestOpenAIHostileUpstream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The hard timeout is the real-time allowance (a ceiling load
+			// does not reach), and the stall outlasts it: an SDK that waits
+			// for the upstream's end waits out the hard timeout.
 			pol := policy()
-			pol.Timeouts.Hard = 500 * ms
-			pxURL, log := front(t, "openai", rawOrigin(t, tt.write, tt.stall), pol)
+			pol.Timeouts.Hard = realtime.By(500 * ms)
+			var stall time.Duration
+			if tt.stall {
+				stall = pol.Timeouts.Hard + 2*time.Second
+			}
+			pxURL, log := front(t, "openai", rawOrigin(t, tt.write, stall), pol)
 			c := openaiClient(pxURL, 0, nil)
 			s := c.Chat.Completions.NewStreaming(context.Background(), openaiParams(true))
 			var acc openai.ChatCompletionAccumulator
