@@ -77,7 +77,8 @@ func main() {
 	cmd.Stdout = io.Discard
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		panic(err)
+		fmt.Fprintf(os.Stderr, "proxymem: cannot start %s: %v\n", *bin, err)
+		os.Exit(2)
 	}
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
