@@ -390,22 +390,12 @@ var fields = [...]field{
 		return err
 	}},
 	{"spent_usd", func(r *Row, v string, _ *parser) (err error) { r.SpentUSD, err = parseUSD(v); return err }},
-	{"used", func(r *Row, v string, _ *parser) error {
-		n, err := admit.ParseCount(v)
-		if err != nil || n > admit.MaxAttempts {
-			return fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(v))
-		}
-		r.Used, r.HasSpent = int(n), true
-		return nil
+	{"used", func(r *Row, v string, _ *parser) (err error) {
+		r.Used, err = attemptCount(v)
+		r.HasSpent = true
+		return err
 	}},
-	{"inflight", func(r *Row, v string, _ *parser) error {
-		n, err := admit.ParseCount(v)
-		if err != nil || n > admit.MaxAttempts {
-			return fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(v))
-		}
-		r.InFlight = int(n)
-		return nil
-	}},
+	{"inflight", func(r *Row, v string, _ *parser) (err error) { r.InFlight, err = attemptCount(v); return err }},
 	{"window_firsts", func(r *Row, v string, _ *parser) (err error) {
 		r.Window.Firsts, err = windowCount(v)
 		r.HasWindow = true
@@ -537,6 +527,15 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// attemptCount is a count of a job's attempts (used, inflight).
+func attemptCount(v string) (int, error) {
+	n, err := admit.ParseCount(v)
+	if err != nil || n > admit.MaxAttempts {
+		return 0, fmt.Errorf("not a count of attempts in 0…%d %q", admit.MaxAttempts, truncate(v))
+	}
+	return int(n), nil
 }
 
 // windowCount is a retry budget window's count (window_firsts,
