@@ -177,11 +177,3 @@ func main() {
 	}
 	os.RemoveAll(dir)
 }
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
-}

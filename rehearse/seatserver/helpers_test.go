@@ -121,19 +121,6 @@ func (r *running) awaitState(t *testing.T, index int, state string, from time.Ti
 
 const ms = time.Millisecond
 
-// decodeNDJSON reads every line of an NDJSON body as a JSON object.
-func decodeNDJSON(t *testing.T, resp *http.Response) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	dec := json.NewDecoder(resp.Body)
-	for dec.More() {
-		var m map[string]any
-		require.NoError(t, dec.Decode(&m))
-		out = append(out, m)
-	}
-	return out
-}
-
 var okPlan = seat.Plan{TTFB: 20 * ms, Wait: 50 * ms, Elapsed: 150 * ms, PromptTokens: 42, CompletionTokens: 30}
 
 // plantedKey and prompt are canaries: neither may appear in any output.
