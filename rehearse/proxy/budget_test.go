@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,45 +219,16 @@ func BenchmarkSharedBudget(b *testing.B) {
 	for _, conc := range []int{1, 16} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
 			run := func(url, tag string, n int) []time.Duration {
-				lat := make([]time.Duration, n)
-				next := make(chan int)
-				var wg sync.WaitGroup
-				for range conc {
-					wg.Go(func() {
-						for i := range next {
-							req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(sharedBody))
-							req.Header.Set("X-Retrygate-Job", fmt.Sprintf("%s-%d-%d", tag, conc, i))
-							t0 := time.Now()
-							resp, err := client.Do(req)
-							if err != nil {
-								b.Error(err)
-								continue
-							}
-							_, _ = io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-							lat[i] = time.Since(t0)
-						}
-					})
-				}
-				for i := range n {
-					next <- i
-				}
-				close(next)
-				wg.Wait()
-				slices.Sort(lat)
-				return lat
+				return namedLatencies(b, client, url, conc, n, func(i int) string { return fmt.Sprintf("%s-%d-%d", tag, conc, i) })
 			}
 			n := max(b.N, 100)
 			b.ResetTimer()
-			tag := fmt.Sprintf("%p", b)
+			tag := fmt.Sprint(benchRun.Add(1))
 			a, c := run(off.url, tag+"off", n), run(on.url, tag+"on", n)
 			b.StopTimer()
-			p := func(l []time.Duration, q float64) float64 {
-				return float64(l[min(len(l)-1, int(q*float64(len(l))))]) / float64(time.Millisecond)
-			}
-			b.ReportMetric(p(a, 0.5), "no-budget-p50-ms")
-			b.ReportMetric(p(c, 0.5), "budget-p50-ms")
-			b.ReportMetric(p(c, 0.99), "budget-p99-ms")
+			b.ReportMetric(latencyMS(a, 0.5), "no-budget-p50-ms")
+			b.ReportMetric(latencyMS(c, 0.5), "budget-p50-ms")
+			b.ReportMetric(latencyMS(c, 0.99), "budget-p99-ms")
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,44 +246,16 @@ func BenchmarkSharedBooks(b *testing.B) {
 	for _, conc := range []int{1, 16} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
 			run := func(url string, n int) []time.Duration {
-				lat := make([]time.Duration, n)
-				var wg sync.WaitGroup
-				next := make(chan int)
-				for range conc {
-					wg.Go(func() {
-						for i := range next {
-							req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(sharedBody))
-							req.Header.Set("X-Retrygate-Job", fmt.Sprintf("bench-%p-%d", &lat, i))
-							t0 := time.Now()
-							resp, err := client.Do(req)
-							if err != nil {
-								b.Error(err)
-								continue
-							}
-							_, _ = io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-							lat[i] = time.Since(t0)
-						}
-					})
-				}
-				for i := range n {
-					next <- i
-				}
-				close(next)
-				wg.Wait()
-				slices.Sort(lat)
-				return lat
+				tag := fmt.Sprintf("bench-%d-", benchRun.Add(1))
+				return namedLatencies(b, client, url, conc, n, func(i int) string { return tag + fmt.Sprint(i) })
 			}
 			n := max(b.N, 100)
 			b.ResetTimer()
 			m, s := run(mem.url, n), run(shared.url, n)
 			b.StopTimer()
-			ms := func(l []time.Duration, p float64) float64 {
-				return float64(l[min(len(l)-1, int(p*float64(len(l))))]) / float64(time.Millisecond)
-			}
-			b.ReportMetric(ms(m, 0.5), "in-process-p50-ms")
-			b.ReportMetric(ms(s, 0.5), "shared-p50-ms")
-			b.ReportMetric(ms(s, 0.99), "shared-p99-ms")
+			b.ReportMetric(latencyMS(m, 0.5), "in-process-p50-ms")
+			b.ReportMetric(latencyMS(s, 0.5), "shared-p50-ms")
+			b.ReportMetric(latencyMS(s, 0.99), "shared-p99-ms")
 		})
 	}
 }
@@ -324,4 +297,46 @@ func TestSharedBooksLostAttemptPostgres(t *testing.T) {
 	assert.Equal(t, admit.Timeout, rs[0].Outcome, "the lost attempt's row")
 	assert.Equal(t, 2, rs[2].Used)
 	assertReplaysUnchanged(t, pol, rs)
+}
+
+// namedLatencies sends n requests, each its own named job (id(i)), to
+// url's chat endpoint from conc clients at once, and returns their
+// latencies, sorted.
+func namedLatencies(b *testing.B, client *http.Client, url string, conc, n int, id func(i int) string) []time.Duration {
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range conc {
+		wg.Go(func() {
+			for i := range next {
+				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(sharedBody))
+				req.Header.Set("X-Retrygate-Job", id(i))
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	slices.Sort(lat)
+	return lat
+}
+
+// benchRun numbers the benchmarks' runs, so each run's jobs are new ones
+// (a benchmark function runs again with a larger b.N).
+var benchRun atomic.Int64
+
+// latencyMS is the q-quantile (nearest rank) of sorted latencies, in ms.
+func latencyMS(l []time.Duration, q float64) float64 {
+	return float64(l[min(len(l)-1, int(q*float64(len(l))))]) / float64(time.Millisecond)
 }
