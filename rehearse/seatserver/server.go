@@ -275,19 +275,22 @@ func (s *Server) begin(r *http.Request, start time.Time) (*Record, seat.Plan) {
 
 func (s *Server) end(rec *Record, state string) {
 	after := time.Since(rec.start)
+	if state == StateCancelled {
+		// The line first: whoever sees the record cancelled finds it logged.
+		s.mu.Lock()
+		idx := rec.Index
+		s.mu.Unlock()
+		s.logMu.Lock()
+		fmt.Fprintf(s.opts.Log, "seat: request %d cancelled by client after %.3fs\n", idx, after.Seconds())
+		s.logMu.Unlock()
+	}
 	s.mu.Lock()
 	rec.State = state
 	rec.Ended = rec.Received.Add(after)
 	rec.AfterS = round3(after.Seconds())
 	rec.Cancelled = state == StateCancelled
 	rec.Finished = state == StateFinished || state == StateReset || state == StateDropped || state == StateRejected
-	idx := rec.Index
 	s.mu.Unlock()
-	if state == StateCancelled {
-		s.logMu.Lock()
-		fmt.Fprintf(s.opts.Log, "seat: request %d cancelled by client after %.3fs\n", idx, after.Seconds())
-		s.logMu.Unlock()
-	}
 }
 
 func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, responses bool) {
