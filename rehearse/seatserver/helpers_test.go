@@ -66,7 +66,7 @@ func serve(t testing.TB, f Format, ps ...seat.Plan) *running {
 func serveWith(t testing.TB, srv *Server) *running {
 	t.Helper()
 	log := &syncBuffer{}
-	srv.opts.Log = log
+	srv.log.SetOutput(log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

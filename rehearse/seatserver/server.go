@@ -97,11 +97,13 @@ type Record struct {
 
 // Server answers chat requests by playing the n-th plan for the n-th request.
 type Server struct {
-	opts     Options
-	mu       sync.Mutex
-	recs     []*Record // a ring of the last opts.Keep records
-	total    int       // every request so far
-	logMu    sync.Mutex
+	opts  Options
+	mu    sync.Mutex
+	recs  []*Record // a ring of the last opts.Keep records
+	total int       // every request so far
+	// log writes the cancellation lines and net/http's own complaints (a
+	// client's malformed request line) to Options.Log, one at a time.
+	log      *log.Logger
 	stopping atomic.Bool
 	slots    chan struct{} // Options.Slots' semaphore; nil: no limit
 }
@@ -129,7 +131,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Keep <= 0 {
 		opts.Keep = DefaultKeep
 	}
-	srv := &Server{opts: opts}
+	srv := &Server{opts: opts, log: log.New(opts.Log, "seat: ", 0)}
 	if opts.Slots > 0 {
 		srv.slots = make(chan struct{}, opts.Slots)
 	}
@@ -166,9 +168,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: HeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
-		// net/http's own complaints (a client's malformed request line)
-		// go where the cancellations go, not to the process's stderr log.
-		ErrorLog: log.New(&lockedWriter{mu: &s.logMu, w: s.opts.Log}, "seat: ", 0),
+		ErrorLog:          s.log, // not the process's stderr log
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -280,9 +280,7 @@ func (s *Server) end(rec *Record, state string) {
 		s.mu.Lock()
 		idx := rec.Index
 		s.mu.Unlock()
-		s.logMu.Lock()
-		fmt.Fprintf(s.opts.Log, "seat: request %d cancelled by client after %.3fs\n", idx, after.Seconds())
-		s.logMu.Unlock()
+		s.log.Printf("request %d cancelled by client after %.3fs", idx, after.Seconds())
 	}
 	s.mu.Lock()
 	rec.State = state
@@ -588,16 +586,4 @@ func (p *player) status() int {
 		return http.StatusInternalServerError
 	}
 	return status
-}
-
-// lockedWriter serializes writes to the shared log.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
