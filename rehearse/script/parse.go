@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"retrygate/admit"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
+	"retrygate/admit"
 	"retrygate/rehearse/seat"
 )
 
@@ -70,6 +73,12 @@ var (
 	intRE    = lazyRegexp(`^[+-]?[0-9]+$`)
 	codeRE   = lazyRegexp(`^[A-Za-z0-9_.\-]{1,64}$`)
 )
+
+// lazyRegexp compiles expr on first use, so a run that parses no script
+// (most commands) pays nothing for it at start-up.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Parse parses a script. name is the file name errors start with.
 func Parse(data []byte, name string) (*Script, error) {
@@ -137,7 +146,7 @@ var (
 // anchor, so that one is looked up in the text.
 func yamlError(name string, data []byte, err error) error {
 	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		if yamlParserProblems[m[2]] {
 			line++
@@ -146,7 +155,7 @@ func yamlError(name string, data []byte, err error) error {
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	line := 1
-	if m := yamlAnchorRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlAnchorRE().FindStringSubmatch(err.Error()); m != nil {
 		line = lineOf(data, "*"+m[1])
 	}
 	return &Error{File: name, Line: line, Msg: "not valid YAML: " + msg, Err: err}
@@ -205,9 +214,9 @@ func (p *parser) mapping(n *yaml.Node, where string, known []string) ([]pair, er
 		if key == "<<" {
 			return nil, p.errf(kn, path, "merge keys are not supported (write the keys out, or use repeat)")
 		}
-		if !contains(known, key) {
+		if !slices.Contains(known, key) {
 			msg := fmt.Sprintf("unknown key %q", key)
-			if s := suggest(key, known); s != "" {
+			if s, ok := admit.Closest(key, known); ok {
 				msg += fmt.Sprintf(" (did you mean %s?)", s)
 			} else {
 				msg += fmt.Sprintf(" (want one of %s)", strings.Join(known, ", "))
@@ -491,7 +500,7 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 		if err != nil {
 			return plan, 0, err
 		}
-		if !codeRE.MatchString(code) {
+		if !codeRE().MatchString(code) {
 			return plan, 0, p.errf(at["error"], key("error"), "want a provider error code such as context_length_exceeded (letters, digits, _ . -), got %q", code)
 		}
 		plan.ErrorCode = code
@@ -501,7 +510,7 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 		if err != nil {
 			return plan, 0, err
 		}
-		if !codeRE.MatchString(reason) {
+		if !codeRE().MatchString(reason) {
 			return plan, 0, p.errf(at["incomplete"], key("incomplete"), "want the reason the answer ended short, such as max_output_tokens or content_filter, got %q", reason)
 		}
 		for _, k := range []string{"status", "error", "reset_after"} {
@@ -554,7 +563,7 @@ func number(v string) (f float64, isNumber bool) {
 	case ".inf", "inf", "infinity":
 		return math.Inf(1), true
 	}
-	if !numberRE.MatchString(v) {
+	if !numberRE().MatchString(v) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(v, 64)
@@ -589,7 +598,7 @@ func (p *parser) integer(n *yaml.Node, key string, lo, hi int64) (int64, error) 
 	if err != nil {
 		return 0, err
 	}
-	if !intRE.MatchString(v) {
+	if !intRE().MatchString(v) {
 		if f, ok := number(v); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
 			return 0, p.errf(n, key, "not a finite number %q", v)
 		}
@@ -670,19 +679,4 @@ func join(where, key string) string {
 		return key
 	}
 	return where + "." + key
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the known key a misspelt one is closest to, or "".
-func suggest(key string, known []string) string {
-	s, _ := admit.Closest(key, known)
-	return s
 }
