@@ -61,50 +61,6 @@ func (anthropicWire) body(model string, req Request) []byte {
 	return b
 }
 
-type anthropicUsage struct {
-	InputTokens         *jsonInt `json:"input_tokens"`
-	CacheCreationTokens *jsonInt `json:"cache_creation_input_tokens"`
-	CacheReadTokens     *jsonInt `json:"cache_read_input_tokens"`
-	OutputTokens        *jsonInt `json:"output_tokens"`
-}
-
-// input is every prompt token the request was billed for: fresh, cache
-// writes and cache reads; ok is false when the usage named none.
-func (u *anthropicUsage) input(st *stream) (n int64, ok bool) {
-	for _, p := range []*jsonInt{u.InputTokens, u.CacheCreationTokens, u.CacheReadTokens} {
-		if p.present() {
-			n, ok = admit.AddTokens(n, p.value()), true
-		}
-	}
-	if u.CacheCreationTokens.present() {
-		st.usageCacheWrite(u.CacheCreationTokens.value())
-	}
-	if u.CacheReadTokens.present() {
-		st.usageCached(u.CacheReadTokens.value())
-	}
-	return n, ok
-}
-
-type anthropicBlock struct {
-	Type        string   `json:"type"`
-	Text        jsonText `json:"text"`
-	Thinking    jsonText `json:"thinking"`
-	PartialJSON jsonText `json:"partial_json"` // tool-use input, streamed
-}
-
-type anthropicEvent struct {
-	Type    string `json:"type"`
-	Message *struct {
-		Content []anthropicBlock `json:"content"`
-		Usage   *anthropicUsage  `json:"usage"`
-	} `json:"message"`
-	ContentBlock *anthropicBlock `json:"content_block"`
-	Delta        *anthropicBlock `json:"delta"`
-	Usage        *anthropicUsage `json:"usage"`
-	// A non-streamed answer is a Message at the top level.
-	Content []anthropicBlock `json:"content"`
-}
-
 // event reads one event by targeted field extraction (see
 // openaiWire.chunk).
 func (anthropicWire) event(typ string, data []byte, st *stream) {
@@ -201,27 +157,49 @@ func anthropicInput(u []byte, st *stream) (n int64, ok bool) {
 	return n, ok
 }
 
-func (w anthropicWire) whole(data []byte, st *stream) {
-	var e anthropicEvent
-	if err := json.Unmarshal(data, &e); err != nil {
+// whole reads a non-streamed answer, a Message, as event reads its
+// members: a wrong shape of type, content or usage is malformed.
+func (anthropicWire) whole(data []byte, st *stream) {
+	obj, ok, bad := jsonObject(data)
+	if !ok {
+		if bad {
+			st.bad++
+		}
+		return
+	}
+	typ, _, w1 := member(obj, jsonparser.String, "type")
+	content, _, w2 := member(obj, jsonparser.Array, "content")
+	usage, hasUsage, w3 := member(obj, jsonparser.Object, "usage")
+	if w1 || w2 || w3 {
 		st.bad++
 		return
 	}
-	if e.Type == "error" {
-		st.fail(errorCode(data))
+	if string(typ) == "error" {
+		st.fail(errorCode(obj))
 		return
 	}
-	for _, b := range e.Content {
-		st.text(string(b.Text))
-		st.text(string(b.Thinking))
+	_, _ = jsonparser.ArrayEach(content, func(b []byte, t jsonparser.ValueType, _ int, _ error) {
+		if t != jsonparser.Object {
+			bad = bad || t != jsonparser.Null
+			return
+		}
+		for _, k := range [...]string{"text", "thinking"} {
+			if v, vt, _, err := jsonparser.Get(b, k); err == nil {
+				textOf(v, vt, st)
+			}
+		}
+	})
+	if bad {
+		st.bad++
+		return
 	}
-	if u := e.Usage; u != nil {
-		if n, ok := u.input(st); ok {
+	if hasUsage {
+		if n, ok := anthropicInput(usage, st); ok {
 			st.usagePrompt(n)
 		}
-		if u.OutputTokens.present() {
-			st.usageCompletion(u.OutputTokens.value())
+		if n, ok := countOf(usage, "output_tokens"); ok {
+			st.usageCompletion(n)
 		}
 	}
-	st.done = e.Type == "message"
+	st.done = string(typ) == "message"
 }

@@ -3,7 +3,53 @@ package seat
 import (
 	"encoding/json"
 	"testing"
+
+	"retrygate/admit"
 )
+
+type anthropicUsage struct {
+	InputTokens         *jsonInt `json:"input_tokens"`
+	CacheCreationTokens *jsonInt `json:"cache_creation_input_tokens"`
+	CacheReadTokens     *jsonInt `json:"cache_read_input_tokens"`
+	OutputTokens        *jsonInt `json:"output_tokens"`
+}
+
+// input is every prompt token the request was billed for: fresh, cache
+// writes and cache reads; ok is false when the usage named none.
+func (u *anthropicUsage) input(st *stream) (n int64, ok bool) {
+	for _, p := range []*jsonInt{u.InputTokens, u.CacheCreationTokens, u.CacheReadTokens} {
+		if p.present() {
+			n, ok = admit.AddTokens(n, p.value()), true
+		}
+	}
+	if u.CacheCreationTokens.present() {
+		st.usageCacheWrite(u.CacheCreationTokens.value())
+	}
+	if u.CacheReadTokens.present() {
+		st.usageCached(u.CacheReadTokens.value())
+	}
+	return n, ok
+}
+
+type anthropicBlock struct {
+	Type        string   `json:"type"`
+	Text        jsonText `json:"text"`
+	Thinking    jsonText `json:"thinking"`
+	PartialJSON jsonText `json:"partial_json"` // tool-use input, streamed
+}
+
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Content []anthropicBlock `json:"content"`
+		Usage   *anthropicUsage  `json:"usage"`
+	} `json:"message"`
+	ContentBlock *anthropicBlock `json:"content_block"`
+	Delta        *anthropicBlock `json:"delta"`
+	Usage        *anthropicUsage `json:"usage"`
+	// A non-streamed answer is a Message at the top level.
+	Content []anthropicBlock `json:"content"`
+}
 
 // The reference decoder: the encoding/json reading of an Anthropic event
 // that the targeted extraction in anthropicWire.event replaced.
@@ -81,6 +127,56 @@ func FuzzAnthropicEvent(f *testing.F) {
 		got.onContent, want.onContent = func() {}, func() {}
 		anthropicWire{}.event(typ, data, &got)
 		referenceAnthropic(anthropicWire{}, typ, data, &want)
+		compareStreams(t, &got, &want)
+	})
+}
+
+// referenceAnthropicWhole is the encoding/json reading of a non-streamed
+// answer that anthropicWire.whole replaced.
+func referenceAnthropicWhole(data []byte, st *stream) {
+	var e anthropicEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		st.bad++
+		return
+	}
+	if e.Type == "error" {
+		st.fail(errorCode(data))
+		return
+	}
+	for _, b := range e.Content {
+		st.text(string(b.Text))
+		st.text(string(b.Thinking))
+	}
+	if u := e.Usage; u != nil {
+		if n, ok := u.input(st); ok {
+			st.usagePrompt(n)
+		}
+		if u.OutputTokens.present() {
+			st.usageCompletion(u.OutputTokens.value())
+		}
+	}
+	st.done = e.Type == "message"
+}
+
+// FuzzAnthropicWhole: the targeted reading of a whole Message agrees
+// with encoding/json on its text, usage, error and end.
+func FuzzAnthropicWhole(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"message","content":[{"type":"text","text":"hi"},{"type":"thinking","thinking":"hm"}],"usage":{"input_tokens":3,"cache_read_input_tokens":2,"output_tokens":5}}`,
+		`{"type":"error","error":{"type":"overloaded_error"}}`, `{"type":"message","content":[null,{"text":["x"]}]}`,
+		`{"type":"message","content":"x"}`, `{"content":[1]}`, `{"usage":null}`, `null`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || skipKeyQuirks(data, "type", "content", "usage", "text", "thinking",
+			"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens", "error") {
+			return
+		}
+		var got, want stream
+		got.onContent, want.onContent = func() {}, func() {}
+		anthropicWire{}.whole(data, &got)
+		referenceAnthropicWhole(data, &want)
 		compareStreams(t, &got, &want)
 	})
 }

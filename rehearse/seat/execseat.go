@@ -3,7 +3,6 @@ package seat
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/buger/jsonparser"
 
 	"retrygate/admit"
 )
@@ -114,38 +115,10 @@ func (o *execOut) usage(st *stream) {
 	if !o.lastOK {
 		return
 	}
-	var u struct {
-		Usage *struct {
-			PromptTokens     *jsonInt `json:"prompt_tokens"`
-			CompletionTokens *jsonInt `json:"completion_tokens"`
-			PromptDetails    *struct {
-				Cached     *jsonInt `json:"cached_tokens"`
-				CacheWrite *jsonInt `json:"cache_write_tokens"`
-			} `json:"prompt_tokens_details"`
-			CompletionDetails *struct {
-				Reasoning *jsonInt `json:"reasoning_tokens"`
-			} `json:"completion_tokens_details"`
-		} `json:"usage"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(o.last), &u) != nil || u.Usage == nil {
-		return
-	}
-	if u.Usage.PromptTokens.present() {
-		st.usagePrompt(u.Usage.PromptTokens.value())
-	}
-	if u.Usage.CompletionTokens.present() {
-		st.usageCompletion(u.Usage.CompletionTokens.value())
-	}
-	if d := u.Usage.PromptDetails; d != nil {
-		if d.Cached.present() {
-			st.usageCached(d.Cached.value())
+	if obj, ok, _ := jsonObject(o.last); ok {
+		if u, ok, _ := member(obj, jsonparser.Object, "usage"); ok {
+			chatUsage(u, st)
 		}
-		if d.CacheWrite.present() {
-			st.usageCacheWrite(d.CacheWrite.value())
-		}
-	}
-	if d := u.Usage.CompletionDetails; d != nil && d.Reasoning.present() {
-		st.usageReasoning(d.Reasoning.value())
 	}
 }
 

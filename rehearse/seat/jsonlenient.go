@@ -12,75 +12,10 @@ import (
 	"retrygate/admit"
 )
 
-// jsonText is a text field read leniently: a string, or an array of
-// parts whose "text" members are joined (some compatible servers send
-// content that way); null or any other shape is empty, never an error
-// that would drop the whole event.
-type jsonText string
-
-func (t *jsonText) UnmarshalJSON(b []byte) error {
-	*t = ""
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return nil
-	}
-	switch b[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(b, &s) == nil {
-			*t = jsonText(s)
-		}
-	case '[':
-		var parts []struct {
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(b, &parts) == nil {
-			var all []byte
-			for _, p := range parts {
-				all = append(all, p.Text...)
-			}
-			*t = jsonText(all)
-		}
-	}
-	return nil
-}
-
-// jsonInt is a token count read leniently: any JSON number, clamped into
-// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
-// server has sent); anything else is absent.
-type jsonInt struct {
-	n  int64
-	ok bool
-}
-
-func (i *jsonInt) UnmarshalJSON(b []byte) error {
-	*i = jsonInt{}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || !(b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
-		return nil
-	}
-	// ParseFloat gives ±Inf with a range error past float64: clamped too.
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return nil
-	}
-	*i = jsonInt{n: admit.ClampTokensFloat(f), ok: true}
-	return nil
-}
-
-// present reports a count the answer actually gave.
-func (i *jsonInt) present() bool { return i != nil && i.ok }
-
-func (i *jsonInt) value() int64 {
-	if i == nil {
-		return 0
-	}
-	return i.n
-}
-
-// textOf feeds a text field found by jsonparser to st, as jsonText reads
-// it: a string, or an array of parts whose "text" members are joined;
-// any other shape is empty. A string without escapes is read in place
+// textOf feeds a text field found by jsonparser to st, read leniently:
+// a string, or an array of parts whose "text" members are joined (some
+// compatible servers send content that way); null or any other shape is
+// empty, never an error that would drop the whole event. A string without escapes is read in place
 // (st copies what it keeps).
 func textOf(v []byte, t jsonparser.ValueType, st *stream) {
 	switch t {
@@ -107,16 +42,20 @@ func textOf(v []byte, t jsonparser.ValueType, st *stream) {
 	}
 }
 
-// countOf reads a token count found by jsonparser as jsonInt does: any
-// number, clamped; anything else is absent.
+// countOf reads a token count leniently: any JSON number, clamped into
+// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
+// server has sent); anything else is absent.
 func countOf(obj []byte, keys ...string) (int64, bool) {
 	v, t, _, err := jsonparser.Get(obj, keys...)
 	if err != nil || t != jsonparser.Number {
 		return 0, false
 	}
-	var n jsonInt
-	_ = n.UnmarshalJSON(v)
-	return n.n, n.ok
+	// ParseFloat gives ±Inf with a range error past float64: clamped too.
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return 0, false
+	}
+	return admit.ClampTokensFloat(f), true
 }
 
 // member finds key in a JSON object for the targeted readers: v is its

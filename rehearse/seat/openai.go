@@ -192,24 +192,30 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		}
 	}
 	if usage.seen && usage.t == jsonparser.Object {
-		if n, ok := countOf(usage.v, "prompt_tokens"); ok {
-			st.usagePrompt(n)
-		}
-		if n, ok := countOf(usage.v, "completion_tokens"); ok {
-			st.usageCompletion(n)
-		}
-		// Both inside the counts above (docs/log.md): cached input is
-		// part of prompt_tokens, reasoning part of completion_tokens.
-		if n, ok := countOf(usage.v, "prompt_tokens_details", "cached_tokens"); ok {
-			st.usageCached(n)
-		}
-		// Compatible gateways (OpenRouter) also name cache writes here.
-		if n, ok := countOf(usage.v, "prompt_tokens_details", "cache_write_tokens"); ok {
-			st.usageCacheWrite(n)
-		}
-		if n, ok := countOf(usage.v, "completion_tokens_details", "reasoning_tokens"); ok {
-			st.usageReasoning(n)
-		}
+		chatUsage(usage.v, st)
+	}
+}
+
+// chatUsage reads a Chat Completions usage object (an exec seat's usage
+// line has the same one).
+func chatUsage(usage []byte, st *stream) {
+	if n, ok := countOf(usage, "prompt_tokens"); ok {
+		st.usagePrompt(n)
+	}
+	if n, ok := countOf(usage, "completion_tokens"); ok {
+		st.usageCompletion(n)
+	}
+	// Both inside the counts above (docs/log.md): cached input is
+	// part of prompt_tokens, reasoning part of completion_tokens.
+	if n, ok := countOf(usage, "prompt_tokens_details", "cached_tokens"); ok {
+		st.usageCached(n)
+	}
+	// Compatible gateways (OpenRouter) also name cache writes here.
+	if n, ok := countOf(usage, "prompt_tokens_details", "cache_write_tokens"); ok {
+		st.usageCacheWrite(n)
+	}
+	if n, ok := countOf(usage, "completion_tokens_details", "reasoning_tokens"); ok {
+		st.usageReasoning(n)
 	}
 }
 
