@@ -405,6 +405,13 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 // do is Do, with the hard timeout on the attempt's own clock when hard >
 // 0 (DoWithin) instead of parent's deadline.
 func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) Observation {
+	obs := s.attempt(parent, req, hard)
+	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
+	return obs
+}
+
+// attempt is do but for the billing, which follows from the outcome.
+func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Duration) Observation {
 	start := time.Now()
 	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
 	ctx, cancel := context.WithCancelCause(parent)
@@ -445,7 +452,6 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 		} else {
 			obs.Outcome, obs.Detail = admit.ServerError, answerDetail(err)
 		}
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 		return obs
 	}
 	defer resp.Body.Close()
@@ -467,30 +473,25 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 	obs.RateLimit = rateLimit(resp.Header, s.now)
 	body := &t.answer
 	*body = countingReader{r: resp.Body, start: start}
-
+	// unread ends an answer whose body is not read (the deferred Close
+	// closes it on return): a server_error, for detail.
+	unread := func(detail string) Observation {
+		obs.Elapsed, obs.Outcome, obs.Detail = time.Since(start), admit.ServerError, strings.TrimSpace(detail)
+		return obs
+	}
 	if resp.StatusCode < 200 {
 		// A 1xx that ends the exchange (101 Switching Protocols: the
 		// connection now speaks something else). Nothing a chat answer
 		// can follow: close it now rather than read a foreign protocol.
-		resp.Body.Close()
-		obs.Elapsed = time.Since(start)
-		obs.Outcome = admit.ServerError
-		obs.Detail = fmt.Sprintf("http %d: a protocol switch nobody asked for", resp.StatusCode)
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
-		return obs
+		return unread(fmt.Sprintf("http %d: a protocol switch nobody asked for", resp.StatusCode))
 	}
 	if ce := strings.TrimSpace(resp.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
 		// No encoding was asked for (no Accept-Encoding is sent): an
 		// encoded body is unreadable here, and decoding it could be a bomb.
-		resp.Body.Close()
-		obs.Elapsed = time.Since(start)
-		obs.Outcome = admit.ServerError
-		obs.Detail = strings.TrimSpace(fmt.Sprintf("http %d with content-encoding %s, not asked for", resp.StatusCode, s.clean(strings.ToLower(ce))))
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
-		return obs
+		return unread(fmt.Sprintf("http %d with content-encoding %s, not asked for", resp.StatusCode, s.clean(strings.ToLower(ce))))
 	}
 	if resp.StatusCode > 299 {
-		s.errorResponse(parent, ctx, g, &obs, resp, body, req)
+		s.errorResponse(parent, ctx, g, &obs, resp, body)
 		s.release(ctx, g, resp)
 		return obs
 	}
@@ -509,11 +510,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 	case streamType(mt, s.w.ndjson()):
 		readErr = s.readStream(body, st)
 	default:
-		obs.Elapsed = time.Since(start)
-		obs.Outcome = admit.ServerError
-		obs.Detail = strings.TrimSpace("unexpected content type " + s.clean(mt))
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
-		return obs
+		return unread("unexpected content type " + s.clean(mt))
 	}
 	obs.Wait, obs.HasWait = t.wait, t.hasWait
 	obs.Bytes = body.n
@@ -572,7 +569,6 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) O
 			s.countTokens(ctx, &obs, st, req) // output that was generated before the error
 		}
 	}
-	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 	s.release(ctx, g, resp)
 	return obs
 }
@@ -589,7 +585,7 @@ func (s *httpSeat) release(ctx context.Context, g *guard, resp *http.Response) {
 
 // errorResponse reads a non-2xx answer: its status and, from a bounded
 // prefix of its body, the provider's error code.
-func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Observation, resp *http.Response, body *countingReader, req Request) {
+func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Observation, resp *http.Response, body *countingReader) {
 	// The error body is the answer: its first byte (or its end, when it
 	// is empty) is what the wait cap waits for, not the bare headers.
 	body.onFirst = func() { g.answer() }
@@ -605,13 +601,11 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 		if body.n > 0 {
 			obs.Wait, obs.HasWait = body.first, true
 		}
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 		return
 	}
 	if err == nil && !g.answer() {
 		// An empty error body ended after the wait cap fired: the cap won.
 		obs.Outcome, obs.Detail = admit.WaitCap, "no content within the wait cap"
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 		return
 	}
 	if err != nil {
@@ -626,7 +620,6 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 	obs.Detail = strings.TrimSpace(fmt.Sprintf("%shttp %d %s", obs.Detail, resp.StatusCode, obs.ErrorCode))
 	// The error body is the first byte of the answer (as in Resolve).
 	obs.Wait, obs.HasWait = obs.Elapsed, true
-	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 }
 
 // readStream feeds SSE events or NDJSON lines to the wire until the
