@@ -1,6 +1,7 @@
 package seat
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -527,7 +528,7 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 		if obs.HasWait {
 			obs.Detail = why + " mid-stream"
 		}
-	case readErr == ErrTooLong:
+	case readErr == bufio.ErrTooLong:
 		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("stream line over %d KiB", MaxLine>>10)
 	case readErr == errWholeTooLong:
 		obs.Outcome, obs.Detail = admit.ServerError, fmt.Sprintf("json body over %d KiB", MaxLine>>10)
@@ -626,26 +627,22 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 // terminal event, an error event, the end of the body or a read error.
 // It returns nil on a clean end.
 func (s *httpSeat) readStream(body *countingReader, st *stream) error {
-	if s.w.ndjson() {
-		r := NewNDJSONReader(body, MaxLine)
-		defer r.Release()
-		for !st.done && !st.failed {
-			line, err := r.Next()
-			if err != nil {
-				return cleanEnd(err)
+	r := newBodyReader(body, MaxLine)
+	defer r.release()
+	for !st.done && !st.failed {
+		if s.w.ndjson() {
+			line, ok := r.line()
+			if !ok {
+				return r.Err()
 			}
 			s.event("", line, st, body)
+		} else {
+			typ, data, ok := r.event()
+			if !ok {
+				return r.Err()
+			}
+			s.event(typ, data, st, body)
 		}
-		return nil
-	}
-	r := NewSSEReader(body, MaxLine)
-	defer r.Release()
-	for !st.done && !st.failed {
-		ev, err := r.Next()
-		if err != nil {
-			return cleanEnd(err)
-		}
-		s.event(ev.Type, ev.Data, st, body)
 	}
 	return nil
 }
@@ -673,13 +670,6 @@ func malformedBody(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "chunk") || strings.Contains(msg, "malformed")
-}
-
-func cleanEnd(err error) error {
-	if err == io.EOF {
-		return nil
-	}
-	return err
 }
 
 // countTokens fills the token fields: the answer's usage where it gave

@@ -1,6 +1,7 @@
 package seat
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -18,20 +19,18 @@ type sseGot struct {
 }
 
 func readAllSSE(r io.Reader, max int) ([]sseGot, error) {
-	sr := NewSSEReader(r, max)
+	sr := newBodyReader(r, max)
+	defer sr.release()
 	var out []sseGot
 	for {
-		ev, err := sr.Next()
-		switch {
-		case errors.Is(err, ErrTooLong):
-			out = append(out, sseGot{TooLong: true})
-			continue
-		case err == io.EOF:
-			return out, nil
-		case err != nil:
-			return out, err
+		typ, data, ok := sr.event()
+		if !ok {
+			if errors.Is(sr.Err(), bufio.ErrTooLong) {
+				return append(out, sseGot{TooLong: true}), nil
+			}
+			return out, sr.Err()
 		}
-		out = append(out, sseGot{Type: ev.Type, Data: string(ev.Data)})
+		out = append(out, sseGot{Type: typ, Data: string(data)})
 	}
 }
 
@@ -52,12 +51,15 @@ func TestSSEReader(t *testing.T) {
 		{"type does not leak to the next event", "event: a\ndata: 1\n\ndata: 2\n\n", 0, []sseGot{{Type: "a", Data: "1"}, {Data: "2"}}},
 		{"leading BOM", "\xef\xbb\xbfdata: z\n\n", 0, []sseGot{{Data: "z"}}},
 		{"last event without blank line", "data: a\n\ndata: [DONE]", 0, []sseGot{{Data: "a"}, {Data: "[DONE]"}}},
-		{"over-long line skipped, stream goes on", "data: " + strings.Repeat("x", 100) + "\n\ndata: ok\n\n", 32,
-			[]sseGot{{TooLong: true}, {Data: "ok"}}},
+		// An over-long line or event ends the read (the answer is a
+		// server_error); the events before it were read.
+		{"over-long line ends the stream", "data: a\n\ndata: " + strings.Repeat("x", 100) + "\n\ndata: ok\n\n", 32,
+			[]sseGot{{Data: "a"}, {TooLong: true}}},
+		{"a line at the limit passes", "data: " + strings.Repeat("x", 26) + "\r\n\r\n", 32, []sseGot{{Data: strings.Repeat("x", 26)}}},
 		{"over-long event data over many lines", "data: 0123456789\ndata: 0123456789\ndata: 0123456789\n\ndata: ok\n\n", 30,
-			[]sseGot{{TooLong: true}, {Data: "ok"}}},
+			[]sseGot{{TooLong: true}}},
 		{"over-long line ended by CR", "data: " + strings.Repeat("x", 100) + "\r\ndata: ok\n\n", 32,
-			[]sseGot{{TooLong: true}, {Data: "ok"}}},
+			[]sseGot{{TooLong: true}}},
 		{"over-long line at EOF", "data: ok\n\ndata: " + strings.Repeat("x", 100), 32,
 			[]sseGot{{Data: "ok"}, {TooLong: true}}},
 		{"invalid UTF-8 passes through", "event: \xc3\x28\ndata: \xff\n\n", 0, []sseGot{{Type: "\xc3\x28", Data: "\xff"}}},
@@ -83,21 +85,33 @@ func TestSSEReaderPassesReadErrors(t *testing.T) {
 
 func TestNDJSONReader(t *testing.T) {
 	in := "{\"a\":1}\n\n  \r\n{\"b\":2}\r\n" + strings.Repeat("x", 100) + "\n{\"c\":3}"
-	r := NewNDJSONReader(iotest.HalfReader(strings.NewReader(in)), 32)
+	r := newBodyReader(iotest.HalfReader(strings.NewReader(in)), 32)
+	defer r.release()
 	var got []string
-	for {
-		line, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if errors.Is(err, ErrTooLong) {
-			got = append(got, "TOO LONG")
-			continue
-		}
-		require.NoError(t, err)
+	for line, ok := r.line(); ok; line, ok = r.line() {
 		got = append(got, string(line))
 	}
-	assert.Equal(t, []string{`{"a":1}`, `{"b":2}`, "TOO LONG", `{"c":3}`}, got)
+	assert.Equal(t, []string{`{"a":1}`, `{"b":2}`}, got)
+	assert.ErrorIs(t, r.Err(), bufio.ErrTooLong)
+}
+
+// A last line without its newline is a line only when the body ended
+// cleanly: one cut off by a read error is not read as whole.
+func TestNDJSONLastLineNeedsCleanEnd(t *testing.T) {
+	boom := errors.New("boom")
+	r := newBodyReader(io.MultiReader(strings.NewReader("{\"a\":1}\n{\"done\":true}"), iotest.ErrReader(boom)), 0)
+	defer r.release()
+	line, ok := r.line()
+	assert.True(t, ok)
+	assert.Equal(t, `{"a":1}`, string(line))
+	_, ok = r.line()
+	assert.False(t, ok)
+	assert.ErrorIs(t, r.Err(), boom)
+	r2 := newBodyReader(strings.NewReader("{\"done\":true}"), 0)
+	defer r2.release()
+	line, ok = r2.line()
+	assert.True(t, ok)
+	assert.Equal(t, `{"done":true}`, string(line))
 }
 
 // fuzzBound is the line limit fuzzing uses: small, so over-long paths run.
@@ -112,26 +126,24 @@ func FuzzSSE(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		sr := NewSSEReader(bytes.NewReader(in), fuzzBound)
+		sr := newBodyReader(bytes.NewReader(in), fuzzBound)
+		defer sr.release()
 		// Every call consumes input or ends, so this many calls must end it.
 		for i := 0; i <= len(in)+1; i++ {
-			ev, err := sr.Next()
-			if err == io.EOF {
+			typ, data, ok := sr.event()
+			if !ok {
+				if err := sr.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
+					t.Fatalf("unexpected error %v", err)
+				}
 				return
 			}
-			if err != nil && !errors.Is(err, ErrTooLong) {
-				t.Fatalf("unexpected error %v", err)
-			}
-			if len(ev.Data) > fuzzBound {
-				t.Fatalf("event data %d bytes over the %d bound", len(ev.Data), fuzzBound)
-			}
-			if cap(sr.lines.line) > fuzzBound*2 || cap(sr.data) > fuzzBound*2 {
-				t.Fatalf("buffers grew past the bound: line %d data %d", cap(sr.lines.line), cap(sr.data))
+			if len(data) > fuzzBound {
+				t.Fatalf("event data %d bytes over the %d bound", len(data), fuzzBound)
 			}
 			// The wire formats must take whatever the reader yields.
 			st := &stream{onContent: func() {}}
-			openaiWire{}.event(ev.Type, ev.Data, st)
-			anthropicWire{}.event(ev.Type, ev.Data, st)
+			openaiWire{}.event(typ, data, st)
+			anthropicWire{}.event(typ, data, st)
 		}
 		t.Fatal("reader did not end")
 	})
@@ -149,20 +161,18 @@ func FuzzNDJSON(f *testing.F) {
 		// by line: reading it again per line made long inputs quadratic,
 		// slow enough to overrun the fuzz run's deadline in CI.
 		ollamaWire{}.whole(in, &stream{onContent: func() {}})
-		r := NewNDJSONReader(bytes.NewReader(in), fuzzBound)
+		r := newBodyReader(bytes.NewReader(in), fuzzBound)
+		defer r.release()
 		for i := 0; i <= len(in)+1; i++ {
-			line, err := r.Next()
-			if err == io.EOF {
+			line, ok := r.line()
+			if !ok {
+				if err := r.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
+					t.Fatalf("unexpected error %v", err)
+				}
 				return
-			}
-			if err != nil && !errors.Is(err, ErrTooLong) {
-				t.Fatalf("unexpected error %v", err)
 			}
 			if len(line) > fuzzBound {
 				t.Fatalf("line %d bytes over the %d bound", len(line), fuzzBound)
-			}
-			if cap(r.lines.line) > fuzzBound*2 {
-				t.Fatalf("line buffer grew past the bound: %d", cap(r.lines.line))
 			}
 			st := &stream{onContent: func() {}}
 			ollamaWire{}.event("", line, st)
