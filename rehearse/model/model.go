@@ -3,11 +3,12 @@ package model
 import (
 	"fmt"
 	"math"
-	"retrygate/admit"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"retrygate/admit"
 	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
@@ -162,7 +163,7 @@ func ParseParametric(spec string) (*Parametric, error) {
 			return nil, &Error{Term: term, Msg: "want key=value"}
 		}
 		key = strings.ToLower(key)
-		if !isKnown(key) {
+		if !slices.Contains(termOrder, key) {
 			return nil, &Error{Term: term, Msg: "unknown key " + strconv.Quote(key) + " (want one of " + strings.Join(termOrder, ", ") + ")"}
 		}
 		if seen[key] {
@@ -177,15 +178,6 @@ func ParseParametric(spec string) (*Parametric, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-func isKnown(key string) bool {
-	for _, k := range termOrder {
-		if k == key {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *Parametric) set(key, val string) error {
@@ -211,7 +203,7 @@ func (m *Parametric) set(key, val string) error {
 	case "prompt":
 		m.Prompt, err = count(val)
 	case "rate":
-		m.Rate, err = number(val)
+		m.Rate, err = admit.ParseNumber(val)
 		if err == nil && (m.Rate <= 0 || m.Rate > maxRate) {
 			err = fmt.Errorf("tokens per second must be above 0 and at most %g", maxRate)
 		}
@@ -387,32 +379,14 @@ func duration(s string, positive bool) (time.Duration, error) {
 	return d, nil
 }
 
-// isPlainNumber refuses what ParseFloat accepts but a person would not
-// write as seconds: hex, underscores, inf, nan.
-func isPlainNumber(s string) bool {
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func number(s string) (float64, error) {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || !isPlainNumber(s) || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("not a number")
-	}
-	return f, nil
-}
-
 // share reads "0.3%" or "0.003" as 0.003: admit's one rate.
 func share(s string) (float64, error) { return admit.ParseRate(s) }
 
+// count is admit's count, at most maxTokens.
 func count(s string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > maxTokens {
-		return 0, fmt.Errorf("not a whole number of tokens between 0 and %d", maxTokens)
+	n, err := admit.ParseCount(s)
+	if err == nil && n > maxTokens {
+		return 0, fmt.Errorf("count over %d %q", maxTokens, s)
 	}
-	return n, nil
+	return n, err
 }
