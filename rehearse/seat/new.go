@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // envName says whether s is an environment variable's name:
@@ -213,7 +215,7 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 	for name, env := range cfg {
 		key := at("headers." + name)
 		canon := http.CanonicalHeaderKey(strings.TrimSpace(name))
-		if !headerName(canon) {
+		if !httpguts.ValidHeaderFieldName(canon) {
 			return nil, fmt.Errorf("%s: not a header name", key)
 		}
 		if reservedHeaders[canon] {
@@ -231,7 +233,7 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 			}
 			return nil, fmt.Errorf("%s: environment variable %s is not set", key, name)
 		}
-		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("%s: the variable's value is not a valid header value", key)
 		}
 		h.Set(canon, v)
@@ -304,18 +306,4 @@ func mergeBody(body []byte, extra map[string]json.RawMessage) []byte {
 		return body
 	}
 	return b
-}
-
-// headerName says whether s is an HTTP field name (RFC 9110's token).
-func headerName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }

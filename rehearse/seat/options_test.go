@@ -35,6 +35,8 @@ func TestHeadersAndExtraBody(t *testing.T) {
 			return orgValue
 		case "AZURE_KEY":
 			return "azure-SECRET-key"
+		case "SPLIT_VALUE":
+			return "sk-live\r\nX-Injected: 1"
 		}
 		return testEnv(k)
 	}
@@ -62,6 +64,7 @@ func TestHeadersAndExtraBody(t *testing.T) {
 		{func(c *Config) { c.Headers = map[string]string{"X-Org": "sk-live value"} }, "seats.t.headers.X-Org: not an environment variable name"},
 		{func(c *Config) { c.Headers = map[string]string{"bad header": "ORG_ID"} }, "not a header name"},
 		{func(c *Config) { c.Headers = map[string]string{"content-type": "ORG_ID"} }, "cannot be replaced"},
+		{func(c *Config) { c.Headers = map[string]string{"X-Org": "SPLIT_VALUE"} }, "seats.t.headers.X-Org: the variable's value is not a valid header value"},
 		{func(c *Config) { c.ExtraBody = map[string]any{"stream": false} }, "seats.t.extra_body.stream: set by retrygate itself"},
 	}
 	for _, b := range bad {
