@@ -415,7 +415,6 @@ func (p *player) run() {
 			if st.at == resetAt && (st.kind == stepError || st.kind == stepWhole) {
 				// The status line makes it out; the body does not.
 				if !p.sleepUntil(ctx, timer, st.at) {
-					p.stopped()
 					return
 				}
 				p.headers(p.status(), "application/json")
@@ -427,7 +426,6 @@ func (p *player) run() {
 			break
 		}
 		if !p.sleepUntil(ctx, timer, st.at) {
-			p.stopped()
 			return
 		}
 		last := i == len(steps)-1 && resetAt == 0 && !p.plan.Hang
@@ -446,7 +444,6 @@ func (p *player) run() {
 	}
 	if resetAt > 0 {
 		if !p.sleepUntil(ctx, timer, resetAt) {
-			p.stopped()
 			return
 		}
 		p.drop(StateReset)
@@ -460,19 +457,22 @@ func (p *player) run() {
 	p.s.end(p.rec, StateFinished)
 }
 
+// sleepUntil waits for at in the plan; false, with the request ended,
+// when the client left first.
 func (p *player) sleepUntil(ctx context.Context, t *time.Timer, at time.Duration) bool {
-	d := time.Until(p.start.Add(at))
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t.Reset(d)
-	select {
-	case <-t.C:
+	if d := time.Until(p.start.Add(at)); d > 0 {
+		t.Reset(d)
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			t.Stop()
+		}
+	} else if ctx.Err() == nil {
 		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
 	}
+	p.stopped()
+	return false
 }
 
 // stopped ends a request whose context was cancelled or whose write failed.
