@@ -64,11 +64,8 @@ func (anthropicWire) body(model string, req Request) []byte {
 // event reads one event by targeted field extraction (see
 // openaiWire.chunk).
 func (anthropicWire) event(typ string, data []byte, st *stream) {
-	obj, ok, bad := jsonObject(data)
+	obj, ok := jsonObject(data, st)
 	if !ok {
-		if bad {
-			st.bad++
-		}
 		return
 	}
 	et := typ // the data's type names the event; the SSE name is a fallback
@@ -160,11 +157,8 @@ func anthropicInput(u []byte, st *stream) (n int64, ok bool) {
 // whole reads a non-streamed answer, a Message, as event reads its
 // members: a wrong shape of type, content or usage is malformed.
 func (anthropicWire) whole(data []byte, st *stream) {
-	obj, ok, bad := jsonObject(data)
+	obj, ok := jsonObject(data, st)
 	if !ok {
-		if bad {
-			st.bad++
-		}
 		return
 	}
 	typ, _, w1 := member(obj, jsonparser.String, "type")
@@ -178,21 +172,22 @@ func (anthropicWire) whole(data []byte, st *stream) {
 		st.fail(errorCode(obj))
 		return
 	}
-	_, _ = jsonparser.ArrayEach(content, func(b []byte, t jsonparser.ValueType, _ int, _ error) {
-		if t != jsonparser.Object {
-			bad = bad || t != jsonparser.Null
-			return
-		}
+	// Every block must be an object before any of their text counts.
+	bad := false
+	_, _ = jsonparser.ArrayEach(content, func(_ []byte, t jsonparser.ValueType, _ int, _ error) {
+		bad = bad || t != jsonparser.Object && t != jsonparser.Null
+	})
+	if bad {
+		st.bad++
+		return
+	}
+	_, _ = jsonparser.ArrayEach(content, func(b []byte, _ jsonparser.ValueType, _ int, _ error) {
 		for _, k := range [...]string{"text", "thinking"} {
 			if v, vt, _, err := jsonparser.Get(b, k); err == nil {
 				textOf(v, vt, st)
 			}
 		}
 	})
-	if bad {
-		st.bad++
-		return
-	}
 	if hasUsage {
 		if n, ok := anthropicInput(usage, st); ok {
 			st.usagePrompt(n)

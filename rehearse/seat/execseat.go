@@ -115,9 +115,9 @@ func (o *execOut) usage(st *stream) {
 	if !o.lastOK {
 		return
 	}
-	if obj, ok, _ := jsonObject(o.last); ok {
+	if obj, ok := jsonObject(o.last, nil); ok {
 		if u, ok, _ := member(obj, jsonparser.Object, "usage"); ok {
-			chatUsage(u, st)
+			chatUsage.read(u, st)
 		}
 	}
 }

@@ -108,15 +108,16 @@ func eachMember(b []byte, each func(k, v []byte, t jsonparser.ValueType)) {
 	}
 }
 
-// jsonObject says data is one valid JSON object (null reads as an empty
-// one, as encoding/json has it); bad is false only for those.
-func jsonObject(data []byte) (obj []byte, ok, bad bool) {
+// jsonObject says data is one valid JSON object. Anything else but null
+// (an empty object, as encoding/json has it) is a malformed event, counted
+// on st when st is not nil.
+func jsonObject(data []byte, st *stream) (obj []byte, ok bool) {
 	data = bytes.TrimSpace(data)
-	if !json.Valid(data) {
-		return nil, false, true
+	if json.Valid(data) && len(data) > 0 && data[0] == '{' {
+		return data, true
 	}
-	if len(data) > 0 && data[0] == '{' {
-		return data, true, false
+	if st != nil && !bytes.Equal(data, []byte("null")) {
+		st.bad++
 	}
-	return nil, false, !bytes.Equal(data, []byte("null"))
+	return nil, false
 }

@@ -50,11 +50,8 @@ func (ollamaWire) body(model string, req Request) []byte {
 // event reads one NDJSON line by targeted field extraction (see
 // openaiWire.chunk).
 func (ollamaWire) event(_ string, data []byte, st *stream) {
-	obj, ok, bad := jsonObject(data)
+	obj, ok := jsonObject(data, st)
 	if !ok {
-		if bad {
-			st.bad++
-		}
 		return
 	}
 	if _, t, _, err := jsonparser.Get(obj, "error"); err == nil && t != jsonparser.Null {

@@ -192,30 +192,38 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		}
 	}
 	if usage.seen && usage.t == jsonparser.Object {
-		chatUsage(usage.v, st)
+		chatUsage.read(usage.v, st)
 	}
 }
 
-// chatUsage reads a Chat Completions usage object (an exec seat's usage
-// line has the same one).
-func chatUsage(usage []byte, st *stream) {
-	if n, ok := countOf(usage, "prompt_tokens"); ok {
-		st.usagePrompt(n)
+// usageNames are a usage object's names for the counts and their parts:
+// cached and cache-written input inside the prompt count, reasoning
+// inside the completion (docs/log.md).
+type usageNames struct{ prompt, completion, promptDetails, completionDetails string }
+
+var (
+	// chatUsage is Chat Completions' (an exec seat's usage line has the
+	// same), where compatible gateways (OpenRouter) also name cache writes.
+	chatUsage      = usageNames{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	responsesUsage = usageNames{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"}
+)
+
+// read takes a usage object's counts and parts into st.
+func (n usageNames) read(usage []byte, st *stream) {
+	if v, ok := countOf(usage, n.prompt); ok {
+		st.usagePrompt(v)
 	}
-	if n, ok := countOf(usage, "completion_tokens"); ok {
-		st.usageCompletion(n)
+	if v, ok := countOf(usage, n.completion); ok {
+		st.usageCompletion(v)
 	}
-	// Both inside the counts above (docs/log.md): cached input is
-	// part of prompt_tokens, reasoning part of completion_tokens.
-	if n, ok := countOf(usage, "prompt_tokens_details", "cached_tokens"); ok {
-		st.usageCached(n)
+	if v, ok := countOf(usage, n.promptDetails, "cached_tokens"); ok {
+		st.usageCached(v)
 	}
-	// Compatible gateways (OpenRouter) also name cache writes here.
-	if n, ok := countOf(usage, "prompt_tokens_details", "cache_write_tokens"); ok {
-		st.usageCacheWrite(n)
+	if v, ok := countOf(usage, n.promptDetails, "cache_write_tokens"); ok {
+		st.usageCacheWrite(v)
 	}
-	if n, ok := countOf(usage, "completion_tokens_details", "reasoning_tokens"); ok {
-		st.usageReasoning(n)
+	if v, ok := countOf(usage, n.completionDetails, "reasoning_tokens"); ok {
+		st.usageReasoning(v)
 	}
 }
 

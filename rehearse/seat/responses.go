@@ -57,11 +57,8 @@ var responsesDeltas = map[string]bool{
 // openaiWire.chunk). The data's type names the event; the SSE event:
 // name is the fallback.
 func (responsesWire) event(typ string, data []byte, st *stream) {
-	obj, ok, bad := jsonObject(data)
+	obj, ok := jsonObject(data, st)
 	if !ok {
-		if bad {
-			st.bad++
-		}
 		return
 	}
 	et := typ
@@ -94,8 +91,8 @@ func (responsesWire) event(typ string, data []byte, st *stream) {
 
 // whole reads a non-streamed answer: one Response object.
 func (responsesWire) whole(data []byte, st *stream) {
-	obj, ok, _ := jsonObject(data)
-	if !ok || len(obj) == 0 {
+	obj, ok := jsonObject(data, nil)
+	if !ok {
 		st.bad++
 		return
 	}
@@ -148,24 +145,7 @@ func responsesItemText(item []byte, st *stream) {
 // unfinished.
 func responsesEnd(resp []byte, implied string, st *stream) {
 	if u, present, _ := member(resp, jsonparser.Object, "usage"); present {
-		if n, ok := countOf(u, "input_tokens"); ok {
-			st.usagePrompt(n)
-		}
-		if n, ok := countOf(u, "output_tokens"); ok {
-			st.usageCompletion(n)
-		}
-		// All inside the counts above (docs/log.md): cached and
-		// cache-written input are part of input_tokens, reasoning part
-		// of output_tokens.
-		if n, ok := countOf(u, "input_tokens_details", "cached_tokens"); ok {
-			st.usageCached(n)
-		}
-		if n, ok := countOf(u, "input_tokens_details", "cache_write_tokens"); ok {
-			st.usageCacheWrite(n)
-		}
-		if n, ok := countOf(u, "output_tokens_details", "reasoning_tokens"); ok {
-			st.usageReasoning(n)
-		}
+		responsesUsage.read(u, st)
 	}
 	status := implied
 	if v, ok := stringMember(resp, "status"); ok {
