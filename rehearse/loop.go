@@ -417,23 +417,6 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	return Action{Kind: Sleep, Sleep: step.Delay}
 }
 
-// decisions holds the printed form of every known refusal, so writing
-// one does not build the string again for each row.
-var decisions = func() map[admit.Reason]string {
-	m := map[admit.Reason]string{reasonCancelled: admit.Refuse(reasonCancelled).String()}
-	for _, r := range admit.Reasons {
-		m[r] = admit.Refuse(r).String()
-	}
-	return m
-}()
-
-func decisionString(d admit.Decision) string {
-	if s, ok := decisions[d.Reason]; ok && !d.Admit {
-		return s
-	}
-	return d.String()
-}
-
 // endState is how a job that ends on a refusal ended: by its last sent attempt.
 func (l *Loop) endState(j *Job) string { return j.track.End() }
 

@@ -55,7 +55,7 @@ func RefusalRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, d admit.Decis
 	if !track.Observed(b.Seat) {
 		r.ReserveUSD = b.Reserve
 	}
-	r.Decision = decisionString(d)
+	r.Decision = d.String()
 	r.Unsent = true
 	if len(d.Failing) > 1 {
 		also := make([]string, 0, len(d.Failing)-1)
@@ -99,7 +99,7 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 	if o.Outcome == admit.WaitCap {
 		// The gate's wait cap, enforced live: the attempt went out and was
 		// cancelled when no first byte came within budget.max_wait.
-		r.Decision = decisionString(admit.Refuse(admit.ReasonQueueWait))
+		r.Decision = admit.Refuse(admit.ReasonQueueWait).String()
 	}
 	r.Note = note
 }
@@ -113,9 +113,9 @@ func PriceCache(r *ledgerfile.Row, cfg seat.Config, o *seat.Observation) {
 	}
 }
 
-// DecisionString is the printed decision, without building the string
-// again for a known refusal.
-func DecisionString(d admit.Decision) string { return decisionString(d) }
+// DecisionString is the printed decision (admit.Decision.String, which
+// builds no string for a known refusal); the proxy's messages call it.
+func DecisionString(d admit.Decision) string { return d.String() }
 
 // RecordBreaker takes an attempt's outcome into its seat's breaker and
 // returns the row's note: "half-open probe" when it was one, and the
