@@ -305,6 +305,47 @@ func (p *parser) script(root *yaml.Node) (*Script, error) {
 	return s, nil
 }
 
+// fields reads one step's values, keeping the first error: once a read
+// or a check failed, later reads give their defaults and later failures
+// are dropped, so err is what a reader stopping at once would report.
+type fields struct {
+	p     *parser
+	where string
+	at    map[string]*yaml.Node
+	err   error
+}
+
+func (f *fields) has(k string) bool   { return f.at[k] != nil }
+func (f *fields) key(k string) string { return f.where + "." + k }
+
+// fail records a failure of key k's value, unless one came first.
+func (f *fields) fail(k, format string, args ...any) {
+	if f.err == nil {
+		f.err = f.p.errf(f.at[k], f.key(k), format, args...)
+	}
+}
+
+// read runs get on key k when it is given and nothing failed yet.
+func read[T any](f *fields, k string, def T, get func(*yaml.Node, string) (T, error)) T {
+	if f.err != nil || !f.has(k) {
+		return def
+	}
+	v, err := get(f.at[k], f.key(k))
+	if err != nil {
+		f.err = err
+		return def
+	}
+	return v
+}
+
+func (f *fields) dur(k string, def time.Duration) time.Duration { return read(f, k, def, f.p.duration) }
+func (f *fields) boolean(k string, def bool) bool               { return read(f, k, def, f.p.boolean) }
+func (f *fields) text(k string) string                          { return read(f, k, "", f.p.text) }
+
+func (f *fields) count(k string, def, lo, hi int64) int64 {
+	return read(f, k, def, func(n *yaml.Node, key string) (int64, error) { return f.p.integer(n, key, lo, hi) })
+}
+
 // step parses one step into a plan and its repeat count.
 func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 	var plan seat.Plan
@@ -312,213 +353,119 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 	if err != nil {
 		return plan, 0, err
 	}
-	at := make(map[string]*yaml.Node, len(pairs))
+	f := &fields{p: p, where: where, at: make(map[string]*yaml.Node, len(pairs))}
 	for _, kv := range pairs {
-		at[kv.key] = kv.node
+		f.at[kv.key] = kv.node
 		if kv.node == nil {
-			at[kv.key] = kv.kn
+			f.at[kv.key] = kv.kn
 		}
 	}
-	has := func(k string) bool { return at[k] != nil }
-	key := func(k string) string { return where + "." + k }
-	dur := func(k string) (time.Duration, error) { return p.duration(at[k], key(k)) }
-	boolean := func(k string, def bool) (bool, error) {
-		if !has(k) {
-			return def, nil
-		}
-		return p.boolean(at[k], key(k))
-	}
-	count := func(k string, lo, hi int64) (int64, error) {
-		if !has(k) {
-			return 0, nil
-		}
-		return p.integer(at[k], key(k), lo, hi)
-	}
-
-	repeat := int64(1)
-	if has("repeat") {
-		if repeat, err = p.integer(at["repeat"], key("repeat"), 1, maxRepeat); err != nil {
-			return plan, 0, err
-		}
-	}
-
-	if plan.ConnError, err = boolean("conn_error", false); err != nil {
-		return plan, 0, err
-	}
-	if plan.ConnError {
+	repeat := f.count("repeat", 1, 1, maxRepeat)
+	if plan.ConnError = f.boolean("conn_error", false); plan.ConnError {
 		// Nothing reaches the provider: no timing, no answer.
 		for _, kv := range pairs {
-			if kv.key != "conn_error" && kv.key != "repeat" {
-				return plan, 0, p.errf(kv.kn, key(kv.key), "not allowed with conn_error: true (a refused connection has no timing or answer)")
+			if kv.key != "conn_error" && kv.key != "repeat" && f.err == nil {
+				f.err = p.errf(kv.kn, f.key(kv.key), "not allowed with conn_error: true (a refused connection has no timing or answer)")
 			}
 		}
-		return plan, int(repeat), nil
+		return plan, int(repeat), f.err
 	}
-
-	if plan.Hang, err = boolean("hang", false); err != nil {
-		return plan, 0, err
-	}
-	if plan.Hang {
+	if plan.Hang = f.boolean("hang", false); plan.Hang {
 		for _, k := range []string{"elapsed", "rate", "status", "retry_after", "error", "incomplete"} {
-			if has(k) {
-				return plan, 0, p.errf(at[k], key(k), "not allowed with hang: true (a hang never ends; use reset_after to drop the connection)")
+			if f.has(k) {
+				f.fail(k, "not allowed with hang: true (a hang never ends; use reset_after to drop the connection)")
 			}
 		}
 	}
 
 	// Timing.
 	var wait time.Duration
-	if has("wait") {
-		if wait, err = dur("wait"); err != nil {
-			return plan, 0, err
-		}
-	} else if plan.Hang {
+	if plan.Hang {
 		wait = Never
 	}
-	ttfb := wait
-	if has("ttfb") {
-		if ttfb, err = dur("ttfb"); err != nil {
-			return plan, 0, err
-		}
-		if ttfb > wait {
-			return plan, 0, p.errf(at["ttfb"], key("ttfb"), "%s is after wait %s (headers come before the first content)", ttfb, wait)
-		}
+	wait = f.dur("wait", wait)
+	ttfb := f.dur("ttfb", wait)
+	if ttfb > wait {
+		f.fail("ttfb", "%s is after wait %s (headers come before the first content)", ttfb, wait)
 	}
-	if plan.PromptTokens, err = count("prompt_tokens", 0, maxTokens); err != nil {
-		return plan, 0, err
-	}
-	if plan.CompletionTokens, err = count("completion_tokens", 0, maxTokens); err != nil {
-		return plan, 0, err
-	}
+	plan.PromptTokens = f.count("prompt_tokens", 0, 0, maxTokens)
+	plan.CompletionTokens = f.count("completion_tokens", 0, 0, maxTokens)
 	// The parts a provider reports inside the counts (docs/log.md):
 	// cached and cache-written input within prompt_tokens, reasoning
 	// within completion_tokens.
-	part := func(k string, n *int64, hasIt *bool, whole int64, inside string) error {
-		if !has(k) {
-			return nil
+	part := func(k string, n *int64, hasIt *bool, whole int64, inside string) {
+		if *hasIt = f.has(k); *hasIt {
+			if *n = f.count(k, 0, 0, maxTokens); *n > whole {
+				f.fail(k, "%d is more than %s (%d): it is a part of it", *n, inside, whole)
+			}
 		}
-		var err error
-		if *n, err = count(k, 0, maxTokens); err != nil {
-			return err
-		}
-		*hasIt = true
-		if *n > whole {
-			return p.errf(at[k], key(k), "%d is more than %s (%d): it is a part of it", *n, inside, whole)
-		}
-		return nil
 	}
-	if err = part("cached_tokens", &plan.CachedTokens, &plan.HasCached, plan.PromptTokens, "prompt_tokens"); err != nil {
-		return plan, 0, err
-	}
-	if err = part("cache_write_tokens", &plan.CacheWriteTokens, &plan.HasCacheWrite, plan.PromptTokens-plan.CachedTokens, "prompt_tokens less cached_tokens"); err != nil {
-		return plan, 0, err
-	}
-	if err = part("reasoning_tokens", &plan.ReasoningTokens, &plan.HasReasoning, plan.CompletionTokens, "completion_tokens"); err != nil {
-		return plan, 0, err
-	}
-	if has("reset_after") {
-		if plan.ResetAfter, err = dur("reset_after"); err != nil {
-			return plan, 0, err
-		}
-		if plan.ResetAfter == 0 {
-			return plan, 0, p.errf(at["reset_after"], key("reset_after"), "must be positive (a connection that never opens is conn_error: true)")
+	part("cached_tokens", &plan.CachedTokens, &plan.HasCached, plan.PromptTokens, "prompt_tokens")
+	part("cache_write_tokens", &plan.CacheWriteTokens, &plan.HasCacheWrite, plan.PromptTokens-plan.CachedTokens, "prompt_tokens less cached_tokens")
+	part("reasoning_tokens", &plan.ReasoningTokens, &plan.HasReasoning, plan.CompletionTokens, "completion_tokens")
+	if f.has("reset_after") {
+		if plan.ResetAfter = f.dur("reset_after", 0); plan.ResetAfter == 0 {
+			f.fail("reset_after", "must be positive (a connection that never opens is conn_error: true)")
 		}
 	}
 	elapsed := wait
 	switch {
 	case plan.Hang:
 		elapsed = 0
-	case has("elapsed") && has("rate"):
-		return plan, 0, p.errf(at["rate"], key("rate"), "give elapsed or rate, not both")
-	case has("elapsed"):
-		if elapsed, err = dur("elapsed"); err != nil {
-			return plan, 0, err
+	case f.has("elapsed") && f.has("rate"):
+		f.fail("rate", "give elapsed or rate, not both")
+	case f.has("elapsed"):
+		if elapsed = f.dur("elapsed", wait); elapsed < wait {
+			f.fail("elapsed", "%s is before wait %s (elapsed runs from submit to the last byte)", elapsed, wait)
 		}
-		if elapsed < wait {
-			return plan, 0, p.errf(at["elapsed"], key("elapsed"), "%s is before wait %s (elapsed runs from submit to the last byte)", elapsed, wait)
+	case f.has("rate"):
+		if rate := read(f, "rate", 0, p.rate); rate > 0 {
+			stream := float64(plan.CompletionTokens) / rate * float64(time.Second)
+			if stream > float64(maxDuration-wait) {
+				f.fail("rate", "wait + completion_tokens/rate is longer than %s", maxDuration)
+			}
+			elapsed = wait + time.Duration(math.Round(stream))
 		}
-	case has("rate"):
-		rate, err := p.rate(at["rate"], key("rate"))
-		if err != nil {
-			return plan, 0, err
-		}
-		stream := float64(plan.CompletionTokens) / rate * float64(time.Second)
-		if stream > float64(maxDuration-wait) {
-			return plan, 0, p.errf(at["rate"], key("rate"), "wait + completion_tokens/rate is longer than %s", maxDuration)
-		}
-		elapsed = wait + time.Duration(math.Round(stream))
 	case plan.ResetAfter > wait:
 		elapsed = plan.ResetAfter // a reset step with no end of its own
 	}
 	if !plan.Hang && plan.ResetAfter > elapsed {
-		return plan, 0, p.errf(at["reset_after"], key("reset_after"), "%s is after elapsed %s (the answer would be complete before the reset)", plan.ResetAfter, elapsed)
+		f.fail("reset_after", "%s is after elapsed %s (the answer would be complete before the reset)", plan.ResetAfter, elapsed)
 	}
 	plan.TTFB, plan.Wait, plan.Elapsed = ttfb, wait, elapsed
 
 	// The answer.
-	usage, err := boolean("usage", true)
-	if err != nil {
-		return plan, 0, err
-	}
-	plan.NoUsage = !usage
+	plan.NoUsage = !f.boolean("usage", true)
 	plan.Status = 200
-	if has("status") {
-		st, err := p.integer(at["status"], key("status"), 100, 599)
-		if err != nil {
-			return plan, 0, err
-		}
-		if st != 200 && st < 400 {
-			return plan, 0, p.errf(at["status"], key("status"), "want 200 or an error status 400-599, got %d", st)
-		}
+	if st := f.count("status", 200, 100, 599); st != 200 && st < 400 {
+		f.fail("status", "want 200 or an error status 400-599, got %d", st)
+	} else {
 		plan.Status = int(st)
 	}
-	if has("retry_after") {
-		if plan.RetryAfter, err = dur("retry_after"); err != nil {
-			return plan, 0, err
-		}
-		plan.HasRetryAfter = true
-	}
+	plan.HasRetryAfter = f.has("retry_after")
+	plan.RetryAfter = f.dur("retry_after", 0)
 	// The provider's rate-limit state on the answer (docs/log.md).
 	rl := &plan.RateLimit
-	if rl.HasRequests = has("ratelimit_remaining_requests"); rl.HasRequests {
-		if rl.RemainingRequests, err = count("ratelimit_remaining_requests", 0, maxTokens); err != nil {
-			return plan, 0, err
+	rl.HasRequests, rl.RemainingRequests = f.has("ratelimit_remaining_requests"), f.count("ratelimit_remaining_requests", 0, 0, maxTokens)
+	rl.HasTokens, rl.RemainingTokens = f.has("ratelimit_remaining_tokens"), f.count("ratelimit_remaining_tokens", 0, 0, maxTokens)
+	rl.HasReset, rl.Reset = f.has("ratelimit_reset"), f.dur("ratelimit_reset", 0)
+	if f.has("error") {
+		if plan.ErrorCode = f.text("error"); !codeRE().MatchString(plan.ErrorCode) {
+			f.fail("error", "want a provider error code such as context_length_exceeded (letters, digits, _ . -), got %q", plan.ErrorCode)
 		}
 	}
-	if rl.HasTokens = has("ratelimit_remaining_tokens"); rl.HasTokens {
-		if rl.RemainingTokens, err = count("ratelimit_remaining_tokens", 0, maxTokens); err != nil {
-			return plan, 0, err
-		}
-	}
-	if rl.HasReset = has("ratelimit_reset"); rl.HasReset {
-		if rl.Reset, err = dur("ratelimit_reset"); err != nil {
-			return plan, 0, err
-		}
-	}
-	if has("error") {
-		code, err := p.text(at["error"], key("error"))
-		if err != nil {
-			return plan, 0, err
-		}
-		if !codeRE().MatchString(code) {
-			return plan, 0, p.errf(at["error"], key("error"), "want a provider error code such as context_length_exceeded (letters, digits, _ . -), got %q", code)
-		}
-		plan.ErrorCode = code
-	}
-	if has("incomplete") {
-		reason, err := p.text(at["incomplete"], key("incomplete"))
-		if err != nil {
-			return plan, 0, err
-		}
-		if !codeRE().MatchString(reason) {
-			return plan, 0, p.errf(at["incomplete"], key("incomplete"), "want the reason the answer ended short, such as max_output_tokens or content_filter, got %q", reason)
+	if f.has("incomplete") {
+		if plan.Incomplete = f.text("incomplete"); !codeRE().MatchString(plan.Incomplete) {
+			f.fail("incomplete", "want the reason the answer ended short, such as max_output_tokens or content_filter, got %q", plan.Incomplete)
 		}
 		for _, k := range []string{"status", "error", "reset_after"} {
-			if has(k) {
-				return plan, 0, p.errf(at["incomplete"], key("incomplete"), "not allowed with %s (an incomplete answer is a 200 that streams to its end)", k)
+			if f.has(k) {
+				f.fail("incomplete", "not allowed with %s (an incomplete answer is a 200 that streams to its end)", k)
 			}
 		}
-		plan.Incomplete = reason
+	}
+	if f.err != nil {
+		return seat.Plan{}, 0, f.err
 	}
 	return plan, int(repeat), nil
 }
