@@ -129,7 +129,8 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	g := startGuard(start, req, cancel)
+	g := new(guard)
+	g.init(start, req, 0, cancel)
 	defer g.stop()
 
 	st := &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}

@@ -45,12 +45,6 @@ const (
 	capped
 )
 
-func startGuard(start time.Time, req Request, cancel context.CancelCauseFunc) *guard {
-	g := new(guard)
-	g.init(start, req, 0, cancel)
-	return g
-}
-
 // init starts a zero guard's clocks; hard > 0 is the hard timeout, on
 // the guard's clock.
 func (g *guard) init(start time.Time, req Request, hard time.Duration, cancel context.CancelCauseFunc) {
@@ -96,18 +90,17 @@ func (g *guard) fire() {
 	}
 	el := time.Since(g.start)
 	// The wait cap and the hard timeout both end the attempt: the one
-	// due first gives the cause, as two timers would have.
-	if g.capAt > 0 && el >= g.capAt && (g.hardAt == 0 || g.capAt <= g.hardAt) {
-		g.capAt = 0
-		if g.state.CompareAndSwap(waiting, capped) {
-			g.cancel(errWaitCap)
-		}
+	// due first gives the cause (the first cancel's cause is the one
+	// kept), as two timers would have.
+	capDue, hardDue := g.capAt > 0 && el >= g.capAt, g.hardAt > 0 && el >= g.hardAt
+	if capDue && (!hardDue || g.capAt <= g.hardAt) && g.state.CompareAndSwap(waiting, capped) {
+		g.cancel(errWaitCap)
 	}
-	if g.hardAt > 0 && el >= g.hardAt {
+	if hardDue {
 		g.hardAt = 0
 		g.cancel(errHardTimeout)
 	}
-	if g.capAt > 0 && el >= g.capAt {
+	if capDue {
 		g.capAt = 0
 		if g.state.CompareAndSwap(waiting, capped) {
 			g.cancel(errWaitCap)
