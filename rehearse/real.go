@@ -89,14 +89,17 @@ func (l *Loop) RunReal(ctx context.Context, o RealOptions) (Result, error) {
 		}()
 	}
 	wg.Wait()
+	return l.result(ctx, &o, min(int(next.Load()), o.Jobs), first, timed), nil
+}
+
+// result is a finished real-time run's; Ctrl-C interrupts a run even
+// when every job ended: the jobs it stopped ended cancelled.
+func (l *Loop) result(ctx context.Context, o *RealOptions, started int, first time.Time, timed bool) Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	started := min(int(next.Load()), o.Jobs)
 	res := Result{Started: started, Ends: l.ends, Elapsed: o.Clock.Now().Sub(first)}
-	// Ctrl-C interrupts a run even when every job ended: the jobs it
-	// stopped ended cancelled.
 	res.Interrupted = ctx.Err() != nil && (timed || res.Ends.Total() < o.Jobs || res.Ends.Cancelled > 0)
-	return res, nil
+	return res
 }
 
 // runOpen is the open-loop shape: arrivals on the clock, each job on a
@@ -139,10 +142,7 @@ func (l *Loop) runOpen(ctx, run context.Context, o *RealOptions, arr arrivals, t
 	}
 	stoppedAt := c.Now().Sub(first)
 	wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	res := Result{Started: started, Ends: l.ends, Elapsed: c.Now().Sub(first)}
-	res.Interrupted = ctx.Err() != nil && (timed || res.Ends.Total() < o.Jobs || res.Ends.Cancelled > 0)
+	res := l.result(ctx, o, started, first, timed)
 	st := ArrivalStats{Target: targetRate(o.Rate, o.Ramp), Started: started, MaxLag: maxLag}
 	if started > 0 {
 		st.MeanLag = lagSum / time.Duration(started)
