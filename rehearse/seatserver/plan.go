@@ -186,6 +186,11 @@ func filler(from, to int64) string {
 	return b.String()
 }
 
+// Filler is words [from, to) of the completion the server writes, so a
+// client's test (rehearse/sdktest, a module of its own) can check it
+// received every word.
+func Filler(from, to int64) string { return filler(from, to) }
+
 func usageOf(p seat.Plan) usage {
 	return usage{prompt: p.PromptTokens, completion: p.CompletionTokens,
 		ok:     !p.NoUsage && (p.PromptTokens > 0 || p.CompletionTokens > 0),
