@@ -97,12 +97,6 @@ func planOfRow(r *ledgerfile.Row) (seat.Plan, bool) {
 	if r.HasTTFB && r.TTFB <= wait {
 		p.TTFB = r.TTFB
 	}
-	status := func(def int) int {
-		if r.HTTPStatus != 0 {
-			return r.HTTPStatus
-		}
-		return def
-	}
 	switch r.Outcome {
 	case admit.OK, "":
 		if r.Outcome == "" && !r.Admitted() {
@@ -117,7 +111,7 @@ func planOfRow(r *ledgerfile.Row) (seat.Plan, bool) {
 		return seat.Plan{ConnError: true}, true
 	case admit.RateLimited, admit.ServerError, admit.ClientError:
 		def := map[admit.Outcome]int{admit.RateLimited: 429, admit.ServerError: 503, admit.ClientError: 400}[r.Outcome]
-		p.Status, p.ErrorCode = status(def), r.ErrorCode
+		p.Status, p.ErrorCode = cmp.Or(r.HTTPStatus, def), r.ErrorCode
 		if p.Status == 200 && p.ErrorCode == "" {
 			p.Status = def // a row that contradicts itself: trust the outcome
 		}

@@ -227,24 +227,22 @@ func (m *Parametric) set(key, val string) error {
 	return err
 }
 
+// failures are the failure shares, in failureKeys' order.
+func (m *Parametric) failures() [len(failureKeys)]*float64 {
+	return [...]*float64{&m.Hang, &m.Conn, &m.RateLimited, &m.Fast5xx, &m.Slow5xx, &m.ClientErr, &m.Reset}
+}
+
 func (m *Parametric) failure(key string) *float64 {
-	switch key {
-	case "hang":
-		return &m.Hang
-	case "conn":
-		return &m.Conn
-	case "429":
-		return &m.RateLimited
-	case "5xx":
-		return &m.Fast5xx
-	case "slow5xx":
-		return &m.Slow5xx
-	case "4xx":
-		return &m.ClientErr
-	case "reset":
-		return &m.Reset
+	return m.failures()[slices.Index(failureKeys[:], key)]
+}
+
+// failureSum is the failure shares added up.
+func (m *Parametric) failureSum() float64 {
+	sum := 0.0
+	for _, p := range m.failures() {
+		sum += *p
 	}
-	panic("model: not a failure key " + key)
+	return sum
 }
 
 func (m *Parametric) check(seen map[string]bool) error {
@@ -285,11 +283,7 @@ func (m *Parametric) check(seen map[string]bool) error {
 	if seen["tokens"] && m.Prompt > m.Tokens {
 		return &Error{Term: "prompt=" + strconv.FormatInt(m.Prompt, 10), Msg: "is more than tokens=" + strconv.FormatInt(m.Tokens, 10) + " (tokens counts prompt + completion)"}
 	}
-	sum := 0.0
-	for _, k := range failureKeys {
-		sum += *m.failure(k)
-	}
-	if sum > 1+1e-9 {
+	if sum := m.failureSum(); sum > 1+1e-9 {
 		return &Error{Msg: fmt.Sprintf("failure shares add up to %s, more than 100%%", strconv.FormatFloat(sum*100, 'g', 6, 64)+"%")}
 	}
 	return nil
@@ -347,13 +341,7 @@ func (m *Parametric) String() string {
 
 // FailureShare is the share of calls that fail in the model by itself,
 // before any timeout (hang, conn, 429, 5xx, slow5xx, 4xx and reset).
-func (m *Parametric) FailureShare() float64 {
-	sum := 0.0
-	for _, k := range failureKeys {
-		sum += *m.failure(k)
-	}
-	return min(sum, 1)
-}
+func (m *Parametric) FailureShare() float64 { return min(m.failureSum(), 1) }
 
 // fmtShare writes a fraction as a percentage that parses back to the same
 // fraction.
