@@ -80,17 +80,6 @@ func JobSpend(rows []Row) admit.Spent {
 	return t.Spent()
 }
 
-// Estimate is the conservative estimate of the job's next attempt on seat
-// (the seat of its last sent attempt when seat is ""), from its rows.
-// Nothing observed on the seat is an estimate of zero.
-func Estimate(rows []Row, seat string) admit.Next {
-	t := JobTrack(rows)
-	if seat == "" {
-		seat = t.LastSeat()
-	}
-	return t.Estimate(seat, 0)
-}
-
 // MaxBookRows is how far back a reader of one job's last rows goes for
 // its books: a job's first row, or this many rows back, whichever comes
 // first. Past it, the track starts from the spend that row carries, and
