@@ -274,10 +274,15 @@ func (w *Writer) CommentLocked(fn func() (string, error)) error {
 	if err != nil {
 		return err
 	}
-	text = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(text)
-	w.buf = append(append(append(append(w.buf[:0], prefix...), "# "...), text...), '\n')
+	w.buf = append(append(append(w.buf[:0], prefix...), CommentLine(text)...), '\n')
 	return w.write(size)
 }
+
+// CommentLine is the line a comment text makes, in every store: "# " +
+// text, newlines made spaces.
+func CommentLine(text string) string { return "# " + newlines.Replace(text) }
+
+var newlines = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
 // Comment appends one comment line ("# " + text) under the lock.
 func (w *Writer) Comment(text string) error {

@@ -344,7 +344,7 @@ func (s *Store) CommentLocked(ctx context.Context, fn func([]string) (string, er
 		if err != nil || text == "" {
 			return err
 		}
-		_, err = tx.Exec(ctx, insertRow, commentArgs(store.CommentLine(text))...)
+		_, err = tx.Exec(ctx, insertRow, commentArgs(ledgerfile.CommentLine(text))...)
 		return err
 	})
 }
