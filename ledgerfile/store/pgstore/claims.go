@@ -59,13 +59,9 @@ func (s *Store) Claim(ctx context.Context, req store.Request) (store.Grant, erro
 	if err := req.Budget.Validate(); err != nil {
 		return store.Grant{}, err
 	}
-	var at *time.Time
-	switch {
-	case !req.Now.IsZero():
+	at := s.clock()
+	if !req.Now.IsZero() {
 		t := req.Now.UTC()
-		at = &t
-	case s.opts.Now != nil:
-		t := s.opts.Now().UTC()
 		at = &t
 	}
 	b := req.Budget

@@ -2,13 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
@@ -35,11 +33,7 @@ func (s *Store) Import(ctx context.Context, entries iter.Seq2[store.Entry, error
 		if src.err != nil {
 			return src.err // the file's error, not the server's
 		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-			return fmt.Errorf("%w already in %s: %s", store.ErrDuplicate, s.name, pe.Detail)
-		}
-		return err
+		return s.duplicate(err)
 	})
 	if src.err != nil {
 		return 0, src.err

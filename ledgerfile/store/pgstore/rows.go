@@ -297,10 +297,15 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, rows []ledgerfile.Row) er
 			queueSettle(b, r)
 		}
 	}
-	err := tx.SendBatch(ctx, b).Close()
+	return s.duplicate(tx.SendBatch(ctx, b).Close())
+}
+
+// duplicate is err as store.ErrDuplicate when it is the rows table's
+// (job, attempt) key refusing a second row, else err.
+func (s *Store) duplicate(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-		return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
+		return fmt.Errorf("%w already in %s: %s", store.ErrDuplicate, s.name, pe.Detail)
 	}
 	return err
 }
@@ -366,12 +371,7 @@ func (s *Store) AppendEntries(ctx context.Context, entries []store.Entry) error 
 			}
 			b.Queue(insertRow, args...)
 		}
-		err := tx.SendBatch(ctx, b).Close()
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-			return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
-		}
-		return err
+		return s.duplicate(tx.SendBatch(ctx, b).Close())
 	})
 }
 
