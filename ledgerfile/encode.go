@@ -231,22 +231,22 @@ func appendRow(dst []byte, r *Row) []byte {
 	kv := func(k, v string) { _ = enc.EncodeKeyval(k, v) }
 	sec := func(k string, d time.Duration) { kv(k, FormatSeconds(d)) }
 	integer := func(k string, n int64) { kv(k, strconv.FormatInt(n, 10)) }
+	// when writes a key only when its value is present.
+	when := func(present bool, k, v string) {
+		if present {
+			kv(k, v)
+		}
+	}
 
 	if !r.TS.IsZero() {
 		kv("ts", r.TS.UTC().Format(time.RFC3339Nano))
 	}
-	if r.Job != "" {
-		kv("job", r.Job)
-	}
+	when(r.Job != "", "job", r.Job)
 	if r.Attempt > 0 {
 		integer("attempt", int64(r.Attempt))
 	}
-	if r.Seat != "" {
-		kv("seat", r.Seat)
-	}
-	if r.Model != "" {
-		kv("model", r.Model)
-	}
+	when(r.Seat != "", "seat", r.Seat)
+	when(r.Model != "", "model", r.Model)
 	sec("wait_s", r.Wait)
 	if r.HasTTFB {
 		sec("ttfb_s", r.TTFB)
@@ -282,10 +282,8 @@ func appendRow(dst []byte, r *Row) []byte {
 			kv("completion_tokens_from", r.CompletionFrom)
 		}
 	}
-	if r.Outcome != "" {
-		if _, err := admit.ParseOutcome(string(r.Outcome)); err == nil {
-			kv("outcome", string(r.Outcome))
-		}
+	if _, err := admit.ParseOutcome(string(r.Outcome)); err == nil {
+		kv("outcome", string(r.Outcome))
 	}
 	if r.HTTPStatus != 0 {
 		integer("http_status", int64(r.HTTPStatus))
@@ -306,20 +304,16 @@ func appendRow(dst []byte, r *Row) []byte {
 	if r.HasRetryAfter {
 		sec("retry_after_s", r.RetryAfter)
 	}
-	if rl := &r.RateLimit; rl.Any() {
-		if rl.HasRequests {
-			integer("ratelimit_remaining_requests", rl.RemainingRequests)
-		}
-		if rl.HasTokens {
-			integer("ratelimit_remaining_tokens", rl.RemainingTokens)
-		}
-		if rl.HasReset {
-			sec("ratelimit_reset_s", rl.Reset)
-		}
+	if r.RateLimit.HasRequests {
+		integer("ratelimit_remaining_requests", r.RateLimit.RemainingRequests)
 	}
-	if r.ErrorCode != "" {
-		kv("error_code", r.ErrorCode)
+	if r.RateLimit.HasTokens {
+		integer("ratelimit_remaining_tokens", r.RateLimit.RemainingTokens)
 	}
+	if r.RateLimit.HasReset {
+		sec("ratelimit_reset_s", r.RateLimit.Reset)
+	}
+	when(r.ErrorCode != "", "error_code", r.ErrorCode)
 	if r.Delay > 0 {
 		sec("delay_s", r.Delay)
 	}
@@ -338,33 +332,19 @@ func appendRow(dst []byte, r *Row) []byte {
 	if r.InFlight > 0 {
 		integer("inflight", int64(r.InFlight))
 	}
-	if r.Decision != "" {
-		if _, err := admit.ParseDecision(r.Decision); err == nil {
-			kv("decision", r.Decision)
-		}
+	if _, err := admit.ParseDecision(r.Decision); err == nil {
+		kv("decision", r.Decision)
 	}
-	if r.Unsent {
-		kv("sent", "false")
-	}
-	if r.Holdout {
-		kv("holdout", "true")
-	}
-	if r.Fallback {
-		kv("fallback", "true")
-	}
+	when(r.Unsent, "sent", "false")
+	when(r.Holdout, "holdout", "true")
+	when(r.Fallback, "fallback", "true")
 	switch r.JobEnd {
 	case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
 		kv("job_end", r.JobEnd)
 	}
-	if r.PromptSHA != "" {
-		kv("prompt_sha", r.PromptSHA)
-	}
-	if r.Tags != "" {
-		kv("tags", r.Tags)
-	}
-	if r.Note != "" {
-		kv("note", r.Note)
-	}
+	when(r.PromptSHA != "", "prompt_sha", r.PromptSHA)
+	when(r.Tags != "", "tags", r.Tags)
+	when(r.Note != "", "note", r.Note)
 	for _, x := range r.Extra {
 		kv(x.Key, x.Value)
 	}
