@@ -159,25 +159,27 @@ type FileClaims struct {
 
 func (c *FileClaims) Name() string { return c.Path }
 
-func (c *FileClaims) read() (claims.Reading, error) {
-	if c.Clock != nil {
-		return c.Clock()
+// update runs fn on the state at Path, read under its lock, at the
+// clock's now, once the jobs past their deadline long ago are forgotten.
+func (c *FileClaims) update(ctx context.Context, fn func(*claims.State, claims.Reading)) error {
+	clock := c.Clock
+	if clock == nil {
+		clock = claims.SystemClock
 	}
-	return claims.SystemClock()
-}
-
-func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
-	var g Grant
-	err := claims.Update(ctx, c.Path, func(s *claims.State) error {
-		now, err := c.read()
+	return claims.Update(ctx, c.Path, func(s *claims.State) error {
+		now, err := clock()
 		if err != nil {
 			return err
 		}
 		claims.Tidy(s, now)
-		g = fileClaim(s, req, now)
+		fn(s, now)
 		return nil
 	})
-	if err != nil {
+}
+
+func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
+	var g Grant
+	if err := c.update(ctx, func(s *claims.State, now claims.Reading) { g = fileClaim(s, req, now) }); err != nil {
 		return Grant{}, err
 	}
 	return g, nil
@@ -205,15 +207,7 @@ func fileClaim(s *claims.State, req Request, now claims.Reading) Grant {
 }
 
 func (c *FileClaims) Done(ctx context.Context, job string) error {
-	return claims.Update(ctx, c.Path, func(s *claims.State) error {
-		now, err := c.read()
-		if err != nil {
-			return err
-		}
-		claims.Tidy(s, now)
-		delete(s.Jobs, job)
-		return nil
-	})
+	return c.update(ctx, func(s *claims.State, _ claims.Reading) { delete(s.Jobs, job) })
 }
 
 func (c *FileClaims) Close() error { return nil }
