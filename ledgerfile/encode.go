@@ -195,8 +195,12 @@ func cleanValue(s string) string {
 }
 
 // validExtraKey is an unknown key the reader will read back as itself.
-func validExtraKey(k string) bool {
-	return len(k) <= maxKeyLen && logfmtKey(k) && !knownKey(k) && !strings.Contains(k, bom)
+func validExtraKey(k string) bool { return writableKey(k) && !knownKey(k) }
+
+// writableKey is a key a line can carry and a reader read back: a
+// logfmt word of at most maxKeyLen bytes, without a byte order mark.
+func writableKey(k string) bool {
+	return len(k) <= maxKeyLen && logfmtKey(k) && !strings.Contains(k, bom)
 }
 
 // AppendRow appends r as one logfmt line, newline included, to dst. The
