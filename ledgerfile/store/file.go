@@ -64,19 +64,17 @@ func (f *File) ReadJob(_ context.Context, job string) ([]ledgerfile.Row, error) 
 	return ledgerfile.ReadJob(f.w.Path(), job)
 }
 
-// Scan reads the file strictly; a missing file has no entries.
+// Scan reads the file strictly, opened as every reader of a log opens it
+// (ledgerfile.OpenLog); a missing file has no entries.
 func (f *File) Scan(ctx context.Context, fn func(Entry) error) error {
-	fh, err := os.Open(f.w.Path())
+	fh, err := ledgerfile.OpenLog(f.w.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to open log %q: %w", f.w.Path(), unwrapPath(err))
+		return err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && st.IsDir() {
-		return fmt.Errorf("failed to read log %q: is a directory", f.w.Path())
-	}
 	return ReadEntries(fh, f.w.Path(), func(e Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -137,14 +135,6 @@ func (f *File) Import(ctx context.Context, entries iter.Seq2[Entry, error]) (n i
 		return 0, err
 	}
 	return n, nil
-}
-
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // FileClaims is the claim state in one JSON file under a lock
