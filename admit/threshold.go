@@ -1,9 +1,11 @@
 package admit
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,27 +210,16 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	if rhs == "" {
 		return fmt.Errorf("missing value after %q", t.Op)
 	}
-	// The number is the longest prefix ParseFloat accepts; the rest is the unit.
-	k := 0
-	for k < len(rhs) && strings.IndexByte("0123456789.+-eE", rhs[k]) >= 0 {
-		k++
-	}
-	// Back off an exponent marker that is really a unit letter ("5e" is not a number).
-	num := rhs[:k]
-	for num != "" {
-		_, err := strconv.ParseFloat(num, 64)
-		if err == nil {
-			break
-		}
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return fmt.Errorf("value %q is out of range", rhs)
-		}
-		num = num[:len(num)-1]
-	}
+	// The number is the longest prefix in ParseFloat's decimal syntax;
+	// the rest is the unit ("5em": the e is the unit's, not an exponent).
+	num := number.FindString(rhs)
 	if num == "" {
 		return fmt.Errorf("value %q is not a number", rhs)
 	}
-	v, _ := strconv.ParseFloat(num, 64)
+	v, err := strconv.ParseFloat(num, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("value %q is out of range", rhs)
+	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("value %q is not a finite number", rhs)
 	}
@@ -271,6 +262,8 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	t.Value, t.exact = v, exact.RatString()
 	return nil
 }
+
+var number = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?`)
 
 // unitScale is each unit's worth in its metric's base unit, exactly.
 var unitScale = map[string]*big.Rat{
