@@ -56,17 +56,11 @@ type Breaker struct {
 	openedAt time.Time
 	probes   int // probes admitted while half-open
 	probeOK  int // probes that succeeded
-	events   []breakerEvent
-	head     int
-	fails    int // failed events in events[head:]
+	// requests and failures recorded while closed, in the window
+	requests, failures timeQueue
 	// OpenFor accumulates how long the breaker has been open, for reports.
 	openFor  time.Duration
 	onChange func(at time.Time, from, to BreakerState)
-}
-
-type breakerEvent struct {
-	at     time.Time
-	failed bool
 }
 
 // NewBreaker returns a closed breaker. onChange, if not nil, is told of
@@ -93,7 +87,8 @@ func (b *Breaker) set(now time.Time, s BreakerState) {
 	case HalfOpen:
 		b.probes, b.probeOK = 0, 0
 	case Closed:
-		b.events, b.head, b.fails = b.events[:0], 0, 0
+		b.requests.reset()
+		b.failures.reset()
 	}
 	if b.onChange != nil {
 		b.onChange(now, from, s)
@@ -111,16 +106,10 @@ func (b *Breaker) State(now time.Time) BreakerState {
 // Allow reports whether a request may be sent at now. While half-open it
 // lets through HalfOpenProbes requests and counts them.
 func (b *Breaker) Allow(now time.Time) bool {
-	if !b.cfg.Enabled() {
-		return true
-	}
-	switch b.State(now) {
-	case Open:
+	if !b.Ready(now) {
 		return false
-	case HalfOpen:
-		if b.probes >= b.cfg.HalfOpenProbes {
-			return false
-		}
+	}
+	if b.state == HalfOpen {
 		b.probes++
 	}
 	return true
@@ -163,26 +152,16 @@ func (b *Breaker) Record(now time.Time, failed bool) {
 	case Open:
 		return // a straggler from before the breaker opened
 	}
-	b.events = append(b.events, breakerEvent{at: now, failed: failed})
-	if failed {
-		b.fails++
-	}
 	cutoff := now.Add(-b.cfg.Window)
-	for b.head < len(b.events) && !b.events[b.head].at.After(cutoff) {
-		if b.events[b.head].failed {
-			b.fails--
-		}
-		b.head++
+	b.requests.push(now, cutoff)
+	if failed {
+		b.failures.push(now, cutoff)
 	}
-	if b.head > 1024 && b.head*2 > len(b.events) { // keep memory bounded
-		b.events = append(b.events[:0], b.events[b.head:]...)
-		b.head = 0
-	}
-	n := len(b.events) - b.head
+	n := b.requests.since(cutoff)
 	if n < b.cfg.MinRequests || n == 0 {
 		return
 	}
-	if float64(b.fails)/float64(n) >= b.cfg.FailureRate {
+	if float64(b.failures.since(cutoff))/float64(n) >= b.cfg.FailureRate {
 		b.set(now, Open)
 	}
 }

@@ -111,7 +111,8 @@ func (b *RetryBudget) Decide(d Decision, retry bool, now time.Time) (Decision, B
 	return b.cfg.Apply(d, retry, w), w
 }
 
-// timeQueue holds send times, oldest first (callers send in time order;
+// timeQueue holds times, oldest first: sends for the retry budget,
+// requests and failures for a breaker (callers add in time order;
 // one a little out of order only leaves a little late).
 type timeQueue struct {
 	at   []time.Time
@@ -132,6 +133,8 @@ func (q *timeQueue) push(at, cut time.Time) {
 	q.expire(cut)
 	q.at = append(q.at, at)
 }
+
+func (q *timeQueue) reset() { q.at, q.head = q.at[:0], 0 }
 
 // since counts the times after cut (and expires the rest).
 func (q *timeQueue) since(cut time.Time) int {

@@ -7,8 +7,8 @@ import (
 )
 
 // Seed 001's and 004's cost arithmetic, as pure functions. Rates are
-// fractions in [0, 1); the caller validates with CheckRate and CheckCost
-// so a bad value is named before any number is printed.
+// fractions in [0, 1); the caller validates with CheckRate so a bad
+// value is named before any number is printed.
 
 // ExpectedAttempts is the expected number of billed attempts per logical
 // request when each attempt fails before generation with probability f
@@ -107,7 +107,7 @@ func RetryOwners(layers []Layer) []string {
 	return out
 }
 
-// ErrNotFinite is wrapped by CheckRate and CheckCost for NaN and ±Inf.
+// ErrNotFinite is wrapped by CheckRate for NaN and ±Inf.
 var ErrNotFinite = errors.New("not a finite number")
 
 // CheckRate accepts a probability usable in the formulas: 0 <= v < 1
@@ -121,17 +121,6 @@ func CheckRate(v float64) error {
 		return fmt.Errorf("must not be negative, got %g", v)
 	case v >= 1:
 		return fmt.Errorf("must be below 1 (a rate of 1 means every attempt fails), got %g", v)
-	}
-	return nil
-}
-
-// CheckCost accepts a finite, non-negative amount (USD, a ratio).
-func CheckCost(v float64) error {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return fmt.Errorf("%w: %v", ErrNotFinite, v)
-	case v < 0:
-		return fmt.Errorf("must not be negative, got %g", v)
 	}
 	return nil
 }

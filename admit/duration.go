@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -51,33 +52,9 @@ func durationShaped(s string) bool {
 	return strings.Trim(s, "0123456789.nsuµmh+") == "" && strings.ContainsAny(s, "0123456789")
 }
 
-// isDecimal accepts what a person writes as a number of seconds: digits,
-// one point, an exponent; not hex, underscores, inf or nan.
-func isDecimal(s string) bool {
-	s = strings.TrimLeft(s, "+-")
-	if s == "" {
-		return false
-	}
-	digits := false
-	for i, c := range s {
-		switch {
-		case c >= '0' && c <= '9':
-			digits = true
-		case c == '.':
-		case (c == 'e' || c == 'E') && digits && i+1 < len(s):
-			rest := strings.TrimLeft(s[i+1:], "+-")
-			if rest == "" {
-				return false
-			}
-			for _, d := range rest {
-				if d < '0' || d > '9' {
-					return false
-				}
-			}
-			return true
-		default:
-			return false
-		}
-	}
-	return digits
-}
+// isDecimal accepts what a person writes as a number of seconds: digits
+// and points, an exponent; not hex, underscores, inf or nan. ParseFloat
+// then refuses what is still not a number ("1.2.3").
+func isDecimal(s string) bool { return decimal.MatchString(s) }
+
+var decimal = regexp.MustCompile(`^[+-]*[0-9.]*[0-9][0-9.]*([eE][+-]*[0-9]+)?$`)

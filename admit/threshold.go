@@ -1,9 +1,11 @@
 package admit
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,7 +152,7 @@ func (t *Threshold) parseAgg(spec MetricSpec, lhs string) error {
 	switch {
 	case lhs == "":
 		if spec.Kind != ValueMetric {
-			return fmt.Errorf("missing aggregation before %q (%s takes %s)", t.Op, spec.Name, aggList(spec))
+			return fmt.Errorf("missing aggregation before %q (%s takes %s)", t.Op, spec.Name, kinds[spec.Kind].list)
 		}
 		t.Agg = AggValue
 		return nil
@@ -172,43 +174,22 @@ func (t *Threshold) parseAgg(spec MetricSpec, lhs string) error {
 		}
 		return fmt.Errorf("unknown aggregation %q (want one of avg min max med p(N) rate count value)", lhs)
 	}
-	if !aggApplies(spec, t.Agg) {
-		return fmt.Errorf("aggregation %q does not apply to %s (%s takes %s)", lhs, spec.Name, kindName(spec), aggList(spec))
+	if !slices.Contains(kinds[spec.Kind].aggs, t.Agg) {
+		return fmt.Errorf("aggregation %q does not apply to %s (%s takes %s)", lhs, spec.Name, kinds[spec.Kind].name, kinds[spec.Kind].list)
 	}
 	return nil
 }
 
-func aggApplies(spec MetricSpec, agg string) bool {
-	switch spec.Kind {
-	case TrendMetric:
-		return agg == AggAvg || agg == AggMin || agg == AggMax || agg == AggMed || agg == AggPercentile || agg == AggCount
-	case RateMetric:
-		return agg == AggRate || agg == AggCount
-	default:
-		return agg == AggValue
-	}
-}
-
-func kindName(spec MetricSpec) string {
-	switch spec.Kind {
-	case TrendMetric:
-		return "a value per attempt"
-	case RateMetric:
-		return "a rate"
-	default:
-		return "one number over the whole log"
-	}
-}
-
-func aggList(spec MetricSpec) string {
-	switch spec.Kind {
-	case TrendMetric:
-		return "avg, min, max, med, p(N) or count"
-	case RateMetric:
-		return "rate or count"
-	default:
-		return "value, or no aggregation (\"< 1.5\")"
-	}
+// kinds says, per metric kind, what a threshold on it may aggregate and
+// how errors name it.
+var kinds = map[MetricKind]struct {
+	aggs        []string
+	name, list  string
+	count, word string // what count counts; what a fraction of it is
+}{
+	TrendMetric: {[]string{AggAvg, AggMin, AggMax, AggMed, AggPercentile, AggCount}, "a value per attempt", "avg, min, max, med, p(N) or count", "values", "share"},
+	RateMetric:  {[]string{AggRate, AggCount}, "a rate", "rate or count", "matches", "rate"},
+	ValueMetric: {[]string{AggValue}, "one number over the whole log", "value, or no aggregation (\"< 1.5\")", "values", "share"},
 }
 
 func example(spec MetricSpec) string {
@@ -229,27 +210,16 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	if rhs == "" {
 		return fmt.Errorf("missing value after %q", t.Op)
 	}
-	// The number is the longest prefix ParseFloat accepts; the rest is the unit.
-	k := 0
-	for k < len(rhs) && strings.IndexByte("0123456789.+-eE", rhs[k]) >= 0 {
-		k++
-	}
-	// Back off an exponent marker that is really a unit letter ("5e" is not a number).
-	num := rhs[:k]
-	for num != "" {
-		_, err := strconv.ParseFloat(num, 64)
-		if err == nil {
-			break
-		}
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return fmt.Errorf("value %q is out of range", rhs)
-		}
-		num = num[:len(num)-1]
-	}
+	// The number is the longest prefix in ParseFloat's decimal syntax;
+	// the rest is the unit ("5em": the e is the unit's, not an exponent).
+	num := number.FindString(rhs)
 	if num == "" {
 		return fmt.Errorf("value %q is not a number", rhs)
 	}
-	v, _ := strconv.ParseFloat(num, 64)
+	v, err := strconv.ParseFloat(num, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("value %q is out of range", rhs)
+	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("value %q is not a finite number", rhs)
 	}
@@ -266,7 +236,7 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	switch {
 	case unit == "":
 	case counting:
-		return fmt.Errorf("unit %q does not apply to count (a plain number of %s)", unit, countOf(spec))
+		return fmt.Errorf("unit %q does not apply to count (a plain number of %s)", unit, kinds[spec.Kind].count)
 	case spec.Time && (unit == "ms" || unit == "s" || unit == "m"):
 		exact.Mul(exact, unitScale[unit])
 		v, _ = exact.Float64()
@@ -287,29 +257,17 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	// A rate written as 5 where 5% was meant would be a threshold that can
 	// never fail: refuse it rather than pass silently.
 	if !counting && spec.Percent && unit == "" && v > 1 {
-		return fmt.Errorf("value %q is not a fraction (a %s is between 0 and 1; write %s%% for a percentage)", rhs, kindWord(spec), num)
+		return fmt.Errorf("value %q is not a fraction (a %s is between 0 and 1; write %s%% for a percentage)", rhs, kinds[spec.Kind].word, num)
 	}
 	t.Value, t.exact = v, exact.RatString()
 	return nil
 }
 
+var number = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?`)
+
 // unitScale is each unit's worth in its metric's base unit, exactly.
 var unitScale = map[string]*big.Rat{
 	"ms": big.NewRat(1, 1000), "s": big.NewRat(1, 1), "m": big.NewRat(60, 1), "%": big.NewRat(1, 100),
-}
-
-func kindWord(spec MetricSpec) string {
-	if spec.Kind == RateMetric {
-		return "rate"
-	}
-	return "share"
-}
-
-func countOf(spec MetricSpec) string {
-	if spec.Kind == RateMetric {
-		return "matches"
-	}
-	return "values"
 }
 
 func unitHint(spec MetricSpec) string {

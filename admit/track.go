@@ -131,9 +131,8 @@ func (t *Track) End() string {
 // spend a log row recorded): Decide on the job's spend and the seat's
 // estimate.
 func (t *Track) Before(b Budget, seat string, spentTime time.Duration, reserve float64) Decision {
-	s := t.spent
-	s.Time = spentTime
-	return Decide(b, s, t.Estimate(seat, reserve))
+	d, _ := t.BeforeHeld(b, seat, spentTime, reserve, 0)
+	return d
 }
 
 // BeforeHeld is Before with held attempts of the job counted: attempts

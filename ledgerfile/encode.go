@@ -195,8 +195,12 @@ func cleanValue(s string) string {
 }
 
 // validExtraKey is an unknown key the reader will read back as itself.
-func validExtraKey(k string) bool {
-	return len(k) <= maxKeyLen && logfmtKey(k) && !knownKey(k) && !strings.Contains(k, bom)
+func validExtraKey(k string) bool { return writableKey(k) && !knownKey(k) }
+
+// writableKey is a key a line can carry and a reader read back: a
+// logfmt word of at most maxKeyLen bytes, without a byte order mark.
+func writableKey(k string) bool {
+	return len(k) <= maxKeyLen && logfmtKey(k) && !strings.Contains(k, bom)
 }
 
 // AppendRow appends r as one logfmt line, newline included, to dst. The
@@ -229,50 +233,47 @@ func appendRow(dst []byte, r *Row) []byte {
 	buf := bytes.NewBuffer(dst)
 	enc := logfmt.NewEncoder(buf)
 	kv := func(k, v string) { _ = enc.EncodeKeyval(k, v) }
-	sec := func(k string, d time.Duration) { kv(k, FormatSeconds(d)) }
-	integer := func(k string, n int64) { kv(k, strconv.FormatInt(n, 10)) }
+	// when, sec, integer and usd write a key only when its value is present.
+	when := func(present bool, k, v string) {
+		if present {
+			kv(k, v)
+		}
+	}
+	sec := func(present bool, k string, d time.Duration) {
+		if present {
+			kv(k, FormatSeconds(d))
+		}
+	}
+	integer := func(present bool, k string, n int64) {
+		if present {
+			kv(k, strconv.FormatInt(n, 10))
+		}
+	}
+	usd := func(present bool, k string, v float64) {
+		if present {
+			kv(k, formatUSD(v))
+		}
+	}
 
 	if !r.TS.IsZero() {
 		kv("ts", r.TS.UTC().Format(time.RFC3339Nano))
 	}
-	if r.Job != "" {
-		kv("job", r.Job)
-	}
-	if r.Attempt > 0 {
-		integer("attempt", int64(r.Attempt))
-	}
-	if r.Seat != "" {
-		kv("seat", r.Seat)
-	}
-	if r.Model != "" {
-		kv("model", r.Model)
-	}
-	sec("wait_s", r.Wait)
-	if r.HasTTFB {
-		sec("ttfb_s", r.TTFB)
-	}
-	if r.HasConnect {
-		sec("connect_s", r.Connect)
-	}
-	if r.HasITL {
-		sec("itl_mean_s", r.ITLMean)
-		sec("itl_max_s", r.ITLMax)
-	}
-	sec("elapsed_s", r.Elapsed)
-	integer("tokens", r.Tokens)
-	if r.HasSplit {
-		integer("prompt_tokens", r.PromptTokens)
-		integer("completion_tokens", r.CompletionTokens)
-	}
-	if r.HasCached {
-		integer("cached_tokens", r.CachedTokens)
-	}
-	if r.HasCacheWrite {
-		integer("cache_write_tokens", r.CacheWriteTokens)
-	}
-	if r.HasReasoning {
-		integer("reasoning_tokens", r.ReasoningTokens)
-	}
+	when(r.Job != "", "job", r.Job)
+	integer(r.Attempt > 0, "attempt", int64(r.Attempt))
+	when(r.Seat != "", "seat", r.Seat)
+	when(r.Model != "", "model", r.Model)
+	sec(true, "wait_s", r.Wait)
+	sec(r.HasTTFB, "ttfb_s", r.TTFB)
+	sec(r.HasConnect, "connect_s", r.Connect)
+	sec(r.HasITL, "itl_mean_s", r.ITLMean)
+	sec(r.HasITL, "itl_max_s", r.ITLMax)
+	sec(true, "elapsed_s", r.Elapsed)
+	integer(true, "tokens", r.Tokens)
+	integer(r.HasSplit, "prompt_tokens", r.PromptTokens)
+	integer(r.HasSplit, "completion_tokens", r.CompletionTokens)
+	integer(r.HasCached, "cached_tokens", r.CachedTokens)
+	integer(r.HasCacheWrite, "cache_write_tokens", r.CacheWriteTokens)
+	integer(r.HasReasoning, "reasoning_tokens", r.ReasoningTokens)
 	sources := r.TokensFrom != "" && knownSource(r.TokensFrom, true) &&
 		(r.TokensFrom != FromMixed || (knownSource(r.PromptFrom, false) && knownSource(r.CompletionFrom, false)))
 	if sources {
@@ -282,89 +283,43 @@ func appendRow(dst []byte, r *Row) []byte {
 			kv("completion_tokens_from", r.CompletionFrom)
 		}
 	}
-	if r.Outcome != "" {
-		if _, err := admit.ParseOutcome(string(r.Outcome)); err == nil {
-			kv("outcome", string(r.Outcome))
-		}
+	if _, err := admit.ParseOutcome(string(r.Outcome)); err == nil {
+		kv("outcome", string(r.Outcome))
 	}
-	if r.HTTPStatus != 0 {
-		integer("http_status", int64(r.HTTPStatus))
-	}
+	integer(r.HTTPStatus != 0, "http_status", int64(r.HTTPStatus))
 	switch r.Billing {
 	case admit.Billable, admit.Free, admit.Ambiguous:
 		kv("billing", string(r.Billing))
 	}
-	if r.HasCost {
-		kv("cost_usd", formatUSD(r.CostUSD))
+	usd(r.HasCost, "cost_usd", r.CostUSD)
+	usd(r.ReserveUSD > 0, "reserve_usd", r.ReserveUSD)
+	usd(r.UncachedUSD > 0, "uncached_usd", r.UncachedUSD)
+	sec(r.HasRetryAfter, "retry_after_s", r.RetryAfter)
+	integer(r.RateLimit.HasRequests, "ratelimit_remaining_requests", r.RateLimit.RemainingRequests)
+	integer(r.RateLimit.HasTokens, "ratelimit_remaining_tokens", r.RateLimit.RemainingTokens)
+	sec(r.RateLimit.HasReset, "ratelimit_reset_s", r.RateLimit.Reset)
+	when(r.ErrorCode != "", "error_code", r.ErrorCode)
+	sec(r.Delay > 0, "delay_s", r.Delay)
+	integer(r.HasWindow, "window_firsts", int64(r.Window.Firsts))
+	integer(r.HasWindow, "window_retries", int64(r.Window.Retries))
+	sec(r.HasSpent, "spent_s", r.SpentS)
+	integer(r.HasSpent, "spent_tokens", r.SpentTokens)
+	usd(r.HasSpent && r.SpentUSD != 0, "spent_usd", r.SpentUSD)
+	integer(r.HasSpent, "used", int64(r.Used))
+	integer(r.InFlight > 0, "inflight", int64(r.InFlight))
+	if _, err := admit.ParseDecision(r.Decision); err == nil {
+		kv("decision", r.Decision)
 	}
-	if r.ReserveUSD > 0 {
-		kv("reserve_usd", formatUSD(r.ReserveUSD))
-	}
-	if r.UncachedUSD > 0 {
-		kv("uncached_usd", formatUSD(r.UncachedUSD))
-	}
-	if r.HasRetryAfter {
-		sec("retry_after_s", r.RetryAfter)
-	}
-	if rl := &r.RateLimit; rl.Any() {
-		if rl.HasRequests {
-			integer("ratelimit_remaining_requests", rl.RemainingRequests)
-		}
-		if rl.HasTokens {
-			integer("ratelimit_remaining_tokens", rl.RemainingTokens)
-		}
-		if rl.HasReset {
-			sec("ratelimit_reset_s", rl.Reset)
-		}
-	}
-	if r.ErrorCode != "" {
-		kv("error_code", r.ErrorCode)
-	}
-	if r.Delay > 0 {
-		sec("delay_s", r.Delay)
-	}
-	if r.HasWindow {
-		integer("window_firsts", int64(r.Window.Firsts))
-		integer("window_retries", int64(r.Window.Retries))
-	}
-	if r.HasSpent {
-		sec("spent_s", r.SpentS)
-		integer("spent_tokens", r.SpentTokens)
-		if r.SpentUSD != 0 {
-			kv("spent_usd", formatUSD(r.SpentUSD))
-		}
-		integer("used", int64(r.Used))
-	}
-	if r.InFlight > 0 {
-		integer("inflight", int64(r.InFlight))
-	}
-	if r.Decision != "" {
-		if _, err := admit.ParseDecision(r.Decision); err == nil {
-			kv("decision", r.Decision)
-		}
-	}
-	if r.Unsent {
-		kv("sent", "false")
-	}
-	if r.Holdout {
-		kv("holdout", "true")
-	}
-	if r.Fallback {
-		kv("fallback", "true")
-	}
+	when(r.Unsent, "sent", "false")
+	when(r.Holdout, "holdout", "true")
+	when(r.Fallback, "fallback", "true")
 	switch r.JobEnd {
 	case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
 		kv("job_end", r.JobEnd)
 	}
-	if r.PromptSHA != "" {
-		kv("prompt_sha", r.PromptSHA)
-	}
-	if r.Tags != "" {
-		kv("tags", r.Tags)
-	}
-	if r.Note != "" {
-		kv("note", r.Note)
-	}
+	when(r.PromptSHA != "", "prompt_sha", r.PromptSHA)
+	when(r.Tags != "", "tags", r.Tags)
+	when(r.Note != "", "note", r.Note)
 	for _, x := range r.Extra {
 		kv(x.Key, x.Value)
 	}

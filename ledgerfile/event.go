@@ -104,12 +104,7 @@ func AppendEvent(dst []byte, e *Event) ([]byte, error) {
 var eventKeys = map[string]bool{"seat": true, "from": true, "to": true, "ts": true}
 
 // eventKey is an unknown key an event line can carry and read back.
-func eventKey(k string) bool {
-	if k == "" || len(k) > maxKeyLen || eventKeys[k] || !logfmtKey(k) || strings.Contains(k, bom) {
-		return false
-	}
-	return true
-}
+func eventKey(k string) bool { return writableKey(k) && !eventKeys[k] }
 
 // logfmtKey reports whether go-logfmt writes k as a key unchanged: a
 // word, with no blank, control character, '=', '"', DEL or invalid UTF-8.

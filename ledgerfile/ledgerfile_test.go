@@ -183,6 +183,15 @@ func TestConcurrentWritersLockedNumbering(t *testing.T) {
 	}
 }
 
+// estimate is the conservative estimate of a job's next attempt on the
+// seat of its last sent attempt, from its rows (JobGate.Estimate).
+func estimate(rows []Row) admit.Next {
+	var g JobGate
+	g.Books(Rules{}, rows)
+	_, n := g.Estimate("")
+	return n
+}
+
 func TestJobSpendAndEstimate(t *testing.T) {
 	rows := []Row{
 		{Job: "j", Attempt: 1, Seat: "a", Wait: 1200 * time.Millisecond, Elapsed: 7200 * time.Millisecond, Tokens: 2100, Outcome: admit.Reset},
@@ -191,7 +200,7 @@ func TestJobSpendAndEstimate(t *testing.T) {
 	}
 	s := JobSpend(rows)
 	assert.Equal(t, admit.Spent{Time: 7200*time.Millisecond + 5300*time.Millisecond, Tokens: 2100, Attempts: 2}, s)
-	n := Estimate(rows, "")
+	n := estimate(rows)
 	assert.Equal(t, 5*time.Second, n.Wait, "last observed wait")
 	assert.Equal(t, 6*time.Second, n.Gen, "the wait-capped attempt was cut off; the reset one returned bytes: 7.2 s − its 1.2 s wait")
 	assert.Equal(t, 11*time.Second, n.Elapsed(), "elapsed holds its wait once: 5 s + 6 s")

@@ -161,17 +161,6 @@ func (r *Row) WasSent() bool {
 	return r.Admitted() || r.Outcome != ""
 }
 
-// Returned reports whether the attempt came back with bytes — an answer,
-// an error body, or a stream the server broke off — so its elapsed is a
-// real duration and not our own cut-off.
-func (r *Row) Returned() bool {
-	switch r.Outcome {
-	case "timeout", "wait_cap", "cancelled", "conn_error":
-		return false
-	}
-	return true
-}
-
 // maxWindowCount bounds window_firsts and window_retries: more sends in
 // one window than any budget needs to count.
 const maxWindowCount = 1 << 40

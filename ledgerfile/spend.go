@@ -53,18 +53,6 @@ func AttemptOf(r *Row) admit.Attempt {
 	return a
 }
 
-// JobTrack is the books of a job from its rows in file order. The rows may
-// be the job's last rows only, starting at a row that carries the job's
-// cumulative spend (spent_s, spent_tokens, spent_usd, used): the track
-// starts from that spend, and its retry history from zero.
-func JobTrack(rows []Row) admit.Track {
-	var g JobGate
-	for i := range rows {
-		g.take(Rules{}, &rows[i])
-	}
-	return g.track
-}
-
 // AddSpent adds one sent row to a job's spend: admit.Spent.Add, the one
 // spend accumulator, fed the attempt the row records (AttemptOf), as the
 // loop, the replay and the summary feed it.
@@ -73,22 +61,14 @@ func AddSpent(s *admit.Spent, r *Row) {
 	s.Add(&a)
 }
 
-// JobSpend is what a job's rows have spent: the gate's inputs for its
-// next attempt (see JobTrack).
+// JobSpend is what a job's rows, in file order, have spent: the gate's
+// inputs for its next attempt. The rows may be the job's last rows only,
+// starting at a row that carries the job's cumulative spend (spent_s,
+// spent_tokens, spent_usd, used): the spend starts from that row's.
 func JobSpend(rows []Row) admit.Spent {
-	t := JobTrack(rows)
-	return t.Spent()
-}
-
-// Estimate is the conservative estimate of the job's next attempt on seat
-// (the seat of its last sent attempt when seat is ""), from its rows.
-// Nothing observed on the seat is an estimate of zero.
-func Estimate(rows []Row, seat string) admit.Next {
-	t := JobTrack(rows)
-	if seat == "" {
-		seat = t.LastSeat()
-	}
-	return t.Estimate(seat, 0)
+	var g JobGate
+	g.Books(Rules{}, rows)
+	return g.track.Spent()
 }
 
 // MaxBookRows is how far back a reader of one job's last rows goes for
@@ -292,9 +272,7 @@ func (g *JobGate) sent(rules Rules, a *admit.Attempt) {
 // replay makes of r.
 func Decide(rules Rules, earlier []Row, r *Row) admit.Decision {
 	var g JobGate
-	for i := range earlier {
-		g.take(rules, &earlier[i])
-	}
+	g.Books(rules, earlier)
 	d, _ := g.Judge(rules, r)
 	return d
 }

@@ -115,22 +115,13 @@ func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error))
 	if err != nil || len(rows) == 0 {
 		return err
 	}
+	w.buf = w.buf[:0]
 	for i := range rows {
-		n := rows[i]
-		Normalize(&n)
-		if err := Check(&n); err != nil {
-			return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+		if w.buf, err = appendChecked(w.buf, &rows[i]); err != nil {
+			return err // all of rows, or none
 		}
 	}
-	prefix, err := w.prefix(size)
-	if err != nil {
-		return err
-	}
-	w.buf = append(w.buf[:0], prefix...)
-	for i := range rows {
-		w.buf = AppendRow(w.buf, &rows[i])
-	}
-	return w.write(size)
+	return w.appendAt(size, w.buf)
 }
 
 // Append writes rows, each as one line, in one write (or, batching,
@@ -172,14 +163,20 @@ func (w *Writer) AppendOne(r *Row) error {
 }
 
 // hold encodes r onto the held rows, or refuses it.
-func (w *Writer) hold(r *Row) error {
+func (w *Writer) hold(r *Row) (err error) {
+	w.held, err = appendChecked(w.held, r)
+	return err
+}
+
+// appendChecked appends r's line to dst (AppendRow), or refuses a row
+// the log cannot hold (Check) and returns dst as it was.
+func appendChecked(dst []byte, r *Row) ([]byte, error) {
 	n := *r
 	Normalize(&n)
 	if err := Check(&n); err != nil {
-		return fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+		return dst, fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
 	}
-	w.held = appendNormalized(w.held, &n)
-	return nil
+	return appendNormalized(dst, &n), nil
 }
 
 // scheduleHeld writes the held rows when they fill a batch, else makes
@@ -229,22 +226,11 @@ func (w *Writer) flushHeld() error {
 	}
 	defer w.lock.unlock()
 	size, err := w.size()
-	if err != nil {
-		w.err = err
-		return err
+	if err == nil {
+		err = w.appendAt(size, held)
 	}
-	prefix, err := w.prefix(size)
-	if err != nil {
-		w.err = err
-		return err
-	}
-	if len(prefix) == 0 {
-		w.err = w.writeBytes(size, held)
-		return w.err
-	}
-	w.buf = append(append(w.buf[:0], prefix...), held...)
-	w.err = w.write(size)
-	return w.err
+	w.err = err
+	return err
 }
 
 // CommentLocked runs fn while holding the log's lock, then appends the
@@ -270,14 +256,15 @@ func (w *Writer) CommentLocked(fn func() (string, error)) error {
 	if err != nil {
 		return err
 	}
-	prefix, err := w.prefix(size)
-	if err != nil {
-		return err
-	}
-	text = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(text)
-	w.buf = append(append(append(append(w.buf[:0], prefix...), "# "...), text...), '\n')
-	return w.write(size)
+	w.buf = append(append(w.buf[:0], CommentLine(text)...), '\n')
+	return w.appendAt(size, w.buf)
 }
+
+// CommentLine is the line a comment text makes, in every store: "# " +
+// text, newlines made spaces.
+func CommentLine(text string) string { return "# " + newlines.Replace(text) }
+
+var newlines = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
 // Comment appends one comment line ("# " + text) under the lock.
 func (w *Writer) Comment(text string) error {
@@ -303,12 +290,18 @@ func (w *Writer) size() (int64, error) {
 	return st.Size(), nil
 }
 
-// write appends w.buf in one write(2). A short write (a full disk) must
-// not leave half a row: the file is put back as it was. We hold the lock,
-// so the bytes past size are ours alone.
-func (w *Writer) write(size int64) error { return w.writeBytes(size, w.buf) }
-
-func (w *Writer) writeBytes(size int64, b []byte) error {
+// appendAt appends whole lines b to the log of size bytes, after the
+// prefix it needs (see prefix), in one write(2). A short write (a full
+// disk) must not leave half a row: the file is put back as it was. We
+// hold the lock, so the bytes past size are ours alone.
+func (w *Writer) appendAt(size int64, b []byte) error {
+	prefix, err := w.prefix(size)
+	if err != nil {
+		return err
+	}
+	if len(prefix) > 0 {
+		b = append(prefix, b...) // a new file, or a torn tail: rare
+	}
 	n, err := w.f.Write(b)
 	if err != nil {
 		if n > 0 {

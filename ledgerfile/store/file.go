@@ -64,19 +64,17 @@ func (f *File) ReadJob(_ context.Context, job string) ([]ledgerfile.Row, error) 
 	return ledgerfile.ReadJob(f.w.Path(), job)
 }
 
-// Scan reads the file strictly; a missing file has no entries.
+// Scan reads the file strictly, opened as every reader of a log opens it
+// (ledgerfile.OpenLog); a missing file has no entries.
 func (f *File) Scan(ctx context.Context, fn func(Entry) error) error {
-	fh, err := os.Open(f.w.Path())
+	fh, err := ledgerfile.OpenLog(f.w.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("failed to open log %q: %w", f.w.Path(), unwrapPath(err))
+		return err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && st.IsDir() {
-		return fmt.Errorf("failed to read log %q: is a directory", f.w.Path())
-	}
 	return ReadEntries(fh, f.w.Path(), func(e Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -139,14 +137,6 @@ func (f *File) Import(ctx context.Context, entries iter.Seq2[Entry, error]) (n i
 	return n, nil
 }
 
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 // FileClaims is the claim state in one JSON file under a lock
 // (ledgerfile/claims). It keeps each job's deadline and attempts; tokens
 // and spend are kept by PostgreSQL's claims only, so the file's jobs
@@ -159,25 +149,27 @@ type FileClaims struct {
 
 func (c *FileClaims) Name() string { return c.Path }
 
-func (c *FileClaims) read() (claims.Reading, error) {
-	if c.Clock != nil {
-		return c.Clock()
+// update runs fn on the state at Path, read under its lock, at the
+// clock's now, once the jobs past their deadline long ago are forgotten.
+func (c *FileClaims) update(ctx context.Context, fn func(*claims.State, claims.Reading)) error {
+	clock := c.Clock
+	if clock == nil {
+		clock = claims.SystemClock
 	}
-	return claims.SystemClock()
-}
-
-func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
-	var g Grant
-	err := claims.Update(ctx, c.Path, func(s *claims.State) error {
-		now, err := c.read()
+	return claims.Update(ctx, c.Path, func(s *claims.State) error {
+		now, err := clock()
 		if err != nil {
 			return err
 		}
 		claims.Tidy(s, now)
-		g = fileClaim(s, req, now)
+		fn(s, now)
 		return nil
 	})
-	if err != nil {
+}
+
+func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
+	var g Grant
+	if err := c.update(ctx, func(s *claims.State, now claims.Reading) { g = fileClaim(s, req, now) }); err != nil {
 		return Grant{}, err
 	}
 	return g, nil
@@ -205,15 +197,7 @@ func fileClaim(s *claims.State, req Request, now claims.Reading) Grant {
 }
 
 func (c *FileClaims) Done(ctx context.Context, job string) error {
-	return claims.Update(ctx, c.Path, func(s *claims.State) error {
-		now, err := c.read()
-		if err != nil {
-			return err
-		}
-		claims.Tidy(s, now)
-		delete(s.Jobs, job)
-		return nil
-	})
+	return c.update(ctx, func(s *claims.State, _ claims.Reading) { delete(s.Jobs, job) })
 }
 
 func (c *FileClaims) Close() error { return nil }

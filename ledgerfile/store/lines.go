@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"iter"
-	"strings"
 
 	"retrygate/ledgerfile"
 )
@@ -122,14 +121,6 @@ func Export(ctx context.Context, l Log, w io.Writer) error {
 	}
 	return bw.Flush()
 }
-
-// CommentLine is the line a comment text makes: "# " + text, newlines
-// made spaces as the file writer makes them.
-func CommentLine(text string) string {
-	return "# " + newlines.Replace(text)
-}
-
-var newlines = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
 // Entries is ReadEntries as an iterator, for a consumer that pulls (COPY).
 func Entries(r io.Reader, name string) iter.Seq2[Entry, error] {

@@ -15,8 +15,10 @@ import (
 // Entry is one line of a log in order: a row, or a comment (a `# run` or
 // `# policy` line) when Row is nil.
 type Entry struct {
-	Row     *ledgerfile.Row
-	Comment string // the text after "# "
+	Row *ledgerfile.Row
+	// Comment is the comment line as written, "# " included, without the
+	// blanks around it and its newline (ledgerfile.CommentLine's form).
+	Comment string
 }
 
 // Log holds rows. Writers append only; readers see the rows in the order

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,10 +110,7 @@ func (s *Store) bookOnce(ctx context.Context, key, shared string, fn func(old, s
 	case errors.As(err, &pe):
 		// The server answered: a statement failed, COMMIT never ran.
 		rollback(ctx, c)
-		if pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-			return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
-		}
-		return err
+		return s.duplicate(err)
 	}
 	return errCommit{err} // the connection failed with COMMIT sent, or not
 }

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,13 +58,9 @@ func (s *Store) Claim(ctx context.Context, req store.Request) (store.Grant, erro
 	if err := req.Budget.Validate(); err != nil {
 		return store.Grant{}, err
 	}
-	var at *time.Time
-	switch {
-	case !req.Now.IsZero():
+	at := s.clock()
+	if !req.Now.IsZero() {
 		t := req.Now.UTC()
-		at = &t
-	case s.opts.Now != nil:
-		t := s.opts.Now().UTC()
 		at = &t
 	}
 	b := req.Budget
@@ -142,24 +137,4 @@ func (s *Store) Done(ctx context.Context, job string) error {
 		_, err := tx.Exec(ctx, `DELETE FROM retrygate_jobs WHERE job = $1`, job)
 		return err
 	})
-}
-
-// ErrNoJob is a job no claim has made.
-var ErrNoJob = errors.New("no such job")
-
-// Job reads a job's claim state.
-func (s *Store) Job(ctx context.Context, job string) (store.Job, error) {
-	var j store.Job
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var deadlineNS int64
-		err := tx.QueryRow(ctx, `SELECT started, deadline_ns, max_attempts, attempts, tokens, spent_usd,
-			reserved_tokens, reserved_usd FROM retrygate_jobs WHERE job = $1`, job).Scan(
-			&j.Started, &deadlineNS, &j.MaxAttempts, &j.Attempts, &j.Tokens, &j.USD, &j.ReservedTokens, &j.ReservedUSD)
-		j.Deadline = time.Duration(deadlineNS)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNoJob
-		}
-		return err
-	})
-	return j, err
 }

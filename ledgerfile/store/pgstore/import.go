@@ -2,13 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/store"
@@ -29,61 +27,44 @@ var copyColumns = func() []string {
 func (s *Store) Import(ctx context.Context, entries iter.Seq2[store.Entry, error]) (rows int64, err error) {
 	next, stop := iter.Pull2(entries)
 	defer stop()
-	src := &copySource{next: next}
+	var fileErr error // the file's error, not the server's
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		e, err, ok := next()
+		if !ok {
+			return nil, nil
+		}
+		if err == nil && e.Row == nil {
+			return commentArgs(e.Comment), nil
+		}
+		if err == nil {
+			err = storable(e.Row)
+		}
+		var vals []any
+		if err == nil {
+			vals, err = rowArgs(e.Row)
+		}
+		if err != nil {
+			fileErr = err
+			return nil, err
+		}
+		rows++
+		return vals, nil
+	})
 	err = s.once(ctx, func(tx pgx.Tx) error {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"retrygate_rows"}, copyColumns, src)
-		if src.err != nil {
-			return src.err // the file's error, not the server's
+		if fileErr != nil {
+			return fileErr
 		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-			return fmt.Errorf("%w already in %s: %s", store.ErrDuplicate, s.name, pe.Detail)
-		}
-		return err
+		return s.duplicate(err)
 	})
-	if src.err != nil {
-		return 0, src.err
+	if fileErr != nil {
+		return 0, fileErr
 	}
 	if err != nil {
 		return 0, s.wrap(err)
 	}
-	return src.rows, nil
+	return rows, nil
 }
-
-type copySource struct {
-	next func() (store.Entry, error, bool)
-	vals []any
-	err  error
-	rows int64
-}
-
-func (c *copySource) Next() bool {
-	e, err, ok := c.next()
-	if !ok {
-		return false
-	}
-	if err != nil {
-		c.err = err
-		return false
-	}
-	if e.Row == nil {
-		c.vals = commentArgs(e.Comment)
-		return true
-	}
-	if err := storable(e.Row); err != nil {
-		c.err = err
-		return false
-	}
-	if c.vals, err = rowArgs(e.Row); err != nil {
-		c.err = err
-		return false
-	}
-	c.rows++
-	return true
-}
-
-func (c *copySource) Values() ([]any, error) { return c.vals, nil }
-func (c *copySource) Err() error             { return c.err }
 
 // storable refuses what PostgreSQL's text cannot hold: a NUL character.
 func storable(r *ledgerfile.Row) error {

@@ -162,9 +162,6 @@ func parseMsg(err error) string {
 // Name is the URL without its password.
 func (s *Store) Name() string { return s.name }
 
-// Server is host:port/database, as errors name it.
-func (s *Store) Server() string { return s.server }
-
 // Close releases the connections.
 func (s *Store) Close() error {
 	s.pool.Close()

@@ -305,3 +305,23 @@ func TestKeywordValueConnectionString(t *testing.T) {
 	assert.NotContains(t, err.Error(), "s3cr3t-pw")
 	assert.Contains(t, err.Error(), "no_such_db_here")
 }
+
+// ErrNoJob is a job no claim has made (Job's error).
+var ErrNoJob = errors.New("no such job")
+
+// Job reads a job's claim state, for the tests to see.
+func (s *Store) Job(ctx context.Context, job string) (store.Job, error) {
+	var j store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var deadlineNS int64
+		err := tx.QueryRow(ctx, `SELECT started, deadline_ns, max_attempts, attempts, tokens, spent_usd,
+			reserved_tokens, reserved_usd FROM retrygate_jobs WHERE job = $1`, job).Scan(
+			&j.Started, &deadlineNS, &j.MaxAttempts, &j.Attempts, &j.Tokens, &j.USD, &j.ReservedTokens, &j.ReservedUSD)
+		j.Deadline = time.Duration(deadlineNS)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNoJob
+		}
+		return err
+	})
+	return j, err
+}

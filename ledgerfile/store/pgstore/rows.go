@@ -48,34 +48,15 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 		a[1] = ts.Truncate(time.Microsecond)
 		a[2] = int16(ts.Nanosecond() % 1000)
 	}
-	a[3] = str(r.Job)
-	if r.Attempt > 0 {
-		a[4] = int32(r.Attempt)
-	}
+	a[3], a[4] = str(r.Job), opt(r.Attempt > 0, int32(r.Attempt))
 	a[5], a[6] = str(r.Seat), str(r.Model)
 	a[7], a[8] = ms(r.Wait), ms(r.Elapsed)
-	if r.HasTTFB {
-		a[9] = ms(r.TTFB)
-	}
-	a[10] = r.Tokens
-	if r.HasSplit {
-		a[11], a[12] = r.PromptTokens, r.CompletionTokens
-	}
+	a[9], a[10] = opt(r.HasTTFB, ms(r.TTFB)), r.Tokens
+	a[11], a[12] = opt(r.HasSplit, r.PromptTokens), opt(r.HasSplit, r.CompletionTokens)
 	a[13], a[14] = str(r.TokensFrom), str(string(r.Outcome))
-	if r.HTTPStatus != 0 {
-		a[15] = int32(r.HTTPStatus)
-	}
-	a[16] = str(string(r.Billing))
-	if r.HasCost {
-		a[17] = r.CostUSD
-	}
-	if r.HasRetryAfter {
-		a[18] = ms(r.RetryAfter)
-	}
-	a[19] = str(r.ErrorCode)
-	if r.Delay > 0 {
-		a[20] = ms(r.Delay)
-	}
+	a[15], a[16] = opt(r.HTTPStatus != 0, int32(r.HTTPStatus)), str(string(r.Billing))
+	a[17], a[18] = opt(r.HasCost, r.CostUSD), opt(r.HasRetryAfter, ms(r.RetryAfter))
+	a[19], a[20] = str(r.ErrorCode), opt(r.Delay > 0, ms(r.Delay))
 	if r.HasSpent {
 		a[21], a[22], a[23], a[24] = ms(r.SpentS), r.SpentTokens, r.SpentUSD, int32(r.Used)
 	}
@@ -98,30 +79,20 @@ func rowArgs(r *ledgerfile.Row) ([]any, error) {
 		}
 		a[32] = string(b)
 	}
-	if r.HasCached {
-		a[33] = r.CachedTokens
-	}
-	if r.HasCacheWrite {
-		a[34] = r.CacheWriteTokens
-	}
-	if r.HasReasoning {
-		a[35] = r.ReasoningTokens
-	}
-	if rl := &r.RateLimit; rl.Any() {
-		if rl.HasRequests {
-			a[36] = rl.RemainingRequests
-		}
-		if rl.HasTokens {
-			a[37] = rl.RemainingTokens
-		}
-		if rl.HasReset {
-			a[38] = ms(rl.Reset)
-		}
-	}
-	if r.UncachedUSD > 0 {
-		a[39] = r.UncachedUSD
-	}
+	a[33], a[34] = opt(r.HasCached, r.CachedTokens), opt(r.HasCacheWrite, r.CacheWriteTokens)
+	a[35] = opt(r.HasReasoning, r.ReasoningTokens)
+	rl := &r.RateLimit
+	a[36], a[37] = opt(rl.HasRequests, rl.RemainingRequests), opt(rl.HasTokens, rl.RemainingTokens)
+	a[38], a[39] = opt(rl.HasReset, ms(rl.Reset)), opt(r.UncachedUSD > 0, r.UncachedUSD)
 	return a, nil
+}
+
+// opt is v, or NULL when the row has no such key.
+func opt[T any](has bool, v T) any {
+	if has {
+		return v
+	}
+	return nil
 }
 
 // columned are the file's keys that have a column of rowColumns; a
@@ -297,10 +268,15 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, rows []ledgerfile.Row) er
 			queueSettle(b, r)
 		}
 	}
-	err := tx.SendBatch(ctx, b).Close()
+	return s.duplicate(tx.SendBatch(ctx, b).Close())
+}
+
+// duplicate is err as store.ErrDuplicate when it is the rows table's
+// (job, attempt) key refusing a second row, else err.
+func (s *Store) duplicate(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-		return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
+		return fmt.Errorf("%w already in %s: %s", store.ErrDuplicate, s.name, pe.Detail)
 	}
 	return err
 }
@@ -344,7 +320,7 @@ func (s *Store) CommentLocked(ctx context.Context, fn func([]string) (string, er
 		if err != nil || text == "" {
 			return err
 		}
-		_, err = tx.Exec(ctx, insertRow, commentArgs(store.CommentLine(text))...)
+		_, err = tx.Exec(ctx, insertRow, commentArgs(ledgerfile.CommentLine(text))...)
 		return err
 	})
 }
@@ -366,12 +342,7 @@ func (s *Store) AppendEntries(ctx context.Context, entries []store.Entry) error 
 			}
 			b.Queue(insertRow, args...)
 		}
-		err := tx.SendBatch(ctx, b).Close()
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "retrygate_rows_job_attempt_key" {
-			return fmt.Errorf("%w: %s", store.ErrDuplicate, pe.Detail)
-		}
-		return err
+		return s.duplicate(tx.SendBatch(ctx, b).Close())
 	})
 }
 
