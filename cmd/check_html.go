@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
 	"retrygate/ledgerfile/summary"
 	"retrygate/ledgerfile/summary/chart"
 )
@@ -26,7 +25,7 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 		verdict = `<span class="fail">FAIL</span>`
 	}
 	fmt.Fprintf(&b, `<h1>retrygate check %s</h1><p class="note">policy %s · %s · logs %s</p>`, verdict,
-		html.EscapeString(opts.Policy), html.EscapeString(budgetLine(opts.Budget)), html.EscapeString(joinNames(files)))
+		html.EscapeString(opts.Policy), html.EscapeString(budgetLine(opts.Budget)), html.EscapeString(strings.Join(files, ", ")))
 	b.WriteString(`<section id="summary" class="summary">`)
 	card := func(label, body string) {
 		fmt.Fprintf(&b, `<div class="card">%s<b>%s</b></div>`, html.EscapeString(label), body)
@@ -44,7 +43,7 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 		obs := "-"
 		raw := summary.Figure(math.NaN())
 		if t.Observed != nil {
-			obs, raw = thresholdValue(t, *t.Observed), summary.Figure(*t.Observed)
+			obs, raw = formatObserved(t.Spec, *t.Observed), summary.Figure(*t.Observed)
 		}
 		v := `<span class="pass">pass</span>`
 		if !t.Pass {
@@ -116,31 +115,6 @@ func changeTable(b *bytes.Buffer, id string, rows []summary.Replayed) {
 			strconv.FormatFloat(r.WaitS, 'f', 3, 64), strconv.FormatFloat(r.ElapsedS, 'f', 3, 64), r.Tokens, strconv.FormatFloat(r.SpentS, 'f', 3, 64), r.Used)
 	}
 	b.WriteString(`</table>`)
-}
-
-// thresholdValue writes an observed figure in its metric's unit.
-func thresholdValue(t summary.ThresholdResult, v float64) string {
-	spec, _ := admit.LookupMetric(t.Metric)
-	switch {
-	case t.Spec.Agg == admit.AggCount:
-		return chart.Fmt(v, "")
-	case spec.Percent:
-		return tPct(summary.Figure(v))
-	case spec.Time:
-		return tSec(summary.Figure(v)) + "s"
-	}
-	return chart.Fmt(v, "")
-}
-
-func joinNames(names []string) string {
-	out := ""
-	for i, n := range names {
-		if i > 0 {
-			out += ", "
-		}
-		out += n
-	}
-	return out
 }
 
 // checkHTMLFlag checks --html as report's is checked.

@@ -75,21 +75,13 @@ func writeFileAtomic(path string, data []byte) error {
 // fillPictureOpts checks --html and --svg and resolves the caps they draw
 // when the log carries no # policy line.
 func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
-	for _, f := range []struct{ name, v string }{{"html", opts.HTML}, {"svg", opts.SVGDir}, {"png", opts.PNGDir}} {
-		if c.Flags().Changed(f.name) && strings.TrimSpace(f.v) == "" {
-			return badInput("--%s: empty (give a path, or leave --%s out)", f.name, f.name)
-		}
-	}
-	if opts.HTML == "" && opts.SVGDir == "" && opts.PNGDir == "" {
-		return nil
-	}
-	if opts.HTML == "-" {
-		return badInput("--html: give a file name; the page is not written to stdout")
-	}
-	if err := checkOutPath("--html", opts.HTML); err != nil {
+	if err := checkHTMLFlag(c, opts.HTML); err != nil {
 		return err
 	}
 	for _, d := range []struct{ flag, dir string }{{"--svg", opts.SVGDir}, {"--png", opts.PNGDir}} {
+		if c.Flags().Changed(d.flag[2:]) && strings.TrimSpace(d.dir) == "" {
+			return badInput("%s: empty (give a path, or leave %s out)", d.flag, d.flag)
+		}
 		if d.dir == "" {
 			continue
 		}
@@ -102,6 +94,9 @@ func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
 				return err
 			}
 		}
+	}
+	if opts.HTML == "" && opts.SVGDir == "" && opts.PNGDir == "" {
+		return nil
 	}
 	b, err := cfg.budget()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"strconv"
+	"strings"
 	"time"
 
 	"retrygate/ledgerfile/summary"
@@ -22,7 +23,7 @@ func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric
 	for i := range sums {
 		labels = append(labels, o.Policies[i].Label)
 	}
-	title := "retrygate simulate: " + joinNames(labels)
+	title := "retrygate simulate: " + strings.Join(labels, ", ")
 	pageHead(&b, title)
 	fmt.Fprintf(&b, `<h1>%s</h1><p class="note">%d jobs per policy, seed %d, model <code>%s</code></p>`,
 		html.EscapeString(title), o.Jobs, o.Seed, html.EscapeString(modelName))
