@@ -229,63 +229,43 @@ func (p *painter) shape(name string, a map[string]string) {
 	}
 }
 
-// path traces the commands this package writes: M L H V m l.
+// path traces the commands this package writes: M L H V m l, each
+// letter glued to its first number, numbers split by spaces or commas.
 func (p *painter) path(d string) {
-	dc := p.dc
 	var x, y float64
-	fields := strings.FieldsFunc(d, func(r rune) bool { return r == ' ' || r == ',' })
-	nums := func(i, n int) ([]float64, int) {
-		out := make([]float64, 0, n)
-		for len(out) < n && i < len(fields) {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				break
+	var cmd byte
+	var args []float64
+	for _, tok := range strings.FieldsFunc(d, func(r rune) bool { return r == ' ' || r == ',' }) {
+		if c := tok[0]; (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') {
+			cmd, args, tok = c, args[:0], tok[1:]
+			if tok == "" {
+				continue
 			}
-			out = append(out, v)
-			i++
 		}
-		return out, i
-	}
-	for i := 0; i < len(fields); {
-		tok := fields[i]
-		cmd := tok[0]
-		if (cmd >= 'A' && cmd <= 'Z') || (cmd >= 'a' && cmd <= 'z') {
-			fields[i] = tok[1:]
-			if fields[i] == "" {
-				i++
-			}
-		} else {
-			i++ // a stray number: skip it
+		v, err := strconv.ParseFloat(tok, 64)
+		if err != nil {
+			return
+		}
+		args = append(args, v)
+		switch {
+		case cmd == 'H':
+			x = v
+		case cmd == 'V':
+			y = v
+		case len(args) < 2:
 			continue
-		}
-		need := map[byte]int{'M': 2, 'L': 2, 'm': 2, 'l': 2, 'H': 1, 'V': 1}[cmd]
-		if need == 0 {
+		case cmd == 'M' || cmd == 'L':
+			x, y = args[0], args[1]
+		case cmd == 'm' || cmd == 'l':
+			x, y = x+args[0], y+args[1]
+		default:
 			return
 		}
-		v, next := nums(i, need)
-		if len(v) < need {
-			return
-		}
-		i = next
-		switch cmd {
-		case 'M':
-			x, y = v[0], v[1]
-			dc.MoveTo(x, y)
-		case 'm':
-			x, y = x+v[0], y+v[1]
-			dc.MoveTo(x, y)
-		case 'L':
-			x, y = v[0], v[1]
-			dc.LineTo(x, y)
-		case 'l':
-			x, y = x+v[0], y+v[1]
-			dc.LineTo(x, y)
-		case 'H':
-			x = v[0]
-			dc.LineTo(x, y)
-		case 'V':
-			y = v[0]
-			dc.LineTo(x, y)
+		args = args[:0]
+		if cmd == 'M' || cmd == 'm' {
+			p.dc.MoveTo(x, y)
+		} else {
+			p.dc.LineTo(x, y)
 		}
 	}
 }
