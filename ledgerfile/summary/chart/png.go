@@ -23,82 +23,60 @@ import (
 // elements and attributes this package writes (line, rect, path, circle,
 // text and its fill patterns), not SVG at large.
 func PNG(svg io.Reader, w io.Writer, scale float64) error {
-	dec := xml.NewDecoder(svg)
-	p := &painter{patterns: map[string]*fillPattern{}, scale: scale}
-	var skip int // inside title, desc, or a pattern's content
-	var pat *fillPattern
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			a := attrs(t.Attr)
-			switch t.Name.Local {
-			case "svg":
-				if err := p.start(a); err != nil {
-					return err
-				}
-			case "title", "desc":
-				skip++
-			case "pattern":
-				pat = &fillPattern{}
-				p.patterns[a["id"]] = pat
-			case "text":
-				if skip == 0 {
-					var s struct {
-						Text string `xml:",chardata"`
-					}
-					if err := dec.DecodeElement(&s, &t); err != nil {
-						return fmt.Errorf("chart: %w", err)
-					}
-					p.text(a, s.Text)
-				}
-			default:
-				if pat != nil {
-					pat.shapes = append(pat.shapes, shape{t.Name.Local, a})
-				} else if skip == 0 && p.dc != nil {
-					p.shape(t.Name.Local, a)
-				}
-			}
-		case xml.EndElement:
-			switch t.Name.Local {
-			case "title", "desc":
-				skip--
-			case "pattern":
-				pat = nil
-			}
-		}
+	var root node
+	if err := xml.NewDecoder(svg).Decode(&root); err != nil {
+		return fmt.Errorf("chart: %w", err)
 	}
-	if p.dc == nil {
+	if root.XMLName.Local != "svg" {
 		return errors.New("chart: no svg element")
 	}
+	p := &painter{patterns: map[string][]node{}, scale: scale}
+	if err := p.start(root.attrs()); err != nil {
+		return err
+	}
+	p.paint(root.Kids)
 	return p.dc.EncodePNG(w)
 }
 
-type shape struct {
-	name  string
-	attrs map[string]string
+// node is one element of a chart's SVG.
+type node struct {
+	XMLName xml.Name
+	Attrs   []xml.Attr `xml:",any,attr"`
+	Text    string     `xml:",chardata"`
+	Kids    []node     `xml:",any"`
 }
 
-type fillPattern struct{ shapes []shape }
+func (n *node) attrs() map[string]string {
+	m := make(map[string]string, len(n.Attrs))
+	for _, a := range n.Attrs {
+		m[a.Name.Local] = a.Value
+	}
+	return m
+}
 
 type painter struct {
 	dc       *gg.Context
 	scale    float64
-	patterns map[string]*fillPattern
+	patterns map[string][]node // a fill pattern's marks, by id
 }
 
-func attrs(as []xml.Attr) map[string]string {
-	m := make(map[string]string, len(as))
-	for _, a := range as {
-		m[a.Name.Local] = a.Value
+// paint draws elements in document order: a title or desc is not drawn,
+// a pattern is kept to fill with, a group's elements are drawn.
+func (p *painter) paint(nodes []node) {
+	for _, n := range nodes {
+		a := n.attrs()
+		switch n.XMLName.Local {
+		case "title", "desc":
+		case "pattern":
+			p.patterns[a["id"]] = n.Kids
+		case "defs", "g":
+			p.paint(n.Kids)
+		case "text":
+			p.text(a, n.Text)
+		default:
+			p.shape(n.XMLName.Local, a)
+		}
 	}
-	return m
 }
 
 func f(a map[string]string, k string) float64 {
@@ -167,8 +145,8 @@ func (p *painter) stroke(a map[string]string) {
 func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
 	fl := a["fill"]
 	if strings.HasPrefix(fl, "url(#") {
-		pat := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
-		if pat == nil {
+		pat, ok := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
+		if !ok {
 			return
 		}
 		p.dc.Push()
@@ -177,8 +155,8 @@ func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
 			for ty := math.Floor(y/6) * 6; ty < y+h; ty += 6 {
 				p.dc.Push()
 				p.dc.Translate(tx, ty)
-				for _, s := range pat.shapes {
-					p.shape(s.name, s.attrs)
+				for _, s := range pat {
+					p.shape(s.XMLName.Local, s.attrs())
 				}
 				p.dc.Pop()
 			}
@@ -296,7 +274,7 @@ func face(size float64, isBold bool) font.Face {
 }
 
 func (p *painter) text(a map[string]string, s string) {
-	if p.dc == nil || strings.TrimSpace(s) == "" {
+	if strings.TrimSpace(s) == "" {
 		return
 	}
 	size := f(a, "font-size")
