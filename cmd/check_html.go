@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html"
 	"html/template"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -67,7 +66,7 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 		}
 		cdf := chart.CDF{Title: metric + ": limits over the observed distribution", XLabel: label, Unit: unit,
 			Series: []chart.Series{{Name: "judged rows", Values: d.Values, Marks: marks(d)}}, Rules: rules}
-		if err := charts.add("check-"+metric, func(w io.Writer) error { _, err := cdf.Write(w); return err }); err != nil {
+		if err := charts.add("check-"+metric, cdf.Write); err != nil {
 			return err
 		}
 	}

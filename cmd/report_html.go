@@ -106,16 +106,13 @@ func (p *pictures) charts() []namedChart {
 		for _, g := range groups {
 			d := m.dist(g.Group)
 			series = append(series, chart.Series{Name: g.Key, Values: d.Values, Marks: marks(d)})
+			p.sampled = p.sampled || chart.Sampled(d.Values)
 			if g.index >= 0 {
 				each = append(each, series[len(series)-1])
 			}
 		}
 		cdf := chart.CDF{Title: m.key + " per " + by + " (CDF, sent attempts)", XLabel: m.label, Unit: "s", Series: series, Rules: p.rules()}
-		out = append(out, namedChart{"cdf-" + m.key, "dist", func(w io.Writer) error {
-			sampled, err := cdf.Write(w)
-			p.sampled = p.sampled || sampled
-			return err
-		}})
+		out = append(out, namedChart{"cdf-" + m.key, "dist", cdf.Write})
 		hist := chart.Hist{Title: m.key + " per " + by + " (histogram, stacked)", XLabel: m.label, Unit: "s", Series: each, Rules: p.rules()}
 		out = append(out, namedChart{"hist-" + m.key, "dist", hist.Write})
 	}
@@ -124,7 +121,7 @@ func (p *pictures) charts() []namedChart {
 			d := m.dist(p.held.All)
 			cdf := chart.CDF{Title: m.key + ", held-out rows apart (CDF)", XLabel: m.label, Unit: "s",
 				Series: []chart.Series{{Name: "held out", Values: d.Values, Marks: marks(d)}}, Rules: p.rules()}
-			out = append(out, namedChart{"held-cdf-" + m.key, "held", func(w io.Writer) error { _, err := cdf.Write(w); return err }})
+			out = append(out, namedChart{"held-cdf-" + m.key, "held", cdf.Write})
 		}
 	}
 	tl := chart.Timeline{Title: fmt.Sprintf("The %d slowest or failed jobs", len(p.d.top)), Jobs: p.d.timeline()}

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +76,7 @@ func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric
 				{Label: "p50", X: v.Percentile(50)}, {Label: "p95", X: v.Percentile(95)}, {Label: "p99", X: v.Percentile(99)}}})
 		}
 		cdf := chart.CDF{Title: d.title, XLabel: d.xlabel, Unit: d.unit, Series: series, Rules: d.rules}
-		if err := drawn.add(d.name, func(w io.Writer) error { _, err := cdf.Write(w); return err }); err != nil {
+		if err := drawn.add(d.name, cdf.Write); err != nil {
 			return err
 		}
 	}

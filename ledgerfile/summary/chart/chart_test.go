@@ -24,9 +24,9 @@ func TestCDFThinsOnlyTheDrawing(t *testing.T) {
 			xs[i] = float64(i) / 1000
 		}
 		var b bytes.Buffer
-		sampled, err := CDF{Title: "t", XLabel: "wait (s)", Unit: "s", Series: []Series{{Name: "a", Values: summary.SortedOf(xs...)}}}.Write(&b)
-		require.NoError(t, err)
-		assert.Equal(t, c.sampled, sampled, c.n)
+		values := summary.SortedOf(xs...)
+		require.NoError(t, CDF{Title: "t", XLabel: "wait (s)", Unit: "s", Series: []Series{{Name: "a", Values: values}}}.Write(&b))
+		assert.Equal(t, c.sampled, Sampled(values), c.n)
 		d := regexp.MustCompile(`class="cdf-line"[^>]* d="([^"]*)"`).FindStringSubmatch(b.String())
 		require.Len(t, d, 2)
 		steps := strings.Count(d[1], "H")
@@ -53,7 +53,7 @@ func TestNiceTicks(t *testing.T) {
 // A rule far past the data is named at the edge, not drawn.
 func TestRulePastTheData(t *testing.T) {
 	var b bytes.Buffer
-	_, err := CDF{Title: "t", XLabel: "wait (s)", Unit: "s", Series: []Series{{Name: "a", Values: summary.SortedOf(1, 2, 3)}},
+	err := CDF{Title: "t", XLabel: "wait (s)", Unit: "s", Series: []Series{{Name: "a", Values: summary.SortedOf(1, 2, 3)}},
 		Rules: []Rule{{Label: "wait cap 5s", X: 5}, {Label: "deadline 45s", X: 45}}}.Write(&b)
 	require.NoError(t, err)
 	assert.Contains(t, b.String(), ">wait cap 5s</text>")

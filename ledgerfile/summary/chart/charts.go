@@ -47,8 +47,9 @@ func Sampled(s summary.Sorted) bool {
 	return n > MaxPoints
 }
 
-// Write draws the chart; sampled is true when a line was thinned.
-func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
+// Write draws the chart.
+func (ch CDF) Write(w io.Writer) error {
+	sampled := false
 	hi := xRange(ch.Series, ch.Rules)
 	c := newCanvas(640, 300, ch.Title, "cumulative share of values at or under each "+ch.XLabel)
 	xt, a, b := niceTicks(0, hi, 8)
@@ -104,7 +105,7 @@ func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
 	if sampled {
 		c.note("lines drawn through at most 400 points; marked figures are exact")
 	}
-	return sampled, c.finish(w)
+	return c.finish(w)
 }
 
 // share is the fraction of values at or under x.

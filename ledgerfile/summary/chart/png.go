@@ -140,9 +140,10 @@ func (p *painter) stroke(a map[string]string) {
 	p.dc.SetDash()
 }
 
-// fill fills the current path with a colour or one of the chart's
-// patterns (its base colour, then its marks tiled over it, clipped).
-func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
+// fill fills the current path, keeping it, with a colour or one of the
+// chart's patterns (its base colour, then its marks tiled over it,
+// clipped), within the box x, y, w, h.
+func (p *painter) fill(a map[string]string, x, y, w, h float64) {
 	fl := a["fill"]
 	if strings.HasPrefix(fl, "url(#") {
 		pat, ok := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
@@ -165,18 +166,9 @@ func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
 		p.dc.Pop()
 		return
 	}
-	c, ok := paint(fl, a["fill-opacity"])
-	if !ok {
-		if !keep {
-			p.dc.ClearPath()
-		}
-		return
-	}
-	p.dc.SetColor(c)
-	if keep {
+	if c, ok := paint(fl, a["fill-opacity"]); ok {
+		p.dc.SetColor(c)
 		p.dc.FillPreserve()
-	} else {
-		p.dc.Fill()
 	}
 }
 
@@ -189,20 +181,18 @@ func (p *painter) shape(name string, a map[string]string) {
 	case "rect":
 		x, y, w, h := f(a, "x"), f(a, "y"), f(a, "width"), f(a, "height")
 		dc.DrawRectangle(x, y, w, h)
-		p.fill(a, x, y, w, h, true)
+		p.fill(a, x, y, w, h)
 		dc.DrawRectangle(x, y, w, h)
 		p.stroke(a)
 	case "circle":
 		cx, cy, r := f(a, "cx"), f(a, "cy"), f(a, "r")
 		dc.DrawCircle(cx, cy, r)
-		p.fill(a, cx-r, cy-r, 2*r, 2*r, true)
+		p.fill(a, cx-r, cy-r, 2*r, 2*r)
 		dc.DrawCircle(cx, cy, r)
 		p.stroke(a)
 	case "path":
 		p.path(a["d"])
-		if fl := a["fill"]; fl != "" && fl != "none" {
-			p.fill(a, 0, 0, 0, 0, true)
-		}
+		p.fill(a, 0, 0, 0, 0) // paths are lines, or filled with a colour
 		p.stroke(a)
 	}
 }
