@@ -135,7 +135,7 @@ func (p *pictures) charts() []namedChart {
 	parts = append(parts, "refuse: other")
 	every := max(1, len(bars)/8)
 	dec := chart.Bars{Title: "Decisions over time (rows per " + chart.Fmt(per, "s") + ")", XLabel: "time of submit (UTC)",
-		YLabel: "rows (count)", Parts: parts, Stacks: bars, Spans: spans, LabelEach: every}
+		YLabel: "rows (count)", Spans: spans, LabelEach: every}
 	dec.Stacks, dec.Parts = dropEmptyParts(bars, parts)
 	out = append(out, namedChart{"decisions", "time", dec.Write})
 	rateBars := make([]chart.Stack, len(bars))
@@ -174,20 +174,16 @@ func (p *pictures) charts() []namedChart {
 func dropEmptyParts(bars []chart.Stack, parts []string) ([]chart.Stack, []string) {
 	keep := []int{}
 	for i := range parts {
-		for _, b := range bars {
-			if b.Values[i] > 0 {
-				keep = append(keep, i)
-				break
-			}
+		if slices.ContainsFunc(bars, func(b chart.Stack) bool { return b.Values[i] > 0 }) {
+			keep = append(keep, i)
 		}
 	}
 	if len(keep) == 0 {
 		keep = []int{0}
 	}
-	out := make([]chart.Stack, len(bars))
-	names := []string{}
-	for _, i := range keep {
-		names = append(names, parts[i])
+	out, names := make([]chart.Stack, len(bars)), make([]string, len(keep))
+	for k, i := range keep {
+		names[k] = parts[i]
 	}
 	for j, b := range bars {
 		out[j] = chart.Stack{Label: b.Label}
