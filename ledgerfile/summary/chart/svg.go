@@ -35,9 +35,6 @@ const (
 // Color is series i's colour.
 func Color(i int) string { return Palette[i%len(Palette)] }
 
-// Dash is series i's dash array ("" for solid).
-func Dash(i int) string { return dashes[i%len(dashes)] }
-
 // canvas is one SVG document being written.
 type canvas struct {
 	b      strings.Builder
@@ -173,8 +170,9 @@ func (c *canvas) finish(w io.Writer) error {
 	return err
 }
 
+// dashAttr is series i's stroke-dasharray attribute ("" for solid).
 func dashAttr(i int) string {
-	if d := Dash(i); d != "" {
+	if d := dashes[i%len(dashes)]; d != "" {
 		return ` stroke-dasharray="` + d + `"`
 	}
 	return ""
