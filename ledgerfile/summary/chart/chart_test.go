@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,20 @@ func TestRulePastTheData(t *testing.T) {
 	assert.Contains(t, b.String(), ">wait cap 5s</text>")
 	assert.Contains(t, b.String(), ">deadline 45s →</text>")
 	assert.Equal(t, 1, strings.Count(b.String(), `stroke-dasharray="5 3"`))
+}
+
+// Charts painted at once share no font face (a face keeps glyph caches
+// that are not safe to share): under -race, and in the bytes.
+func TestPNGAtOnce(t *testing.T) {
+	var svg bytes.Buffer
+	require.NoError(t, CDF{Title: "wait per seat", XLabel: "wait (s)", Unit: "s", Series: []Series{{Name: "a", Values: summary.SortedOf(1, 2, 3)}}}.Write(&svg))
+	outs := make([]bytes.Buffer, 4)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() { assert.NoError(t, PNG(bytes.NewReader(svg.Bytes()), &outs[i], 2)) })
+	}
+	wg.Wait()
+	for i := range outs {
+		assert.Equal(t, outs[0].Bytes(), outs[i].Bytes(), i)
+	}
 }

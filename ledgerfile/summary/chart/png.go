@@ -30,7 +30,7 @@ func PNG(svg io.Reader, w io.Writer, scale float64) error {
 	if root.XMLName.Local != "svg" {
 		return errors.New("chart: no svg element")
 	}
-	p := &painter{patterns: map[string][]node{}, scale: scale}
+	p := &painter{patterns: map[string][]node{}, faces: map[faceKey]font.Face{}, scale: scale}
 	if err := p.start(root.attrs()); err != nil {
 		return err
 	}
@@ -58,6 +58,7 @@ type painter struct {
 	dc       *gg.Context
 	scale    float64
 	patterns map[string][]node // a fill pattern's marks, by id
+	faces    map[faceKey]font.Face
 }
 
 // paint draws elements in document order: a title or desc is not drawn,
@@ -238,29 +239,25 @@ func (p *painter) path(d string) {
 	}
 }
 
-var (
-	fontsOnce sync.Once
-	regular   *truetype.Font
-	bold      *truetype.Font
-	faces     sync.Map // size and weight → font.Face
-)
+// fonts are Go's regular (false) and bold (true), parsed once. A face
+// keeps glyph caches and is not safe to share: each painter makes its own.
+var fonts = sync.OnceValue(func() map[bool]*truetype.Font {
+	regular, _ := truetype.Parse(goregular.TTF)
+	bold, _ := truetype.Parse(gobold.TTF)
+	return map[bool]*truetype.Font{false: regular, true: bold}
+})
 
-func face(size float64, isBold bool) font.Face {
-	fontsOnce.Do(func() {
-		regular, _ = truetype.Parse(goregular.TTF)
-		bold, _ = truetype.Parse(gobold.TTF)
-	})
-	key := fmt.Sprint(size, isBold)
-	if f, ok := faces.Load(key); ok {
-		return f.(font.Face)
+type faceKey struct {
+	size float64
+	bold bool
+}
+
+func (p *painter) face(size float64, bold bool) font.Face {
+	k := faceKey{size, bold}
+	if p.faces[k] == nil {
+		p.faces[k] = truetype.NewFace(fonts()[bold], &truetype.Options{Size: size, DPI: 72, Hinting: font.HintingNone})
 	}
-	ft := regular
-	if isBold {
-		ft = bold
-	}
-	fc := truetype.NewFace(ft, &truetype.Options{Size: size, DPI: 72, Hinting: font.HintingNone})
-	faces.Store(key, fc)
-	return fc
+	return p.faces[k]
 }
 
 func (p *painter) text(a map[string]string, s string) {
@@ -283,7 +280,7 @@ func (p *painter) text(a map[string]string, s string) {
 		dc.Rotate(gg.Radians(rot))
 	}
 	dc.Scale(1/p.scale, 1/p.scale)
-	dc.SetFontFace(face(size*p.scale, a["font-weight"] == "bold"))
+	dc.SetFontFace(p.face(size*p.scale, a["font-weight"] == "bold"))
 	c, ok := paint(a["fill"], "")
 	if !ok {
 		c = color.Black
