@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -127,34 +128,23 @@ func printCheckJUnit(w io.Writer, opts *CheckOptions, logs *logSet, res *summary
 }
 
 // writeCheckJUnitFile writes the JUnit report to --junit's file whole or
-// not at all: temp file beside it, fsync, rename, fsync the directory.
+// not at all (writeFileAtomic).
 func writeCheckJUnitFile(opts *CheckOptions, logs *logSet, res *summary.CheckResult) error {
 	name := opts.JUnitFile
 	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
 		return badInput("--junit %q: is a directory, not a file", name)
 	}
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, ".retrygate-junit-*.xml")
-	if err != nil {
-		return badInput("--junit %q: %v", name, err)
+	if st, err := os.Stat(filepath.Dir(name)); err != nil {
+		return badInput("--junit %q: %v", name, unwrapPathErr(err))
+	} else if !st.IsDir() {
+		return badInput("--junit %q: %q is not a directory", name, filepath.Dir(name))
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename; cleans up a failure
-	err = printCheckJUnit(tmp, opts, logs, res)
-	if err == nil {
-		err = tmp.Sync()
+	var b bytes.Buffer
+	if err := printCheckJUnit(&b, opts, logs, res); err != nil {
+		return err
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), name)
-	}
-	if err != nil {
-		return fmt.Errorf("failed to write --junit %q: %w", name, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	if err := writeFileAtomic(name, b.Bytes()); err != nil {
+		return fmt.Errorf("--junit: %w", err)
 	}
 	return nil
 }

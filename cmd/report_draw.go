@@ -3,6 +3,7 @@ package cmd
 import (
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"retrygate/admit"
@@ -185,7 +186,7 @@ func floorDiv(a, b int64) int64 {
 func (d *drawData) addTrace(r *ledgerfile.Row, file string) {
 	id := r.Job
 	if id == "" {
-		id = file + ":" + itoa(int64(r.Line)) // a row without a job id is a job of its own
+		id = file + ":" + strconv.Itoa(r.Line) // a row without a job id is a job of its own
 	}
 	t := d.cur
 	if t == nil || t.id != id {
@@ -343,5 +344,3 @@ func (d *drawData) decisionBars(breaker []summary.BreakerSpan) (bars []chart.Sta
 	}
 	return bars, rates, spans, secondsPer
 }
-
-func itoa(n int64) string { return chart.Fmt(float64(n), "") }

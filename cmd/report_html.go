@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"html"
+	"html/template"
 	"io"
 	"math"
 	"os"
@@ -105,16 +106,13 @@ func (p *pictures) charts() []namedChart {
 		for _, g := range groups {
 			d := m.dist(g.Group)
 			series = append(series, chart.Series{Name: g.Key, Values: d.Values, Marks: marks(d)})
+			p.sampled = p.sampled || chart.Sampled(d.Values)
 			if g.index >= 0 {
 				each = append(each, series[len(series)-1])
 			}
 		}
 		cdf := chart.CDF{Title: m.key + " per " + by + " (CDF, sent attempts)", XLabel: m.label, Unit: "s", Series: series, Rules: p.rules()}
-		out = append(out, namedChart{"cdf-" + m.key, "dist", func(w io.Writer) error {
-			sampled, err := cdf.Write(w)
-			p.sampled = p.sampled || sampled
-			return err
-		}})
+		out = append(out, namedChart{"cdf-" + m.key, "dist", cdf.Write})
 		hist := chart.Hist{Title: m.key + " per " + by + " (histogram, stacked)", XLabel: m.label, Unit: "s", Series: each, Rules: p.rules()}
 		out = append(out, namedChart{"hist-" + m.key, "dist", hist.Write})
 	}
@@ -123,7 +121,7 @@ func (p *pictures) charts() []namedChart {
 			d := m.dist(p.held.All)
 			cdf := chart.CDF{Title: m.key + ", held-out rows apart (CDF)", XLabel: m.label, Unit: "s",
 				Series: []chart.Series{{Name: "held out", Values: d.Values, Marks: marks(d)}}, Rules: p.rules()}
-			out = append(out, namedChart{"held-cdf-" + m.key, "held", func(w io.Writer) error { _, err := cdf.Write(w); return err }})
+			out = append(out, namedChart{"held-cdf-" + m.key, "held", cdf.Write})
 		}
 	}
 	tl := chart.Timeline{Title: fmt.Sprintf("The %d slowest or failed jobs", len(p.d.top)), Jobs: p.d.timeline()}
@@ -137,7 +135,7 @@ func (p *pictures) charts() []namedChart {
 	parts = append(parts, "refuse: other")
 	every := max(1, len(bars)/8)
 	dec := chart.Bars{Title: "Decisions over time (rows per " + chart.Fmt(per, "s") + ")", XLabel: "time of submit (UTC)",
-		YLabel: "rows (count)", Parts: parts, Stacks: bars, Spans: spans, LabelEach: every}
+		YLabel: "rows (count)", Spans: spans, LabelEach: every}
 	dec.Stacks, dec.Parts = dropEmptyParts(bars, parts)
 	out = append(out, namedChart{"decisions", "time", dec.Write})
 	rateBars := make([]chart.Stack, len(bars))
@@ -176,20 +174,16 @@ func (p *pictures) charts() []namedChart {
 func dropEmptyParts(bars []chart.Stack, parts []string) ([]chart.Stack, []string) {
 	keep := []int{}
 	for i := range parts {
-		for _, b := range bars {
-			if b.Values[i] > 0 {
-				keep = append(keep, i)
-				break
-			}
+		if slices.ContainsFunc(bars, func(b chart.Stack) bool { return b.Values[i] > 0 }) {
+			keep = append(keep, i)
 		}
 	}
 	if len(keep) == 0 {
 		keep = []int{0}
 	}
-	out := make([]chart.Stack, len(bars))
-	names := []string{}
-	for _, i := range keep {
-		names = append(names, parts[i])
+	out, names := make([]chart.Stack, len(bars)), make([]string, len(keep))
+	for k, i := range keep {
+		names[k] = parts[i]
 	}
 	for j, b := range bars {
 		out[j] = chart.Stack{Label: b.Label}
@@ -228,7 +222,7 @@ func (p *pictures) writeImages(flag, dir string) error {
 
 // fig is one summary figure on the page, tagged with its path in
 // report --json so a test (or a reader) can check it against the JSON.
-func fig(path, text string, raw any) string {
+func fig(path, text string, raw any) template.HTML {
 	v := ""
 	switch x := raw.(type) {
 	case int64:
@@ -240,107 +234,54 @@ func fig(path, text string, raw any) string {
 			v = "null"
 		}
 	}
-	return fmt.Sprintf(`<span class="fig" data-fig="%s" data-value="%s">%s</span>`, html.EscapeString(path), v, html.EscapeString(text))
+	return template.HTML(fmt.Sprintf(`<span class="fig" data-fig="%s" data-value="%s">%s</span>`, html.EscapeString(path), v, html.EscapeString(text)))
 }
 
-// html writes the page.
-func (p *pictures) html(w io.Writer) error {
+// figN is fig of a count, written as it is.
+func figN(path string, n int64) template.HTML { return fig(path, strconv.FormatInt(n, 10), n) }
+
+// html writes the page (pages.tmpl's "report").
+func (p *pictures) html(path string) error {
 	a := p.s.All
-	var b bytes.Buffer
-	pageHead(&b, "retrygate report: "+strings.Join(p.files, ", "))
-	fmt.Fprintf(&b, `<h1>retrygate report</h1><p class="note">%s · %s</p>`, html.EscapeString(strings.Join(p.files, ", ")),
-		fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows))
-	b.WriteString(`<section id="summary" class="summary">`)
-	card := func(label, body string) {
-		fmt.Fprintf(&b, `<div class="card">%s<b>%s</b></div>`, html.EscapeString(label), body)
+	cards := []card{
+		{"jobs", figN("all.jobs", a.Jobs)},
+		{"succeeded", figN("all.succeeded", a.Succeeded) + " " + fig("all.success_rate", tPct(a.SuccessRate), a.SuccessRate)},
+		{"failed", figN("all.failed", a.Failed)},
+		{"unknown outcomes", figN("all.unknown", a.Unknown) + " " + fig("all.unknown_rate", tPct(a.UnknownRate), a.UnknownRate)},
+		{"attempts sent", figN("all.attempts", a.Attempts)},
+		{"refused (never sent)", figN("all.refused", a.Refused)},
+		{"attempts per success", fig("all.attempts_per_success", tRatio(a.AttemptsPerSuccess), a.AttemptsPerSuccess)},
+		{"retry tax, tokens", figN("all.retry_tax.tokens", a.RetryTax.Tokens) + " " + fig("all.retry_tax.tokens_share", tPct(a.RetryTax.TokensShare), a.RetryTax.TokensShare)},
+		{"retry tax, USD", fig("all.retry_tax.usd", tUSD(a.RetryTax.USD), a.RetryTax.USD) + " " + fig("all.retry_tax.usd_share", tPct(a.RetryTax.USDShare), a.RetryTax.USDShare)},
+		{"wasted calls", figN("all.wasted_calls", a.WastedCalls)},
+		{"fallback rate", fig("all.fallback_rate", tPct(a.FallbackRate), a.FallbackRate)},
 	}
-	card("jobs", fig("all.jobs", strconv.FormatInt(a.Jobs, 10), a.Jobs))
-	card("succeeded", fig("all.succeeded", strconv.FormatInt(a.Succeeded, 10), a.Succeeded)+" "+fig("all.success_rate", tPct(a.SuccessRate), a.SuccessRate))
-	card("failed", fig("all.failed", strconv.FormatInt(a.Failed, 10), a.Failed))
-	card("unknown outcomes", fig("all.unknown", strconv.FormatInt(a.Unknown, 10), a.Unknown)+" "+fig("all.unknown_rate", tPct(a.UnknownRate), a.UnknownRate))
-	card("attempts sent", fig("all.attempts", strconv.FormatInt(a.Attempts, 10), a.Attempts))
-	card("refused (never sent)", fig("all.refused", strconv.FormatInt(a.Refused, 10), a.Refused))
-	card("attempts per success", fig("all.attempts_per_success", tRatio(a.AttemptsPerSuccess), a.AttemptsPerSuccess))
-	card("retry tax, tokens", fig("all.retry_tax.tokens", strconv.FormatInt(a.RetryTax.Tokens, 10), a.RetryTax.Tokens)+" "+
-		fig("all.retry_tax.tokens_share", tPct(a.RetryTax.TokensShare), a.RetryTax.TokensShare))
-	card("retry tax, USD", fig("all.retry_tax.usd", tUSD(a.RetryTax.USD), a.RetryTax.USD)+" "+fig("all.retry_tax.usd_share", tPct(a.RetryTax.USDShare), a.RetryTax.USDShare))
-	card("wasted calls", fig("all.wasted_calls", strconv.FormatInt(a.WastedCalls, 10), a.WastedCalls))
-	card("fallback rate", fig("all.fallback_rate", tPct(a.FallbackRate), a.FallbackRate))
 	if c := &a.Cache; hasCacheFigures([]*summary.Group{a}) {
-		card("cache write rate on retries", fig("all.cache.cache_write_rate_on_retries", tPct(c.WriteRateOnRetries), c.WriteRateOnRetries)+" "+
-			fig("all.cache.retries_rewritten", fmt.Sprintf("%d/%d", c.Rewritten, c.Retries), c.Rewritten))
-		card("cached share of input", fig("all.cache.cached_share", tPct(c.CachedShare), c.CachedShare))
-		card("reasoning share of output", fig("all.cache.reasoning_share", tPct(c.ReasoningShare), c.ReasoningShare))
-		card("cache saved, USD", fig("all.cache.saved_usd", tSignedUSD(c.SavedUSD), c.SavedUSD)+" "+
-			fig("all.cache.retry_tax_usd_uncached", "retry tax at price_in "+tUSD(c.RetryTaxUncachedUSD), c.RetryTaxUncachedUSD))
+		cards = append(cards,
+			card{"cache write rate on retries", fig("all.cache.cache_write_rate_on_retries", tPct(c.WriteRateOnRetries), c.WriteRateOnRetries) + " " +
+				fig("all.cache.retries_rewritten", fmt.Sprintf("%d/%d", c.Rewritten, c.Retries), c.Rewritten)},
+			card{"cached share of input", fig("all.cache.cached_share", tPct(c.CachedShare), c.CachedShare)},
+			card{"reasoning share of output", fig("all.cache.reasoning_share", tPct(c.ReasoningShare), c.ReasoningShare)},
+			card{"cache saved, USD", fig("all.cache.saved_usd", tSignedUSD(c.SavedUSD), c.SavedUSD) + " " +
+				fig("all.cache.retry_tax_usd_uncached", "retry tax at price_in "+tUSD(c.RetryTaxUncachedUSD), c.RetryTaxUncachedUSD)})
 	}
-	b.WriteString(`</section>`)
-
-	b.WriteString(`<h2 id="policy">Policy in force</h2>`)
-	pw := &p.d.policy
-	if pw.last == "" {
-		fmt.Fprintf(&b, `<p>The log has no <code># policy</code> line. The lines drawn below come from %s.</p>`, html.EscapeString(p.capsFrom))
-	} else {
-		if len(pw.hashes) > 1 {
-			fmt.Fprintf(&b, `<p><b>%d different policies wrote this log</b> (hashes %s); the last one is shown, and its caps are drawn.</p>`,
-				len(pw.hashes), html.EscapeString(strings.Join(pw.hashes, ", ")))
-		}
-		b.WriteString(`<p class="policy">`)
-		for _, kv := range parsePolicyLine(pw.last) {
-			fmt.Fprintf(&b, `<code>%s=<b>%s</b></code> `, html.EscapeString(kv[0]), html.EscapeString(kv[1]))
-		}
-		b.WriteString(`</p>`)
-	}
-
-	charts := p.charts()
-	rendered := map[string]string{}
-	for i, c := range charts {
-		var buf bytes.Buffer
-		if err := c.write(&buf); err != nil {
+	drawn := map[string]template.HTML{}
+	for i, c := range p.charts() {
+		var b bytes.Buffer
+		if err := c.write(&b); err != nil {
 			return err
 		}
-		rendered[c.section] += figure(i, c.name, buf.String())
+		drawn[c.section] += figure(i, c.name, b.String())
 	}
-	sections := []struct{ id, title, intro string }{
-		{"dist", "Distributions per " + string(p.s.By), fmt.Sprintf("Sent attempts only. Circles mark p50, p95 and p99 (the figures of <code>report --json</code>; gen, elapsed − wait, is counted by the same code). Dashed vermillion lines: the wait cap and the deadline, from %s.", html.EscapeString(p.capsFrom))},
-		{"held", "Held-out rows, apart", "Rows marked <code>holdout=true</code>, kept out of tuning, summarised on their own."},
-		{"timeline", "Jobs: the slowest or failed first", "Each attempt is a bar: wait solid, gen hatched; gaps are backoff sleeps; crosses are refusals with their reason; attempts on a fallback seat are vermillion and say so."},
-		{"time", "Decisions over time", "Admits and refusals per time bucket, by reason (colour and pattern). Shaded spans: a seat's breaker open, from the log's <code># event breaker</code> lines (opened to closed), or, in a log without them, runs of rows the gate refused for an open breaker on that seat."},
-		{"cost", "Cost", "Tokens and USD of sent attempts, split into the kept answer and the retry tax (attempts that did not produce the kept answer)."},
-	}
-	for _, sec := range sections {
-		if rendered[sec.id] == "" {
-			continue
-		}
-		fmt.Fprintf(&b, `<h2 id="%s">%s</h2><p class="note">%s</p>`, sec.id, html.EscapeString(sec.title), sec.intro)
-		if sec.id == "held" {
-			h := p.held.All
-			fmt.Fprintf(&b, `<p>%d held-out rows, %d jobs, %d succeeded, wait p95 %s, elapsed p95 %s.</p>`, p.held.Rows, h.Jobs, h.Succeeded, tSec(h.Wait.P95), tSec(h.Elapsed.P95))
-		}
-		if sec.id == "timeline" {
-			b.WriteString(`<p><label>Find a job by id: <input id="jobsearch" type="search" placeholder="job id"></label> <span id="jobfound" class="note"></span></p>`)
-		}
-		fmt.Fprintf(&b, `<div class="charts">%s</div>`, rendered[sec.id])
-		if sec.id == "dist" {
-			b.WriteString(percentileTable(p))
-			if _, left := groupsOf(p.s); left > 0 {
-				fmt.Fprintf(&b, `<p id="groups-left-out" class="note">%d of %d groups drawn (those with the most rows); (all) holds every row, and <code>report --json</code> every group.</p>`,
-					maxDrawnGroups, len(p.s.Groups))
-			}
-		}
-	}
-	if p.sampled {
-		b.WriteString(`<p id="sampled" class="note"><b>Down-sampled for drawing:</b> some lines are drawn through at most 400 points. Every figure printed or marked is computed from every row.</p>`)
-	}
-	fmt.Fprintf(&b, `<p class="note">The timeline shows %d of %d jobs; every job's figures are in <code>retrygate report --by job</code>.</p>`, len(p.d.top), p.d.jobsN)
-	b.WriteString(`<script>
-(function(){var i=document.getElementById('jobsearch');if(!i)return;i.addEventListener('input',function(){
-var q=i.value.trim(),n=0;document.querySelectorAll('.lane').forEach(function(l){var m=q===''||l.dataset.job.indexOf(q)>=0;l.style.opacity=m?1:0.15;if(m&&q)n++});
-document.getElementById('jobfound').textContent=q?n+' of the jobs drawn match; others: retrygate report --by job':''})})();
-</script></body></html>
-`)
-	_, err := w.Write(b.Bytes())
-	return err
+	_, left := groupsOf(p.s)
+	files := strings.Join(p.files, ", ")
+	return writePage(path, "report", map[string]any{
+		"Title": "retrygate report: " + files, "Files": files, "Rows": fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows),
+		"Cards": cards, "PolicyLast": p.d.policy.last != "", "Hashes": p.d.policy.hashes, "PolicyKV": parsePolicyLine(p.d.policy.last),
+		"CapsFrom": p.capsFrom, "Charts": drawn, "By": string(p.s.By), "Percentiles": percentileTable(p),
+		"LeftOut": left > 0, "Drawn": maxDrawnGroups, "Groups": len(p.s.Groups), "Held": p.held,
+		"Sampled": p.sampled, "TimelineJobs": len(p.d.top), "Jobs": p.d.jobsN,
+	})
 }
 
 // writePictures writes the page and the images, once the summary is whole.
@@ -379,13 +320,7 @@ func writePictures(opts *ReportOptions, s *summary.Summary, d *drawData, files [
 		}
 	}
 	if opts.HTML != "" {
-		var b bytes.Buffer
-		if err := p.html(&b); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(opts.HTML, b.Bytes()); err != nil {
-			return fmt.Errorf("--html: %w", err)
-		}
+		return p.html(opts.HTML)
 	}
 	return nil
 }

@@ -292,10 +292,8 @@ func sortedKeys(m map[string]int64) []string {
 	}
 	// Gate order first, then anything else by name.
 	rank := func(k string) int {
-		for i, r := range admit.Reasons {
-			if string(r) == k {
-				return i
-			}
+		if i := slices.Index(admit.Reasons, admit.Reason(k)); i >= 0 {
+			return i
 		}
 		return len(admit.Reasons)
 	}

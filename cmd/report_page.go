@@ -5,21 +5,23 @@ package cmd
 
 import (
 	"bytes"
+	_ "embed"
 	"fmt"
-	"html"
+	"html/template"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
 	"retrygate/ledgerfile/summary"
 )
 
-func percentileTable(p *pictures) string {
-	var b strings.Builder
-	b.WriteString(`<table id="percentiles"><tr><th>` + html.EscapeString(string(p.s.By)) + `</th><th>metric</th><th>n</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>`)
+func percentileTable(p *pictures) table {
+	t := table{ID: "percentiles", Head: []string{string(p.s.By), "metric", "n", "p50", "p95", "p99", "max"}}
 	groups, _ := groupsOf(p.s)
 	for _, g := range groups {
 		path := "all"
@@ -30,14 +32,12 @@ func percentileTable(p *pictures) string {
 			key string
 			d   summary.Dist
 		}{{"wait_s", g.Wait}, {"ttfb_s", g.TTFB}, {"elapsed_s", g.Elapsed}} {
-			fmt.Fprintf(&b, `<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`, html.EscapeString(g.Key), m.key,
-				fig(path+"."+m.key+".n", strconv.FormatInt(m.d.N, 10), m.d.N),
-				fig(path+"."+m.key+".p50", tSec(m.d.P50), m.d.P50), fig(path+"."+m.key+".p95", tSec(m.d.P95), m.d.P95),
-				fig(path+"."+m.key+".p99", tSec(m.d.P99), m.d.P99), fig(path+"."+m.key+".max", tSec(m.d.Max), m.d.Max))
+			at := path + "." + m.key
+			t.Rows = append(t.Rows, []any{g.Key, m.key, figN(at+".n", m.d.N), fig(at+".p50", tSec(m.d.P50), m.d.P50),
+				fig(at+".p95", tSec(m.d.P95), m.d.P95), fig(at+".p99", tSec(m.d.P99), m.d.P99), fig(at+".max", tSec(m.d.Max), m.d.Max)})
 		}
 	}
-	b.WriteString(`</table>`)
-	return b.String()
+	return t
 }
 
 // writeFileAtomic writes data to a temp file beside path, syncs it and
@@ -75,21 +75,13 @@ func writeFileAtomic(path string, data []byte) error {
 // fillPictureOpts checks --html and --svg and resolves the caps they draw
 // when the log carries no # policy line.
 func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
-	for _, f := range []struct{ name, v string }{{"html", opts.HTML}, {"svg", opts.SVGDir}, {"png", opts.PNGDir}} {
-		if c.Flags().Changed(f.name) && strings.TrimSpace(f.v) == "" {
-			return badInput("--%s: empty (give a path, or leave --%s out)", f.name, f.name)
-		}
-	}
-	if opts.HTML == "" && opts.SVGDir == "" && opts.PNGDir == "" {
-		return nil
-	}
-	if opts.HTML == "-" {
-		return badInput("--html: give a file name; the page is not written to stdout")
-	}
-	if err := checkOutPath("--html", opts.HTML); err != nil {
+	if err := checkHTMLFlag(c, opts.HTML); err != nil {
 		return err
 	}
 	for _, d := range []struct{ flag, dir string }{{"--svg", opts.SVGDir}, {"--png", opts.PNGDir}} {
+		if c.Flags().Changed(d.flag[2:]) && strings.TrimSpace(d.dir) == "" {
+			return badInput("%s: empty (give a path, or leave %s out)", d.flag, d.flag)
+		}
 		if d.dir == "" {
 			continue
 		}
@@ -103,6 +95,9 @@ func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
 			}
 		}
 	}
+	if opts.HTML == "" && opts.SVGDir == "" && opts.PNGDir == "" {
+		return nil
+	}
 	b, err := cfg.budget()
 	if err != nil {
 		return err
@@ -112,31 +107,67 @@ func fillPictureOpts(c *cobra.Command, cfg *config, opts *ReportOptions) error {
 	return nil
 }
 
-// pageHead starts a page: no scripts, styles or fonts from anywhere else,
-// and a Content-Security-Policy that forbids fetching any.
-func pageHead(b *bytes.Buffer, title string) {
-	b.WriteString(`<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">`)
-	b.WriteString(`<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'">`)
-	fmt.Fprintf(b, `<title>%s</title>`, html.EscapeString(title))
-	b.WriteString(`<style>
-body{font:14px/1.4 sans-serif;color:#222;margin:0 auto;max-width:1320px;padding:12px}
-h1{font-size:20px;margin:4px 0}h2{font-size:16px;border-bottom:1px solid #ccc;margin-top:28px}
-.summary{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:8px}
-.card{border:1px solid #ccc;border-radius:4px;padding:6px 8px}.card b{display:block;font-size:20px}
-.charts{display:flex;flex-wrap:wrap;gap:10px}.charts svg{border:1px solid #eee;max-width:100%;height:auto}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-code{background:#f3f3f3;padding:1px 3px;word-break:break-all}.policy{line-height:1.9;font-size:12px}.note{color:#555}
-.pass{color:#009E73;font-weight:bold}.fail{color:#D55E00;font-weight:bold}
-</style></head><body>`)
+//go:embed pages.tmpl
+var pagesSrc string
+
+// pages are the --html pages of report, check and simulate: one head
+// (no scripts, styles or fonts from anywhere else, and a
+// Content-Security-Policy that forbids fetching any), then each page.
+// Parsed on first use: most runs write no page.
+var pages = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("pages").Funcs(template.FuncMap{"join": strings.Join, "tSec": tSec}).Parse(pagesSrc))
+})
+
+// writePage writes pages.tmpl's page name to --html's path, whole or not
+// at all.
+func writePage(path, name string, data any) error {
+	var b bytes.Buffer
+	if err := pages().ExecuteTemplate(&b, name, data); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, b.Bytes()); err != nil {
+		return fmt.Errorf("--html: %w", err)
+	}
+	return nil
+}
+
+// card is one figure of a page's summary row.
+type card struct {
+	Label string
+	Body  template.HTML
+}
+
+// table is one of a page's tables; a cell is text, or template.HTML (a
+// fig). A table with no rows is not written.
+type table struct {
+	ID   string
+	Head []string
+	Rows [][]any
+}
+
+// chartList is a page's charts in order, each embedded as figure does.
+type chartList struct {
+	html template.HTML
+	n    int
+}
+
+func (f *chartList) add(name string, write func(io.Writer) error) error {
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	f.html += figure(f.n, name, b.String())
+	f.n++
+	return nil
 }
 
 // figure embeds chart i's SVG; its ids (patterns, title) become the
 // page's own, so charts never share one.
-func figure(i int, name, svg string) string {
+func figure(i int, name, svg string) template.HTML {
 	n := strconv.Itoa(i)
 	svg = strings.NewReplacer(`id="`, `id="c`+n+`-`, `url(#`, `url(#c`+n+`-`,
 		`aria-labelledby="t d"`, `aria-labelledby="c`+n+`-t c`+n+`-d"`).Replace(svg)
-	return `<figure id="chart-` + name + `" class="chart" data-chart="` + name + `" style="margin:0">` + svg + `</figure>`
+	return template.HTML(`<figure id="chart-` + name + `" class="chart" data-chart="` + name + `" style="margin:0">` + svg + `</figure>`)
 }
 
 // checkOutPath checks an output file's flag before any work: not a

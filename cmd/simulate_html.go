@@ -1,10 +1,8 @@
 package cmd
 
 import (
-	"bytes"
-	"fmt"
-	"html"
 	"strconv"
+	"strings"
 	"time"
 
 	"retrygate/ledgerfile/summary"
@@ -17,40 +15,30 @@ import (
 // of wait, elapsed, end-to-end time, tokens and USD per job, and their
 // cost split into kept and wasted.
 func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric, modelName string) error {
-	var b bytes.Buffer
 	var labels []string
 	for i := range sums {
 		labels = append(labels, o.Policies[i].Label)
 	}
-	title := "retrygate simulate: " + joinNames(labels)
-	pageHead(&b, title)
-	fmt.Fprintf(&b, `<h1>%s</h1><p class="note">%d jobs per policy, seed %d, model <code>%s</code></p>`,
-		html.EscapeString(title), o.Jobs, o.Seed, html.EscapeString(modelName))
-
-	b.WriteString(`<h2 id="figures">Figures</h2><table id="sim-table"><tr><th>metric</th>`)
-	for _, l := range labels {
-		fmt.Fprintf(&b, `<th>%s</th>`, html.EscapeString(l))
+	head := []string{"metric"}
+	if head = append(head, labels...); len(sums) == 2 {
+		head = append(head, "difference")
 	}
-	if len(sums) == 2 {
-		b.WriteString(`<th>difference</th>`)
-	}
-	b.WriteString(`</tr>`)
+	figs := table{ID: "sim-table", Head: head}
 	for _, m := range metrics {
 		if m.priced && !anyPriced(sums) {
 			continue
 		}
-		fmt.Fprintf(&b, `<tr><td>%s</td>`, html.EscapeString(m.name))
+		row := []any{m.name}
 		for i, s := range sums {
 			v := m.get(s)
-			fmt.Fprintf(&b, `<td>%s</td>`, fig("policies."+strconv.Itoa(i)+"."+m.key, m.format(v, false), summary.Figure(v)))
+			row = append(row, fig("policies."+strconv.Itoa(i)+"."+m.key, m.format(v, false), summary.Figure(v)))
 		}
 		if len(sums) == 2 {
 			d := m.diff(sums[0], sums[1])
-			fmt.Fprintf(&b, `<td>%s</td>`, fig("difference."+m.key, m.format(d, true), summary.Figure(d)))
+			row = append(row, fig("difference."+m.key, m.format(d, true), summary.Figure(d)))
 		}
-		b.WriteString(`</tr>`)
+		figs.Rows = append(figs.Rows, row)
 	}
-	b.WriteString(`</table>`)
 
 	rules := func(seconds bool) []chart.Rule {
 		var out []chart.Rule
@@ -79,8 +67,7 @@ func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric
 	if anyPriced(sums) {
 		dists = append(dists, dist{"sim-usd", "USD per job (CDF)", "US dollars per job ($)", "$", func(s *summary.Summary) summary.Sorted { return s.Jobs.USD }, nil})
 	}
-	b.WriteString(`<h2 id="dist">Distributions on the same axes</h2><p class="note">Circles mark p50, p95 and p99 of each policy.</p><div class="charts">`)
-	n := 0
+	var drawn chartList
 	for _, d := range dists {
 		var series []chart.Series
 		for i, s := range sums {
@@ -88,57 +75,45 @@ func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric
 			series = append(series, chart.Series{Name: labels[i], Values: v, Marks: []chart.Mark{
 				{Label: "p50", X: v.Percentile(50)}, {Label: "p95", X: v.Percentile(95)}, {Label: "p99", X: v.Percentile(99)}}})
 		}
-		var buf bytes.Buffer
-		if _, err := (chart.CDF{Title: d.title, XLabel: d.xlabel, Unit: d.unit, Series: series, Rules: d.rules}).Write(&buf); err != nil {
+		cdf := chart.CDF{Title: d.title, XLabel: d.xlabel, Unit: d.unit, Series: series, Rules: d.rules}
+		if err := drawn.add(d.name, cdf.Write); err != nil {
 			return err
 		}
-		b.WriteString(figure(n, d.name, buf.String()))
-		n++
 	}
-	b.WriteString(`</div><h2 id="cost">Cost: kept answer vs retry tax</h2><div class="charts">`)
 	var tok, usd []chart.Stack
 	for i, s := range sums {
 		a := s.Source.All
 		tok = append(tok, chart.Stack{Label: labels[i], Values: []float64{float64(a.TokensTotal - a.RetryTax.Tokens), float64(a.RetryTax.Tokens)}})
 		usd = append(usd, chart.Stack{Label: labels[i], Values: []float64{float64(a.USDTotal - a.RetryTax.USD), float64(a.RetryTax.USD)}})
 	}
-	costs := []chart.Bars{{Title: "Tokens sent: kept answer vs retry tax", XLabel: "policy", YLabel: "tokens", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: tok}}
-	if anyPriced(sums) {
-		costs = append(costs, chart.Bars{Title: "USD sent: kept answer vs retry tax", XLabel: "policy", YLabel: "US dollars ($)", Unit: "$", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: usd})
+	costs := chartList{n: drawn.n}
+	if err := costs.add("sim-cost-tokens", chart.Bars{Title: "Tokens sent: kept answer vs retry tax", XLabel: "policy", YLabel: "tokens",
+		Parts: []string{"kept", "wasted (retry tax)"}, Stacks: tok}.Write); err != nil {
+		return err
 	}
-	for i, c := range costs {
-		var buf bytes.Buffer
-		if err := c.Write(&buf); err != nil {
+	if anyPriced(sums) {
+		if err := costs.add("sim-cost-usd", chart.Bars{Title: "USD sent: kept answer vs retry tax", XLabel: "policy", YLabel: "US dollars ($)",
+			Unit: "$", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: usd}.Write); err != nil {
 			return err
 		}
-		b.WriteString(figure(n, []string{"sim-cost-tokens", "sim-cost-usd"}[i], buf.String()))
-		n++
 	}
-	b.WriteString(`</div>`)
+	// --ramp: the load each step put on the seats, first attempts and
+	// retries (a storm is the retries' part growing and staying).
+	steps := chartList{n: costs.n}
 	if len(o.Ramp) > 0 {
-		// --ramp: the load each step put on the seats, first attempts and
-		// retries (a storm is the retries' part growing and staying).
-		b.WriteString(`<h2 id="steps">Load per step: first attempts and retries</h2><div class="charts">`)
 		for i, s := range sums {
 			var stacks []chart.Stack
 			for k, st := range s.Steps[:min(len(s.Steps), len(o.Ramp))] {
 				stacks = append(stacks, chart.Stack{Label: (time.Duration(k) * o.Ramp[0].For).String(),
 					Values: []float64{float64(st.Attempts - st.Retries), float64(st.Retries)}})
 			}
-			var buf bytes.Buffer
-			c := chart.Bars{Title: labels[i] + ": attempts sent per step", XLabel: "step start", YLabel: "attempts",
-				Parts: []string{"first attempts", "retries"}, Stacks: stacks}
-			if err := c.Write(&buf); err != nil {
+			if err := steps.add("sim-steps-"+strconv.Itoa(i), chart.Bars{Title: labels[i] + ": attempts sent per step", XLabel: "step start", YLabel: "attempts",
+				Parts: []string{"first attempts", "retries"}, Stacks: stacks}.Write); err != nil {
 				return err
 			}
-			b.WriteString(figure(n, "sim-steps-"+strconv.Itoa(i), buf.String()))
-			n++
 		}
-		b.WriteString(`</div>`)
 	}
-	b.WriteString(`</body></html>` + "\n")
-	if err := writeFileAtomic(o.HTML, b.Bytes()); err != nil {
-		return fmt.Errorf("--html: %w", err)
-	}
-	return nil
+	title := "retrygate simulate: " + strings.Join(labels, ", ")
+	return writePage(o.HTML, "simulate", map[string]any{"Title": title, "O": o, "Model": modelName, "Figures": figs,
+		"Dists": drawn.html, "Costs": costs.html, "Steps": steps.html})
 }

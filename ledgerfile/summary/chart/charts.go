@@ -47,15 +47,10 @@ func Sampled(s summary.Sorted) bool {
 	return n > MaxPoints
 }
 
-// Write draws the chart; sampled is true when a line was thinned.
-func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
-	hi := 0.0
-	for _, s := range ch.Series {
-		if s.Values.Len() > 0 {
-			hi = math.Max(hi, s.Values.Max())
-		}
-	}
-	hi = xRange(hi, ch.Rules)
+// Write draws the chart.
+func (ch CDF) Write(w io.Writer) error {
+	sampled := false
+	hi := xRange(ch.Series, ch.Rules)
 	c := newCanvas(640, 300, ch.Title, "cumulative share of values at or under each "+ch.XLabel)
 	xt, a, b := niceTicks(0, hi, 8)
 	c.x0, c.x1, c.y0, c.y1 = a, b, 0, 1
@@ -76,16 +71,13 @@ func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
 		fmt.Fprintf(&c.b, `<path class="cdf-line" data-series="%s" fill="none" stroke="%s" stroke-width="2"%s d="M%s,%s`,
 			esc(s.Name), Color(i), dashAttr(i), num(c.X(s.Values.Min())), num(c.Y(0)))
 		var seen, next int64
-		var last float64
 		s.Values.Each(func(v float64, k int64) {
 			seen += k
-			last = v
 			if seen >= next || seen == n {
 				fmt.Fprintf(&c.b, " H%s V%s", num(c.X(v)), num(c.Y(float64(seen)/float64(n))))
 				next = seen + step
 			}
 		})
-		_ = last
 		c.b.WriteString(`"/>`)
 		// Each mark is a circle on the line; the figures are written out
 		// in the lower right, one row per series, where a CDF leaves room.
@@ -113,7 +105,7 @@ func (ch CDF) Write(w io.Writer) (sampled bool, err error) {
 	if sampled {
 		c.note("lines drawn through at most 400 points; marked figures are exact")
 	}
-	return sampled, c.finish(w)
+	return c.finish(w)
 }
 
 // share is the fraction of values at or under x.
@@ -136,13 +128,7 @@ type Hist struct {
 
 // Write draws the histogram: about 20 bins of a round width from 0.
 func (ch Hist) Write(w io.Writer) error {
-	hi := 0.0
-	for _, s := range ch.Series {
-		if s.Values.Len() > 0 {
-			hi = math.Max(hi, s.Values.Max())
-		}
-	}
-	hi = xRange(hi, ch.Rules)
+	hi := xRange(ch.Series, ch.Rules)
 	step := niceStep(math.Max(hi, 1e-9) / 20)
 	bins := max(1, int(math.Ceil(hi/step-1e-9))+1)
 	counts := make([][]int64, len(ch.Series))

@@ -23,82 +23,61 @@ import (
 // elements and attributes this package writes (line, rect, path, circle,
 // text and its fill patterns), not SVG at large.
 func PNG(svg io.Reader, w io.Writer, scale float64) error {
-	dec := xml.NewDecoder(svg)
-	p := &painter{patterns: map[string]*fillPattern{}, scale: scale}
-	var skip int // inside title, desc, or a pattern's content
-	var pat *fillPattern
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			a := attrs(t.Attr)
-			switch t.Name.Local {
-			case "svg":
-				if err := p.start(a); err != nil {
-					return err
-				}
-			case "title", "desc":
-				skip++
-			case "pattern":
-				pat = &fillPattern{}
-				p.patterns[a["id"]] = pat
-			case "text":
-				if skip == 0 {
-					var s struct {
-						Text string `xml:",chardata"`
-					}
-					if err := dec.DecodeElement(&s, &t); err != nil {
-						return fmt.Errorf("chart: %w", err)
-					}
-					p.text(a, s.Text)
-				}
-			default:
-				if pat != nil {
-					pat.shapes = append(pat.shapes, shape{t.Name.Local, a})
-				} else if skip == 0 && p.dc != nil {
-					p.shape(t.Name.Local, a)
-				}
-			}
-		case xml.EndElement:
-			switch t.Name.Local {
-			case "title", "desc":
-				skip--
-			case "pattern":
-				pat = nil
-			}
-		}
+	var root node
+	if err := xml.NewDecoder(svg).Decode(&root); err != nil {
+		return fmt.Errorf("chart: %w", err)
 	}
-	if p.dc == nil {
+	if root.XMLName.Local != "svg" {
 		return errors.New("chart: no svg element")
 	}
+	p := &painter{patterns: map[string][]node{}, faces: map[faceKey]font.Face{}, scale: scale}
+	if err := p.start(root.attrs()); err != nil {
+		return err
+	}
+	p.paint(root.Kids)
 	return p.dc.EncodePNG(w)
 }
 
-type shape struct {
-	name  string
-	attrs map[string]string
+// node is one element of a chart's SVG.
+type node struct {
+	XMLName xml.Name
+	Attrs   []xml.Attr `xml:",any,attr"`
+	Text    string     `xml:",chardata"`
+	Kids    []node     `xml:",any"`
 }
 
-type fillPattern struct{ shapes []shape }
+func (n *node) attrs() map[string]string {
+	m := make(map[string]string, len(n.Attrs))
+	for _, a := range n.Attrs {
+		m[a.Name.Local] = a.Value
+	}
+	return m
+}
 
 type painter struct {
 	dc       *gg.Context
 	scale    float64
-	patterns map[string]*fillPattern
+	patterns map[string][]node // a fill pattern's marks, by id
+	faces    map[faceKey]font.Face
 }
 
-func attrs(as []xml.Attr) map[string]string {
-	m := make(map[string]string, len(as))
-	for _, a := range as {
-		m[a.Name.Local] = a.Value
+// paint draws elements in document order: a title or desc is not drawn,
+// a pattern is kept to fill with, a group's elements are drawn.
+func (p *painter) paint(nodes []node) {
+	for _, n := range nodes {
+		a := n.attrs()
+		switch n.XMLName.Local {
+		case "title", "desc":
+		case "pattern":
+			p.patterns[a["id"]] = n.Kids
+		case "defs", "g":
+			p.paint(n.Kids)
+		case "text":
+			p.text(a, n.Text)
+		default:
+			p.shape(n.XMLName.Local, a)
+		}
 	}
-	return m
 }
 
 func f(a map[string]string, k string) float64 {
@@ -162,13 +141,14 @@ func (p *painter) stroke(a map[string]string) {
 	p.dc.SetDash()
 }
 
-// fill fills the current path with a colour or one of the chart's
-// patterns (its base colour, then its marks tiled over it, clipped).
-func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
+// fill fills the current path, keeping it, with a colour or one of the
+// chart's patterns (its base colour, then its marks tiled over it,
+// clipped), within the box x, y, w, h.
+func (p *painter) fill(a map[string]string, x, y, w, h float64) {
 	fl := a["fill"]
 	if strings.HasPrefix(fl, "url(#") {
-		pat := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
-		if pat == nil {
+		pat, ok := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
+		if !ok {
 			return
 		}
 		p.dc.Push()
@@ -177,8 +157,8 @@ func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
 			for ty := math.Floor(y/6) * 6; ty < y+h; ty += 6 {
 				p.dc.Push()
 				p.dc.Translate(tx, ty)
-				for _, s := range pat.shapes {
-					p.shape(s.name, s.attrs)
+				for _, s := range pat {
+					p.shape(s.XMLName.Local, s.attrs())
 				}
 				p.dc.Pop()
 			}
@@ -187,18 +167,9 @@ func (p *painter) fill(a map[string]string, x, y, w, h float64, keep bool) {
 		p.dc.Pop()
 		return
 	}
-	c, ok := paint(fl, a["fill-opacity"])
-	if !ok {
-		if !keep {
-			p.dc.ClearPath()
-		}
-		return
-	}
-	p.dc.SetColor(c)
-	if keep {
+	if c, ok := paint(fl, a["fill-opacity"]); ok {
+		p.dc.SetColor(c)
 		p.dc.FillPreserve()
-	} else {
-		p.dc.Fill()
 	}
 }
 
@@ -211,112 +182,86 @@ func (p *painter) shape(name string, a map[string]string) {
 	case "rect":
 		x, y, w, h := f(a, "x"), f(a, "y"), f(a, "width"), f(a, "height")
 		dc.DrawRectangle(x, y, w, h)
-		p.fill(a, x, y, w, h, true)
+		p.fill(a, x, y, w, h)
 		dc.DrawRectangle(x, y, w, h)
 		p.stroke(a)
 	case "circle":
 		cx, cy, r := f(a, "cx"), f(a, "cy"), f(a, "r")
 		dc.DrawCircle(cx, cy, r)
-		p.fill(a, cx-r, cy-r, 2*r, 2*r, true)
+		p.fill(a, cx-r, cy-r, 2*r, 2*r)
 		dc.DrawCircle(cx, cy, r)
 		p.stroke(a)
 	case "path":
 		p.path(a["d"])
-		if fl := a["fill"]; fl != "" && fl != "none" {
-			p.fill(a, 0, 0, 0, 0, true)
-		}
+		p.fill(a, 0, 0, 0, 0) // paths are lines, or filled with a colour
 		p.stroke(a)
 	}
 }
 
-// path traces the commands this package writes: M L H V m l.
+// path traces the commands this package writes: M L H V m l, each
+// letter glued to its first number, numbers split by spaces or commas.
 func (p *painter) path(d string) {
-	dc := p.dc
 	var x, y float64
-	fields := strings.FieldsFunc(d, func(r rune) bool { return r == ' ' || r == ',' })
-	nums := func(i, n int) ([]float64, int) {
-		out := make([]float64, 0, n)
-		for len(out) < n && i < len(fields) {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				break
+	var cmd byte
+	var args []float64
+	for _, tok := range strings.FieldsFunc(d, func(r rune) bool { return r == ' ' || r == ',' }) {
+		if c := tok[0]; (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') {
+			cmd, args, tok = c, args[:0], tok[1:]
+			if tok == "" {
+				continue
 			}
-			out = append(out, v)
-			i++
 		}
-		return out, i
-	}
-	for i := 0; i < len(fields); {
-		tok := fields[i]
-		cmd := tok[0]
-		if (cmd >= 'A' && cmd <= 'Z') || (cmd >= 'a' && cmd <= 'z') {
-			fields[i] = tok[1:]
-			if fields[i] == "" {
-				i++
-			}
-		} else {
-			i++ // a stray number: skip it
+		v, err := strconv.ParseFloat(tok, 64)
+		if err != nil {
+			return
+		}
+		args = append(args, v)
+		switch {
+		case cmd == 'H':
+			x = v
+		case cmd == 'V':
+			y = v
+		case len(args) < 2:
 			continue
-		}
-		need := map[byte]int{'M': 2, 'L': 2, 'm': 2, 'l': 2, 'H': 1, 'V': 1}[cmd]
-		if need == 0 {
+		case cmd == 'M' || cmd == 'L':
+			x, y = args[0], args[1]
+		case cmd == 'm' || cmd == 'l':
+			x, y = x+args[0], y+args[1]
+		default:
 			return
 		}
-		v, next := nums(i, need)
-		if len(v) < need {
-			return
-		}
-		i = next
-		switch cmd {
-		case 'M':
-			x, y = v[0], v[1]
-			dc.MoveTo(x, y)
-		case 'm':
-			x, y = x+v[0], y+v[1]
-			dc.MoveTo(x, y)
-		case 'L':
-			x, y = v[0], v[1]
-			dc.LineTo(x, y)
-		case 'l':
-			x, y = x+v[0], y+v[1]
-			dc.LineTo(x, y)
-		case 'H':
-			x = v[0]
-			dc.LineTo(x, y)
-		case 'V':
-			y = v[0]
-			dc.LineTo(x, y)
+		args = args[:0]
+		if cmd == 'M' || cmd == 'm' {
+			p.dc.MoveTo(x, y)
+		} else {
+			p.dc.LineTo(x, y)
 		}
 	}
 }
 
-var (
-	fontsOnce sync.Once
-	regular   *truetype.Font
-	bold      *truetype.Font
-	faces     sync.Map // size and weight → font.Face
-)
+// fonts are Go's regular (false) and bold (true), parsed once. A face
+// keeps glyph caches and is not safe to share: each painter makes its own.
+var fonts = sync.OnceValue(func() map[bool]*truetype.Font {
+	regular, _ := truetype.Parse(goregular.TTF)
+	bold, _ := truetype.Parse(gobold.TTF)
+	return map[bool]*truetype.Font{false: regular, true: bold}
+})
 
-func face(size float64, isBold bool) font.Face {
-	fontsOnce.Do(func() {
-		regular, _ = truetype.Parse(goregular.TTF)
-		bold, _ = truetype.Parse(gobold.TTF)
-	})
-	key := fmt.Sprint(size, isBold)
-	if f, ok := faces.Load(key); ok {
-		return f.(font.Face)
+type faceKey struct {
+	size float64
+	bold bool
+}
+
+func (p *painter) face(size float64, bold bool) font.Face {
+	k := faceKey{size, bold}
+	if p.faces[k] == nil {
+		p.faces[k] = truetype.NewFace(fonts()[bold], &truetype.Options{Size: size, DPI: 72, Hinting: font.HintingNone})
 	}
-	ft := regular
-	if isBold {
-		ft = bold
-	}
-	fc := truetype.NewFace(ft, &truetype.Options{Size: size, DPI: 72, Hinting: font.HintingNone})
-	faces.Store(key, fc)
-	return fc
+	return p.faces[k]
 }
 
 func (p *painter) text(a map[string]string, s string) {
-	if p.dc == nil || strings.TrimSpace(s) == "" {
+	if strings.TrimSpace(s) == "" {
 		return
 	}
 	size := f(a, "font-size")
@@ -335,7 +280,7 @@ func (p *painter) text(a map[string]string, s string) {
 		dc.Rotate(gg.Radians(rot))
 	}
 	dc.Scale(1/p.scale, 1/p.scale)
-	dc.SetFontFace(face(size*p.scale, a["font-weight"] == "bold"))
+	dc.SetFontFace(p.face(size*p.scale, a["font-weight"] == "bold"))
 	c, ok := paint(a["fill"], "")
 	if !ok {
 		c = color.Black

@@ -20,8 +20,11 @@ var Palette = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#
 // dashes back the palette on lines: series i is drawn with dashes[i%len].
 var dashes = []string{"", "7 3", "2 2", "9 3 2 3", "4 4", "1 3", "12 4", "5 2 1 2"}
 
-// patterns back the palette on areas: the id of a fill pattern per series.
-var patterns = []string{"", "p-diag", "p-dots", "p-cross", "p-vert", "p-horiz", "p-rdiag", "p-grid"}
+// patterns back the palette on areas: series i is filled with pattern
+// i%len, its id and the white marks drawn over its colour ("" id: plain;
+// p-dots is a dot, the others these strokes).
+var patterns = []struct{ id, d string }{{"", ""}, {"p-diag", "M0,6 L6,0"}, {"p-dots", ""}, {"p-cross", "M0,6 L6,0 M0,0 L6,6"},
+	{"p-vert", "M3,0 L3,6"}, {"p-horiz", "M0,3 L6,3"}, {"p-rdiag", "M0,0 L6,6"}, {"p-grid", "M3,0 L3,6 M0,3 L6,3"}}
 
 const (
 	fontCSS = `font-family="sans-serif" font-size="11"`
@@ -31,15 +34,6 @@ const (
 
 // Color is series i's colour.
 func Color(i int) string { return Palette[i%len(Palette)] }
-
-// Dash is series i's dash array ("" for solid).
-func Dash(i int) string { return dashes[i%len(dashes)] }
-
-// Fill is the fill attribute value for series i's area: its colour, and
-// from the second series on a pattern drawn over it (see defs).
-func fill(i int) string { return Color(i) }
-
-func pattern(i int) string { return patterns[i%len(patterns)] }
 
 // canvas is one SVG document being written.
 type canvas struct {
@@ -61,28 +55,13 @@ func newCanvas(w, h float64, title, desc string) *canvas {
 	fmt.Fprintf(&c.b, `<title id="t">%s</title><desc id="d">%s</desc>`, esc(title), esc(desc))
 	c.b.WriteString(`<defs>`)
 	for i, p := range patterns {
-		if p == "" {
-			continue
-		}
-		var path string
-		switch p {
-		case "p-diag":
-			path = `M0,6 L6,0`
-		case "p-rdiag":
-			path = `M0,0 L6,6`
-		case "p-cross":
-			path = `M0,6 L6,0 M0,0 L6,6`
-		case "p-vert":
-			path = `M3,0 L3,6`
-		case "p-horiz":
-			path = `M0,3 L6,3`
-		case "p-grid":
-			path = `M3,0 L3,6 M0,3 L6,3`
+		switch p.id {
+		case "":
 		case "p-dots":
-			fmt.Fprintf(&c.b, `<pattern id="%s" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="%s"/><circle cx="3" cy="3" r="1.2" fill="#fff"/></pattern>`, p, Color(i))
-			continue
+			fmt.Fprintf(&c.b, `<pattern id="%s" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="%s"/><circle cx="3" cy="3" r="1.2" fill="#fff"/></pattern>`, p.id, Color(i))
+		default:
+			fmt.Fprintf(&c.b, `<pattern id="%s" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="%s"/><path d="%s" stroke="#fff" stroke-width="1.3"/></pattern>`, p.id, Color(i), p.d)
 		}
-		fmt.Fprintf(&c.b, `<pattern id="%s" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="%s"/><path d="%s" stroke="#fff" stroke-width="1.3"/></pattern>`, p, Color(i), path)
 	}
 	// Gen segments are hatched in whichever colour their seat has.
 	c.b.WriteString(`<pattern id="p-gen" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#fff" fill-opacity="0.45"/><path d="M0,6 L6,0" stroke="#fff" stroke-width="1.5"/></pattern>`)
@@ -93,10 +72,10 @@ func newCanvas(w, h float64, title, desc string) *canvas {
 
 // areaFill is the fill of series i's bars: plain colour, or its pattern.
 func areaFill(i int) string {
-	if p := pattern(i); p != "" {
+	if p := patterns[i%len(patterns)].id; p != "" {
 		return "url(#" + p + ")"
 	}
-	return fill(i)
+	return Color(i)
 }
 
 func (c *canvas) X(v float64) float64 {
@@ -182,9 +161,6 @@ func (c *canvas) legend(names []string, lines bool) {
 }
 
 func (c *canvas) note(text string) {
-	if text == "" {
-		return
-	}
 	fmt.Fprintf(&c.b, `<text class="note" x="%s" y="16" text-anchor="end" fill="#555" font-size="10">%s</text>`, num(c.w-6), esc(text))
 }
 
@@ -194,8 +170,9 @@ func (c *canvas) finish(w io.Writer) error {
 	return err
 }
 
+// dashAttr is series i's stroke-dasharray attribute ("" for solid).
 func dashAttr(i int) string {
-	if d := Dash(i); d != "" {
+	if d := dashes[i%len(dashes)]; d != "" {
 		return ` stroke-dasharray="` + d + `"`
 	}
 	return ""
@@ -273,9 +250,15 @@ func trim(s string) string {
 	return s
 }
 
-// xRange is the x axis's top: the data's largest value, and each rule
+// xRange is the x axis's top: the series' largest value, and each rule
 // within twice that (a rule far past the data is named, not drawn).
-func xRange(dataMax float64, rules []Rule) float64 {
+func xRange(series []Series, rules []Rule) float64 {
+	dataMax := 0.0
+	for _, s := range series {
+		if s.Values.Len() > 0 {
+			dataMax = math.Max(dataMax, s.Values.Max())
+		}
+	}
 	hi := dataMax
 	for _, r := range rules {
 		if !math.IsNaN(r.X) && (dataMax <= 0 || r.X <= 2*dataMax) {
