@@ -98,6 +98,8 @@ func (p *parser) parse(line []byte, row *Row) error {
 		last pair
 		n    int
 		at   int // where the next token starts in line, for bare words
+		// Only a line holding a byte order mark needs its keys searched for one.
+		hasBOM = bytes.Contains(line, []byte(bom))
 	)
 	for dec.ScanKeyval() {
 		key := dec.Key()
@@ -114,7 +116,7 @@ func (p *parser) parse(line []byte, row *Row) error {
 			last.val, at = line[last.vs:end], end
 			continue
 		}
-		if bytes.Contains(key, []byte(bom)) {
+		if hasBOM && bytes.Contains(key, []byte(bom)) {
 			return fmt.Errorf("byte order mark in key %q at column %d", truncate(string(key)), start+1)
 		}
 		next := pair{key: key, val: dec.Value(), vs: end + 1}
@@ -149,16 +151,15 @@ func (p *parser) parse(line []byte, row *Row) error {
 	if f.err != nil {
 		return f.err
 	}
-	for _, k := range [...]string{"wait_s", "elapsed_s", "tokens"} {
-		if !f.saw(k) {
-			return fmt.Errorf("missing required key %s", k)
+	for _, k := range requiredKeys {
+		if f.seen&k.bit == 0 {
+			return fmt.Errorf("missing required key %s", k.key)
 		}
 	}
-	if row.HasSplit && !(f.saw("prompt_tokens") && f.saw("completion_tokens")) {
+	if row.HasSplit && f.seen&splitKeys != splitKeys {
 		return errors.New("prompt_tokens and completion_tokens go together")
 	}
-	parts := f.saw("prompt_tokens_from") || f.saw("completion_tokens_from")
-	both := f.saw("prompt_tokens_from") && f.saw("completion_tokens_from")
+	parts, both := f.seen&partKeys != 0, f.seen&partKeys == partKeys
 	if (row.TokensFrom == FromMixed) != both || (parts && row.TokensFrom != FromMixed) {
 		return errors.New("tokens_from=mixed goes with prompt_tokens_from and completion_tokens_from (written only when the two differ)")
 	}
@@ -231,7 +232,18 @@ func (f *fieldSetter) apply(kv pair) {
 	}
 }
 
-func (f *fieldSetter) saw(key string) bool { return f.seen&(1<<fieldIndex[key]) != 0 }
+// keyBit is key's bit in fieldSetter.seen.
+func keyBit(key string) uint64 { return 1 << fieldIndex[key] }
+
+// The keys parse checks for on every row, as bits of fieldSetter.seen.
+var (
+	requiredKeys = [...]struct {
+		key string
+		bit uint64
+	}{{"wait_s", keyBit("wait_s")}, {"elapsed_s", keyBit("elapsed_s")}, {"tokens", keyBit("tokens")}}
+	splitKeys = keyBit("prompt_tokens") | keyBit("completion_tokens")
+	partKeys  = keyBit("prompt_tokens_from") | keyBit("completion_tokens_from")
+)
 
 // field reads one known key's value into a row.
 type field struct {
