@@ -35,21 +35,22 @@ type parser struct {
 
 func newParser() *parser { return &parser{strs: map[string]string{}} }
 
-// lineSource hands the Decoder the line being parsed, then its newline.
-// It never says io.EOF: the Decoder would stop for good.
+// lineSource hands the Decoder the line being parsed and its newline, in
+// one Read when they fit. It never says io.EOF: the Decoder would stop
+// for good.
 type lineSource struct {
 	rest []byte
 	nl   bool
 }
 
 func (s *lineSource) Read(p []byte) (int, error) {
-	if len(s.rest) == 0 && s.nl && len(p) > 0 {
-		s.nl = false
-		p[0] = '\n'
-		return 1, nil
-	}
 	n := copy(p, s.rest)
 	s.rest = s.rest[n:]
+	if len(s.rest) == 0 && s.nl && n < len(p) {
+		s.nl = false
+		p[n] = '\n'
+		n++
+	}
 	return n, nil
 }
 
