@@ -72,6 +72,19 @@ func (p *parser) str(v string) string {
 // value: `decision=refuse: queue wait`.
 func ParseLine(line []byte, row *Row) error { return newParser().parse(line, row) }
 
+// record hands the parser's Decoder line, as its next record.
+func (p *parser) record(line []byte) (*logfmt.Decoder, error) {
+	if p.dec == nil {
+		p.dec = logfmt.NewDecoderSize(&p.src, MaxLine+1)
+	}
+	p.src.rest, p.src.nl = line, true
+	if dec := p.dec; !dec.ScanRecord() {
+		p.dec = nil
+		return nil, fmt.Errorf("failed to read the line: %w", dec.Err())
+	}
+	return p.dec, nil
+}
+
 // pair is a key and its value, applied to the row once the next key
 // shows that no bare word extends the value.
 type pair struct {
@@ -84,14 +97,9 @@ func (p *parser) parse(line []byte, row *Row) error {
 	if err := checkText(line); err != nil {
 		return err
 	}
-	if p.dec == nil {
-		p.dec = logfmt.NewDecoderSize(&p.src, MaxLine+1)
-	}
-	p.src.rest, p.src.nl = line, true
-	dec := p.dec
-	if !dec.ScanRecord() {
-		p.dec = nil
-		return fmt.Errorf("failed to read the line: %w", dec.Err())
+	dec, err := p.record(line)
+	if err != nil {
+		return err
 	}
 	*row = Row{}
 	var (
