@@ -14,12 +14,12 @@ func TestNewestTS(t *testing.T) {
 	f, err := os.Open("../testdata/logs/mixed.log")
 	require.NoError(t, err)
 	defer f.Close()
-	ts, ok, err := NewestTS(f)
+	ts, ok, err := NewestTS(f, "r.log")
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, time.Date(2025, 6, 2, 10, 5, 0, 0, time.UTC), ts)
 
-	_, ok, err = NewestTS(strings.NewReader("wait_s=1 elapsed_s=1 tokens=1\n# ts=2030-01-01T00:00:00Z\nts=2031-01-01T00:00:00Z wait_s=1"))
+	_, ok, err = NewestTS(strings.NewReader("wait_s=1 elapsed_s=1 tokens=1\n# ts=2030-01-01T00:00:00Z\nts=2031-01-01T00:00:00Z wait_s=1"), "r.log")
 	require.NoError(t, err)
 	assert.False(t, ok, "comments and a torn last line do not count")
 }
@@ -35,13 +35,13 @@ func TestNewestTSSkipsTheLineATornMarkerNames(t *testing.T) {
 		row + torn + "\n" + TornMarker,
 		row + torn + "\r\n" + TornMarker + "\r\n",
 	} {
-		ts, ok, err := NewestTS(strings.NewReader(log))
+		ts, ok, err := NewestTS(strings.NewReader(log), "r.log")
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ts, "%q", log)
 	}
 	// A marker under a blank line names nothing.
-	ts, _, err := NewestTS(strings.NewReader(row + "ts=2027-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1\n\n" + TornMarker + "\n"))
+	ts, _, err := NewestTS(strings.NewReader(row+"ts=2027-01-01T00:00:00Z wait_s=1 elapsed_s=1 tokens=1\n\n"+TornMarker+"\n"), "r.log")
 	require.NoError(t, err)
 	assert.Equal(t, 2027, ts.Year())
 }
@@ -60,13 +60,13 @@ func TestNewestTSReadsTheTSTheStrictReadReads(t *testing.T) {
 		"ts= in a value":    {row("2026-01-01T00:00:00Z", "") + "wait_s=1 elapsed_s=1 tokens=1 note=\"see ts=2031-01-01T00:00:00Z\"\n", 2026},
 		"a ts out of range": {row("2026-01-01T00:00:00Z", "") + row("9999-12-31T23:00:00-05:00", ""), 2026},
 	} {
-		ts, ok, err := NewestTS(strings.NewReader(c.log))
+		ts, ok, err := NewestTS(strings.NewReader(c.log), "r.log")
 		require.NoError(t, err, name)
 		assert.True(t, ok, name)
 		assert.Equal(t, c.want, ts.Year(), name)
 	}
 	// A line past MaxLine is no row, and the read goes on.
-	ts, _, err := NewestTS(strings.NewReader(row("2026-01-01T00:00:00Z", "") + "ts=2030-01-01T00:00:00Z " + strings.Repeat("x", MaxLine) + "\n" + row("2027-01-01T00:00:00Z", "")))
+	ts, _, err := NewestTS(strings.NewReader(row("2026-01-01T00:00:00Z", "")+"ts=2030-01-01T00:00:00Z "+strings.Repeat("x", MaxLine)+"\n"+row("2027-01-01T00:00:00Z", "")), "r.log")
 	require.NoError(t, err)
 	assert.Equal(t, 2027, ts.Year())
 }

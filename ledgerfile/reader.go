@@ -333,9 +333,10 @@ func classifyLine(line []byte, terminated bool) (kind lineKind, text []byte) {
 // the strict read's (LineReader, classifyLine: no torn line, nor the one
 // a torn marker names) and so is the reading of a ts (the ts field), but
 // the rest of a row is not read: the strict read that comes after refuses
-// a bad row. ok is false when no row carries a ts.
-func NewestTS(r io.Reader) (newest time.Time, ok bool, err error) {
-	lr, p := NewLineReader(r, "", MaxLine), newParser()
+// a bad row. ok is false when no row carries a ts; name is the file
+// named in errors.
+func NewestTS(r io.Reader, name string) (newest time.Time, ok bool, err error) {
+	lr, p := NewLineReader(r, name, MaxLine), newParser()
 	// The ts of the row before (held.TS), counted once the line after it
 	// is known not to be a torn marker naming it.
 	var held Row
