@@ -76,7 +76,7 @@ func (l *logSet) newest() (time.Time, bool, error) {
 		if err != nil {
 			return newest, false, err
 		}
-		t, ok, err := summary.NewestTS(rc)
+		t, ok, err := ledgerfile.NewestTS(rc, l.display(name))
 		rc.Close()
 		if err != nil {
 			return newest, false, badInput("failed to read log %q: %v", l.display(name), err)

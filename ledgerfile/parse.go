@@ -35,21 +35,22 @@ type parser struct {
 
 func newParser() *parser { return &parser{strs: map[string]string{}} }
 
-// lineSource hands the Decoder the line being parsed, then its newline.
-// It never says io.EOF: the Decoder would stop for good.
+// lineSource hands the Decoder the line being parsed and its newline, in
+// one Read when they fit. It never says io.EOF: the Decoder would stop
+// for good.
 type lineSource struct {
 	rest []byte
 	nl   bool
 }
 
 func (s *lineSource) Read(p []byte) (int, error) {
-	if len(s.rest) == 0 && s.nl && len(p) > 0 {
-		s.nl = false
-		p[0] = '\n'
-		return 1, nil
-	}
 	n := copy(p, s.rest)
 	s.rest = s.rest[n:]
+	if len(s.rest) == 0 && s.nl && n < len(p) {
+		s.nl = false
+		p[n] = '\n'
+		n++
+	}
 	return n, nil
 }
 
@@ -71,6 +72,19 @@ func (p *parser) str(v string) string {
 // value: `decision=refuse: queue wait`.
 func ParseLine(line []byte, row *Row) error { return newParser().parse(line, row) }
 
+// record hands the parser's Decoder line, as its next record.
+func (p *parser) record(line []byte) (*logfmt.Decoder, error) {
+	if p.dec == nil {
+		p.dec = logfmt.NewDecoderSize(&p.src, MaxLine+1)
+	}
+	p.src.rest, p.src.nl = line, true
+	if dec := p.dec; !dec.ScanRecord() {
+		p.dec = nil
+		return nil, fmt.Errorf("failed to read the line: %w", dec.Err())
+	}
+	return p.dec, nil
+}
+
 // pair is a key and its value, applied to the row once the next key
 // shows that no bare word extends the value.
 type pair struct {
@@ -83,14 +97,9 @@ func (p *parser) parse(line []byte, row *Row) error {
 	if err := checkText(line); err != nil {
 		return err
 	}
-	if p.dec == nil {
-		p.dec = logfmt.NewDecoderSize(&p.src, MaxLine+1)
-	}
-	p.src.rest, p.src.nl = line, true
-	dec := p.dec
-	if !dec.ScanRecord() {
-		p.dec = nil
-		return fmt.Errorf("failed to read the line: %w", dec.Err())
+	dec, err := p.record(line)
+	if err != nil {
+		return err
 	}
 	*row = Row{}
 	var (
@@ -98,6 +107,8 @@ func (p *parser) parse(line []byte, row *Row) error {
 		last pair
 		n    int
 		at   int // where the next token starts in line, for bare words
+		// Only a line holding a byte order mark needs its keys searched for one.
+		hasBOM = bytes.Contains(line, []byte(bom))
 	)
 	for dec.ScanKeyval() {
 		key := dec.Key()
@@ -114,7 +125,7 @@ func (p *parser) parse(line []byte, row *Row) error {
 			last.val, at = line[last.vs:end], end
 			continue
 		}
-		if bytes.Contains(key, []byte(bom)) {
+		if hasBOM && bytes.Contains(key, []byte(bom)) {
 			return fmt.Errorf("byte order mark in key %q at column %d", truncate(string(key)), start+1)
 		}
 		next := pair{key: key, val: dec.Value(), vs: end + 1}
@@ -149,16 +160,15 @@ func (p *parser) parse(line []byte, row *Row) error {
 	if f.err != nil {
 		return f.err
 	}
-	for _, k := range [...]string{"wait_s", "elapsed_s", "tokens"} {
-		if !f.saw(k) {
-			return fmt.Errorf("missing required key %s", k)
+	for _, k := range requiredKeys {
+		if f.seen&k.bit == 0 {
+			return fmt.Errorf("missing required key %s", k.key)
 		}
 	}
-	if row.HasSplit && !(f.saw("prompt_tokens") && f.saw("completion_tokens")) {
+	if row.HasSplit && f.seen&splitKeys != splitKeys {
 		return errors.New("prompt_tokens and completion_tokens go together")
 	}
-	parts := f.saw("prompt_tokens_from") || f.saw("completion_tokens_from")
-	both := f.saw("prompt_tokens_from") && f.saw("completion_tokens_from")
+	parts, both := f.seen&partKeys != 0, f.seen&partKeys == partKeys
 	if (row.TokensFrom == FromMixed) != both || (parts && row.TokensFrom != FromMixed) {
 		return errors.New("tokens_from=mixed goes with prompt_tokens_from and completion_tokens_from (written only when the two differ)")
 	}
@@ -231,7 +241,18 @@ func (f *fieldSetter) apply(kv pair) {
 	}
 }
 
-func (f *fieldSetter) saw(key string) bool { return f.seen&(1<<fieldIndex[key]) != 0 }
+// keyBit is key's bit in fieldSetter.seen.
+func keyBit(key string) uint64 { return 1 << fieldIndex[key] }
+
+// The keys parse checks for on every row, as bits of fieldSetter.seen.
+var (
+	requiredKeys = [...]struct {
+		key string
+		bit uint64
+	}{{"wait_s", keyBit("wait_s")}, {"elapsed_s", keyBit("elapsed_s")}, {"tokens", keyBit("tokens")}}
+	splitKeys = keyBit("prompt_tokens") | keyBit("completion_tokens")
+	partKeys  = keyBit("prompt_tokens_from") | keyBit("completion_tokens_from")
+)
 
 // field reads one known key's value into a row.
 type field struct {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"time"
 )
 
 // MaxLine is the longest line the reader accepts; a longer one is a bad line.
@@ -327,12 +328,64 @@ func classifyLine(line []byte, terminated bool) (kind lineKind, text []byte) {
 	return lineRow, text
 }
 
-// IsTornMarker reports whether a whole line (no newline) is the writer's
-// TornMarker, by the readers' rule (classifyLine): a quick scan that is
-// not a strict read (summary.NewestTS) drops the line above one.
-func IsTornMarker(line []byte) bool {
-	kind, _ := classifyLine(line, true)
-	return kind == lineMarker
+// NewestTS is the latest ts of the rows in r: what a relative --since
+// counts back from, so that a report never reads the clock. The lines are
+// the strict read's (LineReader, classifyLine: no torn line, nor the one
+// a torn marker names) and so is the reading of a ts (the ts field), but
+// the rest of a row is not read: the strict read that comes after refuses
+// a bad row. ok is false when no row carries a ts; name is the file
+// named in errors.
+func NewestTS(r io.Reader, name string) (newest time.Time, ok bool, err error) {
+	lr, p := NewLineReader(r, name, MaxLine), newParser()
+	// The ts of the row before (held.TS), counted once the line after it
+	// is known not to be a torn marker naming it.
+	var held Row
+	hasHeld := false
+	keep := func() {
+		if hasHeld && (!ok || held.TS.After(newest)) {
+			newest, ok = held.TS, true
+		}
+		hasHeld = false
+	}
+	for {
+		line, _, torn, err := lr.Next()
+		var le *LineError
+		switch {
+		case err == io.EOF:
+			keep()
+			return newest, ok, nil
+		case errors.As(err, &le):
+			keep() // a line past MaxLine: no row
+			continue
+		case err != nil:
+			return newest, ok, err
+		}
+		kind, text := classifyLine(line, !torn)
+		switch kind {
+		case lineMarker:
+			hasHeld = false
+		case lineRow:
+			keep()
+			hasHeld = p.ts(text, &held)
+		case lineSkip, lineEvent:
+			keep()
+		}
+	}
+}
+
+// ts reads a row's ts pair alone into row.TS, by the ts field's rule;
+// false when it has none that reads.
+func (p *parser) ts(line []byte, row *Row) bool {
+	dec, err := p.record(line)
+	for err == nil && dec.ScanKeyval() {
+		if string(dec.Key()) == "ts" {
+			return fields[fieldIndex["ts"]].set(row, unsafeString(dec.Value()), p) == nil
+		}
+	}
+	if err == nil && dec.Err() != nil {
+		p.dec = nil // a Decoder stops at its first error
+	}
+	return false
 }
 
 // overLong is what a line over MaxLine is: torn when it is the input's

@@ -233,20 +233,6 @@ func TestSummarySince(t *testing.T) {
 	assert.Equal(t, int64(1), s.Rows, "a row without ts is kept")
 }
 
-func TestNewestTS(t *testing.T) {
-	f, err := os.Open("../../testdata/logs/mixed.log")
-	require.NoError(t, err)
-	defer f.Close()
-	ts, ok, err := NewestTS(f)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, time.Date(2025, 6, 2, 10, 5, 0, 0, time.UTC), ts)
-
-	_, ok, err = NewestTS(strings.NewReader("wait_s=1 elapsed_s=1 tokens=1\n# ts=2030-01-01T00:00:00Z\nts=2031-01-01T00:00:00Z wait_s=1"))
-	require.NoError(t, err)
-	assert.False(t, ok, "comments and a torn last line do not count")
-}
-
 func TestSuggest(t *testing.T) {
 	// tune reads only the rows not held out: mixed.log without job f.
 	f, err := os.Open("../../testdata/logs/mixed.log")
