@@ -85,15 +85,7 @@ over it ("refuse: retry budget"); a PostgreSQL log leaves it out.` + exitStatus(
   # the same question from rehearsal.log
   retrygate admit --log rehearsal.log --job demo-1`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runAdmit(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys) }, runF, runAdmit),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()

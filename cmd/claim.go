@@ -68,15 +68,7 @@ ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --don
   done
   retrygate claim --job "$id" --done`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runClaim(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c) }, runF, runClaim),
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Job, "job", "", "job `id` (required)")

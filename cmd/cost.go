@@ -75,15 +75,7 @@ the provider first): the worst case is the product of their attempts
   # the same retry tax for a prompt whose 3979-token prefix is written to the cache
   retrygate cost --prices in=3,out=15,cached_in=0.3,cache_write=3.75 --usage prompt=4000,completion=400,cache_write=3979 --attempts-per-success 1.4`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(c); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCost(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(c) }, runF, runCost),
 	}
 	fl := c.Flags()
 	fl.String("fail-rate", "", "f: share of attempts that fail before generation (`rate`, 0.05 or 5%)")

@@ -60,15 +60,7 @@ leaves the budget out.` +
 		Example: `  # the free-seat demo, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens
   retrygate record --job demo-1 --seat scratch --wait 1.2 --elapsed 7.2 --tokens 2100`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRecord(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys) }, runF, runRecord),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()

@@ -123,15 +123,9 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
   # one seat only, kept out of tuning
   retrygate rehearse --seat cheap --jobs 5 --holdout`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys, seatName, promptFile, promptSet); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRehearse(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error {
+			return opts.fill(f, c, budgetKeys, seatName, promptFile, promptSet)
+		}, runF, runRehearse),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()

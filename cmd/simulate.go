@@ -110,15 +110,7 @@ retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before ever
   # the same question from last week's rehearsal
   retrygate simulate --policy retrygate.yaml --model log:rehearsal.log:scratch`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runSimulate(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c) }, runF, runSimulate),
 	}
 	fl := c.Flags()
 	fl.String("policy", "", "policy `file` (default: --config, or ./retrygate.yaml, or the built-in defaults)")

@@ -78,15 +78,7 @@ prints and exits 0.` + exitStatus("the attempt ran, whatever its outcome", "not 
   retrygate seat serve --script builtin:free-seat --addr 127.0.0.1:6556 &
   retrygate time --seat served --hard-timeout 10s --wait-cap 5s`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, seatName, promptFile); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runTime(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, seatName, promptFile) }, runF, runTime),
 	}
 	fl := c.Flags()
 	fl.StringVar(&seatName, "seat", "", "the `name` of a seat under seats: in the config")
