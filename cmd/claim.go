@@ -98,7 +98,7 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	if o.Budget, err = cfg.budget(); err != nil {
 		return err
 	}
-	if o.Hard, _, err = durFlag(c, "hard-timeout"); err != nil {
+	if o.Hard, _, err = flagValue(c, "hard-timeout", admit.ParseDuration); err != nil {
 		return err
 	}
 	if c.Flags().Changed("hard-timeout") && o.Hard <= 0 {

@@ -93,23 +93,20 @@ the provider first): the worst case is the product of their attempts
 
 func (o *CostOptions) fill(c *cobra.Command) error {
 	var err error
-	if o.FailRate, err = rateFlag(c, "fail-rate"); err != nil {
+	if o.FailRate, err = flagPtr(c, "fail-rate", parseRate); err != nil {
 		return err
 	}
-	if o.TimeoutRate, err = rateFlag(c, "timeout-rate"); err != nil {
+	if o.TimeoutRate, err = flagPtr(c, "timeout-rate", parseRate); err != nil {
 		return err
 	}
-	for _, a := range []struct {
-		name string
-		dst  **float64
-	}{{"cost", &o.Cost}, {"fallback-cost", &o.FallbackCost}, {"attempts-per-success", &o.AttemptsPerSuccess}} {
-		v, set, err := amountFlag(c, a.name)
-		if err != nil {
-			return err
-		}
-		if set {
-			*a.dst = &v
-		}
+	if o.Cost, err = flagPtr(c, "cost", admit.ParseAmount); err != nil {
+		return err
+	}
+	if o.FallbackCost, err = flagPtr(c, "fallback-cost", admit.ParseAmount); err != nil {
+		return err
+	}
+	if o.AttemptsPerSuccess, err = flagPtr(c, "attempts-per-success", admit.ParseAmount); err != nil {
+		return err
 	}
 	prices, usage := c.Flags().Lookup("prices"), c.Flags().Lookup("usage")
 	switch {
@@ -132,7 +129,7 @@ func (o *CostOptions) fill(c *cobra.Command) error {
 	if o.AttemptsPerSuccess != nil && *o.AttemptsPerSuccess < 1 {
 		return badInput("--attempts-per-success: must be at least 1 (every success takes an attempt), got %g", *o.AttemptsPerSuccess)
 	}
-	if n, set, err := countFlag(c, "retries"); err != nil {
+	if n, set, err := flagValue(c, "retries", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if n > 1000 {
@@ -158,21 +155,8 @@ func (o *CostOptions) fill(c *cobra.Command) error {
 	return nil
 }
 
-// rateFlag reads a probability: a fraction (0.05) or a percentage (5%),
-// at least 0 and below 1.
-func rateFlag(c *cobra.Command, name string) (*float64, error) {
-	fl := c.Flags().Lookup(name)
-	if fl == nil || !fl.Changed {
-		return nil, nil
-	}
-	v, err := parseRate(fl.Value.String())
-	if err != nil {
-		return nil, badInput("--%s: %v", name, err)
-	}
-	return &v, nil
-}
-
-// parseRate is admit's rate, below 1 for the formulas.
+// parseRate reads a probability: admit's rate (a fraction, 0.05, or a
+// percentage, 5%), below 1 for the formulas.
 func parseRate(s string) (float64, error) {
 	v, err := admit.ParseRate(s)
 	if err != nil {

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -216,13 +217,9 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	o.Policy = p
 	switch {
 	case seatName != "":
-		sc, ok := seats[strings.ToLower(seatName)]
-		if !ok {
-			hint := seatList(seats)
-			if cfg.file == "" {
-				hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
-			}
-			return withHint(badInput("--seat: no seat named %q under seats", seatName), hint)
+		sc, err := cfg.seatNamed(seats, seatName)
+		if err != nil {
+			return err
 		}
 		o.Chain = []seat.Config{sc}
 	case cfg.file == "":
@@ -241,16 +238,25 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	return nil
 }
 
+// seatNamed is --seat's seat; a name under no seat is refused with the
+// names there are.
+func (c *config) seatNamed(seats map[string]seat.Config, name string) (seat.Config, error) {
+	sc, ok := seats[strings.ToLower(name)]
+	if !ok {
+		hint := seatList(seats)
+		if c.file == "" {
+			hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
+		}
+		return sc, withHint(badInput("--seat: no seat named %q under seats", name), hint)
+	}
+	return sc, nil
+}
+
 func seatList(seats map[string]seat.Config) string {
 	if len(seats) == 0 {
 		return "the config has no seats: map; see 'retrygate rehearse --help'"
 	}
-	names := make([]string, 0, len(seats))
-	for n := range seats {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return "seats: " + strings.Join(names, ", ")
+	return "seats: " + strings.Join(slices.Sorted(maps.Keys(seats)), ", ")
 }
 
 func readPromptFile(path string) (string, error) {

@@ -49,7 +49,7 @@ func addLoadFlags(fl *pflag.FlagSet, rate bool) {
 func parseLoadFlags(c *cobra.Command) (loadShape, error) {
 	var s loadShape
 	fl := c.Flags()
-	if v, set, err := amountFlag(c, "rate"); err != nil {
+	if v, set, err := flagValue(c, "rate", admit.ParseAmount); err != nil {
 		return s, err
 	} else if set {
 		if err := rehearse.CheckRate(v); err != nil || v == 0 {
@@ -57,7 +57,7 @@ func parseLoadFlags(c *cobra.Command) (loadShape, error) {
 		}
 		s.Rate = v
 	}
-	d, set, err := durFlag(c, "duration")
+	d, set, err := flagValue(c, "duration", admit.ParseDuration)
 	if err != nil {
 		return s, err
 	}
@@ -70,7 +70,7 @@ func parseLoadFlags(c *cobra.Command) (loadShape, error) {
 		}
 		s.Duration = d
 	}
-	step, stepSet, err := durFlag(c, "ramp-step")
+	step, stepSet, err := flagValue(c, "ramp-step", admit.ParseDuration)
 	if err != nil {
 		return s, err
 	}

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -286,10 +287,7 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 }
 
 func sortedKeys(m map[string]int64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(m))
 	// Gate order first, then anything else by name.
 	rank := func(k string) int {
 		for i, r := range admit.Reasons {

@@ -135,11 +135,8 @@ func (o *SeatServeOptions) fill(f *Factory, format string) error {
 	return nil
 }
 
-// loadScriptSeat is script.Open: errors carry file:line.
-func loadScriptSeat(path string) (*script.Script, error) { return script.Open(path) }
-
 func runSeatServe(o *SeatServeOptions) error {
-	s, err := loadScriptSeat(o.Script)
+	s, err := script.Open(o.Script)
 	if err != nil {
 		return badInputErr(err)
 	}

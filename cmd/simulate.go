@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,7 +131,7 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		return err
 	}
 	fl := c.Flags()
-	n, _, err := countFlag(c, "jobs")
+	n, _, err := flagValue(c, "jobs", admit.ParseCount)
 	if err != nil {
 		return err
 	}
@@ -243,12 +242,7 @@ func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error)
 				sp.Chain = []seat.Config{s}
 			}
 		default:
-			names := make([]string, 0, len(seats))
-			for n := range seats {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return sp, withHint(badInput("%s: no fallback chain to simulate (seats: %s)", sp.Label, strings.Join(names, ", ")),
+			return sp, withHint(badInput("%s: no fallback chain to simulate (%s)", sp.Label, seatList(seats)),
 				"add fallback: [seat, ...] to the policy")
 		}
 	}

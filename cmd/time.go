@@ -13,6 +13,7 @@ import (
 	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/rehearse"
+	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
 
@@ -99,7 +100,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		return withHint(badInput("--seat: required"), "name a seat from the seats: map of retrygate.yaml (or --config FILE)")
 	}
 	o.MaxTokens, o.Call = 256, 1
-	if n, set, err := countFlag(c, "max-tokens"); err != nil {
+	if n, set, err := flagValue(c, "max-tokens", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if n < 1 || n > 1<<24 {
@@ -107,7 +108,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		}
 		o.MaxTokens = int(n)
 	}
-	if n, set, err := countFlag(c, "call"); err != nil {
+	if n, set, err := flagValue(c, "call", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if n < 1 || n > math.MaxInt32 {
@@ -143,13 +144,9 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		return err
 	}
 	o.Policy = p
-	sc, ok := seats[strings.ToLower(seatName)]
-	if !ok {
-		hint := seatList(seats)
-		if cfg.file == "" {
-			hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
-		}
-		return withHint(badInput("--seat: no seat named %q under seats", seatName), hint)
+	sc, err := cfg.seatNamed(seats, seatName)
+	if err != nil {
+		return err
 	}
 	o.Seat = sc
 	if c.Flags().Changed("call") && sc.Kind != "script" {
@@ -157,7 +154,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 	}
 
 	o.HardTimeout = p.Timeouts.Hard
-	if d, set, err := durFlag(c, "hard-timeout"); err != nil {
+	if d, set, err := flagValue(c, "hard-timeout", admit.ParseDuration); err != nil {
 		return err
 	} else if set {
 		if d <= 0 {
@@ -166,7 +163,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		o.HardTimeout = d
 	}
 	o.WaitCap = p.Budget.MaxWait
-	if d, set, err := durFlag(c, "wait-cap"); err != nil {
+	if d, set, err := flagValue(c, "wait-cap", admit.ParseDuration); err != nil {
 		return err
 	} else if set {
 		o.WaitCap = d
@@ -182,7 +179,7 @@ func runTime(o *TimeOptions) error {
 	clock := "real"
 	sc := o.Seat
 	if sc.Kind == "script" {
-		s, err := loadScriptSeat(sc.Script)
+		s, err := script.Open(sc.Script)
 		if err != nil {
 			return badInput("seats.%s.script: %v", sc.Name, err)
 		}
