@@ -103,14 +103,7 @@ func (s loadShape) describe() string {
 		out += " rate=" + strconv.FormatFloat(s.Rate, 'g', -1, 64)
 	}
 	if len(s.Ramp) > 0 {
-		out += " ramp="
-		for i, st := range s.Ramp {
-			if i > 0 {
-				out += ","
-			}
-			out += strconv.FormatFloat(st.Rate, 'g', -1, 64)
-		}
-		out += " ramp_step=" + ledgerfile.FormatSeconds(s.Ramp[0].For) + "s"
+		out += " ramp=" + s.rates() + " ramp_step=" + ledgerfile.FormatSeconds(s.Ramp[0].For) + "s"
 	}
 	if s.Duration > 0 {
 		out += " duration=" + ledgerfile.FormatSeconds(s.Duration) + "s"
@@ -123,16 +116,21 @@ func (s loadShape) describe() string {
 func (s loadShape) human() string {
 	var out string
 	if len(s.Ramp) > 0 {
-		rates := make([]string, len(s.Ramp))
-		for i, st := range s.Ramp {
-			rates[i] = strconv.FormatFloat(st.Rate, 'g', -1, 64)
-		}
-		out += ", ramp " + strings.Join(rates, ",") + " jobs/s " + s.Ramp[0].For.String() + " each"
+		out += ", ramp " + s.rates() + " jobs/s " + s.Ramp[0].For.String() + " each"
 	}
 	if s.Duration > 0 {
 		out += ", for " + s.Duration.String()
 	}
 	return out
+}
+
+// rates is the ramp's rates, comma-separated: 1,2,4.
+func (s loadShape) rates() string {
+	rates := make([]string, len(s.Ramp))
+	for i, st := range s.Ramp {
+		rates[i] = strconv.FormatFloat(st.Rate, 'g', -1, 64)
+	}
+	return strings.Join(rates, ",")
 }
 
 // idWidthJobs is the job count job ids are padded for: --jobs, or what a

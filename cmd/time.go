@@ -291,12 +291,6 @@ func newTimeJSON(obs seat.Observation, sc seat.Config, clock string, o *TimeOpti
 // rows is the table: one field per line, in the log's key names, "-" for
 // what did not happen.
 func (t timeJSON) rows() [][]string {
-	dash := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
 	secs := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -310,7 +304,7 @@ func (t timeJSON) rows() [][]string {
 	rows := [][]string{
 		{"seat", t.Seat},
 		{"kind", t.Kind},
-		{"model", dash(t.Model)},
+		{"model", orDash(t.Model)},
 		{"clock", t.Clock},
 		{"outcome", string(t.Outcome)},
 		{"billing", string(t.Billing)},
@@ -325,9 +319,9 @@ func (t timeJSON) rows() [][]string {
 		{"elapsed_s", secs(&t.ElapsedS)},
 		{"prompt_tokens", strconv.FormatInt(t.PromptTokens, 10)},
 		{"completion_tokens", strconv.FormatInt(t.CompletionTokens, 10)},
-		{"tokens_from", dash(t.TokensFrom)},
+		{"tokens_from", orDash(t.TokensFrom)},
 		{"retry_after_s", secs(t.RetryAfterS)},
-		{"error_code", dash(t.ErrorCode)},
+		{"error_code", orDash(t.ErrorCode)},
 		{"bytes", strconv.FormatInt(t.Bytes, 10)},
 	}...)
 	if t.CostUSD != nil {
