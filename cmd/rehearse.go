@@ -163,10 +163,6 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return badInput("--max-tokens: %d is past any model's output (at most %d)", o.MaxTokens, maxTokensFlag)
 	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
 		return badInput("--seat: empty seat name")
-	case c.Flags().Changed("prompt-file") && strings.TrimSpace(promptFile) == "":
-		return badInput("--prompt-file: empty path")
-	case c.Flags().Changed("prompt") && promptFile != "":
-		return badInput("--prompt and --prompt-file: give one or the other")
 	case c.Flags().Changed("prompts") && strings.TrimSpace(promptSet) == "":
 		return badInput("--prompts: empty path")
 	case promptSet != "" && (c.Flags().Changed("prompt") || promptFile != ""):
@@ -186,23 +182,15 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	if load.timed() && !c.Flags().Changed("jobs") {
 		o.Jobs = 0 // bounded by time alone
 	}
+	if o.Prompt, err = scratchPrompt(c, o.Prompt, promptFile); err != nil {
+		return err
+	}
 	if promptSet != "" {
 		set, err := rehearse.LoadPrompts(promptSet, maxTokensFlag)
 		if err != nil {
 			return badInput("--prompts: %v", unwrapPathErr(err))
 		}
 		o.Prompts, o.Prompt = set, ""
-	} else if promptFile != "" {
-		p, err := readPromptFile(promptFile)
-		if err != nil {
-			return err
-		}
-		o.Prompt = p
-	} else if !c.Flags().Changed("prompt") {
-		o.Prompt = defaultPrompt
-	}
-	if o.Prompts == nil && strings.TrimSpace(o.Prompt) == "" {
-		return badInput("--prompt: empty prompt")
 	}
 
 	cfg, err := loadConfig(f, c, mergeFlags(budgetKeys, map[string]string{"log": "log"}))
@@ -257,6 +245,28 @@ func seatList(seats map[string]seat.Config) string {
 		return "the config has no seats: map; see 'retrygate rehearse --help'"
 	}
 	return "seats: " + strings.Join(slices.Sorted(maps.Keys(seats)), ", ")
+}
+
+// scratchPrompt is the prompt an attempt sends: --prompt, --prompt-file's
+// text, or the default prompt when neither is given.
+func scratchPrompt(c *cobra.Command, prompt, file string) (string, error) {
+	var err error
+	switch {
+	case c.Flags().Changed("prompt-file") && strings.TrimSpace(file) == "":
+		return "", badInput("--prompt-file: empty path")
+	case c.Flags().Changed("prompt") && file != "":
+		return "", badInput("--prompt and --prompt-file: give one or the other")
+	case file != "":
+		if prompt, err = readPromptFile(file); err != nil {
+			return "", err
+		}
+	case !c.Flags().Changed("prompt"):
+		prompt = defaultPrompt
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return "", badInput("--prompt: empty prompt")
+	}
+	return prompt, nil
 }
 
 func readPromptFile(path string) (string, error) {

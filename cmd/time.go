@@ -117,22 +117,11 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		o.Call = int(n)
 	}
 	var err error
-	switch {
-	case c.Flags().Changed("prompt-file") && strings.TrimSpace(promptFile) == "":
-		return badInput("--prompt-file: empty path")
-	case strings.ContainsAny(o.Job, "\r\n"):
-		return badInput("--job: must be one line (it is sent as the Idempotency-Key header)")
-	case c.Flags().Changed("prompt") && promptFile != "":
-		return badInput("--prompt and --prompt-file: give one or the other")
-	case promptFile != "":
-		if o.Prompt, err = readPromptFile(promptFile); err != nil {
-			return err
-		}
-	case !c.Flags().Changed("prompt"):
-		o.Prompt = defaultPrompt
+	if o.Prompt, err = scratchPrompt(c, o.Prompt, promptFile); err != nil {
+		return err
 	}
-	if strings.TrimSpace(o.Prompt) == "" {
-		return badInput("--prompt: empty prompt")
+	if strings.ContainsAny(o.Job, "\r\n") {
+		return badInput("--job: must be one line (it is sent as the Idempotency-Key header)")
 	}
 
 	cfg, err := loadConfig(f, c, nil)
