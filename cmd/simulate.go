@@ -221,34 +221,22 @@ func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error)
 	if err != nil {
 		return simPolicy{}, err
 	}
-	sp := simPolicy{Policy: pol, File: cfg.file}
-	switch {
-	case cfg.file != "":
+	sp := simPolicy{Policy: pol, File: cfg.file, Label: "defaults"}
+	if cfg.file != "" {
 		sp.Label = filepath.Base(cfg.file)
-	default:
-		sp.Label, sp.File = "defaults", ""
 	}
 	for _, name := range pol.Fallback {
 		sp.Chain = append(sp.Chain, seats[name])
 	}
-	if len(sp.Chain) == 0 {
-		// No chain: a lone seat is the chain; no seat at all is one
-		// unnamed seat that plays the model.
-		switch len(seats) {
-		case 0:
-			sp.Chain = []seat.Config{{Name: "model"}}
-		case 1:
-			for _, s := range seats {
-				sp.Chain = []seat.Config{s}
-			}
-		default:
-			return sp, withHint(badInput("%s: no fallback chain to simulate (%s)", sp.Label, seatList(seats)),
-				"add fallback: [seat, ...] to the policy")
-		}
-	}
-	sp.Policy.Fallback = nil
-	for _, s := range sp.Chain {
-		sp.Policy.Fallback = append(sp.Policy.Fallback, s.Name)
+	// policy() made a lone seat its own chain; many seats need one named.
+	switch {
+	case len(sp.Chain) == 0 && len(seats) > 0:
+		return sp, withHint(badInput("%s: no fallback chain to simulate (%s)", sp.Label, seatList(seats)),
+			"add fallback: [seat, ...] to the policy")
+	case len(sp.Chain) == 0:
+		// No seat at all: one unnamed seat plays the model.
+		sp.Chain = []seat.Config{{Name: "model"}}
+		sp.Policy.Fallback = []string{"model"}
 	}
 	return sp, nil
 }
