@@ -289,7 +289,7 @@ func runCost(o *CostOptions) error {
 		for _, r := range results {
 			val := fmtAttempts(r.Value)
 			if r.Unit == "usd" {
-				val = fmtUSD(r.Value)
+				val = fmtUSDSig(r.Value, 6) // $0.00433, $0.028, $4194.998
 			}
 			rows = append(rows, []string{costLabels[r.Name], r.Formula, r.With, val, fmtIncrease(r.Increase), r.Note})
 		}
@@ -325,10 +325,6 @@ func fmtAttempts(v float64) string {
 	}
 	return s
 }
-
-// fmtUSD writes dollars to 6 significant digits without an exponent:
-// $0.00433, $0.028, $4194.998.
-func fmtUSD(v float64) string { return fmtUSDSig(v, 6) }
 
 // fmtUSDSig writes dollars to sig significant digits without an exponent.
 func fmtUSDSig(v float64, sig int) string {
