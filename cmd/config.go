@@ -257,9 +257,9 @@ func (c *config) parse(k kind, key string, v any) (any, error) {
 	case kDuration:
 		out, err = parseDuration(s)
 	case kCount:
-		out, err = parseCount(s)
+		out, err = admit.ParseCount(s)
 	case kAmount:
-		out, err = parseAmount(s)
+		out, err = admit.ParseAmount(s)
 	case kRate:
 		out, err = admit.ParseRate(s)
 	case kBool:
