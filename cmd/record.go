@@ -89,14 +89,11 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if err != nil {
 		return err
 	}
-	if o.Budget, err = cfg.budget(); err != nil {
-		return err
-	}
-	pol, _, err := cfg.policy()
+	pol, _, err := cfg.policy() // the budget section first, as cfg.budget() reads it
 	if err != nil {
 		return err
 	}
-	o.Retry, o.SlowAt = pol.Retry, pol.Retry.SlowServerAfter
+	o.Budget, o.Retry, o.SlowAt = pol.Budget, pol.Retry, pol.Retry.SlowServerAfter
 	if o.LogPath, err = cfg.str("log"); err != nil {
 		return err
 	}
