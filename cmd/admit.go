@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -85,15 +86,7 @@ over it ("refuse: retry budget"); a PostgreSQL log leaves it out.` + exitStatus(
   # the same question from rehearsal.log
   retrygate admit --log rehearsal.log --job demo-1`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runAdmit(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys) }, runF, runAdmit),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
@@ -170,18 +163,12 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		}
 	}
 	nextElapsed := o.Next.Elapsed()
-	durs := []struct {
-		name string
-		dst  *time.Duration
-	}{{"spent", &o.Spent.Time}, {"next-wait", &o.Next.Wait}, {"next-elapsed", &nextElapsed}}
-	for _, d := range durs {
-		v, set, err := durFlag(c, d.name)
-		if err != nil {
-			return err
-		}
-		if set {
-			*d.dst = v
-		}
+	if err := cmp.Or(
+		flagInto(c, "spent", admit.ParseDuration, &o.Spent.Time),
+		flagInto(c, "next-wait", admit.ParseDuration, &o.Next.Wait),
+		flagInto(c, "next-elapsed", admit.ParseDuration, &nextElapsed),
+	); err != nil {
+		return err
 	}
 	if !c.Flags().Changed("next-elapsed") {
 		nextElapsed = max(nextElapsed, o.Next.Wait) // from --log, or no generation time given
@@ -191,39 +178,22 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			"elapsed runs from submit to the last byte, so it includes the wait")
 	}
 	o.Next.Gen = nextElapsed - o.Next.Wait
-	for _, n := range []struct {
-		name string
-		dst  *int64
-	}{{"spent-tokens", &o.Spent.Tokens}, {"next-tokens", &o.Next.Tokens}} {
-		v, set, err := countFlag(c, n.name)
-		if err != nil {
-			return err
-		}
-		if set {
-			*n.dst = v
-		}
-	}
-	if v, set, err := countFlag(c, "used"); err != nil {
+	used := int64(o.Spent.Attempts)
+	if err := cmp.Or(
+		flagInto(c, "spent-tokens", admit.ParseCount, &o.Spent.Tokens),
+		flagInto(c, "next-tokens", admit.ParseCount, &o.Next.Tokens),
+		flagInto(c, "used", admit.ParseCount, &used),
+	); err != nil {
 		return err
-	} else if set {
-		if v > 1<<20 {
-			return badInput("--used: %d is too large", v)
-		}
-		o.Spent.Attempts = int(v)
 	}
-	for _, a := range []struct {
-		name string
-		dst  *float64
-	}{{"spent-usd", &o.Spent.USD}, {"next-usd", &o.Next.USD}} {
-		v, set, err := amountFlag(c, a.name)
-		if err != nil {
-			return err
-		}
-		if set {
-			*a.dst = v
-		}
+	if used > 1<<20 && c.Flags().Changed("used") {
+		return badInput("--used: %d is too large", used)
 	}
-	return nil
+	o.Spent.Attempts = int(used)
+	return cmp.Or(
+		flagInto(c, "spent-usd", admit.ParseAmount, &o.Spent.USD),
+		flagInto(c, "next-usd", admit.ParseAmount, &o.Next.USD),
+	)
 }
 
 // admitJSON is the --json shape: the same content as the table.

@@ -2,7 +2,7 @@ package cmd
 
 import (
 	"fmt"
-	"time"
+	"maps"
 
 	"github.com/spf13/cobra"
 
@@ -30,48 +30,41 @@ func budgetFlags(c *cobra.Command) map[string]string {
 }
 
 // mergeFlags joins flag→key maps.
-func mergeFlags(maps ...map[string]string) map[string]string {
+func mergeFlags(ms ...map[string]string) map[string]string {
 	out := map[string]string{}
-	for _, m := range maps {
-		for k, v := range m {
-			out[k] = v
-		}
+	for _, m := range ms {
+		maps.Copy(out, m)
 	}
 	return out
 }
 
-// durFlag parses a duration flag; set is false when the flag was not given.
-func durFlag(c *cobra.Command, name string) (d time.Duration, set bool, err error) {
+// flagValue parses a flag with one of admit's parsers (admit.ParseDuration,
+// ParseCount, ParseAmount); set is false when the flag was not given.
+func flagValue[T any](c *cobra.Command, name string, parse func(string) (T, error)) (v T, set bool, err error) {
 	fl := c.Flags().Lookup(name)
 	if fl == nil || !fl.Changed {
-		return 0, false, nil
+		return v, false, nil
 	}
-	if d, err = parseDuration(fl.Value.String()); err != nil {
-		return 0, false, badInput("--%s: %v", name, err)
+	if v, err = parse(fl.Value.String()); err != nil {
+		return v, false, badInput("--%s: %v", name, err)
 	}
-	return d, true, nil
+	return v, true, nil
 }
 
-// countFlag parses a whole-number flag.
-func countFlag(c *cobra.Command, name string) (n int64, set bool, err error) {
-	fl := c.Flags().Lookup(name)
-	if fl == nil || !fl.Changed {
-		return 0, false, nil
+// flagPtr is a flag's value, nil when it was not given.
+func flagPtr[T any](c *cobra.Command, name string, parse func(string) (T, error)) (*T, error) {
+	v, set, err := flagValue(c, name, parse)
+	if !set {
+		return nil, err
 	}
-	if n, err = parseCount(fl.Value.String()); err != nil {
-		return 0, false, badInput("--%s: %v", name, err)
-	}
-	return n, true, nil
+	return &v, nil
 }
 
-// amountFlag parses a non-negative number flag (USD, rates).
-func amountFlag(c *cobra.Command, name string) (f float64, set bool, err error) {
-	fl := c.Flags().Lookup(name)
-	if fl == nil || !fl.Changed {
-		return 0, false, nil
+// flagInto parses a flag into *dst when it was given.
+func flagInto[T any](c *cobra.Command, name string, parse func(string) (T, error), dst *T) error {
+	v, set, err := flagValue(c, name, parse)
+	if set {
+		*dst = v
 	}
-	if f, err = parseAmount(fl.Value.String()); err != nil {
-		return 0, false, badInput("--%s: %v", name, err)
-	}
-	return f, true, nil
+	return err
 }

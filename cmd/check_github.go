@@ -113,20 +113,20 @@ func writeWorkflowCommand(b *strings.Builder, kind, file string, line int, title
 	b.WriteString(kind)
 	var props []string
 	if file != "" {
-		props = append(props, "file="+escapeProperty(file))
+		props = append(props, "file="+propertyEscaper.Replace(file))
 		if line > 0 {
 			props = append(props, fmt.Sprintf("line=%d", line))
 		}
 	}
 	if title != "" {
-		props = append(props, "title="+escapeProperty(title))
+		props = append(props, "title="+propertyEscaper.Replace(title))
 	}
 	if len(props) > 0 {
 		b.WriteByte(' ')
 		b.WriteString(strings.Join(props, ","))
 	}
 	b.WriteString("::")
-	b.WriteString(escapeData(msg))
+	b.WriteString(dataEscaper.Replace(msg))
 	b.WriteByte('\n')
 }
 
@@ -134,6 +134,3 @@ var (
 	dataEscaper     = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
 	propertyEscaper = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
 )
-
-func escapeData(s string) string     { return dataEscaper.Replace(s) }
-func escapeProperty(s string) string { return propertyEscaper.Replace(s) }

@@ -68,15 +68,7 @@ ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --don
   done
   retrygate claim --job "$id" --done`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runClaim(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c) }, runF, runClaim),
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Job, "job", "", "job `id` (required)")
@@ -106,7 +98,7 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	if o.Budget, err = cfg.budget(); err != nil {
 		return err
 	}
-	if o.Hard, _, err = durFlag(c, "hard-timeout"); err != nil {
+	if o.Hard, _, err = flagValue(c, "hard-timeout", admit.ParseDuration); err != nil {
 		return err
 	}
 	if c.Flags().Changed("hard-timeout") && o.Hard <= 0 {

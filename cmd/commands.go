@@ -57,3 +57,17 @@ func invoked(args []string) string {
 	}
 	return ""
 }
+
+// runE is a command's RunE: fill the options from the command line, then
+// run them, or hand them to runF instead (a test's seam).
+func runE[T any](opts *T, fill func(c *cobra.Command, args []string) error, runF, run func(*T) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		if err := fill(c, args); err != nil {
+			return err
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		return run(opts)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -149,24 +150,13 @@ func newConfig() *config {
 	return &config{v: v, lines: map[string]int{}}
 }
 
-// defaultValue is s's default as a person would write it.
+// defaultValue is s's default: the default policy's field (valueString
+// writes it as a person would), or def.
 func (s setting) defaultValue(p *rehearse.Policy) any {
 	if s.pol == nil {
 		return s.def
 	}
-	switch x := s.pol(p).(type) {
-	case *time.Duration:
-		return x.String()
-	case *int64:
-		return *x
-	case *int:
-		return *x
-	case *float64:
-		return *x
-	case *bool:
-		return *x
-	}
-	return nil
+	return reflect.ValueOf(s.pol(p)).Elem().Interface()
 }
 
 // loadConfig reads the config file (--config, or ./retrygate.yaml when it
@@ -267,9 +257,9 @@ func (c *config) parse(k kind, key string, v any) (any, error) {
 	case kDuration:
 		out, err = parseDuration(s)
 	case kCount:
-		out, err = parseCount(s)
+		out, err = admit.ParseCount(s)
 	case kAmount:
-		out, err = parseAmount(s)
+		out, err = admit.ParseAmount(s)
 	case kRate:
 		out, err = admit.ParseRate(s)
 	case kBool:

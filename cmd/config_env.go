@@ -11,17 +11,6 @@ import (
 	"retrygate/admit"
 )
 
-// envKeys are the settings an environment variable may set.
-func envKeys() []string {
-	var out []string
-	for _, s := range settings {
-		if s.env {
-			out = append(out, s.key)
-		}
-	}
-	return out
-}
-
 // settingWords are the first words of a RETRYGATE_ variable that make it a
 // setting (a config section, or words a user would guess). Other
 // RETRYGATE_ variables (RETRYGATE_FORCE_TTY, test knobs) are not settings.
@@ -31,10 +20,12 @@ var settingWords = []string{"BUDGET", "RETRY", "TIMEOUTS", "TIMEOUT", "BREAKER",
 // checkEnviron refuses a RETRYGATE_ variable that looks like a setting but
 // is none: a typo there would otherwise be ignored without a word.
 func checkEnviron(environ []string) error {
-	keys := envKeys()
-	known := make([]string, len(keys))
-	for i, k := range keys {
-		known[i] = envName(k)
+	var known, tails []string // each setting's variable, and its key past the section ("" for log)
+	for _, s := range settings {
+		if s.env {
+			_, tail, _ := strings.Cut(s.key, ".")
+			known, tails = append(known, envName(s.key)), append(tails, tail)
+		}
 	}
 	var bad []string
 	for _, kv := range environ {
@@ -45,13 +36,7 @@ func checkEnviron(environ []string) error {
 		}
 		first, _, _ := strings.Cut(rest, "_")
 		_, near := admit.Closest(name, known)
-		tail := false
-		for _, k := range keys {
-			_, key, _ := strings.Cut(k, ".")
-			if key != "" && strings.EqualFold(rest, key) {
-				tail = true
-			}
-		}
+		tail := slices.ContainsFunc(tails, func(k string) bool { return k != "" && strings.EqualFold(rest, k) })
 		if slices.Contains(settingWords, first) || near || tail {
 			bad = append(bad, name)
 		}
@@ -59,8 +44,7 @@ func checkEnviron(environ []string) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	slices.Sort(bad)
-	name := bad[0]
+	name := slices.Min(bad)
 	err := badInput("environment variable %s: not a setting", name)
 	if strings.EqualFold(name, "RETRYGATE_CONFIG") {
 		return withHint(err, "name the config file with --config FILE")
@@ -68,9 +52,9 @@ func checkEnviron(environ []string) error {
 	if s, ok := admit.Closest(name, known); ok {
 		return withHint(err, fmt.Sprintf("did you mean %s?", s))
 	}
-	for _, k := range keys {
-		if _, key, _ := strings.Cut(k, "."); key != "" && strings.HasSuffix(strings.ToLower(name), "_"+key) {
-			return withHint(err, fmt.Sprintf("did you mean %s?", envName(k)))
+	for i, k := range tails {
+		if k != "" && strings.HasSuffix(strings.ToLower(name), "_"+k) {
+			return withHint(err, fmt.Sprintf("did you mean %s?", known[i]))
 		}
 	}
 	return withHint(err, "settings are "+strings.Join(known, ", "))

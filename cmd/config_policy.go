@@ -5,6 +5,7 @@ package cmd
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -101,7 +102,7 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 		ln := strings.ToLower(name)
 		if _, ok := seats[ln]; !ok {
 			err := badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
-			if s, ok := admit.Closest(ln, seatNames(seats)); ok {
+			if s, ok := admit.Closest(ln, slices.Sorted(maps.Keys(seats))); ok {
 				return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
 			}
 			return p, nil, withHint(err, seatList(seats))
@@ -245,15 +246,6 @@ func looksLikeKey(s string) bool {
 		}
 	}
 	return false
-}
-
-func seatNames(seats map[string]seat.Config) []string {
-	names := make([]string, 0, len(seats))
-	for n := range seats {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // thresholdEntry is one metric's list of threshold expressions and where it was written.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -115,12 +116,10 @@ func (c *config) load(path, ext string, data []byte) error {
 		return badInput("config %q: %v", path, err)
 	}
 	c.file = path
-	names := make([]string, 0, len(keys))
 	for k, fk := range keys {
 		c.lines[k] = fk.line
-		names = append(names, k)
 	}
-	slices.SortFunc(names, func(a, b string) int {
+	names := slices.SortedFunc(maps.Keys(keys), func(a, b string) int {
 		if d := keys[a].line - keys[b].line; d != 0 {
 			return d
 		}

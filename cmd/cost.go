@@ -75,15 +75,7 @@ the provider first): the worst case is the product of their attempts
   # the same retry tax for a prompt whose 3979-token prefix is written to the cache
   retrygate cost --prices in=3,out=15,cached_in=0.3,cache_write=3.75 --usage prompt=4000,completion=400,cache_write=3979 --attempts-per-success 1.4`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(c); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCost(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(c) }, runF, runCost),
 	}
 	fl := c.Flags()
 	fl.String("fail-rate", "", "f: share of attempts that fail before generation (`rate`, 0.05 or 5%)")
@@ -101,23 +93,20 @@ the provider first): the worst case is the product of their attempts
 
 func (o *CostOptions) fill(c *cobra.Command) error {
 	var err error
-	if o.FailRate, err = rateFlag(c, "fail-rate"); err != nil {
+	if o.FailRate, err = flagPtr(c, "fail-rate", parseRate); err != nil {
 		return err
 	}
-	if o.TimeoutRate, err = rateFlag(c, "timeout-rate"); err != nil {
+	if o.TimeoutRate, err = flagPtr(c, "timeout-rate", parseRate); err != nil {
 		return err
 	}
-	for _, a := range []struct {
-		name string
-		dst  **float64
-	}{{"cost", &o.Cost}, {"fallback-cost", &o.FallbackCost}, {"attempts-per-success", &o.AttemptsPerSuccess}} {
-		v, set, err := amountFlag(c, a.name)
-		if err != nil {
-			return err
-		}
-		if set {
-			*a.dst = &v
-		}
+	if o.Cost, err = flagPtr(c, "cost", admit.ParseAmount); err != nil {
+		return err
+	}
+	if o.FallbackCost, err = flagPtr(c, "fallback-cost", admit.ParseAmount); err != nil {
+		return err
+	}
+	if o.AttemptsPerSuccess, err = flagPtr(c, "attempts-per-success", admit.ParseAmount); err != nil {
+		return err
 	}
 	prices, usage := c.Flags().Lookup("prices"), c.Flags().Lookup("usage")
 	switch {
@@ -140,7 +129,7 @@ func (o *CostOptions) fill(c *cobra.Command) error {
 	if o.AttemptsPerSuccess != nil && *o.AttemptsPerSuccess < 1 {
 		return badInput("--attempts-per-success: must be at least 1 (every success takes an attempt), got %g", *o.AttemptsPerSuccess)
 	}
-	if n, set, err := countFlag(c, "retries"); err != nil {
+	if n, set, err := flagValue(c, "retries", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if n > 1000 {
@@ -166,21 +155,8 @@ func (o *CostOptions) fill(c *cobra.Command) error {
 	return nil
 }
 
-// rateFlag reads a probability: a fraction (0.05) or a percentage (5%),
-// at least 0 and below 1.
-func rateFlag(c *cobra.Command, name string) (*float64, error) {
-	fl := c.Flags().Lookup(name)
-	if fl == nil || !fl.Changed {
-		return nil, nil
-	}
-	v, err := parseRate(fl.Value.String())
-	if err != nil {
-		return nil, badInput("--%s: %v", name, err)
-	}
-	return &v, nil
-}
-
-// parseRate is admit's rate, below 1 for the formulas.
+// parseRate reads a probability: admit's rate (a fraction, 0.05, or a
+// percentage, 5%), below 1 for the formulas.
 func parseRate(s string) (float64, error) {
 	v, err := admit.ParseRate(s)
 	if err != nil {
@@ -313,7 +289,7 @@ func runCost(o *CostOptions) error {
 		for _, r := range results {
 			val := fmtAttempts(r.Value)
 			if r.Unit == "usd" {
-				val = fmtUSD(r.Value)
+				val = fmtUSDSig(r.Value, 6) // $0.00433, $0.028, $4194.998
 			}
 			rows = append(rows, []string{costLabels[r.Name], r.Formula, r.With, val, fmtIncrease(r.Increase), r.Note})
 		}
@@ -349,10 +325,6 @@ func fmtAttempts(v float64) string {
 	}
 	return s
 }
-
-// fmtUSD writes dollars to 6 significant digits without an exponent:
-// $0.00433, $0.028, $4194.998.
-func fmtUSD(v float64) string { return fmtUSDSig(v, 6) }
 
 // fmtUSDSig writes dollars to sig significant digits without an exponent.
 func fmtUSDSig(v float64, sig int) string {

@@ -21,7 +21,7 @@ func parseCostPrices(s string) (admit.Prices, error) {
 	var p admit.Prices
 	var cached, write bool
 	err := eachPair("prices", s, "in=3,out=15,cached_in=0.3,cache_write=3.75", func(k, v string) error {
-		f, err := parseAmount(v)
+		f, err := admit.ParseAmount(v)
 		if err != nil {
 			return err
 		}
@@ -53,7 +53,7 @@ func parseCostPrices(s string) (admit.Prices, error) {
 func parseCostTokens(s string) (admit.Usage, error) {
 	var u admit.Usage
 	err := eachPair("usage", s, "prompt=4000,completion=400,cached=3979,cache_write=0", func(k, v string) error {
-		n, err := parseCount(v)
+		n, err := admit.ParseCount(v)
 		if err != nil {
 			return err
 		}

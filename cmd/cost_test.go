@@ -145,10 +145,10 @@ func TestCostOptions(t *testing.T) {
 }
 
 func TestCostFormatting(t *testing.T) {
-	assert.Equal(t, "$0.00433", fmtUSD(0.004+0.03*0.011))
-	assert.Equal(t, "$0.028", fmtUSD(0.02*1.4))
-	assert.Equal(t, "-$0.5", fmtUSD(-0.5))
-	assert.Equal(t, "$0", fmtUSD(0))
+	assert.Equal(t, "$0.00433", fmtUSDSig(0.004+0.03*0.011, 6))
+	assert.Equal(t, "$0.028", fmtUSDSig(0.02*1.4, 6))
+	assert.Equal(t, "-$0.5", fmtUSDSig(-0.5, 6))
+	assert.Equal(t, "$0", fmtUSDSig(0, 6))
 	assert.Equal(t, "1.0526", fmtAttempts(admit.ExpectedAttempts(0.05, 3)))
 	assert.Equal(t, "1.25", fmtAttempts(1.25))
 	assert.Equal(t, "2", fmtAttempts(2))

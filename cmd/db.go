@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 // DBInitOptions sets up or migrates a PostgreSQL database.
 type DBInitOptions struct {
 	IO  *IOStreams
+	Ctx context.Context
 	URL string
 }
 
@@ -30,7 +32,7 @@ log path is accepted.` + exitStatus("done", "not used"),
 }
 
 func newDBInitCmd(f *Factory, runF func(*DBInitOptions) error) *cobra.Command {
-	opts := &DBInitOptions{IO: f.IO}
+	opts := &DBInitOptions{IO: f.IO, Ctx: f.Ctx}
 	c := &cobra.Command{
 		Use:   "init [URL]",
 		Short: "Create the schema, or migrate it to this version",
@@ -43,15 +45,7 @@ key) when it is a postgres:// URL. A password in it is never printed;
 PGPASSWORD works too.` + exitStatus("the schema is ready", "not used"),
 		Example: `  retrygate db init postgres://retrygate@db.internal:5432/retrygate`,
 		Args:    cobra.MaximumNArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, args); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runDBInit(opts, f)
-		},
+		RunE:    runE(opts, func(c *cobra.Command, args []string) error { return opts.fill(f, c, args) }, runF, runDBInit),
 	}
 	return c
 }
@@ -85,12 +79,12 @@ func logArg(f *Factory, c *cobra.Command, args []string) (string, error) {
 	return name, err
 }
 
-func runDBInit(o *DBInitOptions, f *Factory) error {
+func runDBInit(o *DBInitOptions) error {
 	if !isDBLog(o.URL) {
 		fmt.Fprintf(o.IO.ErrOut, "retrygate: the log %s is a file: nothing to set up (give a postgres:// URL)\n", o.URL)
 		return nil
 	}
-	from, err := pgstore.Init(f.Ctx, o.URL)
+	from, err := pgstore.Init(o.Ctx, o.URL)
 	if err != nil {
 		return withHint(badInputErr(err), dbHint)
 	}

@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -180,13 +181,7 @@ func seatCompletions(f *Factory, c *cobra.Command) []cobra.Completion {
 	if err != nil {
 		return nil
 	}
-	raw := cfg.seatMap()
-	names := make([]string, 0, len(raw))
-	for n := range raw {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(cfg.seatMap()))
 }
 
 // flagError turns pflag's errors into retrygate's: the flag named, a

@@ -2,8 +2,9 @@ package cmd
 
 import (
 	"fmt"
-	"io"
 	"os"
+
+	"retrygate/ledgerfile"
 )
 
 // Bounds on the small files retrygate reads whole. The largest real
@@ -18,18 +19,11 @@ const (
 // must exist, be a regular file (not a FIFO, a device or a directory,
 // which could block or never end) and be at most limit bytes. The error
 // does not name the file: the caller does, with the key or flag.
-//
-// The ledger engineer is adding one shared bounded opener in ledgerfile;
-// this is the minimal check until cmd can call it.
 func checkInputFile(path string, limit int64) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return unwrapPathErr(err)
 	}
-	return checkInputStat(st, limit)
-}
-
-func checkInputStat(st os.FileInfo, limit int64) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("not a regular file (%s)", fileKind(st.Mode()))
 	}
@@ -39,32 +33,16 @@ func checkInputStat(st os.FileInfo, limit int64) error {
 	return nil
 }
 
-// readInputFile reads a small input file whole, in bounded memory and
-// without blocking (see checkInputFile). what names the file in errors.
+// readInputFile reads a small input file whole: checked first (see
+// checkInputFile), then read through ledgerfile.ReadInput, the one bounded
+// reader, which opens without blocking and checks the file again (it may
+// have changed since). what names the file in errors.
 func readInputFile(what, path string, limit int64) ([]byte, error) {
 	if err := checkInputFile(path, limit); err != nil {
 		return nil, badInput("%s %q: %v", what, path, err)
 	}
-	fh, err := openNoBlock(path)
-	if err != nil {
-		return nil, badInput("%s %q: %v", what, path, unwrapPathErr(err))
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err == nil {
-		err = checkInputStat(st, limit) // the file may have changed since
-	}
-	if err != nil {
-		return nil, badInput("%s %q: %v", what, path, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
-	if err != nil {
-		return nil, badInput("%s %q: %v", what, path, unwrapPathErr(err))
-	}
-	if int64(len(data)) > limit {
-		return nil, badInput("%s %q: larger than %s (the limit)", what, path, byteSize(limit))
-	}
-	return data, nil
+	data, err := ledgerfile.ReadInput(path, what, limit)
+	return data, badInputErr(err)
 }
 
 func fileKind(m os.FileMode) string {

@@ -1,9 +1,10 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
+	"iter"
 
 	"github.com/spf13/cobra"
 
@@ -14,12 +15,14 @@ import (
 // LogExportOptions prints a log in the file format.
 type LogExportOptions struct {
 	IO  *IOStreams
+	Ctx context.Context
 	URL string
 }
 
 // LogImportOptions loads a log file into a database.
 type LogImportOptions struct {
 	IO   *IOStreams
+	Ctx  context.Context
 	File string
 	URL  string
 }
@@ -39,7 +42,7 @@ loads a file.` + exitStatus("done", "not used"),
 }
 
 func newLogExportCmd(f *Factory, runF func(*LogExportOptions) error) *cobra.Command {
-	opts := &LogExportOptions{IO: f.IO}
+	opts := &LogExportOptions{IO: f.IO, Ctx: f.Ctx}
 	return &cobra.Command{
 		Use:   "export [LOG]",
 		Short: "Print a PostgreSQL log in the file format",
@@ -50,34 +53,27 @@ long the log. LOG is a postgres:// URL (or a file, printed as the writer
 writes it), else the config's log.` + exitStatus("done", "not used"),
 		Example: `  retrygate log export postgres://retrygate@db.internal/retrygate > rehearsal.log`,
 		Args:    cobra.MaximumNArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			u, err := logArg(f, c, args)
-			if err != nil {
-				return err
-			}
-			opts.URL = u
-			if runF != nil {
-				return runF(opts)
-			}
-			return runLogExport(opts, f)
-		},
+		RunE: runE(opts, func(c *cobra.Command, args []string) (err error) {
+			opts.URL, err = logArg(f, c, args)
+			return err
+		}, runF, runLogExport),
 	}
 }
 
-func runLogExport(o *LogExportOptions, f *Factory) error {
-	l, err := openLog(f.Ctx, o.IO.ErrOut, o.URL, false)
+func runLogExport(o *LogExportOptions) error {
+	l, err := openLog(o.Ctx, o.IO.ErrOut, o.URL, false)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	if err := store.Export(f.Ctx, l, o.IO.Out); err != nil {
+	if err := store.Export(o.Ctx, l, o.IO.Out); err != nil {
 		return badInputErr(fmt.Errorf("failed to export log %s: %w", logDisplay(o.URL), err))
 	}
 	return nil
 }
 
 func newLogImportCmd(f *Factory, runF func(*LogImportOptions) error) *cobra.Command {
-	opts := &LogImportOptions{IO: f.IO}
+	opts := &LogImportOptions{IO: f.IO, Ctx: f.Ctx}
 	return &cobra.Command{
 		Use:   "import FILE [LOG]",
 		Short: "Load a log file into PostgreSQL",
@@ -89,42 +85,30 @@ postgres:// URL, else the config's log; it may be a file too (the rows
 are appended under its lock, all or none; comments are not copied).` + exitStatus("done", "not used"),
 		Example: `  retrygate log import rehearsal.log postgres://retrygate@db.internal/retrygate`,
 		Args:    cobra.RangeArgs(1, 2),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: runE(opts, func(c *cobra.Command, args []string) (err error) {
 			opts.File = args[0]
-			u, err := logArg(f, c, args[1:])
-			if err != nil {
-				return err
-			}
-			opts.URL = u
-			if runF != nil {
-				return runF(opts)
-			}
-			return runLogImport(opts, f)
-		},
+			opts.URL, err = logArg(f, c, args[1:])
+			return err
+		}, runF, runLogImport),
 	}
 }
 
-func runLogImport(o *LogImportOptions, f *Factory) error {
-	fh, err := os.Open(o.File)
+func runLogImport(o *LogImportOptions) error {
+	fh, err := openLogFile(o.File)
 	if err != nil {
-		return badInput("failed to open log %q: %v", o.File, unwrapPathErr(err))
+		return err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && st.IsDir() {
-		return badInput("failed to read log %q: is a directory", o.File)
-	}
-	l, err := openLog(f.Ctx, nil, o.URL, false)
+	l, err := openLog(o.Ctx, nil, o.URL, false)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	var n int64
-	switch dst := l.(*reportingLog).Log.(type) {
-	case *pgstore.Store:
-		n, err = dst.Import(f.Ctx, store.Entries(fh, o.File))
-	case *store.File:
-		n, err = dst.Import(f.Ctx, store.Entries(fh, o.File))
-	}
+	// Both stores import, all or none: a file under its lock, PostgreSQL with COPY.
+	dst := l.(*reportingLog).Log.(interface {
+		Import(context.Context, iter.Seq2[store.Entry, error]) (int64, error)
+	})
+	n, err := dst.Import(o.Ctx, store.Entries(fh, o.File))
 	if err != nil {
 		var pe *pgstore.Error
 		if errors.As(err, &pe) && !errors.Is(err, store.ErrDuplicate) {

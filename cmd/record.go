@@ -60,15 +60,7 @@ leaves the budget out.` +
 		Example: `  # the free-seat demo, attempt 1: 1.2 s to the first byte, done at 7.2 s, 2100 tokens
   retrygate record --job demo-1 --seat scratch --wait 1.2 --elapsed 7.2 --tokens 2100`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRecord(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys) }, runF, runRecord),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
@@ -97,14 +89,11 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if err != nil {
 		return err
 	}
-	if o.Budget, err = cfg.budget(); err != nil {
-		return err
-	}
-	pol, _, err := cfg.policy()
+	pol, _, err := cfg.policy() // the budget section first, as cfg.budget() reads it
 	if err != nil {
 		return err
 	}
-	o.Retry, o.SlowAt = pol.Retry, pol.Retry.SlowServerAfter
+	o.Budget, o.Retry, o.SlowAt = pol.Budget, pol.Retry, pol.Retry.SlowServerAfter
 	if o.LogPath, err = cfg.str("log"); err != nil {
 		return err
 	}
@@ -128,28 +117,28 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 			return badInput("--%s: required", need)
 		}
 	}
-	if r.Wait, _, err = durFlag(c, "wait"); err != nil {
+	if r.Wait, _, err = flagValue(c, "wait", admit.ParseDuration); err != nil {
 		return err
 	}
-	if r.Elapsed, _, err = durFlag(c, "elapsed"); err != nil {
+	if r.Elapsed, _, err = flagValue(c, "elapsed", admit.ParseDuration); err != nil {
 		return err
 	}
 	if r.Elapsed < r.Wait {
 		return withHint(badInput("--elapsed %s is before --wait %s", r.Elapsed, r.Wait),
 			"elapsed runs from submit to the last byte, so it includes the wait: the seed's 1.2 s wait + 6.0 s is --elapsed 7.2")
 	}
-	if r.TTFB, r.HasTTFB, err = durFlag(c, "ttfb"); err != nil {
+	if r.TTFB, r.HasTTFB, err = flagValue(c, "ttfb", admit.ParseDuration); err != nil {
 		return err
 	}
-	tokens, hasTokens, err := countFlag(c, "tokens")
+	tokens, hasTokens, err := flagValue(c, "tokens", admit.ParseCount)
 	if err != nil {
 		return err
 	}
-	p, hasP, err := countFlag(c, "prompt-tokens")
+	p, hasP, err := flagValue(c, "prompt-tokens", admit.ParseCount)
 	if err != nil {
 		return err
 	}
-	cpl, hasC, err := countFlag(c, "completion-tokens")
+	cpl, hasC, err := flagValue(c, "completion-tokens", admit.ParseCount)
 	if err != nil {
 		return err
 	}
@@ -167,7 +156,7 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if r.Outcome, err = admit.ParseOutcome(get("outcome")); err != nil {
 		return badInput("--outcome: %v", err)
 	}
-	if st, set, err := countFlag(c, "http-status"); err != nil {
+	if st, set, err := flagValue(c, "http-status", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if st < 100 || st > 599 {
@@ -176,7 +165,7 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 		r.HTTPStatus = int(st)
 	}
 	r.Billing = admit.BillingOf(r.Outcome, r.Elapsed, o.SlowAt)
-	if r.CostUSD, r.HasCost, err = amountFlag(c, "cost"); err != nil {
+	if r.CostUSD, r.HasCost, err = flagValue(c, "cost", admit.ParseAmount); err != nil {
 		return err
 	}
 	r.Holdout, _ = c.Flags().GetBool("holdout")

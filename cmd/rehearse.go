@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -123,15 +124,9 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
   # one seat only, kept out of tuning
   retrygate rehearse --seat cheap --jobs 5 --holdout`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys, seatName, promptFile, promptSet); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRehearse(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error {
+			return opts.fill(f, c, budgetKeys, seatName, promptFile, promptSet)
+		}, runF, runRehearse),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
@@ -168,10 +163,6 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return badInput("--max-tokens: %d is past any model's output (at most %d)", o.MaxTokens, maxTokensFlag)
 	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
 		return badInput("--seat: empty seat name")
-	case c.Flags().Changed("prompt-file") && strings.TrimSpace(promptFile) == "":
-		return badInput("--prompt-file: empty path")
-	case c.Flags().Changed("prompt") && promptFile != "":
-		return badInput("--prompt and --prompt-file: give one or the other")
 	case c.Flags().Changed("prompts") && strings.TrimSpace(promptSet) == "":
 		return badInput("--prompts: empty path")
 	case promptSet != "" && (c.Flags().Changed("prompt") || promptFile != ""):
@@ -191,23 +182,15 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	if load.timed() && !c.Flags().Changed("jobs") {
 		o.Jobs = 0 // bounded by time alone
 	}
+	if o.Prompt, err = scratchPrompt(c, o.Prompt, promptFile); err != nil {
+		return err
+	}
 	if promptSet != "" {
 		set, err := rehearse.LoadPrompts(promptSet, maxTokensFlag)
 		if err != nil {
 			return badInput("--prompts: %v", unwrapPathErr(err))
 		}
 		o.Prompts, o.Prompt = set, ""
-	} else if promptFile != "" {
-		p, err := readPromptFile(promptFile)
-		if err != nil {
-			return err
-		}
-		o.Prompt = p
-	} else if !c.Flags().Changed("prompt") {
-		o.Prompt = defaultPrompt
-	}
-	if o.Prompts == nil && strings.TrimSpace(o.Prompt) == "" {
-		return badInput("--prompt: empty prompt")
 	}
 
 	cfg, err := loadConfig(f, c, mergeFlags(budgetKeys, map[string]string{"log": "log"}))
@@ -222,13 +205,9 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	o.Policy = p
 	switch {
 	case seatName != "":
-		sc, ok := seats[strings.ToLower(seatName)]
-		if !ok {
-			hint := seatList(seats)
-			if cfg.file == "" {
-				hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
-			}
-			return withHint(badInput("--seat: no seat named %q under seats", seatName), hint)
+		sc, err := cfg.seatNamed(seats, seatName)
+		if err != nil {
+			return err
 		}
 		o.Chain = []seat.Config{sc}
 	case cfg.file == "":
@@ -247,16 +226,47 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 	return nil
 }
 
+// seatNamed is --seat's seat; a name under no seat is refused with the
+// names there are.
+func (c *config) seatNamed(seats map[string]seat.Config, name string) (seat.Config, error) {
+	sc, ok := seats[strings.ToLower(name)]
+	if !ok {
+		hint := seatList(seats)
+		if c.file == "" {
+			hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
+		}
+		return sc, withHint(badInput("--seat: no seat named %q under seats", name), hint)
+	}
+	return sc, nil
+}
+
 func seatList(seats map[string]seat.Config) string {
 	if len(seats) == 0 {
 		return "the config has no seats: map; see 'retrygate rehearse --help'"
 	}
-	names := make([]string, 0, len(seats))
-	for n := range seats {
-		names = append(names, n)
+	return "seats: " + strings.Join(slices.Sorted(maps.Keys(seats)), ", ")
+}
+
+// scratchPrompt is the prompt an attempt sends: --prompt, --prompt-file's
+// text, or the default prompt when neither is given.
+func scratchPrompt(c *cobra.Command, prompt, file string) (string, error) {
+	var err error
+	switch {
+	case c.Flags().Changed("prompt-file") && strings.TrimSpace(file) == "":
+		return "", badInput("--prompt-file: empty path")
+	case c.Flags().Changed("prompt") && file != "":
+		return "", badInput("--prompt and --prompt-file: give one or the other")
+	case file != "":
+		if prompt, err = readPromptFile(file); err != nil {
+			return "", err
+		}
+	case !c.Flags().Changed("prompt"):
+		prompt = defaultPrompt
 	}
-	slices.Sort(names)
-	return "seats: " + strings.Join(names, ", ")
+	if strings.TrimSpace(prompt) == "" {
+		return "", badInput("--prompt: empty prompt")
+	}
+	return prompt, nil
 }
 
 func readPromptFile(path string) (string, error) {

@@ -49,7 +49,7 @@ func addLoadFlags(fl *pflag.FlagSet, rate bool) {
 func parseLoadFlags(c *cobra.Command) (loadShape, error) {
 	var s loadShape
 	fl := c.Flags()
-	if v, set, err := amountFlag(c, "rate"); err != nil {
+	if v, set, err := flagValue(c, "rate", admit.ParseAmount); err != nil {
 		return s, err
 	} else if set {
 		if err := rehearse.CheckRate(v); err != nil || v == 0 {
@@ -57,7 +57,7 @@ func parseLoadFlags(c *cobra.Command) (loadShape, error) {
 		}
 		s.Rate = v
 	}
-	d, set, err := durFlag(c, "duration")
+	d, set, err := flagValue(c, "duration", admit.ParseDuration)
 	if err != nil {
 		return s, err
 	}
@@ -70,7 +70,7 @@ func parseLoadFlags(c *cobra.Command) (loadShape, error) {
 		}
 		s.Duration = d
 	}
-	step, stepSet, err := durFlag(c, "ramp-step")
+	step, stepSet, err := flagValue(c, "ramp-step", admit.ParseDuration)
 	if err != nil {
 		return s, err
 	}
@@ -103,14 +103,7 @@ func (s loadShape) describe() string {
 		out += " rate=" + strconv.FormatFloat(s.Rate, 'g', -1, 64)
 	}
 	if len(s.Ramp) > 0 {
-		out += " ramp="
-		for i, st := range s.Ramp {
-			if i > 0 {
-				out += ","
-			}
-			out += strconv.FormatFloat(st.Rate, 'g', -1, 64)
-		}
-		out += " ramp_step=" + ledgerfile.FormatSeconds(s.Ramp[0].For) + "s"
+		out += " ramp=" + s.rates() + " ramp_step=" + ledgerfile.FormatSeconds(s.Ramp[0].For) + "s"
 	}
 	if s.Duration > 0 {
 		out += " duration=" + ledgerfile.FormatSeconds(s.Duration) + "s"
@@ -123,16 +116,21 @@ func (s loadShape) describe() string {
 func (s loadShape) human() string {
 	var out string
 	if len(s.Ramp) > 0 {
-		rates := make([]string, len(s.Ramp))
-		for i, st := range s.Ramp {
-			rates[i] = strconv.FormatFloat(st.Rate, 'g', -1, 64)
-		}
-		out += ", ramp " + strings.Join(rates, ",") + " jobs/s " + s.Ramp[0].For.String() + " each"
+		out += ", ramp " + s.rates() + " jobs/s " + s.Ramp[0].For.String() + " each"
 	}
 	if s.Duration > 0 {
 		out += ", for " + s.Duration.String()
 	}
 	return out
+}
+
+// rates is the ramp's rates, comma-separated: 1,2,4.
+func (s loadShape) rates() string {
+	rates := make([]string, len(s.Ramp))
+	for i, st := range s.Ramp {
+		rates[i] = strconv.FormatFloat(st.Rate, 'g', -1, 64)
+	}
+	return strings.Join(rates, ",")
 }
 
 // idWidthJobs is the job count job ids are padded for: --jobs, or what a

@@ -3,12 +3,12 @@ package cmd
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -133,14 +133,9 @@ func refusals(m map[string]int64) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -207,55 +202,28 @@ func isRegularFile(w io.Writer) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// connTally counts, per seat, the attempts sent and those that could not
-// connect, to tell a wrong port or a server that is down from a bad day.
-type connTally struct {
-	mu    sync.Mutex
-	sent  map[string]int
-	conn  map[string]int
-	order []string
-}
-
-func (c *connTally) add(r *ledgerfile.Row) {
-	if r.Unsent {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sent == nil {
-		c.sent, c.conn = map[string]int{}, map[string]int{}
-	}
-	if _, seen := c.sent[r.Seat]; !seen {
-		c.order = append(c.order, r.Seat)
-	}
-	c.sent[r.Seat]++
-	if r.Outcome == admit.ConnError {
-		c.conn[r.Seat]++
-	}
-}
-
-// report says on stderr which seats never connected, with their URL. A
-// run where nothing connected is still done (exit 0): a seat failing is
-// data in the log, not a tool error (DESIGN.md's exit codes), and the
-// warning and its hint say where to look.
-func (c *connTally) report(w io.Writer, chain []seat.Config) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// reportConns says on stderr, from the run's summary, which seats never
+// connected, with their URL: a wrong port or a server that is down, told
+// from a bad day. A run where nothing connected is still done (exit 0): a
+// seat failing is data in the log, not a tool error (DESIGN.md's exit
+// codes), and the warning and its hint say where to look.
+func reportConns(w io.Writer, s *summary.Summary, chain []seat.Config) {
 	urls := map[string]string{}
 	for _, sc := range chain {
 		urls[sc.Name] = safeURL(sc.BaseURL)
 	}
-	sent, conn := 0, 0
-	var down, wheres []string
-	for _, name := range c.order {
-		sent += c.sent[name]
-		conn += c.conn[name]
-		if c.sent[name] > 0 && c.conn[name] == c.sent[name] {
-			where := "seat " + name
-			if u := urls[name]; u != "" {
+	var sent, conn int64
+	var down []*summary.Group
+	var wheres []string
+	for _, g := range s.Groups {
+		n := g.Outcomes[string(admit.ConnError)]
+		sent, conn = sent+g.Attempts, conn+n
+		if g.Attempts > 0 && n == g.Attempts {
+			where := "seat " + g.Key
+			if u := urls[g.Key]; u != "" {
 				where += " (" + u + ")"
 			}
-			down, wheres = append(down, name), append(wheres, where)
+			down, wheres = append(down, g), append(wheres, where)
 		}
 	}
 	if sent > 0 && conn == sent {
@@ -263,9 +231,9 @@ func (c *connTally) report(w io.Writer, chain []seat.Config) {
 		fmt.Fprintf(w, "retrygate: hint: is the server up, and is the port right? the log's notes say what the connection got\n")
 		return
 	}
-	for i, name := range down {
+	for i, g := range down {
 		fmt.Fprintf(w, "retrygate: warning: %s: every attempt failed to connect (%d of %d, conn_error); the other seats answered\n",
-			wheres[i], c.conn[name], c.sent[name])
+			wheres[i], g.Attempts, g.Attempts)
 	}
 }
 

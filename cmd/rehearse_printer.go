@@ -40,13 +40,9 @@ func attemptCells(r *ledgerfile.Row) []string {
 	if r.Unsent {
 		outcome = "not sent"
 	}
-	end := r.JobEnd
-	if end == "" {
-		end = "-"
-	}
 	return []string{
 		r.Seat, r.Job, strconv.Itoa(r.Attempt), ledgerfile.FormatSeconds(r.Wait), ledgerfile.FormatSeconds(r.Elapsed),
-		strconv.FormatInt(r.Tokens, 10), outcome, r.Decision, end,
+		strconv.FormatInt(r.Tokens, 10), outcome, r.Decision, orDash(r.JobEnd),
 	}
 }
 

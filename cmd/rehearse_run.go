@@ -103,7 +103,6 @@ func runRehearse(o *RehearseOptions) error {
 	defer stop()
 	out := newAttemptPrinter(o.IO, o.JSON, virtual, o.Jobs)
 	defer out.finish(true) // on an early return; the run's own finish comes first
-	var conns connTally
 	// The end-of-run tables are the one summary's, over this run's rows,
 	// seats in chain order.
 	sumOpts := summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
@@ -125,7 +124,6 @@ func runRehearse(o *RehearseOptions) error {
 			return
 		}
 		sum.Add(r, o.LogPath)
-		conns.add(r)
 		if ramp != nil {
 			ramp.add(r)
 		}
@@ -170,7 +168,8 @@ func runRehearse(o *RehearseOptions) error {
 	if writeErr != nil {
 		return writeErr
 	}
-	if err := o.printSummary(sum.Close(), out, run, seed, clock, res); err != nil {
+	s := sum.Close()
+	if err := o.printSummary(s, out, run, seed, clock, res); err != nil {
 		return err
 	}
 	if ramp != nil && !o.JSON {
@@ -187,6 +186,6 @@ func runRehearse(o *RehearseOptions) error {
 		}
 		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
 	}
-	conns.report(o.IO.ErrOut, o.chainConfigs(specs))
+	reportConns(o.IO.ErrOut, s, o.chainConfigs(specs))
 	return nil
 }

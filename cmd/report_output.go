@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -170,6 +171,14 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 	by := string(sum.By)
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }
 	title := func(t string) { fmt.Fprintf(s.Out, "\n%s\n", t) }
+	// Each section: its title, then its table; a failed write ends the report.
+	var err error
+	table := func(t string, header []string, rows [][]string) {
+		if err == nil {
+			title(t)
+			err = printTable(s, header, rows)
+		}
+	}
 
 	n := func(v int64, one, many string) string { return fmt.Sprintf("%d %s", v, plural(int(v), one, many)) }
 	fmt.Fprintf(s.Out, "%s, %s sent, %d refused, %s\n", n(sum.Rows, "row", "rows"), n(sum.All.Attempts, "attempt", "attempts"),
@@ -178,18 +187,14 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 		fmt.Fprintf(s.Out, "(%d older rows left out by --since)\n", sum.Before)
 	}
 
-	title("Attempts and jobs")
 	var rows [][]string
 	for _, g := range groups {
 		rows = append(rows, []string{g.Key, i(g.Attempts), i(g.Refused), i(g.Jobs), i(g.Succeeded), i(g.Failed), i(g.Unknown),
 			tRatio(g.AttemptsPerSuccess), tRatio(g.RetryRatio), tPct(g.UnknownRate), tPct(g.FallbackRate)})
 	}
-	if err := printTable(s, []string{by, "attempts", "refused", "jobs", "succeeded", "failed", "unknown",
-		"attempts/success", "retry ratio", "unknown rate", "fallback rate"}, rows); err != nil {
-		return err
-	}
+	table("Attempts and jobs", []string{by, "attempts", "refused", "jobs", "succeeded", "failed", "unknown",
+		"attempts/success", "retry ratio", "unknown rate", "fallback rate"}, rows)
 
-	title("Percentiles of sent attempts (nearest rank)")
 	rows = nil
 	for _, g := range groups {
 		for _, m := range []struct {
@@ -208,36 +213,27 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 			rows = append(rows, []string{g.Key, m.name, strconv.FormatInt(m.d.N, 10), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
 		}
 	}
-	if err := printTable(s, []string{by, "metric", "n", "p50", "p75", "p95", "p99", "max"}, rows); err != nil {
-		return err
-	}
+	table("Percentiles of sent attempts (nearest rank)", []string{by, "metric", "n", "p50", "p75", "p95", "p99", "max"}, rows)
 
-	title("What retries cost")
 	rows = nil
 	for _, g := range groups {
 		rows = append(rows, []string{g.Key, i(g.RetryTax.Tokens), tPct(g.RetryTax.TokensShare), tUSD(g.RetryTax.USD), tPct(g.RetryTax.USDShare),
 			i(g.WastedCalls), fmt.Sprintf("%d/%d", g.BilledFailures, g.FailedAttempts), tPct(g.BillableFailureRate)})
 	}
-	if err := printTable(s, []string{by, "retry tax tokens", "share", "retry tax USD", "share", "wasted calls",
-		"billed/failed", "billable failure rate"}, rows); err != nil {
-		return err
-	}
+	table("What retries cost", []string{by, "retry tax tokens", "share", "retry tax USD", "share", "wasted calls",
+		"billed/failed", "billable failure rate"}, rows)
 
 	if hasCacheFigures(groups) {
-		title("Prompt cache and reasoning (where the provider reports them)")
 		rows = nil
 		for _, g := range groups {
 			c := &g.Cache
 			rows = append(rows, []string{g.Key, fmt.Sprintf("%d/%d", c.Rewritten, c.Retries), tPct(c.WriteRateOnRetries),
 				tPct(c.CachedShare), tPct(c.ReasoningShare), tSignedUSD(c.SavedUSD), tUSD(g.RetryTax.USD), tUSD(c.RetryTaxUncachedUSD)})
 		}
-		if err := printTable(s, []string{by, "retries rewritten", "cache write rate on retries", "cached share", "reasoning share",
-			"cache saved USD", "retry tax USD", "at price_in"}, rows); err != nil {
-			return err
-		}
+		table("Prompt cache and reasoning (where the provider reports them)", []string{by, "retries rewritten",
+			"cache write rate on retries", "cached share", "reasoning share", "cache saved USD", "retry tax USD", "at price_in"}, rows)
 	}
 
-	title("Outcomes of sent attempts, and refusals")
 	rows = nil
 	for _, g := range groups {
 		for _, o := range admit.Outcomes {
@@ -249,24 +245,20 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 			rows = append(rows, []string{g.Key, "refuse: " + r, i(g.Refusals[r])})
 		}
 	}
-	if err := printTable(s, []string{by, "outcome", "count"}, rows); err != nil {
-		return err
-	}
+	table("Outcomes of sent attempts, and refusals", []string{by, "outcome", "count"}, rows)
 
-	title("Wasted calls: non-ok attempts before their job's last attempt")
-	if len(sum.Wasted) == 0 {
+	const wasted = "Wasted calls: non-ok attempts before their job's last attempt"
+	if len(sum.Wasted) == 0 && err == nil {
+		title(wasted)
 		fmt.Fprintln(s.Out, "none")
 	} else {
 		rows = nil
 		for _, w := range sum.Wasted {
 			rows = append(rows, []string{w.Seat, w.Outcome, i(w.Calls), i(w.Tokens), tUSD(w.USD)})
 		}
-		if err := printTable(s, []string{"seat", "outcome", "wasted calls", "tokens", "USD"}, rows); err != nil {
-			return err
-		}
+		table(wasted, []string{"seat", "outcome", "wasted calls", "tokens", "USD"}, rows)
 	}
 
-	title("Suggested timeouts, from ok attempts")
 	rows = nil
 	for _, r := range recs {
 		v := tSec(r.Seconds) + "s"
@@ -282,14 +274,12 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 		}
 		rows = append(rows, []string{r.Key, v, rests, r.Basis})
 	}
-	return printTable(s, []string{"setting", "suggested", "rests on", "how"}, rows)
+	table("Suggested timeouts, from ok attempts", []string{"setting", "suggested", "rests on", "how"}, rows)
+	return err
 }
 
 func sortedKeys(m map[string]int64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(m))
 	// Gate order first, then anything else by name.
 	rank := func(k string) int {
 		if i := slices.Index(admit.Reasons, admit.Reason(k)); i >= 0 {

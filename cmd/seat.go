@@ -100,15 +100,7 @@ localhost) unless --allow-remote is given.` + exitStatus("served until Ctrl-C", 
   # what the server has seen so far
   curl -s http://127.0.0.1:6556/_retrygate/requests`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, format); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runSeatServe(opts)
-		},
+		RunE: runE(opts, func(*cobra.Command, []string) error { return opts.fill(f, format) }, runF, runSeatServe),
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Script, "script", "", "the script `file` to play, or builtin:NAME (e.g. builtin:free-seat)")
@@ -143,11 +135,8 @@ func (o *SeatServeOptions) fill(f *Factory, format string) error {
 	return nil
 }
 
-// loadScriptSeat is script.Open: errors carry file:line.
-func loadScriptSeat(path string) (*script.Script, error) { return script.Open(path) }
-
 func runSeatServe(o *SeatServeOptions) error {
-	s, err := loadScriptSeat(o.Script)
+	s, err := script.Open(o.Script)
 	if err != nil {
 		return badInputErr(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,15 +109,7 @@ retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before ever
   # the same question from last week's rehearsal
   retrygate simulate --policy retrygate.yaml --model log:rehearsal.log:scratch`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runSimulate(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c) }, runF, runSimulate),
 	}
 	fl := c.Flags()
 	fl.String("policy", "", "policy `file` (default: --config, or ./retrygate.yaml, or the built-in defaults)")
@@ -140,7 +131,7 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		return err
 	}
 	fl := c.Flags()
-	n, _, err := countFlag(c, "jobs")
+	n, _, err := flagValue(c, "jobs", admit.ParseCount)
 	if err != nil {
 		return err
 	}
@@ -230,39 +221,22 @@ func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error)
 	if err != nil {
 		return simPolicy{}, err
 	}
-	sp := simPolicy{Policy: pol, File: cfg.file}
-	switch {
-	case cfg.file != "":
+	sp := simPolicy{Policy: pol, File: cfg.file, Label: "defaults"}
+	if cfg.file != "" {
 		sp.Label = filepath.Base(cfg.file)
-	default:
-		sp.Label, sp.File = "defaults", ""
 	}
 	for _, name := range pol.Fallback {
 		sp.Chain = append(sp.Chain, seats[name])
 	}
-	if len(sp.Chain) == 0 {
-		// No chain: a lone seat is the chain; no seat at all is one
-		// unnamed seat that plays the model.
-		switch len(seats) {
-		case 0:
-			sp.Chain = []seat.Config{{Name: "model"}}
-		case 1:
-			for _, s := range seats {
-				sp.Chain = []seat.Config{s}
-			}
-		default:
-			names := make([]string, 0, len(seats))
-			for n := range seats {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return sp, withHint(badInput("%s: no fallback chain to simulate (seats: %s)", sp.Label, strings.Join(names, ", ")),
-				"add fallback: [seat, ...] to the policy")
-		}
-	}
-	sp.Policy.Fallback = nil
-	for _, s := range sp.Chain {
-		sp.Policy.Fallback = append(sp.Policy.Fallback, s.Name)
+	// policy() made a lone seat its own chain; many seats need one named.
+	switch {
+	case len(sp.Chain) == 0 && len(seats) > 0:
+		return sp, withHint(badInput("%s: no fallback chain to simulate (%s)", sp.Label, seatList(seats)),
+			"add fallback: [seat, ...] to the policy")
+	case len(sp.Chain) == 0:
+		// No seat at all: one unnamed seat plays the model.
+		sp.Chain = []seat.Config{{Name: "model"}}
+		sp.Policy.Fallback = []string{"model"}
 	}
 	return sp, nil
 }

@@ -19,7 +19,7 @@ func parseLayers(s string) ([]admit.Layer, error) {
 		if !ok || name == "" {
 			return nil, badInput("--layers: %q: want name=attempts (e.g. sdk=2,app=3,queue=3)", part)
 		}
-		n, err := parseCount(val)
+		n, err := admit.ParseCount(val)
 		if err != nil || n < 1 || n > 1000 {
 			return nil, badInput("--layers: %q: attempts must be a whole number from 1 to 1000 (1 means the layer does not retry)", part)
 		}

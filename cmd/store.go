@@ -66,15 +66,7 @@ func openClaims(ctx context.Context, name string, clock claims.Clock) (store.Cla
 // through one reader contract and bounded memory.
 func openLogReader(ctx context.Context, name string) (io.ReadCloser, error) {
 	if !isDBLog(name) {
-		fh, err := os.Open(name)
-		if err != nil {
-			return nil, badInput("failed to open log %q: %v", name, unwrapPathErr(err))
-		}
-		if st, err := fh.Stat(); err == nil && st.IsDir() {
-			fh.Close()
-			return nil, badInput("failed to read log %q: is a directory", name)
-		}
-		return fh, nil
+		return openLogFile(name)
 	}
 	l, err := openLog(ctx, io.Discard, name, false)
 	if err != nil {
@@ -87,6 +79,19 @@ func openLogReader(ctx context.Context, name string) (io.ReadCloser, error) {
 		pw.CloseWithError(err)
 	}()
 	return pr, nil
+}
+
+// openLogFile opens a log file to read; a directory is refused.
+func openLogFile(name string) (*os.File, error) {
+	fh, err := os.Open(name)
+	if err != nil {
+		return nil, badInput("failed to open log %q: %v", name, unwrapPathErr(err))
+	}
+	if st, err := fh.Stat(); err == nil && st.IsDir() {
+		fh.Close()
+		return nil, badInput("failed to read log %q: is a directory", name)
+	}
+	return fh, nil
 }
 
 // readJob is the rows of one job the gate keeps books from (ledgerfile.BookRows)

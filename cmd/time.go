@@ -13,6 +13,7 @@ import (
 	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/rehearse"
+	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
 
@@ -78,15 +79,7 @@ prints and exits 0.` + exitStatus("the attempt ran, whatever its outcome", "not 
   retrygate seat serve --script builtin:free-seat --addr 127.0.0.1:6556 &
   retrygate time --seat served --hard-timeout 10s --wait-cap 5s`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, seatName, promptFile); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runTime(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, seatName, promptFile) }, runF, runTime),
 	}
 	fl := c.Flags()
 	fl.StringVar(&seatName, "seat", "", "the `name` of a seat under seats: in the config")
@@ -107,7 +100,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		return withHint(badInput("--seat: required"), "name a seat from the seats: map of retrygate.yaml (or --config FILE)")
 	}
 	o.MaxTokens, o.Call = 256, 1
-	if n, set, err := countFlag(c, "max-tokens"); err != nil {
+	if n, set, err := flagValue(c, "max-tokens", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if n < 1 || n > 1<<24 {
@@ -115,7 +108,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		}
 		o.MaxTokens = int(n)
 	}
-	if n, set, err := countFlag(c, "call"); err != nil {
+	if n, set, err := flagValue(c, "call", admit.ParseCount); err != nil {
 		return err
 	} else if set {
 		if n < 1 || n > math.MaxInt32 {
@@ -124,22 +117,11 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		o.Call = int(n)
 	}
 	var err error
-	switch {
-	case c.Flags().Changed("prompt-file") && strings.TrimSpace(promptFile) == "":
-		return badInput("--prompt-file: empty path")
-	case strings.ContainsAny(o.Job, "\r\n"):
-		return badInput("--job: must be one line (it is sent as the Idempotency-Key header)")
-	case c.Flags().Changed("prompt") && promptFile != "":
-		return badInput("--prompt and --prompt-file: give one or the other")
-	case promptFile != "":
-		if o.Prompt, err = readPromptFile(promptFile); err != nil {
-			return err
-		}
-	case !c.Flags().Changed("prompt"):
-		o.Prompt = defaultPrompt
+	if o.Prompt, err = scratchPrompt(c, o.Prompt, promptFile); err != nil {
+		return err
 	}
-	if strings.TrimSpace(o.Prompt) == "" {
-		return badInput("--prompt: empty prompt")
+	if strings.ContainsAny(o.Job, "\r\n") {
+		return badInput("--job: must be one line (it is sent as the Idempotency-Key header)")
 	}
 
 	cfg, err := loadConfig(f, c, nil)
@@ -151,13 +133,9 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		return err
 	}
 	o.Policy = p
-	sc, ok := seats[strings.ToLower(seatName)]
-	if !ok {
-		hint := seatList(seats)
-		if cfg.file == "" {
-			hint = "no retrygate.yaml here and no --config: seats are defined under seats: in one"
-		}
-		return withHint(badInput("--seat: no seat named %q under seats", seatName), hint)
+	sc, err := cfg.seatNamed(seats, seatName)
+	if err != nil {
+		return err
 	}
 	o.Seat = sc
 	if c.Flags().Changed("call") && sc.Kind != "script" {
@@ -165,7 +143,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 	}
 
 	o.HardTimeout = p.Timeouts.Hard
-	if d, set, err := durFlag(c, "hard-timeout"); err != nil {
+	if d, set, err := flagValue(c, "hard-timeout", admit.ParseDuration); err != nil {
 		return err
 	} else if set {
 		if d <= 0 {
@@ -174,7 +152,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		o.HardTimeout = d
 	}
 	o.WaitCap = p.Budget.MaxWait
-	if d, set, err := durFlag(c, "wait-cap"); err != nil {
+	if d, set, err := flagValue(c, "wait-cap", admit.ParseDuration); err != nil {
 		return err
 	} else if set {
 		o.WaitCap = d
@@ -190,7 +168,7 @@ func runTime(o *TimeOptions) error {
 	clock := "real"
 	sc := o.Seat
 	if sc.Kind == "script" {
-		s, err := loadScriptSeat(sc.Script)
+		s, err := script.Open(sc.Script)
 		if err != nil {
 			return badInput("seats.%s.script: %v", sc.Name, err)
 		}
@@ -302,12 +280,6 @@ func newTimeJSON(obs seat.Observation, sc seat.Config, clock string, o *TimeOpti
 // rows is the table: one field per line, in the log's key names, "-" for
 // what did not happen.
 func (t timeJSON) rows() [][]string {
-	dash := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
 	secs := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -321,7 +293,7 @@ func (t timeJSON) rows() [][]string {
 	rows := [][]string{
 		{"seat", t.Seat},
 		{"kind", t.Kind},
-		{"model", dash(t.Model)},
+		{"model", orDash(t.Model)},
 		{"clock", t.Clock},
 		{"outcome", string(t.Outcome)},
 		{"billing", string(t.Billing)},
@@ -336,9 +308,9 @@ func (t timeJSON) rows() [][]string {
 		{"elapsed_s", secs(&t.ElapsedS)},
 		{"prompt_tokens", strconv.FormatInt(t.PromptTokens, 10)},
 		{"completion_tokens", strconv.FormatInt(t.CompletionTokens, 10)},
-		{"tokens_from", dash(t.TokensFrom)},
+		{"tokens_from", orDash(t.TokensFrom)},
 		{"retry_after_s", secs(t.RetryAfterS)},
-		{"error_code", dash(t.ErrorCode)},
+		{"error_code", orDash(t.ErrorCode)},
 		{"bytes", strconv.FormatInt(t.Bytes, 10)},
 	}...)
 	if t.CostUSD != nil {

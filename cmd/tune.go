@@ -59,7 +59,7 @@ says so loudly.` +
 		Example: `  retrygate tune rehearsal.log > budget.yaml
   retrygate tune --margin 1.5 --json logs/*.log`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: runE(opts, func(c *cobra.Command, args []string) error {
 			cfg, err := loadConfig(f, c, nil)
 			if err != nil {
 				return err
@@ -72,14 +72,9 @@ says so loudly.` +
 				return err
 			}
 			opts.Retry, opts.SlowAfter = pol.Retry, pol.Retry.SlowServerAfter
-			if opts.Files, err = logFiles(cfg, args); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runTune(opts)
-		},
+			opts.Files, err = logFiles(cfg, args)
+			return err
+		}, runF, runTune),
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.JSON, "json", false, "write JSON")

@@ -13,12 +13,6 @@ import (
 // set of limits, for flags, env and config alike.
 func parseDuration(s string) (time.Duration, error) { return admit.ParseDuration(s) }
 
-// parseCount and parseAmount are admit's: one reading of a number
-// everywhere, the log included.
-func parseCount(s string) (int64, error) { return admit.ParseCount(s) }
-
-func parseAmount(s string) (float64, error) { return admit.ParseAmount(s) }
-
 // parseBoolValue takes true/false (and the usual 1/0, yes/no).
 func parseBoolValue(s string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

@@ -1,7 +1,0 @@
-//go:build !unix
-
-package cmd
-
-import "os"
-
-func openNoBlock(path string) (*os.File, error) { return os.Open(path) }
