@@ -15,11 +15,11 @@ import (
 // logSet is the logs a command reads, opened lazily; stdin is spooled to
 // a temp file when it must be read twice (--since counted from the newest row).
 type logSet struct {
-	io    *IOStreams
-	names []string
-	spool string
-	wrap  func(io.Reader) io.Reader // watches the bytes the strict read reads (report --html)
-	event func(*ledgerfile.Event)   // takes the logs' `# event` lines (report: the summary's AddEvent)
+	io      *IOStreams
+	names   []string
+	spool   string
+	event   func(*ledgerfile.Event)     // takes the logs' `# event` lines (report: the summary's AddEvent)
+	comment func(line int, text string) // takes their other comment lines (report --html: the # policy line)
 }
 
 func (l *logSet) display(name string) string {
@@ -98,11 +98,7 @@ func (l *logSet) scan(skipBad bool, fn func(r *ledgerfile.Row, file string)) (to
 			return torn, skipped, err
 		}
 		disp := l.display(name)
-		var in io.Reader = rc
-		if l.wrap != nil {
-			in = l.wrap(rc)
-		}
-		t, s, err := summary.ScanEvents(in, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) }, l.event)
+		t, s, err := summary.ScanEvents(rc, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) }, l.event, l.comment)
 		rc.Close()
 		torn, skipped = append(torn, t...), append(skipped, s...)
 		for _, e := range t {

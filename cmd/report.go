@@ -192,7 +192,7 @@ func runReport(opts *ReportOptions) error {
 	var draw *drawData
 	if opts.HTML != "" || opts.SVGDir != "" || opts.PNGDir != "" {
 		draw = newDrawData(sum, sumOpts)
-		logs.wrap = draw.policy.wrap
+		logs.comment = draw.policy.comment
 		add = func(r *ledgerfile.Row, file string) { sum.Add(r, file); draw.add(r, file) }
 	}
 	torn, skipped, err := logs.scan(opts.SkipBad, add)

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -17,6 +16,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"retrygate/ledgerfile"
+	"retrygate/ledgerfile/summary"
 )
 
 // The SVG images of a small fixed log are golden: any change to a chart
@@ -94,7 +96,7 @@ func TestReportHTMLPolicyLine(t *testing.T) {
 		if split {
 			r = iotest.OneByteReader(r)
 		}
-		_, err := io.ReadAll(w.wrap(r))
+		_, _, err := summary.ScanEvents(r, "p.log", false, func(*ledgerfile.Row) {}, nil, w.comment)
 		require.NoError(t, err)
 		assert.Equal(t, strings.TrimSpace(pol[2:]), w.last)
 		assert.Equal(t, []string{"0123456789ab"}, w.hashes)
@@ -288,47 +290,6 @@ func TestReportHTMLBreakerSpansFromEventsNotNotes(t *testing.T) {
 			require.Len(t, spans, 1)
 			assert.Equal(t, tc.want, spans[0][1])
 		})
-	}
-}
-
-// The policy line is found however the reads split the log, and a
-// hostile log never panics the watcher.
-func FuzzPolicyWatch(f *testing.F) {
-	f.Add([]byte("# run r1\n# policy run=r1 budget.max_wait=5s hash=abc\nts=x\n"), uint8(0))
-	f.Add([]byte("#\n# polic\n# policy \n# policy a=\"b c\" hash=1\n"), uint8(2))
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		var whole, parts policyWatch
-		_, err := io.ReadAll(whole.wrap(bytes.NewReader(data)))
-		require.NoError(t, err)
-		_, err = io.ReadAll(parts.wrap(iotest.HalfReader(&chunkReader{data: data, n: int(chunk) + 1})))
-		require.NoError(t, err)
-		assert.Equal(t, whole.last, parts.last)
-		assert.Equal(t, whole.hashes, parts.hashes)
-	})
-}
-
-type chunkReader struct {
-	data []byte
-	n    int
-}
-
-func (c *chunkReader) Read(p []byte) (int, error) {
-	if len(c.data) == 0 {
-		return 0, io.EOF
-	}
-	k := min(len(p), c.n, len(c.data))
-	copy(p, c.data[:k])
-	c.data = c.data[k:]
-	return k, nil
-}
-
-func TestPolicyWatchLongLine(t *testing.T) {
-	line := "# policy run=r1 note=" + strings.Repeat("x", 100<<10) + " hash=abc\n"
-	for _, n := range []int{1 << 20, 7, 4096} {
-		var w policyWatch
-		_, err := io.ReadAll(w.wrap(&chunkReader{data: []byte(line), n: n}))
-		require.NoError(t, err)
-		assert.Len(t, w.last, maxPolicyLine-2, n) // kept to the bound, "# " dropped
 	}
 }
 

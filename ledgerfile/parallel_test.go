@@ -23,6 +23,7 @@ type readOutcome struct {
 	Err     string
 	Torn    []string
 	Skipped []string
+	Order   []string // rows, events and comments as handed on, in order
 }
 
 func readWith(data []byte, skipBad bool, workers, chunk int) readOutcome {
@@ -40,6 +41,8 @@ func readFrom(in io.Reader, skipBad bool, workers, chunk int) readOutcome {
 	}
 	defer r.Close()
 	var out readOutcome
+	r.OnEvent(func(e *Event) { out.Order = append(out.Order, fmt.Sprintf("event %d %s", e.Line, e.Kind)) })
+	r.OnComment(func(line int, text string) { out.Order = append(out.Order, fmt.Sprintf("comment %d %q", line, text)) })
 	for range 100000 {
 		var row Row
 		err := r.Next(&row)
@@ -51,6 +54,7 @@ func readFrom(in io.Reader, skipBad bool, workers, chunk int) readOutcome {
 			break
 		}
 		out.Rows = append(out.Rows, row)
+		out.Order = append(out.Order, fmt.Sprintf("row %d", row.Line))
 	}
 	for _, e := range r.Torn() {
 		out.Torn = append(out.Torn, e.Error())
@@ -71,6 +75,7 @@ func FuzzParallelReadMatchesPlainRead(f *testing.F) {
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n\n"+TornMarker+"\njob=b attempt=2 wait_s=1 elap\n"+TornMarker+"\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n"), uint8(3))
 	f.Add([]byte("job=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=x\njob=a attempt=2 wait_s=1 elapsed_s=1 tokens=1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1 job_end=failed\n"), uint8(1))
 	f.Add([]byte("\uFEFFwait_s=1 elapsed_s=1 tokens=1\nwait_s=1\x00 elapsed_s=1 tokens=1\n#\n\nwait_s=1 elapsed_s=1 tokens=1"), uint8(2))
+	f.Add([]byte(Header+"\n# run r1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n# policy run=r1 hash=abc\n# event breaker seat=s from=closed to=open ts=2026-11-30T10:00:07.2Z\n# event x\njob=b attempt=1 wait_s=1 elapsed_s=1 tokens=1\n  # indented\n"+TornMarker+"\n"), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, batch uint8) {
 		// Batches of 1 to 64 lines, cut anywhere.
 		chunk := int(batch%64) + 1
@@ -257,5 +262,26 @@ func TestJobIDsOutliveTheirBlocks(t *testing.T) {
 				t.Fatalf("workers %d: row %d: job %q, want %q", workers, i, r.Job, want)
 			}
 		}
+	}
+}
+
+// OnComment hands on the comment lines the rows stand among, in file
+// order, trimmed; not a torn marker, a blank line, an event OnEvent
+// takes, nor an unterminated tail.
+func TestReaderHandsOnComments(t *testing.T) {
+	log := Header + "\n# run r1\njob=a attempt=1 wait_s=1 elapsed_s=1 tokens=1\n  # policy run=r1 hash=abc  \n\n" +
+		"# event breaker seat=s from=closed to=open ts=2026-11-30T10:00:07.2Z\n# event not one\n" +
+		"job=b attempt=1 wait_s=1 elapsed_s=1 tokens=1\n" + TornMarker + "\n# cut"
+	for _, workers := range []int{1, 2} {
+		got := readWith([]byte(log), false, workers, 1)
+		require.Equal(t, []string{
+			`comment 1 "` + Header + `"`,
+			`comment 2 "# run r1"`,
+			"row 3",
+			`comment 4 "# policy run=r1 hash=abc"`,
+			"event 6 breaker",
+			`comment 7 "# event not one"`,
+		}, got.Order, "workers %d", workers)
+		require.Len(t, got.Torn, 2, "the row the marker names, and the cut tail")
 	}
 }

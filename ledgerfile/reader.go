@@ -64,9 +64,9 @@ type Reader struct {
 	pendingErr error
 	hasPending bool
 
-	onEvent func(*Event)
-	held    Event // an event read after a row Next returned first
-	hasHeld bool
+	onEvent   func(*Event)
+	onComment func(line int, text string)
+	held      func() // a comment or event read after a row Next returned first
 
 	torn    []*LineError
 	skipped []*LineError
@@ -99,7 +99,7 @@ type lineRead struct {
 	kind lineKind
 	err  error
 	row  Row
-	text []byte // an event's line, valid until the next line is read
+	text []byte // a comment's or event's line, valid until the next line is read
 	torn bool   // a parallel read's lineText ended without a newline
 	end  int    // where a parallel read's line ends in its batch
 }
@@ -158,6 +158,28 @@ func (r *Reader) Close() {
 // plain comment. Without OnEvent, events are skipped like any comment.
 func (r *Reader) OnEvent(fn func(*Event)) { r.onEvent = fn }
 
+// OnComment makes the reader hand fn every other comment line, in file
+// order among the rows as OnEvent's: a line starting with '#' that is
+// not a torn marker, nor an event OnEvent takes, with its number and
+// the line without the blanks around it.
+func (r *Reader) OnComment(fn func(line int, text string)) { r.onComment = fn }
+
+// note is what the reader hands on for a comment or event line: a call
+// of OnEvent's or OnComment's fn, or nil when neither takes it.
+func (r *Reader) note(ev *lineRead) func() {
+	if ev.kind == lineEvent && r.onEvent != nil {
+		if e, err := ParseEvent(ev.text); err == nil {
+			e.Line = ev.no
+			return func() { r.onEvent(&e) }
+		}
+	}
+	if r.onComment != nil && len(ev.text) > 0 && ev.text[0] == '#' {
+		no, text := ev.no, string(ev.text)
+		return func() { r.onComment(no, text) }
+	}
+	return nil
+}
+
 // Torn lists the torn lines skipped so far.
 func (r *Reader) Torn() []*LineError { return r.torn }
 
@@ -173,9 +195,10 @@ func (r *Reader) Next(row *Row) error {
 		return io.EOF
 	}
 	for {
-		if r.hasHeld {
-			r.hasHeld = false
-			r.onEvent(&r.held)
+		if r.held != nil {
+			held := r.held
+			r.held = nil
+			held()
 		}
 		ev := r.next()
 		switch ev.kind {
@@ -212,24 +235,18 @@ func (r *Reader) Next(row *Row) error {
 			// The file's last bytes with no newline: a crashed writer.
 			r.torn = append(r.torn, &LineError{File: r.name, Line: ev.no, Err: ErrTorn})
 			continue
-		case lineSkip:
-			continue
-		case lineEvent:
-			if r.onEvent == nil {
+		case lineSkip, lineEvent:
+			note := r.note(ev)
+			if note == nil {
 				continue
 			}
-			e, perr := ParseEvent(ev.text)
-			if perr != nil {
-				continue // not a whole event: a comment
-			}
-			e.Line = ev.no
 			if !r.hasPending {
-				r.onEvent(&e)
+				note()
 				continue
 			}
 			// The row above is settled (a marker names only the line
 			// directly above it): it comes first, the event on the next call.
-			r.held, r.hasHeld = e, true
+			r.held = note
 			r.hasPending = false
 			if err := r.finish(&r.pending, r.pendingErr); err != nil {
 				if e := r.bad(err); e != nil {
@@ -291,7 +308,7 @@ func (r *Reader) classify(ev *lineRead, line []byte, torn bool, ps *parser) {
 		if perr := ps.parse(text, &ev.row); perr != nil {
 			ev.err = &LineError{File: r.name, Line: ev.no, Err: perr}
 		}
-	case lineEvent:
+	case lineSkip, lineEvent:
 		ev.text = text
 	}
 }

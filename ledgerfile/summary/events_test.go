@@ -14,7 +14,7 @@ import (
 func spansOf(t *testing.T, log string, since time.Time) []BreakerSpan {
 	t.Helper()
 	s := New(Options{Since: since})
-	_, _, err := ScanEvents(strings.NewReader(log), "b.log", false, func(r *ledgerfile.Row) { s.Add(r, "b.log") }, s.AddEvent)
+	_, _, err := ScanEvents(strings.NewReader(log), "b.log", false, func(r *ledgerfile.Row) { s.Add(r, "b.log") }, s.AddEvent, nil)
 	require.NoError(t, err)
 	return s.Close().Breaker
 }

@@ -22,15 +22,20 @@ const maxParsers = 4
 // bounded number of lines in flight, so memory stays bounded whatever the
 // log's size.
 func Scan(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row)) (torn, skipped []*ledgerfile.LineError, err error) {
-	return ScanEvents(r, name, skipBad, fn, nil)
+	return ScanEvents(r, name, skipBad, fn, nil, nil)
 }
 
-// ScanEvents is Scan that also hands event each `# event` line, in file
-// order among the rows (a Summarizer's AddEvent, for the breaker's spans).
-func ScanEvents(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row), event func(*ledgerfile.Event)) (torn, skipped []*ledgerfile.LineError, err error) {
+// ScanEvents is Scan that also hands event each `# event` line (a
+// Summarizer's AddEvent, for the breaker's spans) and comment every other
+// comment line (ledgerfile.Reader's OnEvent and OnComment), in file order
+// among the rows; either may be nil.
+func ScanEvents(r io.Reader, name string, skipBad bool, fn func(*ledgerfile.Row), event func(*ledgerfile.Event), comment func(line int, text string)) (torn, skipped []*ledgerfile.LineError, err error) {
 	rd := ledgerfile.NewReader(r, name)
 	if event != nil {
 		rd.OnEvent(event)
+	}
+	if comment != nil {
+		rd.OnComment(comment)
 	}
 	rd.SkipBad(skipBad)
 	rd.Workers(min(runtime.GOMAXPROCS(0), maxParsers))

@@ -107,7 +107,7 @@ func fileLog(t *testing.T, _ *clock) logTo {
 			require.NoError(t, err)
 			defer f.Close()
 			s := summary.New(summary.Options{})
-			_, _, err = summary.ScanEvents(f, path, false, func(r *ledgerfile.Row) { s.Add(r, path) }, s.AddEvent)
+			_, _, err = summary.ScanEvents(f, path, false, func(r *ledgerfile.Row) { s.Add(r, path) }, s.AddEvent, nil)
 			require.NoError(t, err)
 			return s.Close()
 		},
