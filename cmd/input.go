@@ -25,7 +25,7 @@ func checkInputFile(path string, limit int64) error {
 		return unwrapPathErr(err)
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file (%s)", fileKind(st.Mode()))
+		return fmt.Errorf("not a regular file (%s)", ledgerfile.FileKind(st.Mode()))
 	}
 	if st.Size() > limit {
 		return fmt.Errorf("larger than %s (the limit)", byteSize(limit))
@@ -43,20 +43,6 @@ func readInputFile(what, path string, limit int64) ([]byte, error) {
 	}
 	data, err := ledgerfile.ReadInput(path, what, limit)
 	return data, badInputErr(err)
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeCharDevice != 0, m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
 }
 
 func byteSize(n int64) string {

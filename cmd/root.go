@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"retrygate/ledgerfile"
 )
 
 // Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3"
@@ -179,7 +181,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		}
 		if !st.Mode().IsRegular() {
 			// A FIFO would hang the read and /dev/zero would never end.
-			return badInput("--config %q: not a regular file (%s)", f.ConfigFile, fileKind(st.Mode()))
+			return badInput("--config %q: not a regular file (%s)", f.ConfigFile, ledgerfile.FileKind(st.Mode()))
 		}
 		return nil
 	}

@@ -188,23 +188,25 @@ func openRegular(path, what string, flag int, perm fs.FileMode) (*os.File, error
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("failed to open %s %q: %s, not a regular file", what, path, fileKind(st.Mode()))
+		return nil, fmt.Errorf("failed to open %s %q: %s, not a regular file", what, path, FileKind(st.Mode()))
 	}
 	return f, nil
 }
 
-func fileKind(m fs.FileMode) string {
+// FileKind names what a path that is not a regular file is, for the
+// errors that refuse it.
+func FileKind(m fs.FileMode) string {
 	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	case m.IsDir():
 		return "a directory"
 	case m&fs.ModeNamedPipe != 0:
 		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
 	case m&fs.ModeDevice != 0:
 		return "a device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
 	}
 	return "a special file"
 }

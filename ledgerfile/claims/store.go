@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"retrygate/ledgerfile"
 )
 
 // The state file is one inode for its whole life: it is locked itself (no
@@ -71,7 +73,7 @@ func update(ctx context.Context, path string, fn func(*State) error, carry **Sta
 	}
 	if st, err := os.Lstat(path); err == nil {
 		if !st.Mode().IsRegular() {
-			return false, fmt.Errorf("state %q: not a regular file (%s)", path, kind(st.Mode()))
+			return false, fmt.Errorf("state %q: not a regular file (%s)", path, ledgerfile.FileKind(st.Mode()))
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
 		// Nothing to lock yet. Create the file only if there is something to keep.
@@ -141,22 +143,6 @@ func update(ctx context.Context, path string, fn func(*State) error, carry **Sta
 	return true, nil
 }
 
-func kind(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
-}
-
 // stillAt reports whether path names the inode f holds.
 func stillAt(f *os.File, path string) bool {
 	fst, err := f.Stat()
@@ -176,7 +162,7 @@ func readAll(f *os.File) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", kind(st.Mode()))
+		return nil, fmt.Errorf("not a regular file (%s)", ledgerfile.FileKind(st.Mode()))
 	}
 	if st.Size() > MaxStateBytes {
 		return nil, fmt.Errorf("larger than %d MiB", MaxStateBytes>>20)
