@@ -408,16 +408,18 @@ func (f *forward) failed() bool { return f.writeErr != nil }
 var errClientWrite = errors.New("proxy: the write to the client failed")
 
 // rest forwards what the seat left unread (after a stream's terminal
-// event, past the seat's read bounds) until the upstream body ends or ctx
-// does. It returns nil when the client got the answer to its end, else
-// why not: ctx's error (the hard timeout, the client gone), the write to
-// the client that failed, or the upstream body's read error (a short or
-// malformed body).
-func (f *forward) rest(ctx context.Context) error {
+// event, past the seat's read bounds) until the upstream body ends,
+// parent does or until passes. It returns nil when the client got the
+// answer to its end, else why not: the context's error (the hard
+// timeout, the client gone), the write to the client that failed, or the
+// upstream body's read error (a short or malformed body).
+func (f *forward) rest(parent context.Context, until time.Time) error {
 	up := f.up
 	if up == nil || up.whole() {
-		return f.writeErr // the seat read it to its end (most answers)
+		return f.writeErr // the seat read it to its end (most answers): no clock
 	}
+	ctx, cancel := context.WithDeadline(parent, until)
+	defer cancel()
 	stop := context.AfterFunc(ctx, func() { up.abort(); f.unblock() })
 	defer stop()
 	// Most answers have nothing left once the seat has read its last

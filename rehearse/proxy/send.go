@@ -52,12 +52,10 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		// end after [DONE], an error body past the seat's bound), is
 		// bounded by the same hard timeout; an answer the client did not
 		// get whole is not the row's ok.
-		ctx, cancel := context.WithDeadline(&f.ctx, start.Add(a.hard))
-		if err := f.rest(ctx); err != nil {
+		if err := f.rest(&f.ctx, start.Add(a.hard)); err != nil {
 			cut = true
 			cutShort(&obs, err, time.Since(start), pol.Retry.SlowServerAfter)
 		}
-		cancel()
 	}
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
