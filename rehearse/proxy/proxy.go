@@ -433,6 +433,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		}
 	}
 	resp, err := transport{}.RoundTrip(hreq)
+	f.settle()
 	if err == nil {
 		status = resp.StatusCode
 	}
