@@ -31,8 +31,8 @@ type attempt struct {
 // along the chain, then the gate (admit.Track) on the job's spend and the
 // seat's estimate. A refusal is written as its row and returned as the
 // client's answer.
-func (p *Proxy) admit(ctx context.Context, id string, named bool, req *request, retry string) (a *attempt, ref *refusal, err error) {
-	busy, err := p.withJob(ctx, id, named, nil, func(j *job, now time.Time, out *rowOut) {
+func (p *Proxy) admit(ctx context.Context, id string, named bool, client string, req *request, retry string) (a *attempt, ref *refusal, err error) {
+	busy, err := p.withJob(ctx, id, named, client, nil, func(j *job, now time.Time, out *rowOut) {
 		a, ref = p.admitJob(j, now, req, retry, out)
 	})
 	if busy != nil {

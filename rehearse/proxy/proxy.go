@@ -327,7 +327,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 		return
 	}
 	clientRetry := retryCount(r.Header)
-	a, ref, err := p.admit(withClient(r.Context(), clientIP(r)), id, named, &req, clientRetry)
+	a, ref, err := p.admit(r.Context(), id, named, clientIP(r), &req, clientRetry)
 	if err != nil {
 		if r.Context().Err() == nil {
 			p.opts.OnError(fmt.Errorf("the books of job %s: %w", id, err))

@@ -147,7 +147,7 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 		ctx, cancel = context.WithTimeout(ctx, bookTimeout)
 		defer cancel()
 	}
-	_, err := p.withJob(ctx, a.j.id, a.j.named, a.j, func(j *job, now time.Time, out *rowOut) {
+	_, err := p.withJob(ctx, a.j.id, a.j.named, a.j.client, a.j, func(j *job, now time.Time, out *rowOut) {
 		ended = p.doneJob(j, a, obs, now, out)
 	})
 	if err != nil {
