@@ -46,7 +46,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	case admit.Timeout, admit.WaitCap, admit.Cancelled, admit.Reset:
 		cut = true
 		if f.up != nil {
-			f.up.abort()
+			f.up.cancel()
 		}
 	default:
 		// The rest of the answer, past what the seat read (a stream's
@@ -225,9 +225,6 @@ func (p *Proxy) closeJob(j *job, now time.Time, def admit.Decision, out *rowOut)
 	p.release(j, out)
 }
 
-// sweep forgets in-process jobs past their deadline and retention.
-func (p *Proxy) sweep(now time.Time) { p.expire(now) }
-
 // sweepJob ends a job whose deadline is gone with the row that says so,
 // unless it ended already; it reports (and marks) a job past its
 // retention too, to be forgotten.
@@ -246,7 +243,7 @@ func (p *Proxy) sweepJob(j *job, now time.Time, out *rowOut) (forget bool) {
 // books; the command calls it on a ticker.
 func (p *Proxy) Sweep() {
 	p.mu.Lock()
-	p.sweep(p.opts.Now())
+	p.expire(p.opts.Now()) // in-process jobs past their deadline and retention
 	p.mu.Unlock()
 	if p.opts.Books != nil {
 		p.sweepShared()
