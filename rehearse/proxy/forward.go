@@ -87,19 +87,7 @@ type forward struct {
 
 	writeErr error
 	cut      atomic.Bool // unblock was called: no write may wait any more
-
-	// hold flushes a stream's headers alone when its first bytes do not
-	// come within headerHold; until settle, it may write to the client
-	// from its own goroutine, under holdMu, while held.
-	hold   *time.Timer
-	holdMu sync.Mutex
-	held   bool
 }
-
-// headerHold is how long a stream's headers wait for its first bytes, so
-// that both leave in one write, as most providers send them: past it they
-// go alone (a model that has not started its stream yet).
-const headerHold = time.Millisecond
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream, body []byte) *forward {
 	return &forward{w: w, rc: http.NewResponseController(w), client: r, u: u, body: body}
@@ -202,8 +190,7 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 		// The SDK's stream object, before a model's first chunk: a cut
 		// from here on is a dropped connection.
 		f.head()
-		f.held = true
-		f.hold = time.AfterFunc(headerHold, f.flushHeld)
+		f.flush()
 	}
 	// An answer of known length is one document: its headers leave with
 	// its first byte (or its end, when it has none), so an upstream that
@@ -320,7 +307,6 @@ type tee struct {
 
 func (t *tee) Read(p []byte) (int, error) {
 	n, err := t.f.up.Read(p)
-	t.f.settle()
 	if n > 0 && (t.f.wrote || err == nil || err == io.EOF) {
 		// A stream's reads are flushed as they come, but the last: the
 		// handler ends at once, and the server sends it with the body's
@@ -383,28 +369,6 @@ func (f *forward) flush() {
 			f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
 		}
 	}
-}
-
-// flushHeld is the hold's flush of a stream's headers.
-func (f *forward) flushHeld() {
-	f.holdMu.Lock()
-	if f.held {
-		f.held = false
-		f.flush()
-	}
-	f.holdMu.Unlock()
-}
-
-// settle ends the hold on a stream's headers: from its return the handler
-// alone writes to the client. It is called before the handler writes
-// anything after the upstream answered.
-func (f *forward) settle() {
-	if f.hold != nil && !f.hold.Stop() {
-		f.holdMu.Lock() // its flush may be under way
-		f.held = false
-		f.holdMu.Unlock()
-	}
-	f.hold = nil
 }
 
 // writeDeadline gives the next write writeStall, unless the attempt is

@@ -433,7 +433,6 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		}
 	}
 	resp, err := transport{}.RoundTrip(hreq)
-	f.settle()
 	if err == nil {
 		status = resp.StatusCode
 	}

@@ -40,7 +40,6 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		WaitCap:      pol.Budget.MaxWait,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
 	}, a.hard)
-	f.settle()
 	cut := false
 	switch obs.Outcome {
 	case admit.Timeout, admit.WaitCap, admit.Cancelled, admit.Reset:
