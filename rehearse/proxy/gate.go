@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"retrygate/admit"
@@ -155,7 +156,7 @@ func (p *Proxy) base(j *job, now time.Time, s int, spent admit.Spent, delay time
 // retry rules set after the job's last failure when that is longer.
 func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time, spent admit.Spent) *refusal {
 	b := p.opts.Policy.Budget
-	r := &refusal{status: http.StatusServiceUnavailable, code: code(d.Reason), final: true}
+	r := &refusal{status: http.StatusServiceUnavailable, code: strings.ReplaceAll(string(d.Reason), " ", "_"), final: true}
 	why := ""
 	switch d.Reason {
 	case admit.ReasonDeadline:
@@ -205,16 +206,6 @@ func (p *Proxy) waitLeft(j *job, now time.Time) time.Duration {
 	}
 	waited := max(now.Sub(j.start)-j.track.Spent().Time, 0)
 	return j.step.Charged(waited) - waited
-}
-
-func code(r admit.Reason) string {
-	b := []byte(r)
-	for i, c := range b {
-		if c == ' ' {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 // finishRefusal writes a refused request's row, behind the rows of the
