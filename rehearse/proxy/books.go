@@ -85,9 +85,10 @@ func (o *rowOut) add(row *ledgerfile.Row, retry string) {
 type jobFn func(j *job, now time.Time, out *rowOut)
 
 // withJob runs fn on the books of the job named id (known, when the
-// caller holds it in process; a new job when id is "" or unknown) under
-// the job's lock. It returns a refusal when no job can be opened.
-func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, fn jobFn) (*refusal, error) {
+// caller holds it in process; a new job of client's when id is "" or
+// unknown) under the job's lock. It returns a refusal when no job can be
+// opened.
+func (p *Proxy) withJob(ctx context.Context, id string, named bool, client string, known *job, fn jobFn) (*refusal, error) {
 	if named && p.opts.Books != nil {
 		return nil, p.withShared(ctx, id, false, known == nil, fn)
 	}
@@ -97,7 +98,7 @@ func (p *Proxy) withJob(ctx context.Context, id string, named bool, known *job, 
 	j := known
 	if j == nil {
 		var ref *refusal
-		if j, ref = p.job(id, named, clientOf(ctx), now); ref != nil {
+		if j, ref = p.job(id, named, client, now); ref != nil {
 			return ref, nil
 		}
 	}

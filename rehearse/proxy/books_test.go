@@ -74,7 +74,7 @@ func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
 	t.Cleanup(dying.Close)
 	req, ok := parseRequest([]byte(sharedBody))
 	require.True(t, ok)
-	a, ref, err := dying.admit(context.Background(), "lost-job", true, &req, "")
+	a, ref, err := dying.admit(context.Background(), "lost-job", true, "", &req, "")
 	require.NoError(t, err)
 	require.Nil(t, ref)
 	require.NotNil(t, a, "admitted, then the proxy dies before sending")

@@ -278,9 +278,9 @@ func (f *forward) request(ctx context.Context, auth http.Header) *http.Request {
 // upBody is the upstream answer's body and the request's cancel.
 type upBody struct {
 	rc     io.ReadCloser
-	cancel context.CancelFunc // ends the upstream request
+	cancel context.CancelFunc // ends the upstream request: a read in progress returns at once
 	detach func() bool        // unhooks it from the seat's context
-	eof    bool
+	eof    bool               // read to its end
 }
 
 func (b *upBody) Read(p []byte) (int, error) {
@@ -288,11 +288,6 @@ func (b *upBody) Read(p []byte) (int, error) {
 	b.eof = b.eof || err == io.EOF
 	return n, err
 }
-
-func (b *upBody) whole() bool { return b.eof }
-
-// abort cancels the upstream request: a read in progress returns at once.
-func (b *upBody) abort() { b.cancel() }
 
 // Close ends the exchange: a body read to its end has given its
 // connection back to the transport; one that was not closes it.
@@ -336,7 +331,7 @@ func (t *tee) Read(p []byte) (int, error) {
 // reading (unblock).
 func (t *tee) Close() error {
 	if t.f.seatCtx.Err() != nil {
-		t.f.up.abort()
+		t.f.up.cancel()
 		t.f.unblock()
 	} else {
 		t.f.up.detach()
@@ -408,17 +403,19 @@ func (f *forward) failed() bool { return f.writeErr != nil }
 var errClientWrite = errors.New("proxy: the write to the client failed")
 
 // rest forwards what the seat left unread (after a stream's terminal
-// event, past the seat's read bounds) until the upstream body ends or ctx
-// does. It returns nil when the client got the answer to its end, else
-// why not: ctx's error (the hard timeout, the client gone), the write to
-// the client that failed, or the upstream body's read error (a short or
-// malformed body).
-func (f *forward) rest(ctx context.Context) error {
+// event, past the seat's read bounds) until the upstream body ends,
+// parent does or until passes. It returns nil when the client got the
+// answer to its end, else why not: the context's error (the hard
+// timeout, the client gone), the write to the client that failed, or the
+// upstream body's read error (a short or malformed body).
+func (f *forward) rest(parent context.Context, until time.Time) error {
 	up := f.up
-	if up == nil || up.whole() {
-		return f.writeErr // the seat read it to its end (most answers)
+	if up == nil || up.eof {
+		return f.writeErr // the seat read it to its end (most answers): no clock
 	}
-	stop := context.AfterFunc(ctx, func() { up.abort(); f.unblock() })
+	ctx, cancel := context.WithDeadline(parent, until)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { up.cancel(); f.unblock() })
 	defer stop()
 	// Most answers have nothing left once the seat has read its last
 	// event: a pooled buffer, not 32 KiB a request for an EOF.

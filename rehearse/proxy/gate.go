@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"retrygate/admit"
@@ -31,8 +32,8 @@ type attempt struct {
 // along the chain, then the gate (admit.Track) on the job's spend and the
 // seat's estimate. A refusal is written as its row and returned as the
 // client's answer.
-func (p *Proxy) admit(ctx context.Context, id string, named bool, req *request, retry string) (a *attempt, ref *refusal, err error) {
-	busy, err := p.withJob(ctx, id, named, nil, func(j *job, now time.Time, out *rowOut) {
+func (p *Proxy) admit(ctx context.Context, id string, named bool, client string, req *request, retry string) (a *attempt, ref *refusal, err error) {
+	busy, err := p.withJob(ctx, id, named, client, nil, func(j *job, now time.Time, out *rowOut) {
 		a, ref = p.admitJob(j, now, req, retry, out)
 	})
 	if busy != nil {
@@ -155,7 +156,7 @@ func (p *Proxy) base(j *job, now time.Time, s int, spent admit.Spent, delay time
 // retry rules set after the job's last failure when that is longer.
 func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time, spent admit.Spent) *refusal {
 	b := p.opts.Policy.Budget
-	r := &refusal{status: http.StatusServiceUnavailable, code: code(d.Reason), final: true}
+	r := &refusal{status: http.StatusServiceUnavailable, code: strings.ReplaceAll(string(d.Reason), " ", "_"), final: true}
 	why := ""
 	switch d.Reason {
 	case admit.ReasonDeadline:
@@ -205,16 +206,6 @@ func (p *Proxy) waitLeft(j *job, now time.Time) time.Duration {
 	}
 	waited := max(now.Sub(j.start)-j.track.Spent().Time, 0)
 	return j.step.Charged(waited) - waited
-}
-
-func code(r admit.Reason) string {
-	b := []byte(r)
-	for i, c := range b {
-		if c == ' ' {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 // finishRefusal writes a refused request's row, behind the rows of the

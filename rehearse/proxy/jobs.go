@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"container/heap"
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -152,18 +151,6 @@ func (p *Proxy) freedIn(j *job, now time.Time) time.Duration {
 		at = j.due // in flight past its deadline
 	}
 	return max(at.Sub(now), time.Second)
-}
-
-type clientKey struct{}
-
-// withClient carries the client's address to the job table (withJob).
-func withClient(ctx context.Context, client string) context.Context {
-	return context.WithValue(ctx, clientKey{}, client)
-}
-
-func clientOf(ctx context.Context) string {
-	c, _ := ctx.Value(clientKey{}).(string)
-	return c
 }
 
 // ownID is the proxy's name for the k-th request of its run that named

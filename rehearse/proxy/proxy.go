@@ -327,7 +327,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 		return
 	}
 	clientRetry := retryCount(r.Header)
-	a, ref, err := p.admit(withClient(r.Context(), clientIP(r)), id, named, &req, clientRetry)
+	a, ref, err := p.admit(r.Context(), id, named, clientIP(r), &req, clientRetry)
 	if err != nil {
 		if r.Context().Err() == nil {
 			p.opts.OnError(fmt.Errorf("the books of job %s: %w", id, err))
@@ -444,7 +444,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	_ = resp.Body.Close() // releases only
-	if f.rest(ctx) != nil {
+	if f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard)) != nil {
 		if !f.wrote && r.Context().Err() == nil {
 			f.unhead()
 			refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream answer cut short"}.write(w, p.kind)

@@ -45,19 +45,17 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 	case admit.Timeout, admit.WaitCap, admit.Cancelled, admit.Reset:
 		cut = true
 		if f.up != nil {
-			f.up.abort()
+			f.up.cancel()
 		}
 	default:
 		// The rest of the answer, past what the seat read (a stream's
 		// end after [DONE], an error body past the seat's bound), is
 		// bounded by the same hard timeout; an answer the client did not
 		// get whole is not the row's ok.
-		ctx, cancel := context.WithDeadline(&f.ctx, start.Add(a.hard))
-		if err := f.rest(ctx); err != nil {
+		if err := f.rest(&f.ctx, start.Add(a.hard)); err != nil {
 			cut = true
 			cutShort(&obs, err, time.Since(start), pol.Retry.SlowServerAfter)
 		}
-		cancel()
 	}
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
@@ -148,7 +146,7 @@ func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 		ctx, cancel = context.WithTimeout(ctx, bookTimeout)
 		defer cancel()
 	}
-	_, err := p.withJob(ctx, a.j.id, a.j.named, a.j, func(j *job, now time.Time, out *rowOut) {
+	_, err := p.withJob(ctx, a.j.id, a.j.named, a.j.client, a.j, func(j *job, now time.Time, out *rowOut) {
 		ended = p.doneJob(j, a, obs, now, out)
 	})
 	if err != nil {
@@ -226,9 +224,6 @@ func (p *Proxy) closeJob(j *job, now time.Time, def admit.Decision, out *rowOut)
 	p.release(j, out)
 }
 
-// sweep forgets in-process jobs past their deadline and retention.
-func (p *Proxy) sweep(now time.Time) { p.expire(now) }
-
 // sweepJob ends a job whose deadline is gone with the row that says so,
 // unless it ended already; it reports (and marks) a job past its
 // retention too, to be forgotten.
@@ -247,7 +242,7 @@ func (p *Proxy) sweepJob(j *job, now time.Time, out *rowOut) (forget bool) {
 // books; the command calls it on a ticker.
 func (p *Proxy) Sweep() {
 	p.mu.Lock()
-	p.sweep(p.opts.Now())
+	p.expire(p.opts.Now()) // in-process jobs past their deadline and retention
 	p.mu.Unlock()
 	if p.opts.Books != nil {
 		p.sweepShared()

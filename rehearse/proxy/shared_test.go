@@ -277,7 +277,7 @@ func TestSharedBooksLostAttemptPostgres(t *testing.T) {
 	t.Cleanup(dying.Close)
 	req, ok := parseRequest([]byte(sharedBody))
 	require.True(t, ok)
-	a, ref, err := dying.admit(context.Background(), "pg-lost", true, &req, "")
+	a, ref, err := dying.admit(context.Background(), "pg-lost", true, "", &req, "")
 	require.NoError(t, err)
 	require.Nil(t, ref)
 	require.NotNil(t, a, "admitted, then the proxy dies before its row")
