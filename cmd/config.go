@@ -255,7 +255,7 @@ func (c *config) parse(k kind, key string, v any) (any, error) {
 	var out any = s
 	switch k {
 	case kDuration:
-		out, err = parseDuration(s)
+		out, err = admit.ParseDuration(s)
 	case kCount:
 		out, err = admit.ParseCount(s)
 	case kAmount:

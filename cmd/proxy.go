@@ -144,15 +144,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
   # with Prometheus metrics: curl http://127.0.0.1:9464/metrics
   retrygate proxy --metrics 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := opts.fill(f, c, budgetKeys, seatName, retention); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runProxy(opts)
-		},
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys, seatName, retention) }, runF, runProxy),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
@@ -174,7 +166,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, retention string) error {
 	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
 	var err error
-	if o.Retention, err = parseDuration(retention); err != nil || o.Retention <= 0 {
+	if o.Retention, err = admit.ParseDuration(retention); err != nil || o.Retention <= 0 {
 		if err == nil {
 			err = fmt.Errorf("want more than 0, got %q", retention)
 		}

@@ -168,7 +168,7 @@ func parseSince(s string) (time.Time, time.Duration, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UTC(), 0, nil
 	}
-	d, err := parseDuration(s)
+	d, err := admit.ParseDuration(s)
 	if err != nil {
 		return time.Time{}, 0, fmt.Errorf("%q is neither an RFC 3339 time (2025-01-02T15:04:05Z) nor a duration (24h, 90m)", s)
 	}

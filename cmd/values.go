@@ -5,13 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"retrygate/admit"
 )
-
-// parseDuration is admit.ParseDuration: one reading of a duration, one
-// set of limits, for flags, env and config alike.
-func parseDuration(s string) (time.Duration, error) { return admit.ParseDuration(s) }
 
 // parseBoolValue takes true/false (and the usual 1/0, yes/no).
 func parseBoolValue(s string) (bool, error) {

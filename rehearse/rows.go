@@ -113,10 +113,6 @@ func PriceCache(r *ledgerfile.Row, cfg seat.Config, o *seat.Observation) {
 	}
 }
 
-// DecisionString is the printed decision (admit.Decision.String, which
-// builds no string for a known refusal); the proxy's messages call it.
-func DecisionString(d admit.Decision) string { return d.String() }
-
 // RecordBreaker takes an attempt's outcome into its seat's breaker and
 // returns the row's note: "half-open probe" when it was one, and the
 // seat's detail. The breaker's change of state is not note text: it is an

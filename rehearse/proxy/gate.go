@@ -194,7 +194,7 @@ func (p *Proxy) refusalFor(j *job, d admit.Decision, now time.Time, spent admit.
 		why = fmt.Sprintf("the retries of every job are over the retry budget (%g of first attempts + %g/s over %s)",
 			cfg.Ratio, cfg.MinPerSecond, cfg.Window)
 	}
-	r.message = fmt.Sprintf("retrygate: %s for job %s: %s", rehearse.DecisionString(d), j.id, why)
+	r.message = fmt.Sprintf("retrygate: %s for job %s: %s", d.String(), j.id, why)
 	return r
 }
 
