@@ -166,7 +166,12 @@ func (s *Store) newer(v int) error {
 		msg: fmt.Sprintf("schema version %d is newer than this retrygate reads (%d): upgrade retrygate", v, SchemaVersion)}
 }
 
-const firstContact = 2 * time.Second
+// firstContact bounds the first query of a run. A server that is down
+// refuses the connection at once, and one that cannot be reached is cut
+// by the connect timeout (5 s); this bounds a server that took the
+// connection and does not answer, with room for one that is only busy
+// (many machines starting at once on a loaded host took over 2 s).
+const firstContact = 10 * time.Second
 
 // checkSchema refuses a database without the schema, or with one this
 // binary does not know.
