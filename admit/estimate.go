@@ -44,11 +44,12 @@ type Attempt struct {
 }
 
 // Returned reports whether bytes of an answer came back in full: an
-// answer, an error body, or a stream the server broke off. Cut-offs of our
-// own (timeout, wait cap, Ctrl-C) and connection failures did not return.
+// answer (an incomplete one too: it streamed to its end), an error body,
+// or a stream the server broke off. Cut-offs of our own (timeout, wait
+// cap, Ctrl-C) and connection failures did not return.
 func (a *Attempt) Returned() bool {
 	switch a.Outcome {
-	case OK, RateLimited, ClientError, ServerError, Reset:
+	case OK, Incomplete, RateLimited, ClientError, ServerError, Reset:
 		return true
 	}
 	return false
