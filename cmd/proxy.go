@@ -314,7 +314,7 @@ func runProxy(o *ProxyOptions) error {
 		return badInput("--listen: cannot listen on %q: %v", o.Listen, unwrapListenErr(err))
 	}
 	defer ln.Close()
-	stopMetrics, err := o.serveMetrics(m, e)
+	startMetrics, stopMetrics, err := o.serveMetrics(m, e)
 	if err != nil {
 		return err
 	}
@@ -346,6 +346,7 @@ func runProxy(o *ProxyOptions) error {
 	}
 	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s%s; Ctrl-C or SIGTERM drains\n",
 		run, strings.Join(names, " → "), o.Chain[0].Kind, logDisplay(o.LogPath), shared)
+	startMetrics()
 	if err := px.Serve(ctx, ln, e); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}

@@ -37,24 +37,26 @@ func (o *ProxyOptions) newMetrics(lg *proxyLog) *metrics.Metrics {
 	return metrics.New(metrics.Options{Chain: o.Chain, SlowAfter: o.Policy.Retry.SlowServerAfter, Ready: lg.ready})
 }
 
-// serveMetrics serves m's /metrics, /healthz and /readyz on --metrics
-// until stop (called after the proxy has drained, so the last rows are
-// scraped too).
-func (o *ProxyOptions) serveMetrics(m *metrics.Metrics, errOut io.Writer) (stop func(), err error) {
+// serveMetrics listens on --metrics (so a taken address fails before the
+// run is written) and, once start is called (when the run is in the log,
+// just before the proxy serves: /readyz never answers for a log not yet
+// written), serves m's /metrics, /healthz and /readyz there until stop
+// (called after the proxy has drained, so the last rows are scraped too).
+func (o *ProxyOptions) serveMetrics(m *metrics.Metrics, errOut io.Writer) (start, stop func(), err error) {
 	if m == nil {
-		return func() {}, nil
+		return func() {}, func() {}, nil
 	}
 	ln, err := net.Listen("tcp", o.Metrics)
 	if err != nil {
-		return nil, badInput("--metrics: cannot listen on %q: %v", o.Metrics, unwrapListenErr(err))
+		return nil, nil, badInput("--metrics: cannot listen on %q: %v", o.Metrics, unwrapListenErr(err))
 	}
 	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() { _ = srv.Serve(ln) }()
+	start = func() { go func() { _ = srv.Serve(ln) }() }
 	fmt.Fprintf(errOut, "retrygate: metrics on http://%s/metrics (and /healthz, /readyz)\n", ln.Addr())
 	if o.MetricsRemote {
 		fmt.Fprintf(errOut, "retrygate: warning: metrics on %s, off loopback: anyone who can reach it reads this proxy's traffic figures\n", ln.Addr())
 	}
-	return func() { _ = srv.Close() }, nil
+	return start, func() { _ = srv.Close(); _ = ln.Close() }, nil
 }
 
 // breakerLine is the stderr line of a breaker's change of state: the
