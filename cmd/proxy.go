@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,38 +25,24 @@ import (
 // defaultProxyListen is where the proxy listens without --listen.
 const defaultProxyListen = "127.0.0.1:6557"
 
-// ProxyOptions is one `proxy`: the policy in front of one seat.
+// ProxyOptions is one `proxy`: the policy in front of one seat. The
+// embedded proxy.Options takes the flags' limits, the policy and the
+// chain; runProxy adds the log's sinks and the breaker's events.
 type ProxyOptions struct {
-	IO     *IOStreams
-	Ctx    context.Context // draining starts when it is done (Ctrl-C, SIGTERM)
-	Now    func() time.Time
-	Getenv func(string) string
+	proxy.Options
+	IO  *IOStreams
+	Ctx context.Context // draining starts when it is done (Ctrl-C, SIGTERM)
 
 	// Metrics is --metrics, where /metrics, /healthz and /readyz are
 	// served ("": off); MetricsRemote, that it is off loopback.
 	Metrics       string
 	MetricsRemote bool
 
-	Policy     rehearse.Policy
 	Thresholds []rehearse.Threshold
-	Chain      []seat.Config // the seat, then its fallbacks of the same kind
-	Skipped    []string      // fallbacks left out (another wire format)
+	Skipped    []string // fallbacks left out (another wire format)
 	Listen     string
 	Remote     bool // --listen names an address off loopback
 	LogPath    string
-	MaxBody    int64
-	MaxTotal   int64 // --max-body-total
-	MaxConc    int
-	// PassUnknown forwards requests off the wire format's allow-list
-	// ungated (each an event line) instead of answering 404.
-	PassUnknown bool
-	// The job table: jobs at once, jobs one client (remote IP) holds at
-	// once (0: a quarter of MaxJobs), and how long a job is remembered
-	// past its deadline.
-	MaxJobs       int
-	MaxClientJobs int
-	Retention     time.Duration
-	MaxConns      int
 }
 
 func newProxyCmd(f *Factory, runF func(*ProxyOptions) error) *cobra.Command {
@@ -153,8 +140,8 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.StringVar(&seatName, "seat", "", "front this `seat` (a name under seats:; default the first of fallback:)")
 	fl.StringVar(&opts.LogPath, "log", "", "rehearsal `log` to append to: a path, or a postgres:// URL that proxies share budgets through (default rehearsal.log; config log)")
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
-	fl.Int64Var(&opts.MaxTotal, "max-body-total", proxy.DefaultMaxBodyTotal, "request bodies held at once, `n` bytes in all (503 past it)")
-	fl.IntVar(&opts.MaxConc, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
+	fl.Int64Var(&opts.MaxBodyTotal, "max-body-total", proxy.DefaultMaxBodyTotal, "request bodies held at once, `n` bytes in all (503 past it)")
+	fl.IntVar(&opts.MaxConcurrent, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
 	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
 	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
 	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
@@ -181,16 +168,16 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		return badInput("--seat: empty seat name")
 	case o.MaxBody < 1 || o.MaxBody > 1<<30:
 		return badInput("--max-body: must be between 1 and %d bytes, got %d", 1<<30, o.MaxBody)
-	case o.MaxTotal < 1 || o.MaxTotal > 1<<40:
-		return badInput("--max-body-total: must be between 1 and %d bytes, got %d", int64(1)<<40, o.MaxTotal)
-	case o.MaxBody > o.MaxTotal && c.Flags().Changed("max-body-total"):
-		return badInput("--max-body: %d bytes is over --max-body-total (%d): no such body could be read", o.MaxBody, o.MaxTotal)
-	case o.MaxConc < 1 || o.MaxConc > 100_000:
-		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConc)
+	case o.MaxBodyTotal < 1 || o.MaxBodyTotal > 1<<40:
+		return badInput("--max-body-total: must be between 1 and %d bytes, got %d", int64(1)<<40, o.MaxBodyTotal)
+	case o.MaxBody > o.MaxBodyTotal && c.Flags().Changed("max-body-total"):
+		return badInput("--max-body: %d bytes is over --max-body-total (%d): no such body could be read", o.MaxBody, o.MaxBodyTotal)
+	case o.MaxConcurrent < 1 || o.MaxConcurrent > 100_000:
+		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConcurrent)
 	case o.MaxConns < 1 || o.MaxConns > 1_000_000:
 		return badInput("--max-conns: must be between 1 and 1000000, got %d", o.MaxConns)
 	}
-	o.MaxTotal = max(o.MaxTotal, o.MaxBody) // without --max-body-total, room for one largest body at least
+	o.MaxBodyTotal = max(o.MaxBodyTotal, o.MaxBody) // without --max-body-total, room for one largest body at least
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return badInput("--listen: not host:port %q (e.g. 127.0.0.1:6557)", o.Listen)
 	}
@@ -207,19 +194,17 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 	if err != nil {
 		return err
 	}
-	var p rehearse.Policy
 	var seats map[string]seat.Config
-	if o.LogPath, p, seats, o.Thresholds, err = cfg.runSettings(); err != nil {
+	if o.LogPath, o.Policy, seats, o.Thresholds, err = cfg.runSettings(); err != nil {
 		return err
 	}
-	o.Policy = p
-	names := p.Fallback
+	names := o.Policy.Fallback
 	if seatName != "" {
-		name := strings.ToLower(seatName)
-		if _, ok := seats[name]; !ok {
-			return withHint(badInput("--seat: no seat named %q under seats", seatName), seatList(seats))
+		sc, err := cfg.seatNamed(seats, seatName)
+		if err != nil {
+			return err
 		}
-		names = append([]string{name}, without(p.Fallback, name)...)
+		names = append([]string{sc.Name}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == sc.Name })...)
 	}
 	if len(names) == 0 {
 		return withHint(badInput("proxy: no seat to front"),
@@ -245,21 +230,11 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 	return nil
 }
 
-func without(names []string, drop string) []string {
-	var out []string
-	for _, n := range names {
-		if n != drop {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 func runProxy(o *ProxyOptions) error {
 	e := o.IO.ErrOut
 	defer rehearse.RealTimeGC(o.Getenv)()
 	defer proxy.SidecarProcs(o.Getenv)()
-	defer proxy.MemoryLimit(o.Getenv, o.MaxTotal)()
+	defer proxy.MemoryLimit(o.Getenv, o.MaxBodyTotal)()
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -284,28 +259,23 @@ func runProxy(o *ProxyOptions) error {
 			fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
 		}
 	}
-	px, err := proxy.New(proxy.Options{
-		Policy: o.Policy, Chain: o.Chain, Getenv: o.Getenv, Now: o.Now,
-		Sink: sink, Books: booksM, OnError: onError,
-		// A seat's breaker changing state is a `# event breaker` line of
-		// the log, as the attempt loop writes it (rare: written at once),
-		// and a line on stderr.
-		OnBreaker: func(name string, at time.Time, from, to admit.BreakerState) {
-			rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
-				if err := lg.event(ev); err != nil {
-					onError(err)
-				}
-				breakerLine(e, ev)
-			})(at, from, to)
-			if m != nil {
-				m.Breaker(name, at, from, to)
+	po := o.Options
+	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, onError, lg.appendEvents
+	// A seat's breaker changing state is a `# event breaker` line of the
+	// log, as the attempt loop writes it (rare: written at once), and a
+	// line on stderr.
+	po.OnBreaker = func(name string, at time.Time, from, to admit.BreakerState) {
+		rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
+			if err := lg.event(ev); err != nil {
+				onError(err)
 			}
-		},
-		MaxBody: o.MaxBody, MaxBodyTotal: o.MaxTotal, MaxConcurrent: o.MaxConc, MaxConns: o.MaxConns,
-		PassUnknown: o.PassUnknown, Events: lg.appendEvents,
-		MaxJobs: o.MaxJobs, MaxClientJobs: o.MaxClientJobs, Retention: o.Retention,
-		Run: 0,
-	})
+			breakerLine(e, ev)
+		})(at, from, to)
+		if m != nil {
+			m.Breaker(name, at, from, to)
+		}
+	}
+	px, err := proxy.New(po)
 	if err != nil {
 		return badInputErr(err)
 	}
