@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -66,18 +65,25 @@ type dbRunLog struct {
 	l   store.Log
 }
 
+// reserve numbers the run as the file does (rehearse.HighestRun: `# run
+// rN` lines and rN-k job ids), over the log exported line by line as a
+// file would hold it, under the lock every reserve takes.
 func (d *dbRunLog) reserve(describe string) (int, error) {
 	run := 0
-	err := d.l.CommentLocked(d.ctx, func(comments []string) (string, error) {
-		for _, c := range comments {
-			if rest, ok := strings.CutPrefix(strings.TrimPrefix(c, "# "), "run r"); ok {
-				num, _, _ := strings.Cut(rest, " ")
-				if n, err := strconv.Atoi(num); err == nil {
-					run = max(run, n)
-				}
-			}
+	err := d.l.CommentLocked(d.ctx, func([]string) (string, error) {
+		pr, pw := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			pw.CloseWithError(store.Export(d.ctx, d.l, pw))
+		}()
+		high, err := rehearse.HighestRun(pr)
+		pr.Close() // an early stop ends the export too
+		<-done
+		if err != nil {
+			return "", fmt.Errorf("failed to read log %s: %w", d.l.Name(), err)
 		}
-		run++
+		run = high + 1
 		return strings.TrimSpace(fmt.Sprintf("run r%d %s", run, describe)), nil
 	})
 	return run, err
