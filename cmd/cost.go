@@ -168,6 +168,7 @@ func parseRate(s string) (float64, error) {
 // costResult is one formula, its inputs and its value.
 type costResult struct {
 	Name     string  `json:"name"`
+	Label    string  `json:"-"` // the table's name for it
 	Formula  string  `json:"formula"`
 	With     string  `json:"with"`
 	Value    float64 `json:"value"`
@@ -185,7 +186,7 @@ func costResults(o *CostOptions) []costResult {
 		u, r := p.Usage, p.Prices
 		fresh := u.Prompt - u.Cached - u.CacheWrite
 		out = append(out, costResult{
-			Name: "attempt_cost", Formula: "fresh·in + cached·cached_in + written·cache_write + out·out",
+			Name: "attempt_cost", Label: "one attempt (C)", Formula: "fresh·in + cached·cached_in + written·cache_write + out·out",
 			With: fmt.Sprintf("%d·$%s + %d·$%s + %d·$%s + %d·$%s per 1M", fresh, num(r.In), u.Cached, num(r.CachedIn),
 				u.CacheWrite, num(r.CacheWrite), u.Completion, num(r.Out)),
 			Value: *o.Cost, Unit: "usd", Baseline: *o.Cost, Note: "C: one attempt, as cost_usd prices it",
@@ -195,21 +196,21 @@ func costResults(o *CostOptions) []costResult {
 		if n := o.Retries; n != nil {
 			e := admit.ExpectedAttempts(*f, *n)
 			out = append(out, costResult{
-				Name: "expected_attempts", Formula: "(1 − f^(n+1)) / (1 − f)",
+				Name: "expected_attempts", Label: "expected attempts", Formula: "(1 − f^(n+1)) / (1 − f)",
 				With: fmt.Sprintf("f=%s n=%d", num(*f), *n), Value: e, Unit: "attempts", Increase: e - 1, Baseline: 1,
 				Note: "attempts per logical request",
 			})
 		}
 		c := admit.AttemptsCeiling(*f)
 		out = append(out, costResult{
-			Name: "attempts_ceiling", Formula: "1 / (1 − f)", With: "f=" + num(*f),
+			Name: "attempts_ceiling", Label: "ceiling (n → ∞)", Formula: "1 / (1 − f)", With: "f=" + num(*f),
 			Value: c, Unit: "attempts", Increase: c - 1, Baseline: 1, Note: "however many retries",
 		})
 	}
 	if c, t := o.Cost, o.TimeoutRate; c != nil && t != nil {
 		v := admit.TimeoutSurcharge(*c, *t)
 		out = append(out, costResult{
-			Name: "timeout_surcharge", Formula: "C·(1 + t)", With: fmt.Sprintf("C=$%s t=%s", num(*c), num(*t)),
+			Name: "timeout_surcharge", Label: "timeout surcharge", Formula: "C·(1 + t)", With: fmt.Sprintf("C=$%s t=%s", num(*c), num(*t)),
 			Value: v, Unit: "usd", Increase: rel(v, *c), Baseline: *c, Note: "per logical request",
 		})
 	}
@@ -217,7 +218,7 @@ func costResults(o *CostOptions) []costResult {
 		if f := o.FailRate; f != nil {
 			v := admit.FailoverPreGeneration(*c1, *c2, *f)
 			out = append(out, costResult{
-				Name: "failover_pre_generation", Formula: "C1 + f·C2",
+				Name: "failover_pre_generation", Label: "failover, pre-generation", Formula: "C1 + f·C2",
 				With:  fmt.Sprintf("C1=$%s C2=$%s f=%s", num(*c1), num(*c2), num(*f)),
 				Value: v, Unit: "usd", Increase: rel(v, *c1), Baseline: *c1, Note: "leg 1 failed before generation",
 			})
@@ -225,7 +226,7 @@ func costResults(o *CostOptions) []costResult {
 		if t := o.TimeoutRate; t != nil {
 			v := admit.FailoverAfterTimeout(*c1, *c2, *t)
 			out = append(out, costResult{
-				Name: "failover_after_timeout", Formula: "C1 + t·(C1 + C2)",
+				Name: "failover_after_timeout", Label: "failover, after timeout", Formula: "C1 + t·(C1 + C2)",
 				With:  fmt.Sprintf("C1=$%s C2=$%s t=%s", num(*c1), num(*c2), num(*t)),
 				Value: v, Unit: "usd", Increase: rel(v, *c1), Baseline: *c1, Note: "leg 1 timed out, billed in full",
 			})
@@ -234,23 +235,12 @@ func costResults(o *CostOptions) []costResult {
 	if c, a := o.Cost, o.AttemptsPerSuccess; c != nil && a != nil {
 		v := admit.CostPerSuccess(*c, *a)
 		out = append(out, costResult{
-			Name: "cost_per_success", Formula: "C × attempts per success",
+			Name: "cost_per_success", Label: "cost per success", Formula: "C × attempts per success",
 			With:  fmt.Sprintf("C=$%s a=%s", num(*c), num(*a)),
 			Value: v, Unit: "usd", Increase: admit.RetryTax(*a), Baseline: *c, Note: "the retry tax",
 		})
 	}
 	return out
-}
-
-// costLabels are the table's names for the formulas.
-var costLabels = map[string]string{
-	"expected_attempts":       "expected attempts",
-	"attempts_ceiling":        "ceiling (n → ∞)",
-	"timeout_surcharge":       "timeout surcharge",
-	"failover_pre_generation": "failover, pre-generation",
-	"failover_after_timeout":  "failover, after timeout",
-	"cost_per_success":        "cost per success",
-	"attempt_cost":            "one attempt (C)",
 }
 
 func rel(v, base float64) float64 {
@@ -291,7 +281,7 @@ func runCost(o *CostOptions) error {
 			if r.Unit == "usd" {
 				val = fmtUSDSig(r.Value, 6) // $0.00433, $0.028, $4194.998
 			}
-			rows = append(rows, []string{costLabels[r.Name], r.Formula, r.With, val, fmtIncrease(r.Increase), r.Note})
+			rows = append(rows, []string{r.Label, r.Formula, r.With, val, fmtIncrease(r.Increase), r.Note})
 		}
 		if err := printTable(o.IO, []string{"quantity", "formula", "with", "value", "vs one attempt", "note"}, rows); err != nil {
 			return err

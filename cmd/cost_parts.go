@@ -19,30 +19,12 @@ type costParts struct {
 // seat's price_cached_in and price_cache_write default.
 func parseCostPrices(s string) (admit.Prices, error) {
 	var p admit.Prices
-	var cached, write bool
-	err := eachPair("prices", s, "in=3,out=15,cached_in=0.3,cache_write=3.75", func(k, v string) error {
-		f, err := admit.ParseAmount(v)
-		if err != nil {
-			return err
-		}
-		switch k {
-		case "in":
-			p.In = f
-		case "out":
-			p.Out = f
-		case "cached_in":
-			p.CachedIn, cached = f, true
-		case "cache_write":
-			p.CacheWrite, write = f, true
-		default:
-			return errUnknownPart
-		}
-		return nil
-	})
-	if !cached {
+	given, err := eachPair("prices", s, "in=3,out=15,cached_in=0.3,cache_write=3.75", admit.ParseAmount,
+		map[string]*float64{"in": &p.In, "out": &p.Out, "cached_in": &p.CachedIn, "cache_write": &p.CacheWrite})
+	if !given["cached_in"] {
 		p.CachedIn = p.In
 	}
-	if !write {
+	if !given["cache_write"] {
 		p.CacheWrite = p.In
 	}
 	return p, err
@@ -52,51 +34,37 @@ func parseCostPrices(s string) (admit.Prices, error) {
 // cached and cache_write are parts of prompt, as in the log.
 func parseCostTokens(s string) (admit.Usage, error) {
 	var u admit.Usage
-	err := eachPair("usage", s, "prompt=4000,completion=400,cached=3979,cache_write=0", func(k, v string) error {
-		n, err := admit.ParseCount(v)
-		if err != nil {
-			return err
-		}
-		switch k {
-		case "prompt":
-			u.Prompt = n
-		case "completion":
-			u.Completion = n
-		case "cached":
-			u.Cached = n
-		case "cache_write":
-			u.CacheWrite = n
-		default:
-			return errUnknownPart
-		}
-		return nil
-	})
+	_, err := eachPair("usage", s, "prompt=4000,completion=400,cached=3979,cache_write=0", admit.ParseCount,
+		map[string]*int64{"prompt": &u.Prompt, "completion": &u.Completion, "cached": &u.Cached, "cache_write": &u.CacheWrite})
 	if err == nil && u.Cached+u.CacheWrite > u.Prompt {
 		return u, badInput("--usage: cached + cache_write (%d) is more than prompt (%d): they are parts of it", u.Cached+u.CacheWrite, u.Prompt)
 	}
 	return u, err
 }
 
-var errUnknownPart = badInput("unknown part")
-
-// eachPair walks a key=value list, naming the flag and the pair at fault.
-func eachPair(flag, s, example string, fn func(k, v string) error) error {
-	seen := map[string]bool{}
+// eachPair reads a key=value list into parts, naming the flag and the
+// pair at fault; given is the keys it read.
+func eachPair[T any](flag, s, example string, parse func(string) (T, error), parts map[string]*T) (given map[string]bool, err error) {
+	given = map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return badInput("--%s: %q: want key=value (e.g. %s)", flag, part, example)
+			return given, badInput("--%s: %q: want key=value (e.g. %s)", flag, part, example)
 		}
-		if seen[k] {
-			return badInput("--%s: %q given twice", flag, k)
+		if given[k] {
+			return given, badInput("--%s: %q given twice", flag, k)
 		}
-		seen[k] = true
-		if err := fn(k, strings.TrimSpace(v)); err == errUnknownPart {
-			return badInput("--%s: unknown key %q (e.g. %s)", flag, k, example)
-		} else if err != nil {
-			return badInput("--%s: %s: %v", flag, k, err)
+		given[k] = true
+		x, err := parse(strings.TrimSpace(v))
+		if err != nil {
+			return given, badInput("--%s: %s: %v", flag, k, err)
 		}
+		dst, known := parts[k]
+		if !known {
+			return given, badInput("--%s: unknown key %q (e.g. %s)", flag, k, example)
+		}
+		*dst = x
 	}
-	return nil
+	return given, nil
 }

@@ -114,6 +114,13 @@ func TestCostBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"--layers", "sdk=0"}, `--layers: "sdk=0": attempts must be a whole number from 1 to 1000`},
 		{[]string{"--layers", "sdk"}, `--layers: "sdk": want name=attempts`},
 		{[]string{"--layers", "sdk=2,sdk=3"}, `--layers: layer "sdk" given twice`},
+		{[]string{"--prices", "in=3,out", "--usage", "prompt=1,completion=1"}, `--prices: "out": want key=value (e.g. in=3,out=15,cached_in=0.3,cache_write=3.75)`},
+		{[]string{"--prices", "in=3,in=4", "--usage", "prompt=1,completion=1"}, `--prices: "in" given twice`},
+		{[]string{"--prices", "in=3,out=x", "--usage", "prompt=1,completion=1"}, `--prices: out: not a number "x"`},
+		{[]string{"--prices", "in=3,cached=1", "--usage", "prompt=1,completion=1"}, `--prices: unknown key "cached" (e.g. in=3,out=15,cached_in=0.3,cache_write=3.75)`},
+		{[]string{"--prices", "in=3", "--usage", "prompt=1,completion=1.5"}, `--usage: completion: not a whole number "1.5"`},
+		{[]string{"--prices", "in=3", "--usage", "prompt=1,cached_in=1"}, `--usage: unknown key "cached_in" (e.g. prompt=4000,completion=400,cached=3979,cache_write=0)`},
+		{[]string{"--prices", "in=3", "--usage", "prompt=10,cached=6,cache_write=5"}, "--usage: cached + cache_write (11) is more than prompt (10): they are parts of it"},
 		{[]string{"--cost", "1"}, "cost needs the inputs of at least one formula"},
 		{nil, "cost needs the inputs of at least one formula"},
 	}
