@@ -18,39 +18,33 @@ import (
 	"retrygate/rehearse/seat"
 )
 
-// chainConfigs is the chain as it runs: each seat's config.
-func (o *RehearseOptions) chainConfigs(specs []rehearse.SeatSpec) []seat.Config {
-	out := make([]seat.Config, len(specs))
-	for i, s := range specs {
-		out[i] = s.Config
-	}
-	return out
-}
-
 // buildChain turns the chain's configs into seats: script seats become
 // planners (played on the virtual clock, or in real time by the loop),
-// the others live seats.
+// the others live seats. A script seat with no model takes its script's,
+// in o.Chain too: the chain as it runs.
 func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool, err error) {
 	virtual = true
-	for _, sc := range o.Chain {
-		spec := rehearse.SeatSpec{Config: sc}
+	for i := range o.Chain {
+		sc := &o.Chain[i]
+		var spec rehearse.SeatSpec
 		if sc.Kind == "script" {
 			s, err := script.Open(sc.Script)
 			if err != nil {
 				return nil, false, badInput("seats.%s.script: %v", sc.Name, err)
 			}
-			if spec.Config.Model == "" {
-				spec.Config.Model = s.Model()
+			if sc.Model == "" {
+				sc.Model = s.Model()
 			}
 			spec.Planner = s
 		} else {
-			s, err := seat.NewWithOptions(sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
+			s, err := seat.NewWithOptions(*sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
 			if err != nil {
 				return nil, false, badInputErr(err)
 			}
 			spec.Seat = s
 			virtual = false
 		}
+		spec.Config = *sc
 		specs = append(specs, spec)
 	}
 	return specs, virtual, nil
@@ -94,7 +88,7 @@ func runRehearse(o *RehearseOptions) error {
 	if err != nil {
 		return badInputErr(err)
 	}
-	if err := w.comment(rehearse.PolicyLine(run, o.Policy, o.chainConfigs(specs), o.Thresholds)); err != nil {
+	if err := w.comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.Thresholds)); err != nil {
 		return badInputErr(err)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, logDisplay(o.LogPath))
@@ -186,6 +180,6 @@ func runRehearse(o *RehearseOptions) error {
 		}
 		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
 	}
-	reportConns(o.IO.ErrOut, s, o.chainConfigs(specs))
+	reportConns(o.IO.ErrOut, s, o.Chain)
 	return nil
 }
