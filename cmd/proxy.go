@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"slices"
@@ -15,7 +14,6 @@ import (
 
 	"retrygate/admit"
 	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
 	"retrygate/rehearse"
 	"retrygate/rehearse/proxy"
 	"retrygate/rehearse/seat"
@@ -239,7 +237,7 @@ func runProxy(o *ProxyOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	lg, books, err := openProxyLog(ctx, e, o.LogPath)
+	lg, err := openRunLog(ctx, e, o.LogPath)
 	if err != nil {
 		return err
 	}
@@ -249,6 +247,7 @@ func runProxy(o *ProxyOptions) error {
 		names[i] = s.Name
 	}
 	m := o.newMetrics(lg)
+	books := lg.books()
 	sink, booksM := lg.appendRows, books
 	if m != nil {
 		sink, booksM = m.Sink(sink), m.Books(books)
@@ -322,73 +321,6 @@ func runProxy(o *ProxyOptions) error {
 	}
 	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", logDisplay(o.LogPath))
 	return nil
-}
-
-// proxyLog is where the proxy writes: a file (its job books stay in the
-// process), or a PostgreSQL log, whose database also keeps named jobs'
-// books, so that every proxy on it shares one budget per job.
-type proxyLog struct {
-	runLog
-	appendRows func([]ledgerfile.Row) error
-	// appendEvents writes the `# event request` lines of requests that
-	// are no attempt (pass-throughs, refusals before a job).
-	appendEvents func([]ledgerfile.Event) error
-}
-
-// entryAppender is a database log that writes rows and comment lines in
-// one transaction (pgstore): a batch of event lines is one round trip.
-type entryAppender interface {
-	AppendEntries(ctx context.Context, entries []store.Entry) error
-}
-
-func openProxyLog(ctx context.Context, errOut io.Writer, name string) (*proxyLog, store.Books, error) {
-	rl, err := openRunLog(ctx, errOut, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	switch l := rl.(type) {
-	case fileRunLog:
-		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.Append(rs...) },
-			appendEvents: func(es []ledgerfile.Event) error {
-				for i := range es {
-					if err := l.Event(&es[i]); err != nil {
-						return err
-					}
-				}
-				return nil
-			}}, nil, nil
-	case *dbRunLog:
-		var books store.Books
-		var entries entryAppender
-		if rep, ok := l.l.(*reportingLog); ok {
-			books, _ = rep.Log.(store.Books)
-			entries, _ = rep.Log.(entryAppender)
-		}
-		// Rows are written while the proxy drains, after ctx is done.
-		bg := context.WithoutCancel(ctx)
-		events := func(es []ledgerfile.Event) error {
-			batch := make([]store.Entry, 0, len(es))
-			for i := range es {
-				line, err := ledgerfile.FormatEvent(&es[i])
-				if err != nil {
-					return err
-				}
-				if entries == nil {
-					if err := l.event(&es[i]); err != nil {
-						return err
-					}
-					continue
-				}
-				batch = append(batch, store.Entry{Comment: line})
-			}
-			if len(batch) == 0 {
-				return nil
-			}
-			return entries.AppendEntries(bg, batch)
-		}
-		return &proxyLog{runLog: rl, appendRows: func(rs []ledgerfile.Row) error { return l.l.Append(bg, rs...) }, appendEvents: events}, books, nil
-	}
-	return nil, nil, fmt.Errorf("proxy: log %s: no writer", logDisplay(name))
 }
 
 // proxyBaseURL is the base URL a client is given: the proxy's origin and

@@ -1,12 +1,10 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -30,7 +28,7 @@ func (o *ProxyOptions) checkMetricsAddr() error {
 
 // newMetrics is the proxy's metrics, or nil without --metrics; they
 // read the rows the log takes and ask the log whether it is writable.
-func (o *ProxyOptions) newMetrics(lg *proxyLog) *metrics.Metrics {
+func (o *ProxyOptions) newMetrics(lg runLog) *metrics.Metrics {
 	if o.Metrics == "" {
 		return nil
 	}
@@ -65,30 +63,4 @@ func breakerLine(errOut io.Writer, ev *ledgerfile.Event) {
 	if line, err := ledgerfile.FormatEvent(ev); err == nil {
 		fmt.Fprintf(errOut, "retrygate: %s\n", strings.TrimPrefix(line, "# event "))
 	}
-}
-
-// ready is /readyz's check that the log takes rows: a file log's held
-// rows write (a failed write stays failed) and the file opens for
-// appending; a PostgreSQL log's database answers and is writable.
-func (l *proxyLog) ready(ctx context.Context) error {
-	switch rl := l.runLog.(type) {
-	case fileRunLog:
-		if err := rl.Flush(); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(rl.Path(), os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return fmt.Errorf("log %s: %w", rl.Path(), unwrapPathErr(err))
-		}
-		return f.Close()
-	case *dbRunLog:
-		lg := rl.l
-		if rep, ok := lg.(*reportingLog); ok {
-			lg = rep.Log
-		}
-		if w, ok := lg.(interface{ Writable(context.Context) error }); ok {
-			return w.Writable(ctx)
-		}
-	}
-	return nil
 }

@@ -16,9 +16,9 @@ import (
 func TestProxyLogReady(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rehearsal.log")
-	lg, books, err := openProxyLog(ctx, io.Discard, path)
+	lg, err := openRunLog(ctx, io.Discard, path)
 	require.NoError(t, err)
-	require.Nil(t, books)
+	require.Nil(t, lg.books())
 	defer lg.Close()
 	_, err = lg.reserve("proxy test")
 	require.NoError(t, err)

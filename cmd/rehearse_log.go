@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 	"retrygate/rehearse"
 )
 
-// runLog is where a rehearsal writes: the file (the embedded default), or
-// a PostgreSQL log that many machines share.
+// runLog is where a rehearsal or a proxy writes: the file (the embedded
+// default), or a PostgreSQL log that many machines share.
 type runLog interface {
 	// reserve numbers the run one past the highest in the log and writes
 	// its `# run` line, under the log's lock.
@@ -26,6 +27,18 @@ type runLog interface {
 	// could not be written.
 	flush() error
 	Close() error
+
+	// The proxy's: appendRows writes rows at once, in order; appendEvents
+	// the `# event request` lines of requests that are no attempt
+	// (pass-throughs, refusals before a job).
+	appendRows(rs []ledgerfile.Row) error
+	appendEvents(es []ledgerfile.Event) error
+	// books keeps named jobs' books: nil for a file (one proxy keeps them
+	// in memory); a PostgreSQL log's database, so that every proxy on it
+	// shares one budget per job.
+	books() store.Books
+	// ready is /readyz's check that the log takes rows.
+	ready(ctx context.Context) error
 }
 
 // Rows a rehearsal holds before writing them (see ledgerfile.Writer.Batch):
@@ -55,10 +68,34 @@ type fileRunLog struct{ *ledgerfile.Writer }
 func (f fileRunLog) reserve(describe string) (int, error) {
 	return rehearse.ReserveRun(f.Writer, describe)
 }
-func (f fileRunLog) comment(text string) error       { return f.Comment(text) }
-func (f fileRunLog) append(r *ledgerfile.Row) error  { return f.AppendOne(r) }
-func (f fileRunLog) flush() error                    { return f.Flush() }
-func (f fileRunLog) event(e *ledgerfile.Event) error { return f.Event(e) }
+func (f fileRunLog) comment(text string) error            { return f.Comment(text) }
+func (f fileRunLog) append(r *ledgerfile.Row) error       { return f.AppendOne(r) }
+func (f fileRunLog) flush() error                         { return f.Flush() }
+func (f fileRunLog) event(e *ledgerfile.Event) error      { return f.Event(e) }
+func (f fileRunLog) appendRows(rs []ledgerfile.Row) error { return f.Append(rs...) }
+func (f fileRunLog) books() store.Books                   { return nil }
+
+func (f fileRunLog) appendEvents(es []ledgerfile.Event) error {
+	for i := range es {
+		if err := f.Event(&es[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready: the held rows write (a failed write stays failed) and the file
+// opens for appending.
+func (f fileRunLog) ready(context.Context) error {
+	if err := f.Flush(); err != nil {
+		return err
+	}
+	fh, err := os.OpenFile(f.Path(), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("log %s: %w", f.Path(), unwrapPathErr(err))
+	}
+	return fh.Close()
+}
 
 type dbRunLog struct {
 	ctx context.Context
@@ -105,3 +142,49 @@ func (d *dbRunLog) event(e *ledgerfile.Event) error {
 }
 func (d *dbRunLog) flush() error { return nil } // each row is written at once
 func (d *dbRunLog) Close() error { return d.l.Close() }
+
+// db is the database under the reporting wrapper openLog puts on it.
+func (d *dbRunLog) db() store.Log {
+	if rep, ok := d.l.(*reportingLog); ok {
+		return rep.Log
+	}
+	return d.l
+}
+
+// The proxy writes rows and event lines while it drains, after ctx is done.
+func (d *dbRunLog) appendRows(rs []ledgerfile.Row) error {
+	return d.l.Append(context.WithoutCancel(d.ctx), rs...)
+}
+
+// appendEvents writes a batch of event lines in one transaction, one
+// round trip (pgstore's AppendEntries).
+func (d *dbRunLog) appendEvents(es []ledgerfile.Event) error {
+	db, ok := d.db().(interface {
+		AppendEntries(ctx context.Context, entries []store.Entry) error
+	})
+	if !ok {
+		return fmt.Errorf("log %s: takes no event lines", d.l.Name())
+	}
+	batch := make([]store.Entry, 0, len(es))
+	for i := range es {
+		line, err := ledgerfile.FormatEvent(&es[i])
+		if err != nil {
+			return err
+		}
+		batch = append(batch, store.Entry{Comment: line})
+	}
+	return db.AppendEntries(context.WithoutCancel(d.ctx), batch)
+}
+
+func (d *dbRunLog) books() store.Books {
+	b, _ := d.db().(store.Books)
+	return b
+}
+
+// ready: the database answers and is writable.
+func (d *dbRunLog) ready(ctx context.Context) error {
+	if w, ok := d.db().(interface{ Writable(context.Context) error }); ok {
+		return w.Writable(ctx)
+	}
+	return nil
+}
