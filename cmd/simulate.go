@@ -304,19 +304,16 @@ func runSimulate(o *SimulateOptions) error {
 	if o.Model != nil {
 		modelName = o.Model.String()
 	}
-	var err error
-	metrics := simMetrics()
 	if o.HTML != "" {
-		if err := writeSimHTML(o, sums, metrics, modelName); err != nil {
+		if err := writeSimHTML(o, sums, modelName); err != nil {
 			return err
 		}
 	}
+	print := printSimulate
 	if o.JSON {
-		err = printSimulateJSON(o, sums, lj, modelName)
-	} else {
-		err = printSimulate(o, sums, lj, modelName)
+		print = printSimulateJSON
 	}
-	if err != nil {
+	if err := print(o, sums, lj, modelName); err != nil {
 		return err
 	}
 	return interrupted(sums)

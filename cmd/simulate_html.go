@@ -14,20 +14,11 @@ import (
 // ones simulate --json gives) and, on the same axes, their distributions
 // of wait, elapsed, end-to-end time, tokens and USD per job, and their
 // cost split into kept and wasted.
-func writeSimHTML(o *SimulateOptions, sums []*model.Summary, metrics []simMetric, modelName string) error {
-	var labels []string
-	for i := range sums {
-		labels = append(labels, o.Policies[i].Label)
-	}
-	head := []string{"metric"}
-	if head = append(head, labels...); len(sums) == 2 {
-		head = append(head, "difference")
-	}
+func writeSimHTML(o *SimulateOptions, sums []*model.Summary, modelName string) error {
+	head, metrics := simHeader(o, sums)
+	labels := head[1 : 1+len(sums)]
 	figs := table{ID: "sim-table", Head: head}
 	for _, m := range metrics {
-		if m.priced && !anyPriced(sums) {
-			continue
-		}
 		row := []any{m.name}
 		for i, s := range sums {
 			v := m.get(s)

@@ -123,6 +123,25 @@ func (m simMetric) diff(a, b *model.Summary) float64 {
 	return d
 }
 
+// simHeader is the metric table's header (a column per policy, and with
+// two the difference) and its metrics: the priced ones only when a seat
+// has prices. The table and the page show it alike.
+func simHeader(o *SimulateOptions, sums []*model.Summary) (header []string, metrics []simMetric) {
+	header = []string{"metric"}
+	for i := range sums {
+		header = append(header, o.Policies[i].Label)
+	}
+	if len(sums) == 2 {
+		header = append(header, "difference")
+	}
+	for _, m := range simMetrics() {
+		if !m.priced || anyPriced(sums) {
+			metrics = append(metrics, m)
+		}
+	}
+	return header, metrics
+}
+
 // printSimulateJSON writes --json: every policy's figures, and with two
 // the difference of each table metric.
 func printSimulateJSON(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, modelName string) error {
@@ -141,20 +160,9 @@ func printSimulateJSON(o *SimulateOptions, sums []*model.Summary, lj *layersJSON
 
 // printSimulate writes the metric table, policies side by side.
 func printSimulate(o *SimulateOptions, sums []*model.Summary, lj *layersJSON, modelName string) error {
-	metrics := simMetrics()
-
-	header := []string{"metric"}
-	for i := range sums {
-		header = append(header, o.Policies[i].Label)
-	}
-	if len(sums) == 2 {
-		header = append(header, "difference")
-	}
+	header, metrics := simHeader(o, sums)
 	rows := make([][]string, 0, len(metrics))
 	for _, m := range metrics {
-		if m.priced && !anyPriced(sums) {
-			continue
-		}
 		row := []string{m.name}
 		for _, s := range sums {
 			row = append(row, m.format(m.get(s), false))
