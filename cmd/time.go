@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -142,20 +143,15 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 		return badInput("--call: only for script seats; seat %q is kind %s", sc.Name, sc.Kind)
 	}
 
-	o.HardTimeout = p.Timeouts.Hard
-	if d, set, err := flagValue(c, "hard-timeout", admit.ParseDuration); err != nil {
+	o.HardTimeout, o.WaitCap = p.Timeouts.Hard, p.Budget.MaxWait // the policy's hard timeout is positive
+	if err := cmp.Or(
+		flagInto(c, "hard-timeout", admit.ParseDuration, &o.HardTimeout),
+		flagInto(c, "wait-cap", admit.ParseDuration, &o.WaitCap),
+	); err != nil {
 		return err
-	} else if set {
-		if d <= 0 {
-			return badInput("--hard-timeout: must be positive")
-		}
-		o.HardTimeout = d
 	}
-	o.WaitCap = p.Budget.MaxWait
-	if d, set, err := flagValue(c, "wait-cap", admit.ParseDuration); err != nil {
-		return err
-	} else if set {
-		o.WaitCap = d
+	if o.HardTimeout <= 0 {
+		return badInput("--hard-timeout: must be positive")
 	}
 	if o.Job == "" {
 		o.Job = "time-" + strconv.FormatInt(f.Now().UnixMilli(), 10)
