@@ -179,12 +179,7 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return badInput("--listen: not host:port %q (e.g. 127.0.0.1:6557)", o.Listen)
 	}
-	if err := seatserver.CheckLoopback(o.Listen); err != nil {
-		if !c.Flags().Changed("listen") {
-			return badInput("--listen: %v", err)
-		}
-		o.Remote = true
-	}
+	o.Remote = seatserver.CheckLoopback(o.Listen) != nil // as --listen names it: the default is on loopback
 	if err := o.checkMetricsAddr(); err != nil {
 		return err
 	}
