@@ -18,36 +18,41 @@ import (
 	"retrygate/rehearse/seat"
 )
 
-// buildChain turns the chain's configs into seats: script seats become
-// planners (played on the virtual clock, or in real time by the loop),
-// the others live seats. A script seat with no model takes its script's,
-// in o.Chain too: the chain as it runs.
+// buildChain turns the chain's configs into seats (openSeat), in
+// o.Chain's order; a chain of script seats alone runs on the virtual clock.
 func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool, err error) {
 	virtual = true
 	for i := range o.Chain {
-		sc := &o.Chain[i]
-		var spec rehearse.SeatSpec
-		if sc.Kind == "script" {
-			s, err := script.Open(sc.Script)
-			if err != nil {
-				return nil, false, badInput("seats.%s.script: %v", sc.Name, err)
-			}
-			if sc.Model == "" {
-				sc.Model = s.Model()
-			}
-			spec.Planner = s
-		} else {
-			s, err := seat.NewWithOptions(*sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
-			if err != nil {
-				return nil, false, badInputErr(err)
-			}
-			spec.Seat = s
-			virtual = false
+		spec, err := openSeat(&o.Chain[i], seat.Options{Getenv: o.Getenv, Now: o.Now})
+		if err != nil {
+			return nil, false, err
 		}
-		spec.Config = *sc
+		virtual = virtual && spec.Seat == nil
 		specs = append(specs, spec)
 	}
 	return specs, virtual, nil
+}
+
+// openSeat makes a seat's config runnable, for rehearse and time: a script
+// seat becomes a planner (played on the virtual clock, or in real time by
+// the loop), and takes its script's model when it names none, in *sc too;
+// any other seat a live one.
+func openSeat(sc *seat.Config, opts seat.Options) (rehearse.SeatSpec, error) {
+	if sc.Kind != "script" {
+		s, err := seat.NewWithOptions(*sc, opts)
+		if err != nil {
+			return rehearse.SeatSpec{}, badInputErr(err)
+		}
+		return rehearse.SeatSpec{Config: *sc, Seat: s}, nil
+	}
+	s, err := script.Open(sc.Script)
+	if err != nil {
+		return rehearse.SeatSpec{}, badInput("seats.%s.script: %v", sc.Name, err)
+	}
+	if sc.Model == "" {
+		sc.Model = s.Model()
+	}
+	return rehearse.SeatSpec{Config: *sc, Planner: s}, nil
 }
 
 func runRehearse(o *RehearseOptions) error {

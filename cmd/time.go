@@ -14,7 +14,6 @@ import (
 	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/rehearse"
-	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
 
@@ -163,23 +162,16 @@ func runTime(o *TimeOptions) error {
 	var obs seat.Observation
 	clock := "real"
 	sc := o.Seat
-	if sc.Kind == "script" {
-		s, err := script.Open(sc.Script)
-		if err != nil {
-			return badInput("seats.%s.script: %v", sc.Name, err)
-		}
-		if sc.Model == "" {
-			sc.Model = s.Model()
-		}
+	spec, err := openSeat(&sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
+	if err != nil {
+		return err
+	}
+	if spec.Planner != nil {
 		// The virtual-time stopwatch: what a client with these limits
 		// would observe of the script's call, without waiting for it.
-		obs = seat.Resolve(s.PlanFor(o.Call-1), o.HardTimeout, o.WaitCap, o.Policy.Retry.SlowServerAfter)
+		obs = seat.Resolve(spec.Planner.PlanFor(o.Call-1), o.HardTimeout, o.WaitCap, o.Policy.Retry.SlowServerAfter)
 		clock = "virtual"
 	} else {
-		st, err := seat.NewWithOptions(sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
-		if err != nil {
-			return badInputErr(err)
-		}
 		parent := o.Ctx
 		if parent == nil {
 			parent = context.Background()
@@ -196,7 +188,7 @@ func runTime(o *TimeOptions) error {
 				fmt.Fprintln(o.IO.ErrOut, "retrygate: "+stillWaiting(o.Job, sc.Name, elapsed, soft))
 			}
 		}
-		obs = st.Do(ctx, req)
+		obs = spec.Seat.Do(ctx, req)
 	}
 	obs.Seat = sc.Name
 	if obs.Model == "" {
