@@ -167,31 +167,24 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 			return withHint(badInput("--model: %v", err), "see 'retrygate simulate --help' for the model grammar")
 		}
 	}
-	first := fl.Lookup("policy").Value.String()
-	if !fl.Changed("policy") {
-		first = f.ConfigFile
-	} else if strings.TrimSpace(first) == "" {
-		return badInput("--policy: empty path")
-	}
-	p, err := loadSimPolicy(f, c, first)
-	if err != nil {
-		return err
-	}
-	o.Policies = []simPolicy{p}
-	if fl.Changed("vs") {
-		vs := fl.Lookup("vs").Value.String()
-		if strings.TrimSpace(vs) == "" {
-			return badInput("--vs: empty path")
+	for _, name := range []string{"policy", "vs"} {
+		path := fl.Lookup(name).Value.String()
+		switch {
+		case name == "policy" && !fl.Changed(name):
+			path = f.ConfigFile
+		case !fl.Changed(name):
+			continue
+		case strings.TrimSpace(path) == "":
+			return badInput("--%s: empty path", name)
 		}
-		q, err := loadSimPolicy(f, c, vs)
+		p, err := loadSimPolicy(f, c, path)
 		if err != nil {
 			return err
 		}
-		if q.Label == p.Label {
-			p.Label, q.Label = p.File, q.File
-			o.Policies[0] = p
-		}
-		o.Policies = append(o.Policies, q)
+		o.Policies = append(o.Policies, p)
+	}
+	if p := o.Policies; len(p) == 2 && p[0].Label == p[1].Label {
+		p[0].Label, p[1].Label = p[0].File, p[1].File
 	}
 	for _, sp := range o.Policies {
 		if _, err := model.Planners(sp.Chain, o.Model, o.Seed); err != nil {
