@@ -167,6 +167,7 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 			return withHint(badInput("--model: %v", err), "see 'retrygate simulate --help' for the model grammar")
 		}
 	}
+	o.Policies = nil
 	for _, name := range []string{"policy", "vs"} {
 		path := fl.Lookup(name).Value.String()
 		switch {

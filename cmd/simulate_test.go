@@ -73,6 +73,18 @@ func TestSimulateOptions(t *testing.T) {
 	assert.Equal(t, 5000, got.Jobs)
 	assert.Equal(t, 2.5, got.Rate)
 	assert.Equal(t, uint64(42), got.Seed)
+
+	// Two files of one name are told apart by their paths.
+	dir := t.TempDir()
+	same := []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b", "a.yaml")}
+	require.NoError(t, os.MkdirAll(filepath.Dir(same[1]), 0o755))
+	for _, p := range same {
+		require.NoError(t, os.WriteFile(p, []byte("budget: {max_attempts: 2}\n"), 0o644))
+	}
+	root.SetArgs([]string{"simulate", "--policy", same[0], "--vs", same[1], "--model", simSeed2})
+	require.NoError(t, root.Execute())
+	require.Len(t, got.Policies, 2)
+	assert.Equal(t, same, []string{got.Policies[0].Label, got.Policies[1].Label})
 	assert.Equal(t, []admit.Layer{{Name: "sdk", Attempts: 2}, {Name: "app", Attempts: 3}}, got.Layers)
 	assert.True(t, got.JSON)
 	assert.False(t, got.Progress, "not a terminal")
