@@ -98,6 +98,9 @@ no pipe.` +
 			if c.Flags().Changed("junit") && strings.TrimSpace(opts.JUnitFile) == "" {
 				return badInput("--junit: empty file name")
 			}
+			if err := checkOutPath("--junit", opts.JUnitFile); err != nil {
+				return err
+			}
 			opts.Workspace = f.Getenv("GITHUB_WORKSPACE")
 			if opts.Policy != "" {
 				if f.ConfigFile != "" && f.ConfigFile != opts.Policy {

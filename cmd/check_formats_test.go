@@ -119,7 +119,7 @@ func TestCheckFormatBadInput(t *testing.T) {
 		{[]string{"--format", "githb"}, `--format: unknown format "githb" (want table, tsv, json, github, junit)` + "\nretrygate: hint: did you mean --format github?"},
 		{[]string{"--format", ""}, `--format: unknown format ""`},
 		{[]string{"--format", "junit", "--json"}, "--json and --format junit ask for two formats: pass one"},
-		{[]string{"--junit", "no-such-dir/check.xml"}, `--junit "no-such-dir/check.xml"`},
+		{[]string{"--junit", "no-such-dir/check.xml"}, `--junit: "no-such-dir": no such file or directory`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -127,23 +126,14 @@ func printCheckJUnit(w io.Writer, opts *CheckOptions, logs *logSet, res *summary
 	return nil
 }
 
-// writeCheckJUnitFile writes the JUnit report to --junit's file whole or
-// not at all (writeFileAtomic).
+// writeCheckJUnitFile writes the JUnit report to --junit's file (checked
+// before any work, as --html is) whole or not at all (writeFileAtomic).
 func writeCheckJUnitFile(opts *CheckOptions, logs *logSet, res *summary.CheckResult) error {
-	name := opts.JUnitFile
-	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
-		return badInput("--junit %q: is a directory, not a file", name)
-	}
-	if st, err := os.Stat(filepath.Dir(name)); err != nil {
-		return badInput("--junit %q: %v", name, unwrapPathErr(err))
-	} else if !st.IsDir() {
-		return badInput("--junit %q: %q is not a directory", name, filepath.Dir(name))
-	}
 	var b bytes.Buffer
 	if err := printCheckJUnit(&b, opts, logs, res); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(name, b.Bytes()); err != nil {
+	if err := writeFileAtomic(opts.JUnitFile, b.Bytes()); err != nil {
 		return fmt.Errorf("--junit: %w", err)
 	}
 	return nil
