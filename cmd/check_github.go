@@ -78,17 +78,9 @@ func changeText(r summary.Replayed) string {
 
 // checkVerdict is the one-line verdict of a check, with what it judged.
 func checkVerdict(opts *CheckOptions, res *summary.CheckResult) string {
-	n := len(res.Thresholds)
-	s := fmt.Sprintf("check PASS: %d %s passed", n, plural(n, "threshold", "thresholds"))
-	if !res.Pass {
-		s = fmt.Sprintf("check FAIL: %d of %d %s failed", res.Failed, n, plural(n, "threshold", "thresholds"))
-	}
-	if k := len(res.HeldOut.Refused); k > 0 {
-		s += fmt.Sprintf("; %d held-out %s refused", k, plural(k, "attempt", "attempts"))
-	}
 	rows := res.Judged + res.HeldOut.Rows
-	return s + fmt.Sprintf("; %d of %d %s change under policy %s", res.ChangesTotal, rows,
-		plural(int(rows), "decision", "decisions"), opts.Policy)
+	return fmt.Sprintf("check %s: %s; %d of %d %s change under policy %s", passFail[res.Pass], verdictCounts(res),
+		res.ChangesTotal, rows, plural(int(rows), "decision", "decisions"), opts.Policy)
 }
 
 // annotationFile is a path as GitHub matches it: relative to the workspace
