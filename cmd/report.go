@@ -111,9 +111,11 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if err := fillPictureOpts(c, cfg, opts); err != nil {
 				return err
 			}
-			switch opts.Hist {
-			case "":
-			case "wait", "elapsed", "tokens", "cdf":
+			if opts.Hist != "" {
+				key, ok := histCapKey[opts.Hist]
+				if !ok {
+					return badInput("--hist: unknown metric %q (want wait, elapsed, tokens or cdf)", opts.Hist)
+				}
 				if opts.JSON || opts.CSV {
 					return badInput("--hist draws for a terminal; it does not combine with --json or --csv")
 				}
@@ -121,18 +123,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 				if err != nil {
 					return err
 				}
-				key := map[string]string{"wait": "budget.max_wait", "cdf": "budget.max_wait", "elapsed": "budget.deadline", "tokens": "budget.token_ceiling"}[opts.Hist]
-				switch opts.Hist {
-				case "wait", "cdf":
-					opts.HistCap = b.MaxWait.Seconds()
-				case "elapsed":
-					opts.HistCap = b.Deadline.Seconds()
-				default:
-					opts.HistCap = float64(b.TokenCeiling)
-				}
+				opts.HistCap = map[string]float64{"budget.max_wait": b.MaxWait.Seconds(), "budget.deadline": b.Deadline.Seconds(),
+					"budget.token_ceiling": float64(b.TokenCeiling)}[key]
 				opts.HistCapLabel = cfg.where(key)
-			default:
-				return badInput("--hist: unknown metric %q (want wait, elapsed, tokens or cdf)", opts.Hist)
 			}
 			if opts.MaxTokens < 0 {
 				return badInput("--max-tokens: must not be negative, got %d", opts.MaxTokens)
