@@ -213,19 +213,11 @@ func runReport(opts *ReportOptions) error {
 	}
 	switch {
 	case opts.JSON:
+		// The lists are copied into empty ones: JSON writes [] for none, not null.
 		out := reportJSON{
 			Files: displayNames(logs), By: string(s.By), Rows: s.Rows, RowsBeforeSince: s.Before,
-			Groups: s.Groups, All: s.All, WastedCalls: s.Wasted, Stream: s.Stream, Recommendations: recs,
-			Torn: lineRefs(torn), Skipped: lineRefs(skipped), Warnings: warnings,
-		}
-		if out.Groups == nil {
-			out.Groups = []*summary.Group{}
-		}
-		if out.WastedCalls == nil {
-			out.WastedCalls = []summary.Wasted{}
-		}
-		if out.Warnings == nil {
-			out.Warnings = []string{}
+			Groups: append([]*summary.Group{}, s.Groups...), All: s.All, WastedCalls: append([]summary.Wasted{}, s.Wasted...),
+			Stream: s.Stream, Recommendations: recs, Torn: lineRefs(torn), Skipped: lineRefs(skipped), Warnings: append([]string{}, warnings...),
 		}
 		if !since.IsZero() {
 			out.Since = since.Format(time.RFC3339Nano)
