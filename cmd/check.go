@@ -23,7 +23,7 @@ type CheckOptions struct {
 	Workspace  string // GITHUB_WORKSPACE: annotations name files relative to it
 	SkipBad    bool
 	Budget     admit.Budget
-	Thresholds []CheckThreshold
+	Thresholds []summary.Threshold
 	// ThresholdLines is the policy line of each threshold (0 when unknown),
 	// for annotations and JUnit.
 	ThresholdLines []int
@@ -31,9 +31,6 @@ type CheckOptions struct {
 	Retry          admit.RetryPolicy // the retry rules the replay judges by
 	HTML           string            // check --html: the page (check_html.go)
 }
-
-// CheckThreshold is one parsed threshold and where the policy wrote it.
-type CheckThreshold = summary.Threshold
 
 // maxListedChanges bounds the decision changes kept for printing; the
 // count is always exact.
@@ -139,7 +136,7 @@ no pipe.` +
 					if err != nil {
 						return badInput("%s: %v", e.Where, err)
 					}
-					opts.Thresholds = append(opts.Thresholds, CheckThreshold{Threshold: t, Where: e.Where})
+					opts.Thresholds = append(opts.Thresholds, summary.Threshold{Threshold: t, Where: e.Where})
 					opts.ThresholdLines = append(opts.ThresholdLines, cfg.lines["thresholds."+e.Metric])
 				}
 			}

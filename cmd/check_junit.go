@@ -75,6 +75,7 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 				text += "\n" + r.Note
 			}
 			c.Failure = &junitFailure{Message: obs + ", want " + r.Threshold, Type: "threshold", Text: text}
+			s.Failures++
 		}
 		s.Cases = append(s.Cases, c)
 	}
@@ -83,6 +84,7 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 	switch {
 	case held == 0:
 		hc.Skipped = &junitSkipped{Message: "no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on"}
+		s.Skipped++
 	case len(refused) > 0:
 		var b strings.Builder
 		for _, r := range refused {
@@ -92,17 +94,10 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 			Message: fmt.Sprintf("the budget refuses %d of %d held-out %s: believe the refusal", len(refused), held, plural(int(held), "row", "rows")),
 			Type:    "held-out", Text: b.String(),
 		}
+		s.Failures++
 	}
 	s.Cases = append(s.Cases, hc)
-	for _, c := range s.Cases {
-		s.Tests++
-		if c.Failure != nil {
-			s.Failures++
-		}
-		if c.Skipped != nil {
-			s.Skipped++
-		}
-	}
+	s.Tests = len(s.Cases)
 	var out strings.Builder
 	fmt.Fprintf(&out, "%s\n", checkVerdict(opts, res))
 	for _, r := range res.Changes {
