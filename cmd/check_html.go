@@ -24,12 +24,10 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 		{"held-out rows", figN("held_out_rows", res.HeldOut.Rows)},
 		{"held-out refused", template.HTML(strconv.Itoa(len(res.HeldOut.Refused)))},
 	}
+	word := map[bool]string{true: "pass", false: "FAIL"} // a failure stands out
 	thresholds := table{ID: "threshold-table", Head: []string{"metric", "threshold", "observed", "n", "verdict", "where"}}
 	for i, t := range res.Thresholds {
-		v := template.HTML(`<span class="pass">pass</span>`)
-		if !t.Pass {
-			v = `<span class="fail">FAIL</span>`
-		}
+		v := template.HTML(`<span class="` + strings.ToLower(word[t.Pass]) + `">` + word[t.Pass] + `</span>`)
 		thresholds.Rows = append(thresholds.Rows, []any{t.Metric, template.HTML("<code>" + html.EscapeString(t.Threshold) + "</code>"),
 			fig("thresholds."+strconv.Itoa(i)+".observed", formatObserved(t.Spec, t.Value), summary.Figure(t.Value)), t.N, v, t.Where + " " + t.Note})
 	}
@@ -42,11 +40,7 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 			if t.Metric != metric {
 				continue
 			}
-			word := "pass"
-			if !t.Pass {
-				word = "FAIL"
-			}
-			rules = append(rules, chart.Rule{Label: t.Threshold + ": " + word, X: t.Limit})
+			rules = append(rules, chart.Rule{Label: t.Threshold + ": " + word[t.Pass], X: t.Limit})
 		}
 		if len(rules) == 0 {
 			continue

@@ -62,12 +62,9 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 		fmt.Fprintln(w)
 		rows := make([][]string, 0, len(res.Thresholds))
 		for _, r := range res.Thresholds {
-			mark := "pass"
-			if !r.Pass {
-				mark = "fail"
-			}
+			mark := strings.ToLower(passFail[r.Pass])
 			if opts.IO.OutTTY {
-				mark = map[bool]string{true: "✓ pass", false: "✗ fail"}[r.Pass]
+				mark = map[bool]string{true: "✓ ", false: "✗ "}[r.Pass] + mark
 			}
 			obs := r.Aggregation + "=" + formatObserved(r.Spec, r.Value)
 			if r.Note != "" {
