@@ -88,7 +88,7 @@ no pipe.` +
   retrygate check --policy policy.yaml --json logs/*.log
   retrygate check --policy retrygate.yaml --format github --junit check.xml rehearsal.log`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: runE(opts, func(c *cobra.Command, args []string) error {
 			if err := opts.resolveFormat(c.Flags().Changed("format")); err != nil {
 				return err
 			}
@@ -147,14 +147,8 @@ no pipe.` +
 			if opts.Files, err = logFiles(cfg, args); err != nil {
 				return err
 			}
-			if err := checkHTMLFlag(c, opts.HTML); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCheck(opts)
-		},
+			return checkHTMLFlag(c, opts.HTML)
+		}, runF, runCheck),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Policy, "policy", "", "policy `file` (a config file: budget and thresholds)")

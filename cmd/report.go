@@ -85,7 +85,7 @@ A malformed row stops the report (exit 2, naming file and line) unless
   retrygate report --html report.html rehearsal.log
   retrygate report --json | jq '.all.retry_tax'`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: runE(opts, func(c *cobra.Command, args []string) error {
 			cfg, err := loadConfig(f, c, nil)
 			if err != nil {
 				return err
@@ -133,14 +133,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if opts.MaxTokens > maxTokensFlag {
 				return badInput("--max-tokens: %d is past any model's output (at most %d)", opts.MaxTokens, maxTokensFlag)
 			}
-			if opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after"); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runReport(opts)
-		},
+			opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after")
+			return err
+		}, runF, runReport),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&by, "by", "seat", "group rows by `seat`, model, job or outcome")
