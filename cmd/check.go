@@ -25,7 +25,7 @@ type CheckOptions struct {
 	Budget     admit.Budget
 	Thresholds []summary.Threshold
 	// ThresholdLines is the policy line of each threshold (0 when unknown),
-	// for annotations and JUnit.
+	// for annotations and JUnit: filled with Thresholds, one for one.
 	ThresholdLines []int
 	SlowAfter      time.Duration
 	Retry          admit.RetryPolicy // the retry rules the replay judges by

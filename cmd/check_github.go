@@ -28,27 +28,21 @@ func printCheckGitHub(opts *CheckOptions, res *summary.CheckResult) error {
 		if r.Pass {
 			continue
 		}
-		line := 0
-		if i < len(opts.ThresholdLines) {
-			line = opts.ThresholdLines[i]
-		}
 		msg := fmt.Sprintf("%s %s=%s breaks the threshold %q", r.Metric, r.Aggregation, formatObserved(r.Spec, r.Value), r.Threshold)
 		if r.Note != "" {
 			msg += " (" + r.Note + ")"
 		}
-		writeWorkflowCommand(&b, "error", annotationFile(opts, opts.Policy), line,
+		writeWorkflowCommand(&b, "error", annotationFile(opts, opts.Policy), opts.ThresholdLines[i],
 			"threshold failed: "+r.Metric+" "+r.Threshold, msg)
 	}
-	heldRefused := map[string]bool{}
 	for _, r := range res.HeldOut.Refused {
-		heldRefused[fmt.Sprintf("%s:%d", r.File, r.Line)] = true
 		writeWorkflowCommand(&b, "error", annotationFile(opts, r.File), r.Line,
 			"held-out attempt refused", changeText(r)+"; it is held out, so the check fails: believe the refusal")
 	}
 	warned := 0
 	for _, r := range res.Changes {
-		if heldRefused[fmt.Sprintf("%s:%d", r.File, r.Line)] {
-			continue
+		if r.HeldOut && r.Refused() {
+			continue // an error above
 		}
 		if warned == maxAnnotatedChanges {
 			break

@@ -64,10 +64,7 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 		s.Properties = append(s.Properties, junitProperty{"log", l})
 	}
 	for i, r := range res.Thresholds {
-		c := junitCase{Classname: "thresholds", Name: r.Metric + " " + r.Threshold, File: filepath.ToSlash(opts.Policy)}
-		if i < len(opts.ThresholdLines) {
-			c.Line = opts.ThresholdLines[i]
-		}
+		c := junitCase{Classname: "thresholds", Name: r.Metric + " " + r.Threshold, File: filepath.ToSlash(opts.Policy), Line: opts.ThresholdLines[i]}
 		if !r.Pass {
 			obs := r.Aggregation + "=" + formatObserved(r.Spec, r.Value)
 			text := fmt.Sprintf("observed %s (n=%d); the policy wants %s (%s)", obs, r.N, r.Threshold, r.Where)
