@@ -61,6 +61,14 @@ func TestCheckGitHubAnnotations(t *testing.T) {
 	_, out, _ = reportRun(t, false, "", "check", "--policy", policies+"pass.yaml", "--format", "github", mixedLog)
 	assert.NotContains(t, out, "::error")
 	assert.Contains(t, out, "\n::notice title=retrygate check::check PASS: 12 thresholds passed;")
+
+	// Every threshold passes and the held-out row fails the check: the
+	// notice and the JUnit output word the verdict as the text does.
+	_, out, _ = reportRun(t, false, "", "check", "--policy", policies+"seed003.yaml", "--format", "github", seedHoldLog)
+	assert.Contains(t, out, "\ncheck: FAIL (1 threshold passed; 1 held-out attempt refused)\n")
+	assert.Contains(t, out, "\n::notice title=retrygate check::check FAIL: 1 threshold passed; 1 held-out attempt refused;")
+	_, out, _ = reportRun(t, false, "", "check", "--policy", policies+"seed003.yaml", "--format", "junit", seedHoldLog)
+	assert.Contains(t, out, "<system-out>check FAIL: 1 threshold passed; 1 held-out attempt refused;")
 }
 
 func TestWorkflowCommandEscaping(t *testing.T) {
