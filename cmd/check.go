@@ -23,17 +23,14 @@ type CheckOptions struct {
 	Workspace  string // GITHUB_WORKSPACE: annotations name files relative to it
 	SkipBad    bool
 	Budget     admit.Budget
-	Thresholds []CheckThreshold
+	Thresholds []summary.Threshold
 	// ThresholdLines is the policy line of each threshold (0 when unknown),
-	// for annotations and JUnit.
+	// for annotations and JUnit: filled with Thresholds, one for one.
 	ThresholdLines []int
 	SlowAfter      time.Duration
 	Retry          admit.RetryPolicy // the retry rules the replay judges by
 	HTML           string            // check --html: the page (check_html.go)
 }
-
-// CheckThreshold is one parsed threshold and where the policy wrote it.
-type CheckThreshold = summary.Threshold
 
 // maxListedChanges bounds the decision changes kept for printing; the
 // count is always exact.
@@ -91,12 +88,15 @@ no pipe.` +
   retrygate check --policy policy.yaml --json logs/*.log
   retrygate check --policy retrygate.yaml --format github --junit check.xml rehearsal.log`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: runE(opts, func(c *cobra.Command, args []string) error {
 			if err := opts.resolveFormat(c.Flags().Changed("format")); err != nil {
 				return err
 			}
 			if c.Flags().Changed("junit") && strings.TrimSpace(opts.JUnitFile) == "" {
 				return badInput("--junit: empty file name")
+			}
+			if err := checkOutPath("--junit", opts.JUnitFile); err != nil {
+				return err
 			}
 			opts.Workspace = f.Getenv("GITHUB_WORKSPACE")
 			if opts.Policy != "" {
@@ -136,7 +136,7 @@ no pipe.` +
 					if err != nil {
 						return badInput("%s: %v", e.Where, err)
 					}
-					opts.Thresholds = append(opts.Thresholds, CheckThreshold{Threshold: t, Where: e.Where})
+					opts.Thresholds = append(opts.Thresholds, summary.Threshold{Threshold: t, Where: e.Where})
 					opts.ThresholdLines = append(opts.ThresholdLines, cfg.lines["thresholds."+e.Metric])
 				}
 			}
@@ -147,14 +147,8 @@ no pipe.` +
 			if opts.Files, err = logFiles(cfg, args); err != nil {
 				return err
 			}
-			if err := checkHTMLFlag(c, opts.HTML); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCheck(opts)
-		},
+			return checkHTMLFlag(c, opts.HTML)
+		}, runF, runCheck),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Policy, "policy", "", "policy `file` (a config file: budget and thresholds)")

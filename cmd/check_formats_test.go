@@ -61,6 +61,14 @@ func TestCheckGitHubAnnotations(t *testing.T) {
 	_, out, _ = reportRun(t, false, "", "check", "--policy", policies+"pass.yaml", "--format", "github", mixedLog)
 	assert.NotContains(t, out, "::error")
 	assert.Contains(t, out, "\n::notice title=retrygate check::check PASS: 12 thresholds passed;")
+
+	// Every threshold passes and the held-out row fails the check: the
+	// notice and the JUnit output word the verdict as the text does.
+	_, out, _ = reportRun(t, false, "", "check", "--policy", policies+"seed003.yaml", "--format", "github", seedHoldLog)
+	assert.Contains(t, out, "\ncheck: FAIL (1 threshold passed; 1 held-out attempt refused)\n")
+	assert.Contains(t, out, "\n::notice title=retrygate check::check FAIL: 1 threshold passed; 1 held-out attempt refused;")
+	_, out, _ = reportRun(t, false, "", "check", "--policy", policies+"seed003.yaml", "--format", "junit", seedHoldLog)
+	assert.Contains(t, out, "<system-out>check FAIL: 1 threshold passed; 1 held-out attempt refused;")
 }
 
 func TestWorkflowCommandEscaping(t *testing.T) {
@@ -119,7 +127,7 @@ func TestCheckFormatBadInput(t *testing.T) {
 		{[]string{"--format", "githb"}, `--format: unknown format "githb" (want table, tsv, json, github, junit)` + "\nretrygate: hint: did you mean --format github?"},
 		{[]string{"--format", ""}, `--format: unknown format ""`},
 		{[]string{"--format", "junit", "--json"}, "--json and --format junit ask for two formats: pass one"},
-		{[]string{"--junit", "no-such-dir/check.xml"}, `--junit "no-such-dir/check.xml"`},
+		{[]string{"--junit", "no-such-dir/check.xml"}, `--junit: "no-such-dir": no such file or directory`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -28,27 +28,21 @@ func printCheckGitHub(opts *CheckOptions, res *summary.CheckResult) error {
 		if r.Pass {
 			continue
 		}
-		line := 0
-		if i < len(opts.ThresholdLines) {
-			line = opts.ThresholdLines[i]
-		}
 		msg := fmt.Sprintf("%s %s=%s breaks the threshold %q", r.Metric, r.Aggregation, formatObserved(r.Spec, r.Value), r.Threshold)
 		if r.Note != "" {
 			msg += " (" + r.Note + ")"
 		}
-		writeWorkflowCommand(&b, "error", annotationFile(opts, opts.Policy), line,
+		writeWorkflowCommand(&b, "error", annotationFile(opts, opts.Policy), opts.ThresholdLines[i],
 			"threshold failed: "+r.Metric+" "+r.Threshold, msg)
 	}
-	heldRefused := map[string]bool{}
 	for _, r := range res.HeldOut.Refused {
-		heldRefused[fmt.Sprintf("%s:%d", r.File, r.Line)] = true
 		writeWorkflowCommand(&b, "error", annotationFile(opts, r.File), r.Line,
 			"held-out attempt refused", changeText(r)+"; it is held out, so the check fails: believe the refusal")
 	}
 	warned := 0
 	for _, r := range res.Changes {
-		if heldRefused[fmt.Sprintf("%s:%d", r.File, r.Line)] {
-			continue
+		if r.HeldOut && r.Refused() {
+			continue // an error above
 		}
 		if warned == maxAnnotatedChanges {
 			break
@@ -78,17 +72,9 @@ func changeText(r summary.Replayed) string {
 
 // checkVerdict is the one-line verdict of a check, with what it judged.
 func checkVerdict(opts *CheckOptions, res *summary.CheckResult) string {
-	n := len(res.Thresholds)
-	s := fmt.Sprintf("check PASS: %d %s passed", n, plural(n, "threshold", "thresholds"))
-	if !res.Pass {
-		s = fmt.Sprintf("check FAIL: %d of %d %s failed", res.Failed, n, plural(n, "threshold", "thresholds"))
-	}
-	if k := len(res.HeldOut.Refused); k > 0 {
-		s += fmt.Sprintf("; %d held-out %s refused", k, plural(k, "attempt", "attempts"))
-	}
 	rows := res.Judged + res.HeldOut.Rows
-	return s + fmt.Sprintf("; %d of %d %s change under policy %s", res.ChangesTotal, rows,
-		plural(int(rows), "decision", "decisions"), opts.Policy)
+	return fmt.Sprintf("check %s: %s; %d of %d %s change under policy %s", passFail[res.Pass], verdictCounts(res),
+		res.ChangesTotal, rows, plural(int(rows), "decision", "decisions"), opts.Policy)
 }
 
 // annotationFile is a path as GitHub matches it: relative to the workspace

@@ -1,10 +1,8 @@
 package cmd
 
 import (
-	"fmt"
 	"html"
 	"html/template"
-	"math"
 	"strconv"
 	"strings"
 
@@ -26,19 +24,12 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 		{"held-out rows", figN("held_out_rows", res.HeldOut.Rows)},
 		{"held-out refused", template.HTML(strconv.Itoa(len(res.HeldOut.Refused)))},
 	}
+	word := map[bool]string{true: "pass", false: "FAIL"} // a failure stands out
 	thresholds := table{ID: "threshold-table", Head: []string{"metric", "threshold", "observed", "n", "verdict", "where"}}
 	for i, t := range res.Thresholds {
-		obs := "-"
-		raw := summary.Figure(math.NaN())
-		if t.Observed != nil {
-			obs, raw = formatObserved(t.Spec, *t.Observed), summary.Figure(*t.Observed)
-		}
-		v := template.HTML(`<span class="pass">pass</span>`)
-		if !t.Pass {
-			v = `<span class="fail">FAIL</span>`
-		}
+		v := template.HTML(`<span class="` + strings.ToLower(word[t.Pass]) + `">` + word[t.Pass] + `</span>`)
 		thresholds.Rows = append(thresholds.Rows, []any{t.Metric, template.HTML("<code>" + html.EscapeString(t.Threshold) + "</code>"),
-			fig("thresholds."+strconv.Itoa(i)+".observed", obs, raw), t.N, v, t.Where + " " + t.Note})
+			fig("thresholds."+strconv.Itoa(i)+".observed", formatObserved(t.Spec, t.Value), summary.Figure(t.Value)), t.N, v, t.Where + " " + t.Note})
 	}
 
 	// Each trend metric's distribution, with every limit on it drawn.
@@ -49,11 +40,7 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 			if t.Metric != metric {
 				continue
 			}
-			word := "pass"
-			if !t.Pass {
-				word = "FAIL"
-			}
-			rules = append(rules, chart.Rule{Label: t.Threshold + ": " + word, X: t.Limit})
+			rules = append(rules, chart.Rule{Label: t.Threshold + ": " + word[t.Pass], X: t.Limit})
 		}
 		if len(rules) == 0 {
 			continue
@@ -78,12 +65,17 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 	})
 }
 
-func changeTable(id string, rows []summary.Replayed) table {
-	t := table{ID: id, Head: []string{"where", "job", "attempt", "seat", "logged", "now", "wait_s", "elapsed_s", "tokens", "spent_s", "used"}}
-	for _, r := range rows {
-		t.Rows = append(t.Rows, []any{fmt.Sprintf("%s:%d", r.File, r.Line), r.Job, r.Attempt, r.Seat, r.Logged,
-			template.HTML("<b>" + html.EscapeString(r.Now) + "</b>"), strconv.FormatFloat(r.WaitS, 'f', 3, 64),
-			strconv.FormatFloat(r.ElapsedS, 'f', 3, 64), r.Tokens, strconv.FormatFloat(r.SpentS, 'f', 3, 64), r.Used})
+// changeTable is the replayed rows' table, the columns the text report
+// prints, the decision now in bold.
+func changeTable(id string, rs []summary.Replayed) table {
+	t := table{ID: id, Head: replayHeader()}
+	for _, r := range replayRows(rs, len(rs)) {
+		row := make([]any, len(r))
+		for i, cell := range r {
+			row[i] = cell
+		}
+		row[5] = template.HTML("<b>" + html.EscapeString(r[5]) + "</b>")
+		t.Rows = append(t.Rows, row)
 	}
 	return t
 }

@@ -27,6 +27,8 @@ func TestCheckHTML(t *testing.T) {
 		`p(95) &lt; 5s: FAIL`, // the wait_s limit, drawn over the waits
 		`wait_s: limits over the observed distribution`,
 		`<td>../testdata/logs/mixed.log:70</td><td>d</td><td>1</td><td>scratch</td><td>admit</td><td><b>refuse: queue wait</b>`,
+		// the flip tables have the text report's columns (replayHeader)
+		`<th>row</th><th>job</th><th>attempt</th><th>seat</th><th>logged</th><th>now</th><th>row_wait_s</th><th>row_elapsed_s</th><th>row_tokens</th><th>spent_s</th><th>spent_tokens</th><th>used</th>`,
 		`<h2 id="held-out">Held-out rows the budget refuses</h2><p>1 of 1 held-out rows.</p><table id="held-out-table">`,
 	} {
 		assert.True(t, strings.Contains(html, want), want)

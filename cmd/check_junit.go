@@ -5,7 +5,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -65,10 +64,7 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 		s.Properties = append(s.Properties, junitProperty{"log", l})
 	}
 	for i, r := range res.Thresholds {
-		c := junitCase{Classname: "thresholds", Name: r.Metric + " " + r.Threshold, File: filepath.ToSlash(opts.Policy)}
-		if i < len(opts.ThresholdLines) {
-			c.Line = opts.ThresholdLines[i]
-		}
+		c := junitCase{Classname: "thresholds", Name: r.Metric + " " + r.Threshold, File: filepath.ToSlash(opts.Policy), Line: opts.ThresholdLines[i]}
 		if !r.Pass {
 			obs := r.Aggregation + "=" + formatObserved(r.Spec, r.Value)
 			text := fmt.Sprintf("observed %s (n=%d); the policy wants %s (%s)", obs, r.N, r.Threshold, r.Where)
@@ -76,6 +72,7 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 				text += "\n" + r.Note
 			}
 			c.Failure = &junitFailure{Message: obs + ", want " + r.Threshold, Type: "threshold", Text: text}
+			s.Failures++
 		}
 		s.Cases = append(s.Cases, c)
 	}
@@ -84,6 +81,7 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 	switch {
 	case held == 0:
 		hc.Skipped = &junitSkipped{Message: "no held-out rows (holdout=true): nothing checks the budget against a run it was not tuned on"}
+		s.Skipped++
 	case len(refused) > 0:
 		var b strings.Builder
 		for _, r := range refused {
@@ -93,17 +91,10 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 			Message: fmt.Sprintf("the budget refuses %d of %d held-out %s: believe the refusal", len(refused), held, plural(int(held), "row", "rows")),
 			Type:    "held-out", Text: b.String(),
 		}
+		s.Failures++
 	}
 	s.Cases = append(s.Cases, hc)
-	for _, c := range s.Cases {
-		s.Tests++
-		if c.Failure != nil {
-			s.Failures++
-		}
-		if c.Skipped != nil {
-			s.Skipped++
-		}
-	}
+	s.Tests = len(s.Cases)
 	var out strings.Builder
 	fmt.Fprintf(&out, "%s\n", checkVerdict(opts, res))
 	for _, r := range res.Changes {
@@ -127,23 +118,14 @@ func printCheckJUnit(w io.Writer, opts *CheckOptions, logs *logSet, res *summary
 	return nil
 }
 
-// writeCheckJUnitFile writes the JUnit report to --junit's file whole or
-// not at all (writeFileAtomic).
+// writeCheckJUnitFile writes the JUnit report to --junit's file (checked
+// before any work, as --html is) whole or not at all (writeFileAtomic).
 func writeCheckJUnitFile(opts *CheckOptions, logs *logSet, res *summary.CheckResult) error {
-	name := opts.JUnitFile
-	if fi, err := os.Stat(name); err == nil && fi.IsDir() {
-		return badInput("--junit %q: is a directory, not a file", name)
-	}
-	if st, err := os.Stat(filepath.Dir(name)); err != nil {
-		return badInput("--junit %q: %v", name, unwrapPathErr(err))
-	} else if !st.IsDir() {
-		return badInput("--junit %q: %q is not a directory", name, filepath.Dir(name))
-	}
 	var b bytes.Buffer
 	if err := printCheckJUnit(&b, opts, logs, res); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(name, b.Bytes()); err != nil {
+	if err := writeFileAtomic(opts.JUnitFile, b.Bytes()); err != nil {
 		return fmt.Errorf("--junit: %w", err)
 	}
 	return nil

@@ -62,12 +62,9 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 		fmt.Fprintln(w)
 		rows := make([][]string, 0, len(res.Thresholds))
 		for _, r := range res.Thresholds {
-			mark := "pass"
-			if !r.Pass {
-				mark = "fail"
-			}
+			mark := strings.ToLower(passFail[r.Pass])
 			if opts.IO.OutTTY {
-				mark = map[bool]string{true: "✓ pass", false: "✗ fail"}[r.Pass]
+				mark = map[bool]string{true: "✓ ", false: "✗ "}[r.Pass] + mark
 			}
 			obs := r.Aggregation + "=" + formatObserved(r.Spec, r.Value)
 			if r.Note != "" {
@@ -102,19 +99,24 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 		}
 	}
 
-	verdict := fmt.Sprintf("%d of %d thresholds failed", res.Failed, len(res.Thresholds))
-	if res.Failed == 0 {
-		verdict = fmt.Sprintf("%d %s passed", len(res.Thresholds), plural(len(res.Thresholds), "threshold", "thresholds"))
-	}
-	if len(heldRefused) > 0 {
-		verdict += fmt.Sprintf("; %d held-out %s refused", len(heldRefused), plural(len(heldRefused), "attempt", "attempts"))
-	}
-	if res.Pass {
-		fmt.Fprintf(w, "\ncheck: PASS (%s)\n", verdict)
-	} else {
-		fmt.Fprintf(w, "\ncheck: FAIL (%s)\n", verdict)
-	}
+	fmt.Fprintf(w, "\ncheck: %s (%s)\n", passFail[res.Pass], verdictCounts(res))
 	return nil
+}
+
+var passFail = map[bool]string{true: "PASS", false: "FAIL"}
+
+// verdictCounts is what the verdict rests on, in every format's words:
+// "3 of 5 thresholds failed; 1 held-out attempt refused".
+func verdictCounts(res *summary.CheckResult) string {
+	n := len(res.Thresholds)
+	s := fmt.Sprintf("%d of %d thresholds failed", res.Failed, n)
+	if res.Failed == 0 {
+		s = fmt.Sprintf("%d %s passed", n, plural(n, "threshold", "thresholds"))
+	}
+	if k := len(res.HeldOut.Refused); k > 0 {
+		s += fmt.Sprintf("; %d held-out %s refused", k, plural(k, "attempt", "attempts"))
+	}
+	return s
 }
 
 func budgetLine(b admit.Budget) string {

@@ -85,7 +85,7 @@ A malformed row stops the report (exit 2, naming file and line) unless
   retrygate report --html report.html rehearsal.log
   retrygate report --json | jq '.all.retry_tax'`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: runE(opts, func(c *cobra.Command, args []string) error {
 			cfg, err := loadConfig(f, c, nil)
 			if err != nil {
 				return err
@@ -111,9 +111,11 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if err := fillPictureOpts(c, cfg, opts); err != nil {
 				return err
 			}
-			switch opts.Hist {
-			case "":
-			case "wait", "elapsed", "tokens", "cdf":
+			if opts.Hist != "" {
+				key, ok := histCapKey[opts.Hist]
+				if !ok {
+					return badInput("--hist: unknown metric %q (want wait, elapsed, tokens or cdf)", opts.Hist)
+				}
 				if opts.JSON || opts.CSV {
 					return badInput("--hist draws for a terminal; it does not combine with --json or --csv")
 				}
@@ -121,18 +123,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 				if err != nil {
 					return err
 				}
-				key := map[string]string{"wait": "budget.max_wait", "cdf": "budget.max_wait", "elapsed": "budget.deadline", "tokens": "budget.token_ceiling"}[opts.Hist]
-				switch opts.Hist {
-				case "wait", "cdf":
-					opts.HistCap = b.MaxWait.Seconds()
-				case "elapsed":
-					opts.HistCap = b.Deadline.Seconds()
-				default:
-					opts.HistCap = float64(b.TokenCeiling)
-				}
+				opts.HistCap = map[string]float64{"budget.max_wait": b.MaxWait.Seconds(), "budget.deadline": b.Deadline.Seconds(),
+					"budget.token_ceiling": float64(b.TokenCeiling)}[key]
 				opts.HistCapLabel = cfg.where(key)
-			default:
-				return badInput("--hist: unknown metric %q (want wait, elapsed, tokens or cdf)", opts.Hist)
 			}
 			if opts.MaxTokens < 0 {
 				return badInput("--max-tokens: must not be negative, got %d", opts.MaxTokens)
@@ -140,14 +133,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 			if opts.MaxTokens > maxTokensFlag {
 				return badInput("--max-tokens: %d is past any model's output (at most %d)", opts.MaxTokens, maxTokensFlag)
 			}
-			if opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after"); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runReport(opts)
-		},
+			opts.SlowAfter, err = cfg.duration("retry.slow_5xx_after")
+			return err
+		}, runF, runReport),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&by, "by", "seat", "group rows by `seat`, model, job or outcome")
@@ -220,19 +208,11 @@ func runReport(opts *ReportOptions) error {
 	}
 	switch {
 	case opts.JSON:
+		// The lists are copied into empty ones: JSON writes [] for none, not null.
 		out := reportJSON{
 			Files: displayNames(logs), By: string(s.By), Rows: s.Rows, RowsBeforeSince: s.Before,
-			Groups: s.Groups, All: s.All, WastedCalls: s.Wasted, Stream: s.Stream, Recommendations: recs,
-			Torn: lineRefs(torn), Skipped: lineRefs(skipped), Warnings: warnings,
-		}
-		if out.Groups == nil {
-			out.Groups = []*summary.Group{}
-		}
-		if out.WastedCalls == nil {
-			out.WastedCalls = []summary.Wasted{}
-		}
-		if out.Warnings == nil {
-			out.Warnings = []string{}
+			Groups: append([]*summary.Group{}, s.Groups...), All: s.All, WastedCalls: append([]summary.Wasted{}, s.Wasted...),
+			Stream: s.Stream, Recommendations: recs, Torn: lineRefs(torn), Skipped: lineRefs(skipped), Warnings: append([]string{}, warnings...),
 		}
 		if !since.IsZero() {
 			out.Since = since.Format(time.RFC3339Nano)

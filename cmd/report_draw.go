@@ -25,11 +25,10 @@ type drawData struct {
 	genOrder []string
 	genAll   summary.DistAcc
 
-	open  map[string]*jobTrace
-	cur   *jobTrace // the job of the last row, while it is open
-	free  []*jobTrace
-	top   []*jobTrace
-	jobsN int64
+	open map[string]*jobTrace
+	cur  *jobTrace // the job of the last row, while it is open
+	free []*jobTrace
+	top  []*jobTrace
 
 	unit    int64 // seconds per bucket, doubled as the log's span grows
 	buckets map[int64]*bucket
@@ -201,7 +200,6 @@ func (d *drawData) addTrace(r *ledgerfile.Row, file string) {
 				t = &jobTrace{id: id}
 			}
 			d.open[id] = t
-			d.jobsN++
 		}
 		d.cur = t
 	}

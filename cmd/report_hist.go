@@ -10,6 +10,9 @@ import (
 	"retrygate/ledgerfile/summary"
 )
 
+// histCapKey is each --hist metric's cap: the budget key it is read from.
+var histCapKey = map[string]string{"wait": "budget.max_wait", "cdf": "budget.max_wait", "elapsed": "budget.deadline", "tokens": "budget.token_ceiling"}
+
 // drawHist draws a small histogram of one metric over every sent attempt,
 // with the cap that governs it marked: bins at or under the cap in █,
 // bins past it in ░, and a rule where the cap falls.
@@ -24,7 +27,7 @@ func drawHist(w io.Writer, metric string, g *summary.Group, cap float64, capLabe
 	default:
 		d, name, unit = g.Tokens, "tokens", ""
 	}
-	capName := map[string]string{"wait": "max_wait", "elapsed": "deadline", "tokens": "token_ceiling"}[metric]
+	capName := strings.TrimPrefix(histCapKey[metric], "budget.")
 	fmtV := func(v float64) string {
 		if unit == "" {
 			return strconv.FormatFloat(v, 'f', 0, 64)

@@ -280,7 +280,7 @@ func (p *pictures) html(path string) error {
 		"Cards": cards, "PolicyLast": p.d.policy.last != "", "Hashes": p.d.policy.hashes, "PolicyKV": parsePolicyLine(p.d.policy.last),
 		"CapsFrom": p.capsFrom, "Charts": drawn, "By": string(p.s.By), "Percentiles": percentileTable(p),
 		"LeftOut": left > 0, "Drawn": maxDrawnGroups, "Groups": len(p.s.Groups), "Held": p.held,
-		"Sampled": p.sampled, "TimelineJobs": len(p.d.top), "Jobs": p.d.jobsN,
+		"Sampled": p.sampled, "TimelineJobs": len(p.d.top), "Jobs": p.s.All.Jobs,
 	})
 }
 

@@ -108,13 +108,15 @@ func plainNum(f summary.Figure, digits int) string {
 	return strconv.FormatFloat(v, 'f', digits, 64)
 }
 
-// Terminal formats.
-func tSec(f summary.Figure) string {
+// Terminal formats: "-" where a figure is undefined.
+func tFixed(f summary.Figure, digits int) string {
 	if math.IsNaN(float64(f)) {
 		return "-"
 	}
-	return strconv.FormatFloat(float64(f), 'f', 3, 64)
+	return strconv.FormatFloat(float64(f), 'f', digits, 64)
 }
+
+func tSec(f summary.Figure) string { return tFixed(f, 3) }
 
 func tPct(f summary.Figure) string {
 	if math.IsNaN(float64(f)) {
@@ -203,14 +205,9 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 		}{{"wait_s", g.Wait}, {"ttfb_s", g.TTFB}, {"elapsed_s", g.Elapsed}, {"tokens", g.Tokens}} {
 			f := tSec
 			if m.name == "tokens" {
-				f = func(v summary.Figure) string {
-					if math.IsNaN(float64(v)) {
-						return "-"
-					}
-					return strconv.FormatFloat(float64(v), 'f', 0, 64)
-				}
+				f = func(v summary.Figure) string { return tFixed(v, 0) } // tokens are whole
 			}
-			rows = append(rows, []string{g.Key, m.name, strconv.FormatInt(m.d.N, 10), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
+			rows = append(rows, []string{g.Key, m.name, i(m.d.N), f(m.d.P50), f(m.d.P75), f(m.d.P95), f(m.d.P99), f(m.d.Max)})
 		}
 	}
 	table("Percentiles of sent attempts (nearest rank)", []string{by, "metric", "n", "p50", "p75", "p95", "p99", "max"}, rows)

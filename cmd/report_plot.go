@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -87,15 +88,7 @@ func terminalCDF(w io.Writer, s summary.Sorted, cap float64, cols int) {
 		share[col] = float64(seen) / n
 	}
 	for r := rows - 1; r >= 0; r-- {
-		label := "    "
-		switch r {
-		case rows - 1:
-			label = "100%"
-		case rows / 2:
-			label = " 50%"
-		case 0:
-			label = "  0%"
-		}
+		label := cmp.Or(map[int]string{rows - 1: "100%", rows / 2: " 50%", 0: "  0%"}[r], "    ")
 		var line strings.Builder
 		for _, q := range share {
 			h := q*rows - float64(r)
