@@ -116,12 +116,6 @@ type Job struct {
 	free *Job             // the virtual driver's free list
 }
 
-// Seat reports the chain index of the seat the job is on.
-func (j *Job) Seat() int { return j.seat }
-
-// Submitted is when the attempt in flight was sent.
-func (j *Job) Submitted() time.Time { return j.submit }
-
 type seatState struct {
 	name    string
 	model   string
@@ -312,21 +306,21 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 	if s == len(l.seats) {
 		st := &l.seats[j.seat]
 		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonBreakerOpen), l.spent(j), j.delay)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	j.seat = s
 	st := &l.seats[s]
 	spent := l.spent(j)
 	if d := l.before(j, st, j.delay); !d.Admit {
 		l.refusalRow(j, now, st, d, spent, j.delay)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	hard := min(l.pol.Timeouts.Hard, j.deadline.Sub(now))
 	if hard <= 0 {
 		// Less than the log's resolution is left: the gate saw a
 		// millisecond that the clock has already spent.
 		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonDeadline), spent, j.delay)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	// Last, the retry budget: a retry everything else admits, when the
 	// retries of every job are over it. A first attempt only counts.
@@ -337,7 +331,7 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 		j.hasWindow = true
 		if !d.Admit {
 			l.refusalRow(j, now, st, d, spent, j.delay)
-			return l.finish(j, l.endState(j))
+			return l.finish(j, j.track.End())
 		}
 	}
 	l.budget.Sent(now, retry)
@@ -387,7 +381,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 		l.emit(j)
 		spent := l.spent(j)
 		l.refusalRow(j, now, st, admit.Refuse(step.Reason), spent, 0)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	// The delay the gate charges is the sleep (the proxy's client, which
 	// keeps its own clock, is charged at least the same: Charged).
@@ -406,7 +400,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 		if step.Delay > 0 {
 			l.row.Note = JoinNote("refused before sleeping", l.row.Note)
 		}
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	l.emit(j)
 	j.seat = next
@@ -416,9 +410,6 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	}
 	return Action{Kind: Sleep, Sleep: step.Delay}
 }
-
-// endState is how a job that ends on a refusal ended: by its last sent attempt.
-func (l *Loop) endState(j *Job) string { return j.track.End() }
 
 // finish writes the pending row with job_end.
 func (l *Loop) finish(j *Job, end string) Action {
