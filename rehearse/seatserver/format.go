@@ -40,6 +40,15 @@ func (f Format) Path() string {
 	}
 }
 
+// streamContentType is what a streamed 200 goes out as: SSE, or NDJSON
+// for Ollama.
+func (f Format) streamContentType() string {
+	if f == Ollama {
+		return "application/x-ndjson"
+	}
+	return "text/event-stream; charset=utf-8"
+}
+
 // ResponsesPath is where an openai seat server also speaks the Responses
 // API (POST; GET {ResponsesPath}/{id} reads a response back).
 const ResponsesPath = "/v1/responses"

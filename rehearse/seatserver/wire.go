@@ -51,7 +51,6 @@ func stopReason(u usage, done, capped, filtered string) string {
 // wire renders one response in one format. Every method returns the bytes
 // to write; the player owns timing and flushing.
 type wire interface {
-	streamContentType() string
 	// preamble goes out with the headers of a streamed 200: the role-only
 	// chunk, or message_start and friends. None of it is content.
 	preamble(u usage) []byte
@@ -59,7 +58,6 @@ type wire interface {
 	finish(u usage) []byte
 	// streamError is an error inside a 200 stream (Anthropic's error event).
 	streamError(code string) []byte
-	errorBody(status int, code string) []byte
 	whole(text string, u usage) []byte
 }
 
@@ -158,8 +156,6 @@ func (w *openaiWire) chunk(choices []any, u any) []byte {
 	return sse("", m)
 }
 
-func (w *openaiWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
-
 func (w *openaiWire) preamble(usage) []byte {
 	return w.chunk([]any{map[string]any{
 		"index": 0, "delta": map[string]any{"role": "assistant", "content": "", "refusal": nil},
@@ -225,26 +221,8 @@ func openaiErrorType(status int, code string) string {
 	}
 }
 
-func (w *openaiWire) openaiError(status int, code string) map[string]any {
-	var c any
-	switch {
-	case code != "":
-		c = code
-	case status == http.StatusTooManyRequests:
-		// OpenAI's own 429s always name it; other errors often carry null.
-		c = "rate_limit_exceeded"
-	}
-	return map[string]any{"error": map[string]any{
-		"message": errorMessage(status, code), "type": openaiErrorType(status, code), "param": nil, "code": c,
-	}}
-}
-
 func (w *openaiWire) streamError(code string) []byte {
-	return sse("", w.openaiError(http.StatusOK, code))
-}
-
-func (w *openaiWire) errorBody(status int, code string) []byte {
-	return append(mustJSON(w.openaiError(status, code)), '\n')
+	return sse("", errorValue(OpenAI, http.StatusOK, code, ""))
 }
 
 func (w *openaiWire) whole(text string, u usage) []byte {
@@ -267,8 +245,6 @@ func (w *openaiWire) whole(text string, u usage) []byte {
 type anthropicWire struct{ base }
 
 func (w *anthropicWire) id() string { return fmt.Sprintf("msg_retrygate%d", w.index) }
-
-func (w *anthropicWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
 
 func (w *anthropicWire) preamble(u usage) []byte {
 	msg := map[string]any{
@@ -335,21 +311,11 @@ func anthropicErrorType(status int, code string) string {
 	return "invalid_request_error"
 }
 
-func anthropicError(status int, code string) map[string]any {
-	return map[string]any{"type": "error", "error": map[string]any{
-		"type": anthropicErrorType(status, code), "message": errorMessage(status, code),
-	}}
-}
-
 func (w *anthropicWire) streamError(code string) []byte {
 	if code == "" {
 		code = "api_error"
 	}
-	return sse("error", anthropicError(http.StatusOK, code))
-}
-
-func (w *anthropicWire) errorBody(status int, code string) []byte {
-	return append(mustJSON(anthropicError(status, code)), '\n')
+	return sse("error", errorValue(Anthropic, http.StatusOK, code, ""))
 }
 
 func (w *anthropicWire) whole(text string, u usage) []byte {
@@ -367,8 +333,6 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 // --- Ollama /api/chat ---
 
 type ollamaWire struct{ base }
-
-func (w *ollamaWire) streamContentType() string { return "application/x-ndjson" }
 
 func (w *ollamaWire) line(v any) []byte { return append(mustJSON(v), '\n') }
 
@@ -398,36 +362,40 @@ func (w *ollamaWire) final(text string, u usage) map[string]any {
 
 func (w *ollamaWire) finish(u usage) []byte { return w.line(w.final("", u)) }
 
-func ollamaError(status int, code string) map[string]any {
-	return map[string]any{"error": errorMessage(status, code)}
-}
-
 func (w *ollamaWire) streamError(code string) []byte {
-	return w.line(ollamaError(http.StatusOK, code))
-}
-
-func (w *ollamaWire) errorBody(status int, code string) []byte {
-	return w.line(ollamaError(status, code))
+	return w.line(errorValue(Ollama, http.StatusOK, code, ""))
 }
 
 func (w *ollamaWire) whole(text string, u usage) []byte { return w.line(w.final(text, u)) }
 
-// notFoundBody is a 404/405 in the format's own error shape.
-func notFoundBody(f Format, status int, msg string) []byte {
+// errorValue is an error in the format's own shape: OpenAI's {error:
+// {message, type, param, code}}, Anthropic's {type: error, error: {type,
+// message}}, Ollama's {error}. msg "" is the scripted error's message.
+func errorValue(f Format, status int, code, msg string) map[string]any {
+	if msg == "" {
+		msg = errorMessage(status, code)
+	}
 	switch f {
 	case Anthropic:
-		t := "not_found_error"
-		if status == http.StatusMethodNotAllowed {
-			t = "invalid_request_error"
-		}
-		return append(mustJSON(map[string]any{"type": "error", "error": map[string]any{"type": t, "message": msg}}), '\n')
+		return map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(status, code), "message": msg}}
 	case Ollama:
-		return append(mustJSON(map[string]any{"error": msg}), '\n')
-	default:
-		return append(mustJSON(map[string]any{"error": map[string]any{
-			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
-		}}), '\n')
+		return map[string]any{"error": msg}
 	}
+	var c any
+	switch {
+	case code != "":
+		c = code
+	case status == http.StatusTooManyRequests:
+		// OpenAI's own 429s always name it; other errors often carry null.
+		c = "rate_limit_exceeded"
+	}
+	return map[string]any{"error": map[string]any{"message": msg, "type": openaiErrorType(status, code), "param": nil, "code": c}}
+}
+
+// errorBody is a whole error response: a scripted one (msg "") or the
+// server's own 4xx.
+func errorBody(f Format, status int, code, msg string) []byte {
+	return append(mustJSON(errorValue(f, status, code, msg)), '\n')
 }
 
 // --- OpenAI Responses API ---
@@ -506,8 +474,6 @@ func (w *responsesWire) response(status string, output []any, u any, e any) map[
 	}
 }
 
-func (w *responsesWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
-
 // preamble is response.created, response.in_progress and the message's
 // output_item.added and content_part.added: none of it text.
 func (w *responsesWire) preamble(usage) []byte {
@@ -563,10 +529,6 @@ func (w *responsesWire) streamError(code string) []byte {
 	}
 	e := map[string]any{"code": code, "message": errorMessage(http.StatusOK, code)}
 	return w.event("response.failed", map[string]any{"response": w.response("failed", []any{}, nil, e)})
-}
-
-func (w *responsesWire) errorBody(status int, code string) []byte {
-	return (&openaiWire{base: w.base}).errorBody(status, code)
 }
 
 func (w *responsesWire) whole(text string, u usage) []byte {
