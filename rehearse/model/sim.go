@@ -11,6 +11,7 @@ import (
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
+	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
 
@@ -279,7 +280,7 @@ func Planners(chain []seat.Config, m Model, seed uint64) ([]rehearse.SeatSpec, e
 		case m != nil:
 			spec.Planner = m.Planner(seed, i)
 		case c.Kind == "script":
-			s, err := loadScript(c.Script)
+			s, err := script.Open(c.Script)
 			if err != nil {
 				return nil, err
 			}
