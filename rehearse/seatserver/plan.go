@@ -192,9 +192,5 @@ func filler(from, to int64) string {
 func Filler(from, to int64) string { return filler(from, to) }
 
 func usageOf(p seat.Plan) usage {
-	return usage{prompt: p.PromptTokens, completion: p.CompletionTokens,
-		ok:     !p.NoUsage && (p.PromptTokens > 0 || p.CompletionTokens > 0),
-		cached: p.CachedTokens, write: p.CacheWriteTokens, reasoning: p.ReasoningTokens,
-		hasCached: p.HasCached, hasWrite: p.HasCacheWrite, hasReasoning: p.HasReasoning,
-		incomplete: p.Incomplete}
+	return usage{Plan: p, ok: !p.NoUsage && (p.PromptTokens > 0 || p.CompletionTokens > 0)}
 }

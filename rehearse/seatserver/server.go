@@ -99,7 +99,7 @@ type Record struct {
 type Server struct {
 	opts  Options
 	mu    sync.Mutex
-	recs  []*Record // a ring of the last opts.Keep records
+	recs  []*Record // the last opts.Keep records, oldest first
 	total int       // every request so far
 	// log writes the cancellation lines and net/http's own complaints (a
 	// client's malformed request line) to Options.Log, one at a time.
@@ -196,12 +196,7 @@ func (s *Server) Requests() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Record, 0, len(s.recs))
-	first := 0
-	if len(s.recs) == s.opts.Keep {
-		first = s.total % s.opts.Keep // the oldest kept
-	}
-	for i := range s.recs {
-		r := s.recs[(first+i)%len(s.recs)]
+	for _, r := range s.recs {
 		rec := *r
 		if r.State == StateInFlight {
 			rec.AfterS = round3(time.Since(r.start).Seconds())
@@ -257,10 +252,9 @@ func (s *Server) begin(r *http.Request, start time.Time) (*Record, seat.Plan) {
 		Index: s.total, Received: s.opts.Now(), IdempotencyKey: key,
 		Format: s.opts.Format, State: StateInFlight, start: start,
 	}
-	if len(s.recs) < s.opts.Keep {
-		s.recs = append(s.recs, rec)
-	} else {
-		s.recs[s.total%s.opts.Keep] = rec // the oldest goes
+	s.recs = append(s.recs, rec)
+	if len(s.recs) > s.opts.Keep {
+		s.recs = s.recs[1:] // the oldest goes
 	}
 	s.total++
 	s.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"retrygate/admit"
+	"retrygate/rehearse/seat"
 )
 
 // chatRequest is the little of a request body the server looks at. The
@@ -21,25 +22,21 @@ type chatRequest struct {
 	} `json:"stream_options"`
 }
 
-// usage is what the plan says about tokens; ok is false when the response
-// must carry no usage at all.
+// usage is the plan's tokens as a response reports them: each part
+// written where the plan reports it and the wire has a field for it
+// (docs/log.md maps them); ok is false when the response must carry no
+// usage at all. Plan.Incomplete is why the answer ends short: the
+// Responses API says so outright; the other APIs give their own stop
+// reason (stopReason).
 type usage struct {
-	prompt, completion int64
-	ok                 bool
-	// The parts, each written where the plan reports it and the wire
-	// has a field for it (docs/log.md maps them).
-	cached, write, reasoning          int64
-	hasCached, hasWrite, hasReasoning bool
-	// incomplete is why the answer ends short (Plan.Incomplete): the
-	// Responses API says so outright; the other APIs give their own stop
-	// reason (stopReason).
-	incomplete string
+	seat.Plan
+	ok bool
 }
 
 // stopReason is the API's own word for why an answer ended: what it says
 // on a whole answer (done), at its cap, or when a filter stopped it.
 func stopReason(u usage, done, capped, filtered string) string {
-	switch u.incomplete {
+	switch u.Incomplete {
 	case "":
 		return done
 	case "content_filter":
@@ -174,13 +171,13 @@ func (w *openaiWire) content(text string) []byte {
 // cache writes (OpenAI bills none).
 func openaiUsage(u usage) map[string]any {
 	m := map[string]any{
-		"prompt_tokens": u.prompt, "completion_tokens": u.completion, "total_tokens": u.prompt + u.completion,
+		"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens,
 	}
-	if u.hasCached {
-		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.cached, "audio_tokens": 0}
+	if u.HasCached {
+		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0}
 	}
-	if u.hasReasoning {
-		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning, "audio_tokens": 0,
+	if u.HasReasoning {
+		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.ReasoningTokens, "audio_tokens": 0,
 			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
 	}
 	return m
@@ -189,11 +186,11 @@ func openaiUsage(u usage) map[string]any {
 // anthropicInput is the Messages API's input side: the cache fields sit
 // beside input_tokens, which holds only the rest of the prompt.
 func anthropicInput(m map[string]any, u usage) map[string]any {
-	m["input_tokens"] = u.prompt
-	if u.hasCached || u.hasWrite {
-		m["input_tokens"] = u.prompt - u.cached - u.write
-		m["cache_creation_input_tokens"] = u.write
-		m["cache_read_input_tokens"] = u.cached
+	m["input_tokens"] = u.PromptTokens
+	if u.HasCached || u.HasCacheWrite {
+		m["input_tokens"] = u.PromptTokens - u.CachedTokens - u.CacheWriteTokens
+		m["cache_creation_input_tokens"] = u.CacheWriteTokens
+		m["cache_read_input_tokens"] = u.CachedTokens
 	}
 	return m
 }
@@ -254,7 +251,7 @@ func (w *anthropicWire) preamble(u usage) []byte {
 	if u.ok {
 		// The real API reports a token or so of output already at message_start;
 		// message_delta's count is cumulative and replaces it.
-		msg["usage"] = anthropicInput(map[string]any{"output_tokens": min(u.completion, 1)}, u)
+		msg["usage"] = anthropicInput(map[string]any{"output_tokens": min(u.CompletionTokens, 1)}, u)
 	}
 	out := sse("message_start", map[string]any{"type": "message_start", "message": msg})
 	out = append(out, sse("content_block_start", map[string]any{
@@ -275,7 +272,7 @@ func (w *anthropicWire) finish(u usage) []byte {
 		"type": "message_delta", "delta": map[string]any{"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil},
 	}
 	if u.ok {
-		delta["usage"] = map[string]any{"output_tokens": u.completion}
+		delta["usage"] = map[string]any{"output_tokens": u.CompletionTokens}
 	}
 	out = append(out, sse("message_delta", delta)...)
 	return append(out, sse("message_stop", map[string]any{"type": "message_stop"})...)
@@ -325,7 +322,7 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 		"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil,
 	}
 	if u.ok {
-		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.completion}, u)
+		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.CompletionTokens}, u)
 	}
 	return append(mustJSON(m), '\n')
 }
@@ -354,8 +351,8 @@ func (w *ollamaWire) final(text string, u usage) map[string]any {
 		"done":    true, "done_reason": stopReason(u, "stop", "length", "stop"),
 	}
 	if u.ok {
-		m["prompt_eval_count"] = u.prompt
-		m["eval_count"] = u.completion
+		m["prompt_eval_count"] = u.PromptTokens
+		m["eval_count"] = u.CompletionTokens
 	}
 	return m
 }
@@ -431,19 +428,19 @@ func responsesUsage(u usage) any {
 	if !u.ok {
 		return nil
 	}
-	m := map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion, "total_tokens": u.prompt + u.completion}
+	m := map[string]any{"input_tokens": u.PromptTokens, "output_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens}
 	in := map[string]any{}
-	if u.hasCached {
-		in["cached_tokens"] = u.cached
+	if u.HasCached {
+		in["cached_tokens"] = u.CachedTokens
 	}
-	if u.hasWrite {
-		in["cache_write_tokens"] = u.write
+	if u.HasCacheWrite {
+		in["cache_write_tokens"] = u.CacheWriteTokens
 	}
 	if len(in) > 0 {
 		m["input_tokens_details"] = in
 	}
-	if u.hasReasoning {
-		m["output_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning}
+	if u.HasReasoning {
+		m["output_tokens_details"] = map[string]any{"reasoning_tokens": u.ReasoningTokens}
 	}
 	return m
 }
@@ -503,7 +500,7 @@ func (w *responsesWire) finish(u usage) []byte {
 		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(text),
 	})...)
 	status := "completed"
-	if u.incomplete != "" {
+	if u.Incomplete != "" {
 		status = "incomplete"
 	}
 	out = append(out, w.event("response.output_item.done", map[string]any{"output_index": 0, "item": w.message(status, text)})...)
@@ -513,11 +510,11 @@ func (w *responsesWire) finish(u usage) []byte {
 // final is the finished Response: completed, or incomplete with its
 // reason (incomplete_details.reason).
 func (w *responsesWire) final(text string, u usage) map[string]any {
-	if u.incomplete == "" {
+	if u.Incomplete == "" {
 		return w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil)
 	}
 	r := w.response("incomplete", []any{w.message("incomplete", text)}, responsesUsage(u), nil)
-	r["incomplete_details"] = map[string]any{"reason": u.incomplete}
+	r["incomplete_details"] = map[string]any{"reason": u.Incomplete}
 	return r
 }
 
