@@ -74,19 +74,15 @@ func Run(s Sim) (*Summary, error) {
 	opts.Steps, opts.StepsFrom = s.Steps, start
 	sum := summary.New(opts)
 	jobs := 0
-	sink := func(row *ledgerfile.Row) { sum.Add(row, "") }
-	if s.Progress != nil || s.Rows != nil {
-		progress, rows := s.Progress, s.Rows
-		sink = func(row *ledgerfile.Row) {
-			sum.Add(row, "")
-			if rows != nil {
-				rows(row)
-			}
-			if row.JobEnd != "" {
-				jobs++
-				if progress != nil && jobs&4095 == 0 {
-					progress(jobs)
-				}
+	progress, rows := s.Progress, s.Rows
+	sink := func(row *ledgerfile.Row) {
+		sum.Add(row, "")
+		if rows != nil {
+			rows(row)
+		}
+		if row.JobEnd != "" && progress != nil {
+			if jobs++; jobs&4095 == 0 {
+				progress(jobs)
 			}
 		}
 	}
