@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
+
+	"retrygate/admit"
 )
 
 // Step is one stage of a rate ramp: Poisson arrivals at Rate jobs per
@@ -33,8 +34,8 @@ func ParseRamp(s string, step time.Duration) ([]Step, error) {
 	var out []Step
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		r, err := strconv.ParseFloat(f, 64)
-		if err != nil || !(r > 0) || r > maxRate || math.IsInf(r, 0) {
+		r, err := admit.ParseNumber(f)
+		if err != nil || !(r > 0) || r > maxRate {
 			return nil, fmt.Errorf("%q is not a rate in jobs per second (a number above 0, at most %g)", f, float64(maxRate))
 		}
 		out = append(out, Step{Rate: r, For: step})

@@ -130,7 +130,7 @@ func TestVirtualRampStepsThroughRates(t *testing.T) {
 }
 
 func TestParseRampRefusesBadRates(t *testing.T) {
-	for _, s := range []string{"", "/s", "1,,2", "1,x", "0,1", "-1", "1,NaN", "1,Inf", "2e7"} {
+	for _, s := range []string{"", "/s", "1,,2", "1,x", "0,1", "-1", "1,NaN", "1,Inf", "2e7", "0x1p2", "1_0"} {
 		_, err := ParseRamp(s, time.Second)
 		assert.Error(t, err, "%q", s)
 	}
