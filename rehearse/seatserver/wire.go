@@ -278,29 +278,19 @@ func (w *anthropicWire) finish(u usage) []byte {
 	return append(out, sse("message_stop", map[string]any{"type": "message_stop"})...)
 }
 
+// anthropicTypes are the Messages API's error types by status; another
+// 5xx is api_error, another 4xx invalid_request_error.
+var anthropicTypes = map[int]string{
+	400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
+	404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error",
+}
+
 func anthropicErrorType(status int, code string) string {
 	if code != "" {
 		return code
 	}
-	switch status {
-	case 400:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 402:
-		return "billing_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 504:
-		return "timeout_error"
-	case 529:
-		return "overloaded_error"
+	if t, ok := anthropicTypes[status]; ok {
+		return t
 	}
 	if status >= 500 {
 		return "api_error"
