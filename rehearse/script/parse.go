@@ -276,8 +276,7 @@ func (p *parser) script(root *yaml.Node) (*Script, error) {
 		return nil, p.errf(stepsNode, "steps", "empty (a script needs at least one step)")
 	}
 	s.plans = make([]seat.Plan, 0, len(stepsNode.Content))
-	ends := make([]int, 0, len(stepsNode.Content))
-	repeated := false
+	s.ends = make([]int, 0, len(stepsNode.Content))
 	for i, n := range stepsNode.Content {
 		plan, repeat, err := p.step(n, fmt.Sprintf("steps[%d]", i))
 		if err != nil {
@@ -286,13 +285,9 @@ func (p *parser) script(root *yaml.Node) (*Script, error) {
 		if repeat > maxTotal-s.total {
 			return nil, p.errf(deref(n), fmt.Sprintf("steps[%d].repeat", i), "the script expands to more than %d calls", maxTotal)
 		}
-		repeated = repeated || repeat != 1
 		s.total += repeat
 		s.plans = append(s.plans, plan)
-		ends = append(ends, s.total)
-	}
-	if repeated {
-		s.ends = ends
+		s.ends = append(s.ends, s.total)
 	}
 	return s, nil
 }

@@ -39,8 +39,7 @@ type Script struct {
 	model string
 	then  Then
 	plans []seat.Plan // one per step as written
-	// ends[i] is the expanded index one past step i's last use; nil when
-	// no step repeats, so PlanFor indexes plans directly.
+	// ends[i] is the expanded index one past step i's last use.
 	ends  []int
 	total int
 }
@@ -88,9 +87,6 @@ func (s *Script) PlanFor(n int) seat.Plan {
 			return s.plans[len(s.plans)-1]
 		}
 		n %= s.total
-	}
-	if s.ends == nil {
-		return s.plans[n]
 	}
 	// The first step whose end is past n; BinarySearch finds the first
 	// end >= n+1.
