@@ -117,10 +117,8 @@ type Job struct {
 }
 
 type seatState struct {
-	name    string
-	model   string
+	name    string // Config.Name, else the Seat's own
 	cfg     seat.Config
-	priced  bool
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
@@ -211,16 +209,15 @@ func New(c Config) (*Loop, error) {
 			return nil, fmt.Errorf("fallback: seat %q is named twice", name)
 		}
 		seen[name] = true
-		priced := s.Config.Priced()
 		reserve := make([]float64, len(l.prompts))
-		if priced && c.Policy.Budget.HasSpendCeiling() {
+		if s.Config.Priced() && c.Policy.Budget.HasSpendCeiling() {
 			for i, p := range l.prompts {
 				reserve[i] = admit.Reservation(s.Config.Prices(),
 					seat.PromptTokens(s.Config, seat.RequestText(p.prompt, p.messages)), int64(p.maxTokens))
 			}
 		}
 		l.seats = append(l.seats, seatState{
-			name: name, model: s.Config.Model, cfg: s.Config, priced: priced,
+			name: name, cfg: s.Config,
 			seat: s.Seat, planner: s.Planner, reserve: reserve,
 			br: admit.NewBreaker(c.Policy.Breaker, BreakerEvents(name, l.events)),
 		})
@@ -379,8 +376,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	step := j.track.Retry(l.pol.Retry, &a, l.rng)
 	if !step.Retry {
 		l.emit(j)
-		spent := l.spent(j)
-		l.refusalRow(j, now, st, admit.Refuse(step.Reason), spent, 0)
+		l.refusalRow(j, now, st, admit.Refuse(step.Reason), l.spent(j), 0)
 		return l.finish(j, j.track.End())
 	}
 	// The delay the gate charges is the sleep (the proxy's client, which
@@ -437,7 +433,7 @@ func (l *Loop) emit(j *Job) {
 
 func (l *Loop) base(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) RowBase {
 	return RowBase{
-		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
+		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.cfg.Model,
 		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: st != &l.seats[0],
 		PromptSHA: l.prompts[j.prompt].sha, Tags: l.prompts[j.prompt].tags, Reserve: st.reserve[j.prompt],
 		Window: j.window, HasWindow: j.hasWindow,
