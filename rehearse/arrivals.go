@@ -93,9 +93,6 @@ func (a *arrivals) rateAt(t int64) (float64, int64) {
 	return 0, 0
 }
 
-// first is the first arrival: at once, at the first stage's rate.
-func (a *arrivals) first() (int64, bool) { return 0, a.open() }
-
 // next is the arrival after one at t, drawn from rng; false once the
 // process has ended.
 func (a *arrivals) next(rng *rand.Rand, t int64) (int64, bool) {

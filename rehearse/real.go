@@ -116,7 +116,7 @@ func (l *Loop) runOpen(ctx, run context.Context, o *RealOptions, arr arrivals, t
 	var wg sync.WaitGroup
 	var lagSum, maxLag, lastAt, lastActual time.Duration
 	started := 0
-	at, ok := arr.first()
+	at, ok := int64(0), true // the first arrival is at once
 	for ok && started < o.Jobs && run.Err() == nil {
 		due := first.Add(time.Duration(at))
 		if d := due.Sub(c.Now()); d > 0 {
