@@ -225,9 +225,6 @@ func New(c Config) (*Loop, error) {
 	return l, nil
 }
 
-// Ends counts the jobs finished so far.
-func (l *Loop) Ends() Ends { return l.ends }
-
 // Breaker is the chain's i-th seat's breaker (for reports and tests).
 func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
 
