@@ -163,6 +163,23 @@ func TestRehearseLiveRateHoldsTarget(t *testing.T) {
 	assert.InEpsilon(t, rate, a.Scheduled, 0.02, "seed 11 draws a schedule near the target")
 }
 
+// An attempt the cut stops mid-stream is written alike on both clocks
+// (cutShort, which the real-time plan seat writes too): cancelled, with
+// the prompt it sent and the headers and first content it had seen.
+func TestVirtualCutKeepsWhatTheAttemptSaw(t *testing.T) {
+	slow := quick
+	slow.Elapsed = 3 * time.Second
+	out, res := virtualLoad(t, VirtualOptions{Concurrency: 1, Duration: 10 * time.Second}, 3, slow)
+	require.Equal(t, Ends{Succeeded: 3, Cancelled: 1}, res.Ends) // starts at 0, 3, 6 and 9 s
+	cut := out[len(out)-1]
+	require.Equal(t, admit.Cancelled, cut.Outcome)
+	assert.Equal(t, time.Second, cut.Elapsed)
+	assert.Equal(t, slow.TTFB, cut.TTFB)
+	assert.Equal(t, slow.Wait, cut.Wait)
+	assert.Equal(t, slow.PromptTokens, cut.PromptTokens)
+	assert.Equal(t, seat.FromScript, cut.TokensFrom)
+}
+
 func TestRehearseLiveDurationStopsOnTime(t *testing.T) {
 	// Every attempt takes 400ms: jobs are in flight when the time is up.
 	srv := serveSeat(t, seat.Plan{TTFB: 2 * time.Millisecond, Wait: 5 * time.Millisecond, Elapsed: 400 * time.Millisecond, PromptTokens: 5, CompletionTokens: 5})

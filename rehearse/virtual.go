@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"retrygate/admit"
 	"retrygate/rehearse/seat"
 )
 
@@ -300,10 +299,7 @@ func (v *vrun) cancelAll() {
 		switch ev.kind {
 		case evDone:
 			v.l.seats[j.sendSeat].busy--
-			j.obs = seat.Observation{
-				Seat: j.obs.Seat, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
-				Elapsed: now.Sub(j.submit), Detail: "cancelled",
-			}
+			j.obs = cutShort(j.obs, now.Sub(j.submit))
 			v.l.Done(j, &j.obs, now)
 		case evWake:
 			v.l.Cancel(j, now)
