@@ -1,6 +1,7 @@
 package seatserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -61,11 +62,7 @@ type wire interface {
 // newWire is the wire of one request to format f; responses says it came
 // to an openai server's /v1/responses.
 func newWire(f Format, responses bool, req chatRequest, index int, now func() time.Time) wire {
-	model := req.Model
-	if model == "" {
-		model = "retrygate-seat"
-	}
-	b := base{model: model, index: index, now: now(), clock: now}
+	b := base{model: cmp.Or(req.Model, "retrygate-seat"), index: index, now: now(), clock: now}
 	switch {
 	case responses:
 		return &responsesWire{base: b}
@@ -105,16 +102,11 @@ func mustJSON(v any) []byte {
 }
 
 func sse(event string, v any) []byte {
-	var b strings.Builder
+	data := "data: " + string(mustJSON(v)) + "\n\n"
 	if event != "" {
-		b.WriteString("event: ")
-		b.WriteString(event)
-		b.WriteByte('\n')
+		data = "event: " + event + "\n" + data
 	}
-	b.WriteString("data: ")
-	b.Write(mustJSON(v))
-	b.WriteString("\n\n")
-	return []byte(b.String())
+	return []byte(data)
 }
 
 func errorMessage(status int, code string) string {
@@ -137,7 +129,13 @@ type openaiWire struct {
 
 func (w *openaiWire) id() string { return fmt.Sprintf("chatcmpl-retrygate%d", w.index) }
 
-func (w *openaiWire) chunk(choices []any, u any) []byte {
+// chunk is one chat.completion.chunk: its one choice with delta, or, with
+// a nil delta, no choices (the usage chunk).
+func (w *openaiWire) chunk(delta map[string]any, finish, u any) []byte {
+	choices := []any{}
+	if delta != nil {
+		choices = []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
+	}
 	m := map[string]any{
 		"id":                 w.id(),
 		"object":             "chat.completion.chunk",
@@ -154,16 +152,11 @@ func (w *openaiWire) chunk(choices []any, u any) []byte {
 }
 
 func (w *openaiWire) preamble(usage) []byte {
-	return w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{"role": "assistant", "content": "", "refusal": nil},
-		"logprobs": nil, "finish_reason": nil,
-	}}, nil)
+	return w.chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil, nil)
 }
 
 func (w *openaiWire) content(text string) []byte {
-	return w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{"content": text}, "logprobs": nil, "finish_reason": nil,
-	}}, nil)
+	return w.chunk(map[string]any{"content": text}, nil, nil)
 }
 
 // openaiUsage is Chat Completions' usage: cached input is inside
@@ -196,11 +189,9 @@ func anthropicInput(m map[string]any, u usage) map[string]any {
 }
 
 func (w *openaiWire) finish(u usage) []byte {
-	out := w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": stopReason(u, "stop", "length", "content_filter"),
-	}}, nil)
+	out := w.chunk(map[string]any{}, stopReason(u, "stop", "length", "content_filter"), nil)
 	if w.includeUsage && u.ok {
-		out = append(out, w.chunk([]any{}, openaiUsage(u))...)
+		out = append(out, w.chunk(nil, nil, openaiUsage(u))...)
 	}
 	return append(out, "data: [DONE]\n\n"...)
 }
