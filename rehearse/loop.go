@@ -4,6 +4,7 @@
 package rehearse
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -187,12 +188,8 @@ func New(c Config) (*Loop, error) {
 		set = []Prompt{{Prompt: c.Prompt}}
 	}
 	for _, p := range set {
-		mt := p.MaxTokens
-		if mt <= 0 {
-			mt = c.MaxTokens
-		}
 		l.prompts = append(l.prompts, loopPrompt{
-			prompt: p.Prompt, messages: p.Messages, maxTokens: mt,
+			prompt: p.Prompt, messages: p.Messages, maxTokens: cmp.Or(p.MaxTokens, c.MaxTokens),
 			sha: seat.PromptSHA(p.Prompt, p.Messages), tags: strings.Join(p.Tags, ","),
 		})
 	}
