@@ -1,6 +1,8 @@
 package script
 
 import (
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,18 +63,13 @@ func Open(path string) (*Script, error) {
 func Load(path string) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &Error{File: path, Msg: "cannot read script: " + readReason(err), Err: err}
+		reason := err.Error()
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			reason = pe.Err.Error() // Error names the path itself
+		}
+		return nil, &Error{File: path, Msg: "cannot read script: " + reason, Err: err}
 	}
 	return Parse(data, path)
-}
-
-// readReason drops the path an *fs.PathError repeats, since Error names it.
-func readReason(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		return msg[i+2:]
-	}
-	return msg
 }
 
 // PlanFor is what the seat does on its n-th call (0-based, counted across
