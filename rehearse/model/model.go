@@ -279,14 +279,8 @@ func (m *Parametric) check(seen map[string]bool) error {
 
 // String is the canonical form: kind, then terms in a fixed order.
 func (m *Parametric) String() string {
-	var b strings.Builder
-	b.WriteString(m.Kind)
-	term := func(k, v string) {
-		b.WriteByte(' ')
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(v)
-	}
+	terms := []string{m.Kind}
+	term := func(k, v string) { terms = append(terms, k+"="+v) }
 	if m.Kind == Lognormal {
 		term("p50", m.P50.String())
 		term(m.TailQ, m.Tail.String())
@@ -324,7 +318,7 @@ func (m *Parametric) String() string {
 	if m.Slots > 0 {
 		term("slots", strconv.FormatInt(m.Slots, 10))
 	}
-	return b.String()
+	return strings.Join(terms, " ")
 }
 
 // FailureShare is the share of calls that fail in the model by itself,
