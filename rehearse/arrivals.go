@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
+
+	"retrygate/admit"
 )
 
 // Step is one stage of a rate ramp: Poisson arrivals at Rate jobs per
@@ -33,8 +34,8 @@ func ParseRamp(s string, step time.Duration) ([]Step, error) {
 	var out []Step
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		r, err := strconv.ParseFloat(f, 64)
-		if err != nil || !(r > 0) || r > maxRate || math.IsInf(r, 0) {
+		r, err := admit.ParseNumber(f)
+		if err != nil || !(r > 0) || r > maxRate {
 			return nil, fmt.Errorf("%q is not a rate in jobs per second (a number above 0, at most %g)", f, float64(maxRate))
 		}
 		out = append(out, Step{Rate: r, For: step})
@@ -91,9 +92,6 @@ func (a *arrivals) rateAt(t int64) (float64, int64) {
 	}
 	return 0, 0
 }
-
-// first is the first arrival: at once, at the first stage's rate.
-func (a *arrivals) first() (int64, bool) { return 0, a.open() }
 
 // next is the arrival after one at t, drawn from rng; false once the
 // process has ended.

@@ -130,7 +130,7 @@ func TestVirtualRampStepsThroughRates(t *testing.T) {
 }
 
 func TestParseRampRefusesBadRates(t *testing.T) {
-	for _, s := range []string{"", "/s", "1,,2", "1,x", "0,1", "-1", "1,NaN", "1,Inf", "2e7"} {
+	for _, s := range []string{"", "/s", "1,,2", "1,x", "0,1", "-1", "1,NaN", "1,Inf", "2e7", "0x1p2", "1_0"} {
 		_, err := ParseRamp(s, time.Second)
 		assert.Error(t, err, "%q", s)
 	}
@@ -161,6 +161,23 @@ func TestRehearseLiveRateHoldsTarget(t *testing.T) {
 	assert.InEpsilon(t, rate, a.Achieved, 0.05, "achieved rate beside the target (this seed's schedule draws %.2f/s)", a.Scheduled)
 	assert.False(t, a.Behind())
 	assert.InEpsilon(t, rate, a.Scheduled, 0.02, "seed 11 draws a schedule near the target")
+}
+
+// An attempt the cut stops mid-stream is written alike on both clocks
+// (cutShort, which the real-time plan seat writes too): cancelled, with
+// the prompt it sent and the headers and first content it had seen.
+func TestVirtualCutKeepsWhatTheAttemptSaw(t *testing.T) {
+	slow := quick
+	slow.Elapsed = 3 * time.Second
+	out, res := virtualLoad(t, VirtualOptions{Concurrency: 1, Duration: 10 * time.Second}, 3, slow)
+	require.Equal(t, Ends{Succeeded: 3, Cancelled: 1}, res.Ends) // starts at 0, 3, 6 and 9 s
+	cut := out[len(out)-1]
+	require.Equal(t, admit.Cancelled, cut.Outcome)
+	assert.Equal(t, time.Second, cut.Elapsed)
+	assert.Equal(t, slow.TTFB, cut.TTFB)
+	assert.Equal(t, slow.Wait, cut.Wait)
+	assert.Equal(t, slow.PromptTokens, cut.PromptTokens)
+	assert.Equal(t, seat.FromScript, cut.TokensFrom)
 }
 
 func TestRehearseLiveDurationStopsOnTime(t *testing.T) {

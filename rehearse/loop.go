@@ -4,6 +4,7 @@
 package rehearse
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -116,17 +117,9 @@ type Job struct {
 	free *Job             // the virtual driver's free list
 }
 
-// Seat reports the chain index of the seat the job is on.
-func (j *Job) Seat() int { return j.seat }
-
-// Submitted is when the attempt in flight was sent.
-func (j *Job) Submitted() time.Time { return j.submit }
-
 type seatState struct {
-	name    string
-	model   string
+	name    string // Config.Name, else the Seat's own
 	cfg     seat.Config
-	priced  bool
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
@@ -195,12 +188,8 @@ func New(c Config) (*Loop, error) {
 		set = []Prompt{{Prompt: c.Prompt}}
 	}
 	for _, p := range set {
-		mt := p.MaxTokens
-		if mt <= 0 {
-			mt = c.MaxTokens
-		}
 		l.prompts = append(l.prompts, loopPrompt{
-			prompt: p.Prompt, messages: p.Messages, maxTokens: mt,
+			prompt: p.Prompt, messages: p.Messages, maxTokens: cmp.Or(p.MaxTokens, c.MaxTokens),
 			sha: seat.PromptSHA(p.Prompt, p.Messages), tags: strings.Join(p.Tags, ","),
 		})
 	}
@@ -217,25 +206,21 @@ func New(c Config) (*Loop, error) {
 			return nil, fmt.Errorf("fallback: seat %q is named twice", name)
 		}
 		seen[name] = true
-		priced := s.Config.Priced()
 		reserve := make([]float64, len(l.prompts))
-		if priced && c.Policy.Budget.HasSpendCeiling() {
+		if s.Config.Priced() && c.Policy.Budget.HasSpendCeiling() {
 			for i, p := range l.prompts {
 				reserve[i] = admit.Reservation(s.Config.Prices(),
 					seat.PromptTokens(s.Config, seat.RequestText(p.prompt, p.messages)), int64(p.maxTokens))
 			}
 		}
 		l.seats = append(l.seats, seatState{
-			name: name, model: s.Config.Model, cfg: s.Config, priced: priced,
+			name: name, cfg: s.Config,
 			seat: s.Seat, planner: s.Planner, reserve: reserve,
 			br: admit.NewBreaker(c.Policy.Breaker, BreakerEvents(name, l.events)),
 		})
 	}
 	return l, nil
 }
-
-// Ends counts the jobs finished so far.
-func (l *Loop) Ends() Ends { return l.ends }
 
 // Breaker is the chain's i-th seat's breaker (for reports and tests).
 func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
@@ -312,21 +297,21 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 	if s == len(l.seats) {
 		st := &l.seats[j.seat]
 		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonBreakerOpen), l.spent(j), j.delay)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	j.seat = s
 	st := &l.seats[s]
 	spent := l.spent(j)
 	if d := l.before(j, st, j.delay); !d.Admit {
 		l.refusalRow(j, now, st, d, spent, j.delay)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	hard := min(l.pol.Timeouts.Hard, j.deadline.Sub(now))
 	if hard <= 0 {
 		// Less than the log's resolution is left: the gate saw a
 		// millisecond that the clock has already spent.
 		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonDeadline), spent, j.delay)
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	// Last, the retry budget: a retry everything else admits, when the
 	// retries of every job are over it. A first attempt only counts.
@@ -337,7 +322,7 @@ func (l *Loop) next(j *Job, now time.Time) Action {
 		j.hasWindow = true
 		if !d.Admit {
 			l.refusalRow(j, now, st, d, spent, j.delay)
-			return l.finish(j, l.endState(j))
+			return l.finish(j, j.track.End())
 		}
 	}
 	l.budget.Sent(now, retry)
@@ -385,9 +370,8 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	step := j.track.Retry(l.pol.Retry, &a, l.rng)
 	if !step.Retry {
 		l.emit(j)
-		spent := l.spent(j)
-		l.refusalRow(j, now, st, admit.Refuse(step.Reason), spent, 0)
-		return l.finish(j, l.endState(j))
+		l.refusalRow(j, now, st, admit.Refuse(step.Reason), l.spent(j), 0)
+		return l.finish(j, j.track.End())
 	}
 	// The delay the gate charges is the sleep (the proxy's client, which
 	// keeps its own clock, is charged at least the same: Charged).
@@ -406,7 +390,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 		if step.Delay > 0 {
 			l.row.Note = JoinNote("refused before sleeping", l.row.Note)
 		}
-		return l.finish(j, l.endState(j))
+		return l.finish(j, j.track.End())
 	}
 	l.emit(j)
 	j.seat = next
@@ -416,9 +400,6 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	}
 	return Action{Kind: Sleep, Sleep: step.Delay}
 }
-
-// endState is how a job that ends on a refusal ended: by its last sent attempt.
-func (l *Loop) endState(j *Job) string { return j.track.End() }
 
 // finish writes the pending row with job_end.
 func (l *Loop) finish(j *Job, end string) Action {
@@ -446,7 +427,7 @@ func (l *Loop) emit(j *Job) {
 
 func (l *Loop) base(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) RowBase {
 	return RowBase{
-		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.model,
+		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.cfg.Model,
 		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: st != &l.seats[0],
 		PromptSHA: l.prompts[j.prompt].sha, Tags: l.prompts[j.prompt].tags, Reserve: st.reserve[j.prompt],
 		Window: j.window, HasWindow: j.hasWindow,

@@ -103,8 +103,7 @@ func parsePromptLine(line []byte, maxTokens int) (Prompt, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 			return Prompt{}, fmt.Errorf("%s: want %s", te.Field, "a string")
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {

@@ -116,7 +116,7 @@ func (l *Loop) runOpen(ctx, run context.Context, o *RealOptions, arr arrivals, t
 	var wg sync.WaitGroup
 	var lagSum, maxLag, lastAt, lastActual time.Duration
 	started := 0
-	at, ok := arr.first()
+	at, ok := int64(0), true // the first arrival is at once
 	for ok && started < o.Jobs && run.Err() == nil {
 		due := first.Add(time.Duration(at))
 		if d := due.Sub(c.Now()); d > 0 {
@@ -291,10 +291,16 @@ func (s *PlanSeat) stopped(ctx context.Context, err error, obs seat.Observation,
 	if errors.Is(err, context.DeadlineExceeded) {
 		return obs
 	}
-	el := s.clock.Now().Sub(start)
+	return cutShort(obs, s.clock.Now().Sub(start))
+}
+
+// cutShort is a resolved plan's observation (obs) when the operator
+// stopped it el into the attempt, on either clock: cancelled, with the
+// prompt it sent and the headers and first content it had by then.
+func cutShort(obs seat.Observation, el time.Duration) seat.Observation {
 	out := seat.Observation{
-		Seat: s.name, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
-		Elapsed: el, TokensFrom: seat.FromScript, Detail: "cancelled",
+		Seat: obs.Seat, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
+		Elapsed: el, TokensFrom: obs.TokensFrom, Detail: "cancelled",
 		PromptTokens: obs.PromptTokens,
 	}
 	if obs.HasTTFB && obs.TTFB <= el {

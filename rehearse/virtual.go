@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"retrygate/admit"
 	"retrygate/rehearse/seat"
 )
 
@@ -157,18 +156,13 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 	}
 	var n uint
 	ctxCut := false
-	for len(l.vheap) > 0 || v.arriving {
+	for len(l.vheap) > 0 {
 		if n++; n&4095 == 0 && o.Ctx != nil && o.Ctx.Err() != nil {
 			v.cancelAll()
 			ctxCut = true
 			break
 		}
-		var ev event
-		if v.arriving && (len(l.vheap) == 0 || v.arrival.before(&l.vheap[0])) {
-			ev, v.arriving = v.arrival, false
-		} else {
-			ev = l.pop()
-		}
+		ev := l.pop()
 		v.now = ev.at
 		switch ev.kind {
 		case evArrive:
@@ -192,7 +186,7 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			v.apply(ev.job, l.Woke(ev.job, v.start.Add(time.Duration(ev.at))))
 		}
 	}
-	if o.Ctx != nil && o.Ctx.Err() != nil && (len(l.vheap) > 0 || v.arriving) {
+	if o.Ctx != nil && o.Ctx.Err() != nil && len(l.vheap) > 0 {
 		v.cancelAll()
 		ctxCut = true
 	}
@@ -226,23 +220,14 @@ type vrun struct {
 	seq     uint64
 	free    *Job
 
-	arr arrivals
-	// arrival is the next arrival, when arriving: one is pending at a
-	// time, so it waits beside the heap rather than in it, and the heap
-	// holds only the jobs' own events.
-	arrival  event
-	arriving bool
-	last     int64 // the last arrival's instant
-	end      int64 // Duration's instant (MaxInt64: none)
-	stopped  bool  // Duration passed
+	arr     arrivals
+	last    int64 // the last arrival's instant
+	end     int64 // Duration's instant (MaxInt64: none)
+	stopped bool  // Duration passed
 }
 
 func (v *vrun) schedule(at int64, j *Job, kind uint8) {
 	v.seq++
-	if kind == evArrive {
-		v.arrival, v.arriving = event{at: at, seq: v.seq, kind: kind}, true
-		return
-	}
 	v.l.push(event{at: at, seq: v.seq, job: j, kind: kind})
 }
 
@@ -308,17 +293,13 @@ func addNS(at int64, d time.Duration) int64 {
 // stopped, jobs not yet arrived never start.
 func (v *vrun) cancelAll() {
 	now := v.start.Add(time.Duration(v.now))
-	v.arriving = false // jobs not yet arrived never start
-	for len(v.l.vheap) > 0 {
+	for len(v.l.vheap) > 0 { // an arrival still pending never starts
 		ev := v.l.pop()
 		j := ev.job
 		switch ev.kind {
 		case evDone:
 			v.l.seats[j.sendSeat].busy--
-			j.obs = seat.Observation{
-				Seat: j.obs.Seat, Outcome: admit.Cancelled, Billing: admit.Ambiguous,
-				Elapsed: now.Sub(j.submit), Detail: "cancelled",
-			}
+			j.obs = cutShort(j.obs, now.Sub(j.submit))
 			v.l.Done(j, &j.obs, now)
 		case evWake:
 			v.l.Cancel(j, now)

@@ -33,18 +33,15 @@ func rss(pid int) (cur, hwm int) {
 		return -1, -1
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 2 && f[0] == "VmRSS:" {
-			cur, _ = strconv.Atoi(f[1])
-		}
-		if len(f) >= 2 && f[0] == "VmSize:" {
-			n, _ := strconv.Atoi(f[1])
-			if n > vmPeak {
-				vmPeak = n
-			}
-		}
-		if len(f) >= 2 && f[0] == "VmHWM:" {
-			hwm, _ = strconv.Atoi(f[1])
+		k, v, _ := strings.Cut(l, ":")
+		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		switch k {
+		case "VmRSS":
+			cur = n
+		case "VmSize":
+			vmPeak = max(vmPeak, n)
+		case "VmHWM":
+			hwm = n
 		}
 	}
 	return

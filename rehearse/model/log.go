@@ -37,8 +37,7 @@ func loadLog(arg string) (*Log, error) {
 		}
 	}
 	if _, err := os.Stat(path); err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*os.PathError](err); ok {
 			err = pe.Err
 		}
 		return nil, &Error{Msg: fmt.Sprintf("log %q: %v", path, err), Err: err}

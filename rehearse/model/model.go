@@ -58,7 +58,7 @@ func Parse(spec string) (Model, error) {
 		if path == "" {
 			return nil, &Error{Msg: "script: needs a file (script:FILE)"}
 		}
-		s, err := loadScript(path)
+		s, err := script.Open(path)
 		if err != nil {
 			return nil, err
 		}
@@ -66,8 +66,6 @@ func Parse(spec string) (Model, error) {
 	}
 	return ParseParametric(spec)
 }
-
-func loadScript(path string) (*script.Script, error) { return script.Open(path) }
 
 // Script is a script seat's steps played in order: the same on every
 // seat and for every seed, exactly as `retrygate rehearse` plays it.
@@ -102,7 +100,8 @@ type Parametric struct {
 	Prompt    int64
 	Rate      float64 // completion tokens per second; 0 when not given
 
-	Hang, Conn, RateLimited, Fast5xx, Slow5xx, ClientErr, Reset float64
+	// Failures are the failure shares, in failureKeys' order.
+	Failures [len(failureKeys)]float64
 
 	RetryAfter    time.Duration
 	HasRetryAfter bool
@@ -192,7 +191,7 @@ func (m *Parametric) set(key, val string) error {
 		m.Elapsed, err = duration(val, false)
 	case "ttft":
 		if strings.HasSuffix(val, "%") {
-			m.TTFBShare, err = share(val)
+			m.TTFBShare, err = admit.ParseRate(val)
 		} else {
 			m.TTFBShare = -1
 			m.TTFB, err = duration(val, false)
@@ -220,27 +219,16 @@ func (m *Parametric) set(key, val string) error {
 			err = fmt.Errorf("slots must be between 1 and %d", 1<<20)
 		}
 	default: // a failure share
-		var p float64
-		p, err = share(val)
-		*m.failure(key) = p
+		m.Failures[slices.Index(failureKeys[:], key)], err = admit.ParseRate(val)
 	}
 	return err
-}
-
-// failures are the failure shares, in failureKeys' order.
-func (m *Parametric) failures() [len(failureKeys)]*float64 {
-	return [...]*float64{&m.Hang, &m.Conn, &m.RateLimited, &m.Fast5xx, &m.Slow5xx, &m.ClientErr, &m.Reset}
-}
-
-func (m *Parametric) failure(key string) *float64 {
-	return m.failures()[slices.Index(failureKeys[:], key)]
 }
 
 // failureSum is the failure shares added up.
 func (m *Parametric) failureSum() float64 {
 	sum := 0.0
-	for _, p := range m.failures() {
-		sum += *p
+	for _, p := range m.Failures {
+		sum += p
 	}
 	return sum
 }
@@ -291,14 +279,8 @@ func (m *Parametric) check(seen map[string]bool) error {
 
 // String is the canonical form: kind, then terms in a fixed order.
 func (m *Parametric) String() string {
-	var b strings.Builder
-	b.WriteString(m.Kind)
-	term := func(k, v string) {
-		b.WriteByte(' ')
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(v)
-	}
+	terms := []string{m.Kind}
+	term := func(k, v string) { terms = append(terms, k+"="+v) }
 	if m.Kind == Lognormal {
 		term("p50", m.P50.String())
 		term(m.TailQ, m.Tail.String())
@@ -319,8 +301,8 @@ func (m *Parametric) String() string {
 	if m.Rate != 0 {
 		term("rate", strconv.FormatFloat(m.Rate, 'g', -1, 64))
 	}
-	for _, k := range failureKeys {
-		if p := *m.failure(k); p != 0 {
+	for i, k := range failureKeys {
+		if p := m.Failures[i]; p != 0 {
 			term(k, fmtShare(p))
 		}
 	}
@@ -336,7 +318,7 @@ func (m *Parametric) String() string {
 	if m.Slots > 0 {
 		term("slots", strconv.FormatInt(m.Slots, 10))
 	}
-	return b.String()
+	return strings.Join(terms, " ")
 }
 
 // FailureShare is the share of calls that fail in the model by itself,
@@ -347,7 +329,7 @@ func (m *Parametric) FailureShare() float64 { return min(m.failureSum(), 1) }
 // fraction.
 func fmtShare(p float64) string {
 	s := strconv.FormatFloat(p*100, 'g', -1, 64) + "%"
-	if back, err := share(s); err == nil && back == p {
+	if back, err := admit.ParseRate(s); err == nil && back == p {
 		return s
 	}
 	return strconv.FormatFloat(p, 'g', -1, 64)
@@ -366,9 +348,6 @@ func duration(s string, positive bool) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// share reads "0.3%" or "0.003" as 0.003: admit's one rate.
-func share(s string) (float64, error) { return admit.ParseRate(s) }
 
 // count is admit's count, at most maxTokens.
 func count(s string) (int64, error) {

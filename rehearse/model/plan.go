@@ -40,8 +40,8 @@ func unit(x uint64) float64 { return (float64(x>>11) + 0.5) / (1 << 53) }
 func (m *Parametric) Planner(seed uint64, seatIndex int) seat.Planner {
 	p := &paramPlanner{m: m, s: newStream(seed, seatIndex)}
 	acc := 0.0
-	for i, k := range failureKeys {
-		acc += *m.failure(k)
+	for i, share := range m.Failures {
+		acc += share
 		p.upTo[i] = acc
 	}
 	return p

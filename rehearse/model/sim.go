@@ -11,6 +11,7 @@ import (
 	"retrygate/ledgerfile"
 	"retrygate/ledgerfile/summary"
 	"retrygate/rehearse"
+	"retrygate/rehearse/script"
 	"retrygate/rehearse/seat"
 )
 
@@ -73,19 +74,15 @@ func Run(s Sim) (*Summary, error) {
 	opts.Steps, opts.StepsFrom = s.Steps, start
 	sum := summary.New(opts)
 	jobs := 0
-	sink := func(row *ledgerfile.Row) { sum.Add(row, "") }
-	if s.Progress != nil || s.Rows != nil {
-		progress, rows := s.Progress, s.Rows
-		sink = func(row *ledgerfile.Row) {
-			sum.Add(row, "")
-			if rows != nil {
-				rows(row)
-			}
-			if row.JobEnd != "" {
-				jobs++
-				if progress != nil && jobs&4095 == 0 {
-					progress(jobs)
-				}
+	progress, rows := s.Progress, s.Rows
+	sink := func(row *ledgerfile.Row) {
+		sum.Add(row, "")
+		if rows != nil {
+			rows(row)
+		}
+		if row.JobEnd != "" && progress != nil {
+			if jobs++; jobs&4095 == 0 {
+				progress(jobs)
 			}
 		}
 	}
@@ -279,7 +276,7 @@ func Planners(chain []seat.Config, m Model, seed uint64) ([]rehearse.SeatSpec, e
 		case m != nil:
 			spec.Planner = m.Planner(seed, i)
 		case c.Kind == "script":
-			s, err := loadScript(c.Script)
+			s, err := script.Open(c.Script)
 			if err != nil {
 				return nil, err
 			}

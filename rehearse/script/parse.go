@@ -43,19 +43,14 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
+	s := e.File
 	if e.Line > 0 {
-		b.WriteString(":")
-		b.WriteString(strconv.Itoa(e.Line))
+		s += ":" + strconv.Itoa(e.Line)
 	}
-	b.WriteString(": ")
 	if e.Key != "" {
-		b.WriteString(e.Key)
-		b.WriteString(": ")
+		s += ": " + e.Key
 	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return s + ": " + e.Msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -68,10 +63,7 @@ var (
 		"ratelimit_remaining_requests", "ratelimit_remaining_tokens", "ratelimit_reset", "error", "incomplete", "hang", "reset_after",
 		"conn_error", "repeat",
 	}
-	// A bare number of seconds: no hex, no underscores, no Inf/NaN words.
-	numberRE = lazyRegexp(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
-	intRE    = lazyRegexp(`^[+-]?[0-9]+$`)
-	codeRE   = lazyRegexp(`^[A-Za-z0-9_.\-]{1,64}$`)
+	codeRE = lazyRegexp(`^[A-Za-z0-9_.\-]{1,64}$`)
 )
 
 // lazyRegexp compiles expr on first use, so a run that parses no script
@@ -284,8 +276,7 @@ func (p *parser) script(root *yaml.Node) (*Script, error) {
 		return nil, p.errf(stepsNode, "steps", "empty (a script needs at least one step)")
 	}
 	s.plans = make([]seat.Plan, 0, len(stepsNode.Content))
-	ends := make([]int, 0, len(stepsNode.Content))
-	repeated := false
+	s.ends = make([]int, 0, len(stepsNode.Content))
 	for i, n := range stepsNode.Content {
 		plan, repeat, err := p.step(n, fmt.Sprintf("steps[%d]", i))
 		if err != nil {
@@ -294,13 +285,9 @@ func (p *parser) script(root *yaml.Node) (*Script, error) {
 		if repeat > maxTotal-s.total {
 			return nil, p.errf(deref(n), fmt.Sprintf("steps[%d].repeat", i), "the script expands to more than %d calls", maxTotal)
 		}
-		repeated = repeated || repeat != 1
 		s.total += repeat
 		s.plans = append(s.plans, plan)
-		ends = append(ends, s.total)
-	}
-	if repeated {
-		s.ends = ends
+		s.ends = append(s.ends, s.total)
 	}
 	return s, nil
 }
@@ -501,25 +488,6 @@ func (p *parser) text(n *yaml.Node, key string) (string, error) {
 	return v, nil
 }
 
-// number reads a bare decimal number, spotting YAML's and Go's spellings
-// of NaN and infinity so the error can say so.
-func number(v string) (f float64, isNumber bool) {
-	switch strings.ToLower(strings.TrimLeft(v, "+-")) {
-	case ".nan", "nan":
-		return math.NaN(), true
-	case ".inf", "inf", "infinity":
-		return math.Inf(1), true
-	}
-	if !numberRE().MatchString(v) {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil { // out of float64 range
-		return math.Inf(1), true
-	}
-	return f, true
-}
-
 // duration reads Go syntax ("1.5s", "1500ms") or a bare number of seconds.
 func (p *parser) duration(n *yaml.Node, key string) (time.Duration, error) {
 	v, err := p.scalar(n, key, "a duration such as 1.5s, 1500ms or 1.5")
@@ -539,24 +507,17 @@ func (p *parser) duration(n *yaml.Node, key string) (time.Duration, error) {
 	return d, nil
 }
 
-// integer reads a whole decimal number in [lo, hi].
+// integer reads a whole number in [lo, hi], as admit reads every count.
 func (p *parser) integer(n *yaml.Node, key string, lo, hi int64) (int64, error) {
 	v, err := p.scalar(n, key, "a whole number")
 	if err != nil {
 		return 0, err
 	}
-	if !intRE().MatchString(v) {
-		if f, ok := number(v); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			return 0, p.errf(n, key, "not a finite number %q", v)
-		}
-		return 0, p.errf(n, key, "want a whole number, got %q", v)
-	}
-	i, err := strconv.ParseInt(v, 10, 64)
-	neg := strings.HasPrefix(v, "-")
+	i, err := admit.ParseCount(v)
 	switch {
-	case neg && lo >= 0 && (err != nil || i < 0):
-		return 0, p.errf(n, key, "must not be negative, got %s", v)
-	case err != nil || i > hi:
+	case err != nil:
+		return 0, p.errf(n, key, "%v", err)
+	case i > hi:
 		return 0, p.errf(n, key, "%s out of range (at most %d)", v, hi)
 	case i < lo:
 		return 0, p.errf(n, key, "must be at least %d, got %s", lo, v)
@@ -570,12 +531,10 @@ func (p *parser) rate(n *yaml.Node, key string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f, ok := number(v)
+	f, err := admit.ParseNumber(v)
 	switch {
-	case !ok:
-		return 0, p.errf(n, key, "want completion tokens per second, got %q", v)
-	case math.IsNaN(f) || math.IsInf(f, 0):
-		return 0, p.errf(n, key, "not a finite number %q", v)
+	case err != nil:
+		return 0, p.errf(n, key, "%v (want completion tokens per second)", err)
 	case f < 0:
 		return 0, p.errf(n, key, "must not be negative, got %s", v)
 	case f == 0:

@@ -1,6 +1,8 @@
 package script
 
 import (
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -39,8 +41,7 @@ type Script struct {
 	model string
 	then  Then
 	plans []seat.Plan // one per step as written
-	// ends[i] is the expanded index one past step i's last use; nil when
-	// no step repeats, so PlanFor indexes plans directly.
+	// ends[i] is the expanded index one past step i's last use.
 	ends  []int
 	total int
 }
@@ -62,18 +63,13 @@ func Open(path string) (*Script, error) {
 func Load(path string) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &Error{File: path, Msg: "cannot read script: " + readReason(err), Err: err}
+		reason := err.Error()
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			reason = pe.Err.Error() // Error names the path itself
+		}
+		return nil, &Error{File: path, Msg: "cannot read script: " + reason, Err: err}
 	}
 	return Parse(data, path)
-}
-
-// readReason drops the path an *fs.PathError repeats, since Error names it.
-func readReason(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		return msg[i+2:]
-	}
-	return msg
 }
 
 // PlanFor is what the seat does on its n-th call (0-based, counted across
@@ -88,9 +84,6 @@ func (s *Script) PlanFor(n int) seat.Plan {
 			return s.plans[len(s.plans)-1]
 		}
 		n %= s.total
-	}
-	if s.ends == nil {
-		return s.plans[n]
 	}
 	// The first step whose end is past n; BinarySearch finds the first
 	// end >= n+1.

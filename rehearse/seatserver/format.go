@@ -40,25 +40,29 @@ func (f Format) Path() string {
 	}
 }
 
+// streamContentType is what a streamed 200 goes out as: SSE, or NDJSON
+// for Ollama.
+func (f Format) streamContentType() string {
+	if f == Ollama {
+		return "application/x-ndjson"
+	}
+	return "text/event-stream; charset=utf-8"
+}
+
 // ResponsesPath is where an openai seat server also speaks the Responses
 // API (POST; GET {ResponsesPath}/{id} reads a response back).
 const ResponsesPath = "/v1/responses"
 
-// BasePath is what a retrygate seat's base_url ends with: our seats POST
-// {base_url}/chat/completions, {base_url}/messages and {base_url}/api/chat.
-// The OpenAI SDK takes the same base URL; the Anthropic SDK wants it
-// without the /v1 (it appends v1/messages itself).
-func (f Format) BasePath() string {
-	if f == Ollama {
-		return ""
-	}
-	return "/v1"
-}
-
 // BaseURL is the base URL a retrygate seat of this format should be given
-// for a server listening on addr.
+// for a server listening on addr: our seats POST {base_url}/chat/completions,
+// {base_url}/messages and {base_url}/api/chat. The OpenAI SDK takes the same
+// base URL; the Anthropic SDK wants it without the /v1 (it appends
+// v1/messages itself).
 func (f Format) BaseURL(addr net.Addr) string {
-	return "http://" + addr.String() + f.BasePath()
+	if f == Ollama {
+		return "http://" + addr.String()
+	}
+	return "http://" + addr.String() + "/v1"
 }
 
 // CheckLoopback refuses a listen address that is not on loopback:

@@ -1,6 +1,7 @@
 package seatserver
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,10 +16,7 @@ func Summary(p seat.Plan) string {
 	if p.ConnError {
 		return "conn_error"
 	}
-	status := p.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := cmp.Or(p.Status, http.StatusOK)
 	parts := []string{"status=" + strconv.Itoa(status)}
 	add := func(k string, d time.Duration) {
 		switch {
@@ -92,10 +90,7 @@ const (
 // headers and body together at Elapsed. It also returns when to drop the
 // connection (0: never): reset_after, when it comes at or before the end.
 func timeline(p seat.Plan, stream bool) (steps []step, resetAt time.Duration) {
-	status := p.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := cmp.Or(p.Status, http.StatusOK)
 	end := p.Elapsed
 	if p.ResetAfter > 0 && (p.Hang || p.ResetAfter <= end) {
 		// A reset at the last byte's moment still drops the connection:
@@ -104,9 +99,7 @@ func timeline(p seat.Plan, stream bool) (steps []step, resetAt time.Duration) {
 	}
 	defer func() { steps = dropNever(steps) }()
 	switch {
-	case status != http.StatusOK:
-		return []step{{at: end, kind: stepError}}, resetAt
-	case !stream && p.ErrorCode != "":
+	case status != http.StatusOK, !stream && p.ErrorCode != "":
 		return []step{{at: end, kind: stepError}}, resetAt
 	case !stream && p.Hang:
 		if p.TTFB > 0 {
@@ -192,9 +185,5 @@ func filler(from, to int64) string {
 func Filler(from, to int64) string { return filler(from, to) }
 
 func usageOf(p seat.Plan) usage {
-	return usage{prompt: p.PromptTokens, completion: p.CompletionTokens,
-		ok:     !p.NoUsage && (p.PromptTokens > 0 || p.CompletionTokens > 0),
-		cached: p.CachedTokens, write: p.CacheWriteTokens, reasoning: p.ReasoningTokens,
-		hasCached: p.HasCached, hasWrite: p.HasCacheWrite, hasReasoning: p.HasReasoning,
-		incomplete: p.Incomplete}
+	return usage{Plan: p, ok: !p.NoUsage && (p.PromptTokens > 0 || p.CompletionTokens > 0)}
 }

@@ -99,7 +99,7 @@ type Record struct {
 type Server struct {
 	opts  Options
 	mu    sync.Mutex
-	recs  []*Record // a ring of the last opts.Keep records
+	recs  []*Record // the last opts.Keep records, oldest first
 	total int       // every request so far
 	// log writes the cancellation lines and net/http's own complaints (a
 	// client's malformed request line) to Options.Log, one at a time.
@@ -151,7 +151,7 @@ func (s *Server) Handler() http.Handler {
 		on += " and " + ResponsesPath
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, notFoundBody(s.opts.Format, http.StatusNotFound,
+		writeJSON(w, http.StatusNotFound, errorBody(s.opts.Format, http.StatusNotFound, "",
 			"no such endpoint: this seat server speaks "+string(s.opts.Format)+" on "+on))
 	})
 	return mux
@@ -196,12 +196,7 @@ func (s *Server) Requests() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Record, 0, len(s.recs))
-	first := 0
-	if len(s.recs) == s.opts.Keep {
-		first = s.total % s.opts.Keep // the oldest kept
-	}
-	for i := range s.recs {
-		r := s.recs[(first+i)%len(s.recs)]
+	for _, r := range s.recs {
 		rec := *r
 		if r.State == StateInFlight {
 			rec.AfterS = round3(time.Since(r.start).Seconds())
@@ -257,10 +252,9 @@ func (s *Server) begin(r *http.Request, start time.Time) (*Record, seat.Plan) {
 		Index: s.total, Received: s.opts.Now(), IdempotencyKey: key,
 		Format: s.opts.Format, State: StateInFlight, start: start,
 	}
-	if len(s.recs) < s.opts.Keep {
-		s.recs = append(s.recs, rec)
-	} else {
-		s.recs[s.total%s.opts.Keep] = rec // the oldest goes
+	s.recs = append(s.recs, rec)
+	if len(s.recs) > s.opts.Keep {
+		s.recs = s.recs[1:] // the oldest goes
 	}
 	s.total++
 	s.mu.Unlock()
@@ -277,10 +271,8 @@ func (s *Server) end(rec *Record, state string) {
 	after := time.Since(rec.start)
 	if state == StateCancelled {
 		// The line first: whoever sees the record cancelled finds it logged.
-		s.mu.Lock()
-		idx := rec.Index
-		s.mu.Unlock()
-		s.log.Printf("request %d cancelled by client after %.3fs", idx, after.Seconds())
+		// (Index is set before the record is shared and never changes.)
+		s.log.Printf("request %d cancelled by client after %.3fs", rec.Index, after.Seconds())
 	}
 	s.mu.Lock()
 	rec.State = state
@@ -294,7 +286,7 @@ func (s *Server) end(rec *Record, state string) {
 func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, responses bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, notFoundBody(s.opts.Format, http.StatusMethodNotAllowed, "use POST"))
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody(s.opts.Format, http.StatusMethodNotAllowed, "", "use POST"))
 		return
 	}
 	start := time.Now()
@@ -332,7 +324,7 @@ func (s *Server) serveResponse(w http.ResponseWriter, r *http.Request) {
 		p = s.opts.Planner.PlanFor(rec.Index)
 	}
 	if rec.model == "" || rec.State != StateFinished || rec.Status != http.StatusOK || p.ErrorCode != "" {
-		writeJSON(w, http.StatusNotFound, notFoundBody(s.opts.Format, http.StatusNotFound, "no response with that id"))
+		writeJSON(w, http.StatusNotFound, errorBody(s.opts.Format, http.StatusNotFound, "", "no response with that id"))
 		return
 	}
 	wire := &responsesWire{base: base{model: rec.model, index: rec.Index, now: rec.Received}}
@@ -394,7 +386,7 @@ func (p *player) run() {
 		}
 		p.setStatus(status)
 		p.s.end(p.rec, StateRejected)
-		writeJSON(p.w, status, notFoundBody(p.s.opts.Format, status, msg))
+		writeJSON(p.w, status, errorBody(p.s.opts.Format, status, "", msg))
 		return
 	}
 	p.wire = newWire(p.s.opts.Format, p.responses, req, p.rec.Index, p.s.opts.Now)
@@ -544,7 +536,7 @@ func (p *player) do(st step) error {
 	case stepHeaders:
 		ct := "application/json"
 		if p.stream {
-			ct = p.wire.streamContentType()
+			ct = p.s.opts.Format.streamContentType()
 		}
 		p.headers(http.StatusOK, ct)
 		if p.stream {
@@ -563,7 +555,7 @@ func (p *player) do(st step) error {
 	case stepError:
 		status := p.status()
 		p.headers(status, "application/json")
-		return p.write(p.wire.errorBody(status, p.plan.ErrorCode))
+		return p.write(errorBody(p.s.opts.Format, status, p.plan.ErrorCode, ""))
 	case stepWhole:
 		p.headers(p.status(), "application/json")
 		return p.write(p.wire.whole(st.text, u))

@@ -188,6 +188,15 @@ func TestMalformedBodyIsRejected(t *testing.T) {
 	rec := r.requests(t).Requests[0]
 	assert.Equal(t, StateRejected, rec.State)
 	assert.Equal(t, 400, rec.Status)
+
+	// Each format's own error type for its status, as for a scripted error.
+	a := serve(t, Anthropic, okPlan)
+	resp, err = http.Post(a.baseURL(Anthropic)+"/messages", "application/json", strings.NewReader(`{"model":`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.JSONEq(t, `{"type":"error","error":{"type":"invalid_request_error","message":"request body is not a JSON object"}}`, string(b))
 }
 
 // Stopping the server ends a hang at once instead of waiting for its

@@ -1,6 +1,7 @@
 package seatserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"retrygate/admit"
+	"retrygate/rehearse/seat"
 )
 
 // chatRequest is the little of a request body the server looks at. The
@@ -21,25 +23,21 @@ type chatRequest struct {
 	} `json:"stream_options"`
 }
 
-// usage is what the plan says about tokens; ok is false when the response
-// must carry no usage at all.
+// usage is the plan's tokens as a response reports them: each part
+// written where the plan reports it and the wire has a field for it
+// (docs/log.md maps them); ok is false when the response must carry no
+// usage at all. Plan.Incomplete is why the answer ends short: the
+// Responses API says so outright; the other APIs give their own stop
+// reason (stopReason).
 type usage struct {
-	prompt, completion int64
-	ok                 bool
-	// The parts, each written where the plan reports it and the wire
-	// has a field for it (docs/log.md maps them).
-	cached, write, reasoning          int64
-	hasCached, hasWrite, hasReasoning bool
-	// incomplete is why the answer ends short (Plan.Incomplete): the
-	// Responses API says so outright; the other APIs give their own stop
-	// reason (stopReason).
-	incomplete string
+	seat.Plan
+	ok bool
 }
 
 // stopReason is the API's own word for why an answer ended: what it says
 // on a whole answer (done), at its cap, or when a filter stopped it.
 func stopReason(u usage, done, capped, filtered string) string {
-	switch u.incomplete {
+	switch u.Incomplete {
 	case "":
 		return done
 	case "content_filter":
@@ -51,7 +49,6 @@ func stopReason(u usage, done, capped, filtered string) string {
 // wire renders one response in one format. Every method returns the bytes
 // to write; the player owns timing and flushing.
 type wire interface {
-	streamContentType() string
 	// preamble goes out with the headers of a streamed 200: the role-only
 	// chunk, or message_start and friends. None of it is content.
 	preamble(u usage) []byte
@@ -59,18 +56,13 @@ type wire interface {
 	finish(u usage) []byte
 	// streamError is an error inside a 200 stream (Anthropic's error event).
 	streamError(code string) []byte
-	errorBody(status int, code string) []byte
 	whole(text string, u usage) []byte
 }
 
 // newWire is the wire of one request to format f; responses says it came
 // to an openai server's /v1/responses.
 func newWire(f Format, responses bool, req chatRequest, index int, now func() time.Time) wire {
-	model := req.Model
-	if model == "" {
-		model = "retrygate-seat"
-	}
-	b := base{model: model, index: index, now: now(), clock: now}
+	b := base{model: cmp.Or(req.Model, "retrygate-seat"), index: index, now: now(), clock: now}
 	switch {
 	case responses:
 		return &responsesWire{base: b}
@@ -110,16 +102,11 @@ func mustJSON(v any) []byte {
 }
 
 func sse(event string, v any) []byte {
-	var b strings.Builder
+	data := "data: " + string(mustJSON(v)) + "\n\n"
 	if event != "" {
-		b.WriteString("event: ")
-		b.WriteString(event)
-		b.WriteByte('\n')
+		data = "event: " + event + "\n" + data
 	}
-	b.WriteString("data: ")
-	b.Write(mustJSON(v))
-	b.WriteString("\n\n")
-	return []byte(b.String())
+	return []byte(data)
 }
 
 func errorMessage(status int, code string) string {
@@ -142,7 +129,13 @@ type openaiWire struct {
 
 func (w *openaiWire) id() string { return fmt.Sprintf("chatcmpl-retrygate%d", w.index) }
 
-func (w *openaiWire) chunk(choices []any, u any) []byte {
+// chunk is one chat.completion.chunk: its one choice with delta, or, with
+// a nil delta, no choices (the usage chunk).
+func (w *openaiWire) chunk(delta map[string]any, finish, u any) []byte {
+	choices := []any{}
+	if delta != nil {
+		choices = []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
+	}
 	m := map[string]any{
 		"id":                 w.id(),
 		"object":             "chat.completion.chunk",
@@ -158,19 +151,12 @@ func (w *openaiWire) chunk(choices []any, u any) []byte {
 	return sse("", m)
 }
 
-func (w *openaiWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
-
 func (w *openaiWire) preamble(usage) []byte {
-	return w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{"role": "assistant", "content": "", "refusal": nil},
-		"logprobs": nil, "finish_reason": nil,
-	}}, nil)
+	return w.chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil, nil)
 }
 
 func (w *openaiWire) content(text string) []byte {
-	return w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{"content": text}, "logprobs": nil, "finish_reason": nil,
-	}}, nil)
+	return w.chunk(map[string]any{"content": text}, nil, nil)
 }
 
 // openaiUsage is Chat Completions' usage: cached input is inside
@@ -178,13 +164,13 @@ func (w *openaiWire) content(text string) []byte {
 // cache writes (OpenAI bills none).
 func openaiUsage(u usage) map[string]any {
 	m := map[string]any{
-		"prompt_tokens": u.prompt, "completion_tokens": u.completion, "total_tokens": u.prompt + u.completion,
+		"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens,
 	}
-	if u.hasCached {
-		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.cached, "audio_tokens": 0}
+	if u.HasCached {
+		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0}
 	}
-	if u.hasReasoning {
-		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning, "audio_tokens": 0,
+	if u.HasReasoning {
+		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.ReasoningTokens, "audio_tokens": 0,
 			"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
 	}
 	return m
@@ -193,21 +179,19 @@ func openaiUsage(u usage) map[string]any {
 // anthropicInput is the Messages API's input side: the cache fields sit
 // beside input_tokens, which holds only the rest of the prompt.
 func anthropicInput(m map[string]any, u usage) map[string]any {
-	m["input_tokens"] = u.prompt
-	if u.hasCached || u.hasWrite {
-		m["input_tokens"] = u.prompt - u.cached - u.write
-		m["cache_creation_input_tokens"] = u.write
-		m["cache_read_input_tokens"] = u.cached
+	m["input_tokens"] = u.PromptTokens
+	if u.HasCached || u.HasCacheWrite {
+		m["input_tokens"] = u.PromptTokens - u.CachedTokens - u.CacheWriteTokens
+		m["cache_creation_input_tokens"] = u.CacheWriteTokens
+		m["cache_read_input_tokens"] = u.CachedTokens
 	}
 	return m
 }
 
 func (w *openaiWire) finish(u usage) []byte {
-	out := w.chunk([]any{map[string]any{
-		"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": stopReason(u, "stop", "length", "content_filter"),
-	}}, nil)
+	out := w.chunk(map[string]any{}, stopReason(u, "stop", "length", "content_filter"), nil)
 	if w.includeUsage && u.ok {
-		out = append(out, w.chunk([]any{}, openaiUsage(u))...)
+		out = append(out, w.chunk(nil, nil, openaiUsage(u))...)
 	}
 	return append(out, "data: [DONE]\n\n"...)
 }
@@ -225,26 +209,8 @@ func openaiErrorType(status int, code string) string {
 	}
 }
 
-func (w *openaiWire) openaiError(status int, code string) map[string]any {
-	var c any
-	switch {
-	case code != "":
-		c = code
-	case status == http.StatusTooManyRequests:
-		// OpenAI's own 429s always name it; other errors often carry null.
-		c = "rate_limit_exceeded"
-	}
-	return map[string]any{"error": map[string]any{
-		"message": errorMessage(status, code), "type": openaiErrorType(status, code), "param": nil, "code": c,
-	}}
-}
-
 func (w *openaiWire) streamError(code string) []byte {
-	return sse("", w.openaiError(http.StatusOK, code))
-}
-
-func (w *openaiWire) errorBody(status int, code string) []byte {
-	return append(mustJSON(w.openaiError(status, code)), '\n')
+	return sse("", errorValue(OpenAI, http.StatusOK, code, ""))
 }
 
 func (w *openaiWire) whole(text string, u usage) []byte {
@@ -268,8 +234,6 @@ type anthropicWire struct{ base }
 
 func (w *anthropicWire) id() string { return fmt.Sprintf("msg_retrygate%d", w.index) }
 
-func (w *anthropicWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
-
 func (w *anthropicWire) preamble(u usage) []byte {
 	msg := map[string]any{
 		"id": w.id(), "type": "message", "role": "assistant", "content": []any{}, "model": w.model,
@@ -278,7 +242,7 @@ func (w *anthropicWire) preamble(u usage) []byte {
 	if u.ok {
 		// The real API reports a token or so of output already at message_start;
 		// message_delta's count is cumulative and replaces it.
-		msg["usage"] = anthropicInput(map[string]any{"output_tokens": min(u.completion, 1)}, u)
+		msg["usage"] = anthropicInput(map[string]any{"output_tokens": min(u.CompletionTokens, 1)}, u)
 	}
 	out := sse("message_start", map[string]any{"type": "message_start", "message": msg})
 	out = append(out, sse("content_block_start", map[string]any{
@@ -299,35 +263,25 @@ func (w *anthropicWire) finish(u usage) []byte {
 		"type": "message_delta", "delta": map[string]any{"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil},
 	}
 	if u.ok {
-		delta["usage"] = map[string]any{"output_tokens": u.completion}
+		delta["usage"] = map[string]any{"output_tokens": u.CompletionTokens}
 	}
 	out = append(out, sse("message_delta", delta)...)
 	return append(out, sse("message_stop", map[string]any{"type": "message_stop"})...)
+}
+
+// anthropicTypes are the Messages API's error types by status; another
+// 5xx is api_error, another 4xx invalid_request_error.
+var anthropicTypes = map[int]string{
+	400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
+	404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error",
 }
 
 func anthropicErrorType(status int, code string) string {
 	if code != "" {
 		return code
 	}
-	switch status {
-	case 400:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 402:
-		return "billing_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 504:
-		return "timeout_error"
-	case 529:
-		return "overloaded_error"
+	if t, ok := anthropicTypes[status]; ok {
+		return t
 	}
 	if status >= 500 {
 		return "api_error"
@@ -335,21 +289,11 @@ func anthropicErrorType(status int, code string) string {
 	return "invalid_request_error"
 }
 
-func anthropicError(status int, code string) map[string]any {
-	return map[string]any{"type": "error", "error": map[string]any{
-		"type": anthropicErrorType(status, code), "message": errorMessage(status, code),
-	}}
-}
-
 func (w *anthropicWire) streamError(code string) []byte {
 	if code == "" {
 		code = "api_error"
 	}
-	return sse("error", anthropicError(http.StatusOK, code))
-}
-
-func (w *anthropicWire) errorBody(status int, code string) []byte {
-	return append(mustJSON(anthropicError(status, code)), '\n')
+	return sse("error", errorValue(Anthropic, http.StatusOK, code, ""))
 }
 
 func (w *anthropicWire) whole(text string, u usage) []byte {
@@ -359,7 +303,7 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 		"stop_reason": stopReason(u, "end_turn", "max_tokens", "refusal"), "stop_sequence": nil,
 	}
 	if u.ok {
-		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.completion}, u)
+		m["usage"] = anthropicInput(map[string]any{"output_tokens": u.CompletionTokens}, u)
 	}
 	return append(mustJSON(m), '\n')
 }
@@ -367,8 +311,6 @@ func (w *anthropicWire) whole(text string, u usage) []byte {
 // --- Ollama /api/chat ---
 
 type ollamaWire struct{ base }
-
-func (w *ollamaWire) streamContentType() string { return "application/x-ndjson" }
 
 func (w *ollamaWire) line(v any) []byte { return append(mustJSON(v), '\n') }
 
@@ -390,44 +332,48 @@ func (w *ollamaWire) final(text string, u usage) map[string]any {
 		"done":    true, "done_reason": stopReason(u, "stop", "length", "stop"),
 	}
 	if u.ok {
-		m["prompt_eval_count"] = u.prompt
-		m["eval_count"] = u.completion
+		m["prompt_eval_count"] = u.PromptTokens
+		m["eval_count"] = u.CompletionTokens
 	}
 	return m
 }
 
 func (w *ollamaWire) finish(u usage) []byte { return w.line(w.final("", u)) }
 
-func ollamaError(status int, code string) map[string]any {
-	return map[string]any{"error": errorMessage(status, code)}
-}
-
 func (w *ollamaWire) streamError(code string) []byte {
-	return w.line(ollamaError(http.StatusOK, code))
-}
-
-func (w *ollamaWire) errorBody(status int, code string) []byte {
-	return w.line(ollamaError(status, code))
+	return w.line(errorValue(Ollama, http.StatusOK, code, ""))
 }
 
 func (w *ollamaWire) whole(text string, u usage) []byte { return w.line(w.final(text, u)) }
 
-// notFoundBody is a 404/405 in the format's own error shape.
-func notFoundBody(f Format, status int, msg string) []byte {
+// errorValue is an error in the format's own shape: OpenAI's {error:
+// {message, type, param, code}}, Anthropic's {type: error, error: {type,
+// message}}, Ollama's {error}. msg "" is the scripted error's message.
+func errorValue(f Format, status int, code, msg string) map[string]any {
+	if msg == "" {
+		msg = errorMessage(status, code)
+	}
 	switch f {
 	case Anthropic:
-		t := "not_found_error"
-		if status == http.StatusMethodNotAllowed {
-			t = "invalid_request_error"
-		}
-		return append(mustJSON(map[string]any{"type": "error", "error": map[string]any{"type": t, "message": msg}}), '\n')
+		return map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(status, code), "message": msg}}
 	case Ollama:
-		return append(mustJSON(map[string]any{"error": msg}), '\n')
-	default:
-		return append(mustJSON(map[string]any{"error": map[string]any{
-			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
-		}}), '\n')
+		return map[string]any{"error": msg}
 	}
+	var c any
+	switch {
+	case code != "":
+		c = code
+	case status == http.StatusTooManyRequests:
+		// OpenAI's own 429s always name it; other errors often carry null.
+		c = "rate_limit_exceeded"
+	}
+	return map[string]any{"error": map[string]any{"message": msg, "type": openaiErrorType(status, code), "param": nil, "code": c}}
+}
+
+// errorBody is a whole error response: a scripted one (msg "") or the
+// server's own 4xx.
+func errorBody(f Format, status int, code, msg string) []byte {
+	return append(mustJSON(errorValue(f, status, code, msg)), '\n')
 }
 
 // --- OpenAI Responses API ---
@@ -463,19 +409,19 @@ func responsesUsage(u usage) any {
 	if !u.ok {
 		return nil
 	}
-	m := map[string]any{"input_tokens": u.prompt, "output_tokens": u.completion, "total_tokens": u.prompt + u.completion}
+	m := map[string]any{"input_tokens": u.PromptTokens, "output_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens}
 	in := map[string]any{}
-	if u.hasCached {
-		in["cached_tokens"] = u.cached
+	if u.HasCached {
+		in["cached_tokens"] = u.CachedTokens
 	}
-	if u.hasWrite {
-		in["cache_write_tokens"] = u.write
+	if u.HasCacheWrite {
+		in["cache_write_tokens"] = u.CacheWriteTokens
 	}
 	if len(in) > 0 {
 		m["input_tokens_details"] = in
 	}
-	if u.hasReasoning {
-		m["output_tokens_details"] = map[string]any{"reasoning_tokens": u.reasoning}
+	if u.HasReasoning {
+		m["output_tokens_details"] = map[string]any{"reasoning_tokens": u.ReasoningTokens}
 	}
 	return m
 }
@@ -506,8 +452,6 @@ func (w *responsesWire) response(status string, output []any, u any, e any) map[
 	}
 }
 
-func (w *responsesWire) streamContentType() string { return "text/event-stream; charset=utf-8" }
-
 // preamble is response.created, response.in_progress and the message's
 // output_item.added and content_part.added: none of it text.
 func (w *responsesWire) preamble(usage) []byte {
@@ -537,7 +481,7 @@ func (w *responsesWire) finish(u usage) []byte {
 		"item_id": w.itemID(), "output_index": 0, "content_index": 0, "part": w.part(text),
 	})...)
 	status := "completed"
-	if u.incomplete != "" {
+	if u.Incomplete != "" {
 		status = "incomplete"
 	}
 	out = append(out, w.event("response.output_item.done", map[string]any{"output_index": 0, "item": w.message(status, text)})...)
@@ -547,11 +491,11 @@ func (w *responsesWire) finish(u usage) []byte {
 // final is the finished Response: completed, or incomplete with its
 // reason (incomplete_details.reason).
 func (w *responsesWire) final(text string, u usage) map[string]any {
-	if u.incomplete == "" {
+	if u.Incomplete == "" {
 		return w.response("completed", []any{w.message("completed", text)}, responsesUsage(u), nil)
 	}
 	r := w.response("incomplete", []any{w.message("incomplete", text)}, responsesUsage(u), nil)
-	r["incomplete_details"] = map[string]any{"reason": u.incomplete}
+	r["incomplete_details"] = map[string]any{"reason": u.Incomplete}
 	return r
 }
 
@@ -563,10 +507,6 @@ func (w *responsesWire) streamError(code string) []byte {
 	}
 	e := map[string]any{"code": code, "message": errorMessage(http.StatusOK, code)}
 	return w.event("response.failed", map[string]any{"response": w.response("failed", []any{}, nil, e)})
-}
-
-func (w *responsesWire) errorBody(status int, code string) []byte {
-	return (&openaiWire{base: w.base}).errorBody(status, code)
 }
 
 func (w *responsesWire) whole(text string, u usage) []byte {
