@@ -258,7 +258,8 @@ var (
 
 // field is one key this version knows, for the reader and the writer
 // alike: set reads its value into a row, get is the value the writer
-// writes, ok false when the row has none (the key is left out).
+// writes, ok false when it leaves the key out: the row has no value, or
+// one the log has no word for (returned still: Check refuses it).
 type field struct {
 	key string
 	set func(r *Row, v string, p *parser) error
