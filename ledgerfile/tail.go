@@ -217,15 +217,11 @@ func (b *backScanner) dropTornTail() (marker bool, err error) {
 		return false, nil
 	}
 	b.pos++ // pretend a newline follows, then skip that line
-	line, start, tooLong, err := b.prev()
-	if err != nil || tooLong {
+	_, start, _, err := b.prev()
+	if err != nil {
 		return false, err
 	}
-	if start == 0 {
-		line = trimBOM(line)
-	}
-	kind, _ := classifyLine(line, false)
-	return kind == lineMarker, nil
+	return b.markerAt(start)
 }
 
 // load fills the window with the block ending at end.
@@ -330,8 +326,9 @@ func (b *backScanner) lineEnd(at int64) (end int64, terminated bool, err error) 
 }
 
 // markerAt reports whether the line starting at offset at is a TornMarker:
-// the line is read whole, as far as MaxLine, and classifyLine decides
-// (the input's unterminated tail may be one).
+// the line is read whole, as far as MaxLine (a first line without its
+// byte order mark), and classifyLine decides (the input's unterminated
+// tail may be one).
 func (b *backScanner) markerAt(at int64) (bool, error) {
 	end, terminated, err := b.lineEnd(at)
 	if err != nil || end-at > MaxLine {
@@ -348,6 +345,9 @@ func (b *backScanner) markerAt(at int64) (bool, error) {
 			}
 			return false, err
 		}
+	}
+	if at == 0 {
+		line = trimBOM(line)
 	}
 	kind, _ := classifyLine(line, terminated)
 	return kind == lineMarker, nil
