@@ -43,40 +43,27 @@ func CheckTS(t time.Time) error {
 }
 
 // Check reports a value the log has no word for: an outcome, billing class,
-// decision, token source or job end the reader would refuse. The writer
-// refuses such a row (a bug in its caller) rather than write it; every
-// other field is brought into range by Normalize.
+// decision, token source or job end that the writer would leave out (its
+// field's get) and the reader refuses, by the reader's own error. The
+// writer refuses such a row (a bug in its caller) rather than write it;
+// every other field is brought into range by Normalize.
 func Check(r *Row) error {
-	if r.Outcome != "" {
-		if _, err := admit.ParseOutcome(string(r.Outcome)); err != nil {
-			return fmt.Errorf("outcome: %w", err)
-		}
-	}
-	switch r.Billing {
-	case "", admit.Billable, admit.Free, admit.Ambiguous:
-	default:
-		return fmt.Errorf("billing: unknown class %q", r.Billing)
-	}
-	if r.Decision != "" {
-		if _, err := admit.ParseDecision(r.Decision); err != nil {
-			return fmt.Errorf("decision: %w", err)
-		}
-	}
-	for _, s := range [...]struct{ key, v string }{{"tokens_from", r.TokensFrom}, {"prompt_tokens_from", r.PromptFrom}, {"completion_tokens_from", r.CompletionFrom}} {
-		if s.v != "" && !knownSource(s.v, s.key == "tokens_from") {
-			return fmt.Errorf("%s: unknown source %q", s.key, s.v)
-		}
-	}
 	if r.TokensFrom == FromMixed && (r.PromptFrom == "" || r.CompletionFrom == "") {
 		return errors.New("tokens_from: mixed needs prompt_tokens_from and completion_tokens_from")
 	}
-	switch r.JobEnd {
-	case "", JobSucceeded, JobFailed, JobUnknown, JobCancelled:
-	default:
-		return fmt.Errorf("job_end: unknown end %q", r.JobEnd)
+	for _, k := range wordKeys {
+		f := &fields[fieldIndex[k]]
+		if v, ok := f.get(r); !ok && v != "" {
+			if err := f.set(&Row{}, v, newParser()); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+		}
 	}
 	return nil
 }
+
+// wordKeys are the keys whose values are words of the log's (Check).
+var wordKeys = [...]string{"outcome", "billing", "decision", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "job_end"}
 
 func knownSource(s string, mixedOK bool) bool {
 	switch s {
@@ -227,105 +214,32 @@ func appendNormalized(dst []byte, n *Row) []byte {
 	}
 }
 
-// appendRow writes the row with go-logfmt's Encoder: a key or value it
-// refuses (an unknown key that is not a word) is left out.
+// appendRow writes the row's keys in fields' order, then its unknown
+// keys, with go-logfmt's Encoder: a key or value it refuses (an unknown
+// key that is not a word) is left out.
 func appendRow(dst []byte, r *Row) []byte {
 	buf := bytes.NewBuffer(dst)
 	enc := logfmt.NewEncoder(buf)
-	kv := func(k, v string) { _ = enc.EncodeKeyval(k, v) }
-	// when, sec, integer and usd write a key only when its value is present.
-	when := func(present bool, k, v string) {
-		if present {
-			kv(k, v)
+	for i := range fields {
+		if v, ok := fields[i].get(r); ok {
+			_ = enc.EncodeKeyval(fieldKeys[i], v)
 		}
 	}
-	sec := func(present bool, k string, d time.Duration) {
-		if present {
-			kv(k, FormatSeconds(d))
-		}
-	}
-	integer := func(present bool, k string, n int64) {
-		if present {
-			kv(k, strconv.FormatInt(n, 10))
-		}
-	}
-	usd := func(present bool, k string, v float64) {
-		if present {
-			kv(k, formatUSD(v))
-		}
-	}
-
-	if !r.TS.IsZero() {
-		kv("ts", r.TS.UTC().Format(time.RFC3339Nano))
-	}
-	when(r.Job != "", "job", r.Job)
-	integer(r.Attempt > 0, "attempt", int64(r.Attempt))
-	when(r.Seat != "", "seat", r.Seat)
-	when(r.Model != "", "model", r.Model)
-	sec(true, "wait_s", r.Wait)
-	sec(r.HasTTFB, "ttfb_s", r.TTFB)
-	sec(r.HasConnect, "connect_s", r.Connect)
-	sec(r.HasITL, "itl_mean_s", r.ITLMean)
-	sec(r.HasITL, "itl_max_s", r.ITLMax)
-	sec(true, "elapsed_s", r.Elapsed)
-	integer(true, "tokens", r.Tokens)
-	integer(r.HasSplit, "prompt_tokens", r.PromptTokens)
-	integer(r.HasSplit, "completion_tokens", r.CompletionTokens)
-	integer(r.HasCached, "cached_tokens", r.CachedTokens)
-	integer(r.HasCacheWrite, "cache_write_tokens", r.CacheWriteTokens)
-	integer(r.HasReasoning, "reasoning_tokens", r.ReasoningTokens)
-	sources := r.TokensFrom != "" && knownSource(r.TokensFrom, true) &&
-		(r.TokensFrom != FromMixed || (knownSource(r.PromptFrom, false) && knownSource(r.CompletionFrom, false)))
-	if sources {
-		kv("tokens_from", r.TokensFrom)
-		if r.TokensFrom == FromMixed {
-			kv("prompt_tokens_from", r.PromptFrom)
-			kv("completion_tokens_from", r.CompletionFrom)
-		}
-	}
-	if _, err := admit.ParseOutcome(string(r.Outcome)); err == nil {
-		kv("outcome", string(r.Outcome))
-	}
-	integer(r.HTTPStatus != 0, "http_status", int64(r.HTTPStatus))
-	switch r.Billing {
-	case admit.Billable, admit.Free, admit.Ambiguous:
-		kv("billing", string(r.Billing))
-	}
-	usd(r.HasCost, "cost_usd", r.CostUSD)
-	usd(r.ReserveUSD > 0, "reserve_usd", r.ReserveUSD)
-	usd(r.UncachedUSD > 0, "uncached_usd", r.UncachedUSD)
-	sec(r.HasRetryAfter, "retry_after_s", r.RetryAfter)
-	integer(r.RateLimit.HasRequests, "ratelimit_remaining_requests", r.RateLimit.RemainingRequests)
-	integer(r.RateLimit.HasTokens, "ratelimit_remaining_tokens", r.RateLimit.RemainingTokens)
-	sec(r.RateLimit.HasReset, "ratelimit_reset_s", r.RateLimit.Reset)
-	when(r.ErrorCode != "", "error_code", r.ErrorCode)
-	sec(r.Delay > 0, "delay_s", r.Delay)
-	integer(r.HasWindow, "window_firsts", int64(r.Window.Firsts))
-	integer(r.HasWindow, "window_retries", int64(r.Window.Retries))
-	sec(r.HasSpent, "spent_s", r.SpentS)
-	integer(r.HasSpent, "spent_tokens", r.SpentTokens)
-	usd(r.HasSpent && r.SpentUSD != 0, "spent_usd", r.SpentUSD)
-	integer(r.HasSpent, "used", int64(r.Used))
-	integer(r.InFlight > 0, "inflight", int64(r.InFlight))
-	if _, err := admit.ParseDecision(r.Decision); err == nil {
-		kv("decision", r.Decision)
-	}
-	when(r.Unsent, "sent", "false")
-	when(r.Holdout, "holdout", "true")
-	when(r.Fallback, "fallback", "true")
-	switch r.JobEnd {
-	case JobSucceeded, JobFailed, JobUnknown, JobCancelled:
-		kv("job_end", r.JobEnd)
-	}
-	when(r.PromptSHA != "", "prompt_sha", r.PromptSHA)
-	when(r.Tags != "", "tags", r.Tags)
-	when(r.Note != "", "note", r.Note)
 	for _, x := range r.Extra {
-		kv(x.Key, x.Value)
+		_ = enc.EncodeKeyval(x.Key, x.Value)
 	}
 	_ = enc.EndRecord()
 	return buf.Bytes()
 }
+
+// fieldKeys are fields' keys as the Encoder takes them: made an any
+// once, not once a key a row.
+var fieldKeys = func() (keys [len(fields)]any) {
+	for i := range fields {
+		keys[i] = fields[i].key
+	}
+	return keys
+}()
 
 // FormatRow is AppendRow into a new string, without the newline.
 func FormatRow(r *Row) string {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,10 +162,8 @@ func (p *parser) parse(line []byte, row *Row) error {
 	if f.err != nil {
 		return f.err
 	}
-	for _, k := range requiredKeys {
-		if f.seen&k.bit == 0 {
-			return fmt.Errorf("missing required key %s", k.key)
-		}
+	if missing := requiredBits &^ f.seen; missing != 0 {
+		return fmt.Errorf("missing required key %s", fields[bits.TrailingZeros64(missing)].key)
 	}
 	if row.HasSplit && f.seen&splitKeys != splitKeys {
 		return errors.New("prompt_tokens and completion_tokens go together")
@@ -244,215 +244,239 @@ func (f *fieldSetter) apply(kv pair) {
 // keyBit is key's bit in fieldSetter.seen.
 func keyBit(key string) uint64 { return 1 << fieldIndex[key] }
 
+// requiredKeys are the keys every row holds, a hand-written one too: the
+// reader refuses a row without one, and the writer writes them on every
+// row.
+var requiredKeys = [...]string{"wait_s", "elapsed_s", "tokens"}
+
 // The keys parse checks for on every row, as bits of fieldSetter.seen.
 var (
-	requiredKeys = [...]struct {
-		key string
-		bit uint64
-	}{{"wait_s", keyBit("wait_s")}, {"elapsed_s", keyBit("elapsed_s")}, {"tokens", keyBit("tokens")}}
-	splitKeys = keyBit("prompt_tokens") | keyBit("completion_tokens")
-	partKeys  = keyBit("prompt_tokens_from") | keyBit("completion_tokens_from")
+	requiredBits = keyBit(requiredKeys[0]) | keyBit(requiredKeys[1]) | keyBit(requiredKeys[2])
+	splitKeys    = keyBit("prompt_tokens") | keyBit("completion_tokens")
+	partKeys     = keyBit("prompt_tokens_from") | keyBit("completion_tokens_from")
 )
 
-// field reads one known key's value into a row.
+// field is one key this version knows, for the reader and the writer
+// alike: set reads its value into a row, get is the value the writer
+// writes, ok false when it leaves the key out: the row has no value, or
+// one the log has no word for (returned still: Check refuses it).
 type field struct {
 	key string
 	set func(r *Row, v string, p *parser) error
+	get func(r *Row) (v string, ok bool)
 }
 
-// fields are the keys this version reads, one line each.
+// number is a numeric key's field: parse and format are its kind's
+// (seconds, a count, USD), at says where its value lives in a row and its
+// Has flag, if it has one, which reading the key sets. The writer writes
+// the key when that flag is set, or, with no flag, when the value is above
+// zero; a required key on every row.
+func number[T int | int64 | float64 | time.Duration](key string, parse func(string) (T, error), format func(T) string, at func(*Row) (*T, *bool)) field {
+	required := slices.Contains(requiredKeys[:], key)
+	return field{key: key,
+		set: func(r *Row, v string, _ *parser) (err error) {
+			x, has := at(r)
+			*x, err = parse(v)
+			if has != nil {
+				*has = true
+			}
+			return err
+		},
+		get: func(r *Row) (string, bool) {
+			x, has := at(r)
+			if !required && (has != nil && !*has || has == nil && *x <= 0) {
+				return "", false
+			}
+			return format(*x), true
+		}}
+}
+
+func seconds(key string, at func(*Row) (*time.Duration, *bool)) field {
+	return number(key, parseSeconds, FormatSeconds, at)
+}
+
+func count(key string, at func(*Row) (*int64, *bool)) field {
+	return number(key, admit.ParseCount, func(n int64) string { return strconv.FormatInt(n, 10) }, at)
+}
+
+func usd(key string, at func(*Row) (*float64, *bool)) field {
+	return number(key, parseUSD, formatUSD, at)
+}
+
+func whole(key string, parse func(string) (int, error), at func(*Row) (*int, *bool)) field {
+	return number(key, parse, strconv.Itoa, at)
+}
+
+// text is a string key's field, written when not empty. A shared value
+// (a seat, a model: the same from row to row) is kept once for the rows
+// that repeat it.
+func text(key string, shared bool, at func(*Row) *string) field {
+	return field{key: key,
+		set: func(r *Row, v string, p *parser) error {
+			if shared {
+				*at(r) = p.str(v)
+			} else {
+				*at(r) = strings.Clone(v)
+			}
+			return nil
+		},
+		get: func(r *Row) (string, bool) { s := *at(r); return s, s != "" }}
+}
+
+// flag is a true-or-false key's field, written when true.
+func flag(key string, at func(*Row) *bool) field {
+	return field{key: key,
+		set: func(r *Row, v string, _ *parser) (err error) { *at(r), err = parseBool(v); return err },
+		get: func(r *Row) (string, bool) { return "true", *at(r) }}
+}
+
+// oneOf is the field of a key that holds one of values (what names it in
+// errors), written when it does. Reading keeps the constant, not a view
+// of the line.
+func oneOf[S ~string](key, what string, values []S, at func(*Row) *S) field {
+	want := make([]string, len(values))
+	for i, v := range values {
+		want[i] = string(v)
+	}
+	wants := strings.Join(want[:len(want)-1], ", ") + " or " + want[len(want)-1]
+	return field{key: key,
+		set: func(r *Row, v string, _ *parser) error {
+			if i := slices.Index(values, S(v)); i >= 0 {
+				*at(r) = values[i]
+				return nil
+			}
+			return fmt.Errorf("unknown %s %q (want %s)", what, truncate(v), wants)
+		},
+		get: func(r *Row) (string, bool) { v := *at(r); return string(v), slices.Contains(values, v) }}
+}
+
+// fields are the keys this version reads and writes, one entry each, in
+// the order the writer writes them.
 var fields = [...]field{
-	{"ts", func(r *Row, v string, _ *parser) error {
+	{key: "ts", set: func(r *Row, v string, _ *parser) error {
 		ts, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			return fmt.Errorf("not an RFC 3339 time %q", truncate(v))
 		}
 		r.TS = ts.UTC()
 		return CheckTS(r.TS)
-	}},
-	{"job", func(r *Row, v string, _ *parser) error {
+	}, get: func(r *Row) (string, bool) { return r.TS.UTC().Format(time.RFC3339Nano), !r.TS.IsZero() }},
+	{key: "job", set: func(r *Row, v string, _ *parser) error {
 		if v == "" {
 			return errors.New("empty job id")
 		}
 		r.Job = strings.Clone(v)
 		return nil
-	}},
-	{"attempt", func(r *Row, v string, _ *parser) error {
+	}, get: func(r *Row) (string, bool) { return r.Job, r.Job != "" }},
+	whole("attempt", func(v string) (int, error) {
 		n, err := admit.ParseCount(v)
 		if err != nil || n < 1 || n > admit.MaxAttempts {
-			return fmt.Errorf("not an attempt number in 1…%d %q", admit.MaxAttempts, truncate(v))
+			return 0, fmt.Errorf("not an attempt number in 1…%d %q", admit.MaxAttempts, truncate(v))
 		}
-		r.Attempt = int(n)
-		return nil
-	}},
-	{"seat", func(r *Row, v string, p *parser) error { r.Seat = p.str(v); return nil }},
-	{"model", func(r *Row, v string, p *parser) error { r.Model = p.str(v); return nil }},
-	{"wait_s", func(r *Row, v string, _ *parser) (err error) { r.Wait, err = parseSeconds(v); return err }},
-	{"elapsed_s", func(r *Row, v string, _ *parser) (err error) { r.Elapsed, err = parseSeconds(v); return err }},
-	{"ttfb_s", func(r *Row, v string, _ *parser) (err error) {
-		r.TTFB, err = parseSeconds(v)
-		r.HasTTFB = true
-		return err
-	}},
-	{"connect_s", func(r *Row, v string, _ *parser) (err error) {
-		r.Connect, err = parseSeconds(v)
-		r.HasConnect = true
-		return err
-	}},
-	{"itl_mean_s", func(r *Row, v string, _ *parser) (err error) {
-		r.ITLMean, err = parseSeconds(v)
-		r.HasITL = true
-		return err
-	}},
-	{"itl_max_s", func(r *Row, v string, _ *parser) (err error) {
-		r.ITLMax, err = parseSeconds(v)
-		r.HasITL = true
-		return err
-	}},
-	{"tokens", func(r *Row, v string, _ *parser) (err error) { r.Tokens, err = admit.ParseCount(v); return err }},
-	{"prompt_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.PromptTokens, err = admit.ParseCount(v)
-		r.HasSplit = true
-		return err
-	}},
-	{"completion_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.CompletionTokens, err = admit.ParseCount(v)
-		r.HasSplit = true
-		return err
-	}},
-	{"cached_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.CachedTokens, err = admit.ParseCount(v)
-		r.HasCached = true
-		return err
-	}},
-	{"cache_write_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.CacheWriteTokens, err = admit.ParseCount(v)
-		r.HasCacheWrite = true
-		return err
-	}},
-	{"reasoning_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.ReasoningTokens, err = admit.ParseCount(v)
-		r.HasReasoning = true
-		return err
-	}},
-	{"ratelimit_remaining_requests", func(r *Row, v string, _ *parser) (err error) {
-		r.RateLimit.RemainingRequests, err = admit.ParseCount(v)
-		r.RateLimit.HasRequests = true
-		return err
-	}},
-	{"ratelimit_remaining_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.RateLimit.RemainingTokens, err = admit.ParseCount(v)
-		r.RateLimit.HasTokens = true
-		return err
-	}},
-	{"ratelimit_reset_s", func(r *Row, v string, _ *parser) (err error) {
-		r.RateLimit.Reset, err = parseSeconds(v)
-		r.RateLimit.HasReset = true
-		return err
-	}},
-	{"tokens_from", func(r *Row, v string, p *parser) error {
+		return int(n), nil
+	}, func(r *Row) (*int, *bool) { return &r.Attempt, nil }),
+	text("seat", true, func(r *Row) *string { return &r.Seat }),
+	text("model", true, func(r *Row) *string { return &r.Model }),
+	seconds("wait_s", func(r *Row) (*time.Duration, *bool) { return &r.Wait, nil }),
+	seconds("ttfb_s", func(r *Row) (*time.Duration, *bool) { return &r.TTFB, &r.HasTTFB }),
+	seconds("connect_s", func(r *Row) (*time.Duration, *bool) { return &r.Connect, &r.HasConnect }),
+	seconds("itl_mean_s", func(r *Row) (*time.Duration, *bool) { return &r.ITLMean, &r.HasITL }),
+	seconds("itl_max_s", func(r *Row) (*time.Duration, *bool) { return &r.ITLMax, &r.HasITL }),
+	seconds("elapsed_s", func(r *Row) (*time.Duration, *bool) { return &r.Elapsed, nil }),
+	count("tokens", func(r *Row) (*int64, *bool) { return &r.Tokens, nil }),
+	count("prompt_tokens", func(r *Row) (*int64, *bool) { return &r.PromptTokens, &r.HasSplit }),
+	count("completion_tokens", func(r *Row) (*int64, *bool) { return &r.CompletionTokens, &r.HasSplit }),
+	count("cached_tokens", func(r *Row) (*int64, *bool) { return &r.CachedTokens, &r.HasCached }),
+	count("cache_write_tokens", func(r *Row) (*int64, *bool) { return &r.CacheWriteTokens, &r.HasCacheWrite }),
+	count("reasoning_tokens", func(r *Row) (*int64, *bool) { return &r.ReasoningTokens, &r.HasReasoning }),
+	{key: "tokens_from", set: func(r *Row, v string, p *parser) error {
 		if !knownSource(v, true) {
 			return fmt.Errorf("unknown source %q (want usage, tokenizer, script, hand or mixed)", truncate(v))
 		}
 		r.TokensFrom = p.str(v)
 		return nil
-	}},
-	{"prompt_tokens_from", func(r *Row, v string, p *parser) (err error) {
+	}, get: func(r *Row) (string, bool) { return r.TokensFrom, writesSources(r) }},
+	{key: "prompt_tokens_from", set: func(r *Row, v string, p *parser) (err error) {
 		r.PromptFrom, err = partSource(v, p)
 		return err
-	}},
-	{"completion_tokens_from", func(r *Row, v string, p *parser) (err error) {
+	}, get: func(r *Row) (string, bool) { return r.PromptFrom, writesSources(r) && r.TokensFrom == FromMixed }},
+	{key: "completion_tokens_from", set: func(r *Row, v string, p *parser) (err error) {
 		r.CompletionFrom, err = partSource(v, p)
 		return err
-	}},
-	{"outcome", func(r *Row, v string, _ *parser) (err error) {
+	}, get: func(r *Row) (string, bool) { return r.CompletionFrom, writesSources(r) && r.TokensFrom == FromMixed }},
+	{key: "outcome", set: func(r *Row, v string, _ *parser) (err error) {
 		r.Outcome, err = admit.ParseOutcome(v) // one of the package's constants, not v
 		return err
+	}, get: func(r *Row) (string, bool) {
+		_, err := admit.ParseOutcome(string(r.Outcome))
+		return string(r.Outcome), err == nil
 	}},
-	{"http_status", func(r *Row, v string, _ *parser) error {
+	whole("http_status", func(v string) (int, error) {
 		n, err := admit.ParseCount(v)
 		if err != nil || n < 100 || n > 999 {
-			return fmt.Errorf("not an HTTP status %q", truncate(v))
+			return 0, fmt.Errorf("not an HTTP status %q", truncate(v))
 		}
-		r.HTTPStatus = int(n)
-		return nil
-	}},
-	{"billing", func(r *Row, v string, _ *parser) error {
-		for _, b := range [...]admit.Billing{admit.Billable, admit.Free, admit.Ambiguous} {
-			if admit.Billing(v) == b {
-				r.Billing = b // the constant, not a view of the line
-				return nil
-			}
+		return int(n), nil
+	}, func(r *Row) (*int, *bool) { return &r.HTTPStatus, nil }),
+	oneOf("billing", "billing", []admit.Billing{admit.Billable, admit.Free, admit.Ambiguous}, func(r *Row) *admit.Billing { return &r.Billing }),
+	usd("cost_usd", func(r *Row) (*float64, *bool) { return &r.CostUSD, &r.HasCost }),
+	usd("reserve_usd", func(r *Row) (*float64, *bool) { return &r.ReserveUSD, nil }),
+	usd("uncached_usd", func(r *Row) (*float64, *bool) { return &r.UncachedUSD, nil }),
+	seconds("retry_after_s", func(r *Row) (*time.Duration, *bool) { return &r.RetryAfter, &r.HasRetryAfter }),
+	count("ratelimit_remaining_requests", func(r *Row) (*int64, *bool) {
+		return &r.RateLimit.RemainingRequests, &r.RateLimit.HasRequests
+	}),
+	count("ratelimit_remaining_tokens", func(r *Row) (*int64, *bool) {
+		return &r.RateLimit.RemainingTokens, &r.RateLimit.HasTokens
+	}),
+	seconds("ratelimit_reset_s", func(r *Row) (*time.Duration, *bool) { return &r.RateLimit.Reset, &r.RateLimit.HasReset }),
+	text("error_code", true, func(r *Row) *string { return &r.ErrorCode }),
+	seconds("delay_s", func(r *Row) (*time.Duration, *bool) { return &r.Delay, nil }),
+	whole("window_firsts", windowCount, func(r *Row) (*int, *bool) { return &r.Window.Firsts, &r.HasWindow }),
+	whole("window_retries", windowCount, func(r *Row) (*int, *bool) { return &r.Window.Retries, &r.HasWindow }),
+	seconds("spent_s", func(r *Row) (*time.Duration, *bool) { return &r.SpentS, &r.HasSpent }),
+	count("spent_tokens", func(r *Row) (*int64, *bool) { return &r.SpentTokens, &r.HasSpent }),
+	// spent_usd does not make a row carry its spend (spent_s, spent_tokens
+	// and used do), and is written only on a row that does.
+	{key: "spent_usd", set: func(r *Row, v string, _ *parser) (err error) {
+		r.SpentUSD, err = parseUSD(v)
+		return err
+	}, get: func(r *Row) (string, bool) {
+		if !r.HasSpent || r.SpentUSD == 0 {
+			return "", false
 		}
-		return fmt.Errorf("unknown billing %q (want billable, free or ambiguous)", truncate(v))
+		return formatUSD(r.SpentUSD), true
 	}},
-	{"cost_usd", func(r *Row, v string, _ *parser) (err error) {
-		r.CostUSD, err = parseUSD(v)
-		r.HasCost = true
-		return err
-	}},
-	{"uncached_usd", func(r *Row, v string, _ *parser) (err error) { r.UncachedUSD, err = parseUSD(v); return err }},
-	{"reserve_usd", func(r *Row, v string, _ *parser) (err error) { r.ReserveUSD, err = parseUSD(v); return err }},
-	{"retry_after_s", func(r *Row, v string, _ *parser) (err error) {
-		r.RetryAfter, err = parseSeconds(v)
-		r.HasRetryAfter = true
-		return err
-	}},
-	{"error_code", func(r *Row, v string, p *parser) error { r.ErrorCode = p.str(v); return nil }},
-	{"delay_s", func(r *Row, v string, _ *parser) (err error) { r.Delay, err = parseSeconds(v); return err }},
-	{"spent_s", func(r *Row, v string, _ *parser) (err error) {
-		r.SpentS, err = parseSeconds(v)
-		r.HasSpent = true
-		return err
-	}},
-	{"spent_tokens", func(r *Row, v string, _ *parser) (err error) {
-		r.SpentTokens, err = admit.ParseCount(v)
-		r.HasSpent = true
-		return err
-	}},
-	{"spent_usd", func(r *Row, v string, _ *parser) (err error) { r.SpentUSD, err = parseUSD(v); return err }},
-	{"used", func(r *Row, v string, _ *parser) (err error) {
-		r.Used, err = attemptCount(v)
-		r.HasSpent = true
-		return err
-	}},
-	{"inflight", func(r *Row, v string, _ *parser) (err error) { r.InFlight, err = attemptCount(v); return err }},
-	{"window_firsts", func(r *Row, v string, _ *parser) (err error) {
-		r.Window.Firsts, err = windowCount(v)
-		r.HasWindow = true
-		return err
-	}},
-	{"window_retries", func(r *Row, v string, _ *parser) (err error) {
-		r.Window.Retries, err = windowCount(v)
-		r.HasWindow = true
-		return err
-	}},
-	{"decision", func(r *Row, v string, p *parser) error {
+	whole("used", attemptCount, func(r *Row) (*int, *bool) { return &r.Used, &r.HasSpent }),
+	whole("inflight", attemptCount, func(r *Row) (*int, *bool) { return &r.InFlight, nil }),
+	{key: "decision", set: func(r *Row, v string, p *parser) error {
 		if _, err := admit.ParseDecision(v); err != nil {
 			return err
 		}
 		r.Decision = p.str(v)
 		return nil
+	}, get: func(r *Row) (string, bool) {
+		_, err := admit.ParseDecision(r.Decision)
+		return r.Decision, err == nil
 	}},
-	{"sent", func(r *Row, v string, _ *parser) error {
+	{key: "sent", set: func(r *Row, v string, _ *parser) error {
 		b, err := parseBool(v)
 		r.Unsent = !b
 		return err
-	}},
-	{"holdout", func(r *Row, v string, _ *parser) (err error) { r.Holdout, err = parseBool(v); return err }},
-	{"fallback", func(r *Row, v string, _ *parser) (err error) { r.Fallback, err = parseBool(v); return err }},
-	{"job_end", func(r *Row, v string, _ *parser) error {
-		for _, e := range [...]string{JobSucceeded, JobFailed, JobUnknown, JobCancelled} {
-			if v == e {
-				r.JobEnd = e
-				return nil
-			}
-		}
-		return fmt.Errorf("unknown job end %q (want succeeded, failed, unknown or cancelled)", truncate(v))
-	}},
-	{"prompt_sha", func(r *Row, v string, _ *parser) error { r.PromptSHA = strings.Clone(v); return nil }},
-	{"tags", func(r *Row, v string, _ *parser) error { r.Tags = strings.Clone(v); return nil }},
-	{"note", func(r *Row, v string, _ *parser) error { r.Note = strings.Clone(v); return nil }},
+	}, get: func(r *Row) (string, bool) { return "false", r.Unsent }},
+	flag("holdout", func(r *Row) *bool { return &r.Holdout }),
+	flag("fallback", func(r *Row) *bool { return &r.Fallback }),
+	oneOf("job_end", "job end", []string{JobSucceeded, JobFailed, JobUnknown, JobCancelled}, func(r *Row) *string { return &r.JobEnd }),
+	text("prompt_sha", false, func(r *Row) *string { return &r.PromptSHA }),
+	text("tags", false, func(r *Row) *string { return &r.Tags }),
+	text("note", false, func(r *Row) *string { return &r.Note }),
+}
+
+// writesSources says whether the writer writes tokens_from (and, when it
+// is mixed, the parts' sources): only sources the reader reads back.
+func writesSources(r *Row) bool {
+	return knownSource(r.TokensFrom, true) &&
+		(r.TokensFrom != FromMixed || (knownSource(r.PromptFrom, false) && knownSource(r.CompletionFrom, false)))
 }
 
 // fieldIndex finds a known key's entry in fields.

@@ -57,6 +57,7 @@ type Reader struct {
 	name    string
 	lr      *LineReader
 	skipBad bool
+	tsOnly  bool                   // rows are read for their ts alone (NewestTS)
 	jobs    map[string]*attemptSet // open jobs; see checkOrder
 	parser  *parser                // a plain read's
 
@@ -305,6 +306,12 @@ func (r *Reader) classify(ev *lineRead, line []byte, torn bool, ps *parser) {
 	ev.kind, ev.err, ev.text = kind, nil, nil
 	switch kind {
 	case lineRow:
+		if r.tsOnly {
+			if !ps.ts(text, &ev.row) {
+				ev.row.TS = time.Time{} // none, or one that does not read
+			}
+			return
+		}
 		if perr := ps.parse(text, &ev.row); perr != nil {
 			ev.err = &LineError{File: r.name, Line: ev.no, Err: perr}
 		}
@@ -347,45 +354,23 @@ func classifyLine(line []byte, terminated bool) (kind lineKind, text []byte) {
 
 // NewestTS is the latest ts of the rows in r: what a relative --since
 // counts back from, so that a report never reads the clock. The lines are
-// the strict read's (LineReader, classifyLine: no torn line, nor the one
-// a torn marker names) and so is the reading of a ts (the ts field), but
-// the rest of a row is not read: the strict read that comes after refuses
-// a bad row. ok is false when no row carries a ts; name is the file
-// named in errors.
+// the strict read's (a Reader: no torn line, nor the one a torn marker
+// names, and a line past MaxLine is no row) and so is the reading of a ts
+// (the ts field), but the rest of a row is not read: the strict read that
+// comes after refuses a bad row. ok is false when no row carries a ts;
+// name is the file named in errors.
 func NewestTS(r io.Reader, name string) (newest time.Time, ok bool, err error) {
-	lr, p := NewLineReader(r, name, MaxLine), newParser()
-	// The ts of the row before (held.TS), counted once the line after it
-	// is known not to be a torn marker naming it.
-	var held Row
-	hasHeld := false
-	keep := func() {
-		if hasHeld && (!ok || held.TS.After(newest)) {
-			newest, ok = held.TS, true
-		}
-		hasHeld = false
-	}
+	rd := NewReader(r, name)
+	rd.skipBad, rd.tsOnly = true, true
+	var row Row
 	for {
-		line, _, torn, err := lr.Next()
-		var le *LineError
-		switch {
+		switch err := rd.Next(&row); {
 		case err == io.EOF:
-			keep()
 			return newest, ok, nil
-		case errors.As(err, &le):
-			keep() // a line past MaxLine: no row
-			continue
 		case err != nil:
-			return newest, ok, err
-		}
-		kind, text := classifyLine(line, !torn)
-		switch kind {
-		case lineMarker:
-			hasHeld = false
-		case lineRow:
-			keep()
-			hasHeld = p.ts(text, &held)
-		case lineSkip, lineEvent:
-			keep()
+			return newest, ok, errors.Unwrap(err) // the LineReader's error: the caller names the log
+		case !row.TS.IsZero() && (!ok || row.TS.After(newest)):
+			newest, ok = row.TS, true
 		}
 	}
 }
@@ -484,7 +469,7 @@ func (r *Reader) readRaw() (line []byte, no int, torn bool, kind lineKind, err e
 	if !torn {
 		var serr error
 		if torn, serr = r.lr.SkipRest(); serr != nil {
-			return nil, no, false, lineFatal, serr
+			return nil, no, false, lineFatal, fmt.Errorf("failed to read log %q: %w", r.name, serr)
 		}
 	}
 	if kind = overLong(!torn); kind == lineBad {

@@ -87,6 +87,7 @@ func TestJobTailTornFragmentThenUnterminatedMarker(t *testing.T) {
 // from the end: the rows of a job, or a refusal naming the same line.
 func TestReadersAgreeOnEveryLineRule(t *testing.T) {
 	long := "job=a note=" + strings.Repeat("x", MaxLine) // over MaxLine with its key
+	pad := strings.Repeat(" ", 100)                      // blanks classifyLine trims
 	for _, tc := range []struct {
 		name, data string
 		rows       int // of job a
@@ -99,6 +100,8 @@ func TestReadersAgreeOnEveryLineRule(t *testing.T) {
 		{"marker under a blank line names nothing", rowA1 + "\na\n\n" + TornMarker + "\n", 0, 2},
 		{"marker names only a row", rowA1 + "\n# a comment\n" + TornMarker + "\n", 1, 0},
 		{"CRLF lines", rowA1 + "\r\na\r\n" + TornMarker + "\r\n", 1, 0},
+		{"marker padded with blanks", rowA1 + "\njob=a attempt=2 wait\n" + pad + TornMarker + pad + "\n", 1, 0},
+		{"unterminated marker padded with blanks", rowA1 + "\njob=a attempt=2 wait\n" + pad + TornMarker + pad, 1, 0},
 		{"BOM at the start", "\uFEFF" + rowA1 + "\n", 1, 0},
 		{"BOM opening a torn line", "\uFEFFjob=a at\n" + TornMarker + "\n" + rowA1 + "\n", 1, 0},
 		{"BOM later is not dropped", rowA1 + "\n\uFEFFjob=a attempt=2 wait_s=1 elapsed_s=1 tokens=1\n", 1, 2},

@@ -217,15 +217,11 @@ func (b *backScanner) dropTornTail() (marker bool, err error) {
 		return false, nil
 	}
 	b.pos++ // pretend a newline follows, then skip that line
-	line, start, tooLong, err := b.prev()
-	if err != nil || tooLong {
+	_, start, _, err := b.prev()
+	if err != nil {
 		return false, err
 	}
-	if start == 0 {
-		line = trimBOM(line)
-	}
-	kind, _ := classifyLine(line, false)
-	return kind == lineMarker, nil
+	return b.markerAt(start)
 }
 
 // load fills the window with the block ending at end.
@@ -273,7 +269,10 @@ func (b *backScanner) prevHolding(needle []byte) (line []byte, start int64, tooL
 			continue
 		}
 		// The newline ending the needle's line: pos-1 at the latest.
-		end, err := b.newlineFrom(b.off + int64(i))
+		end, terminated, err := b.lineEnd(b.off + int64(i))
+		if err == nil && !terminated {
+			err = io.ErrUnexpectedEOF // the file shrank under us
+		}
 		if err != nil {
 			return nil, 0, false, false, err
 		}
@@ -301,11 +300,12 @@ func lastIndex(b, needle []byte) int {
 	}
 }
 
-// newlineFrom finds the first newline at or after offset at.
-func (b *backScanner) newlineFrom(at int64) (int64, error) {
+// lineEnd is where the line starting at or before offset at ends: its
+// newline, or, when terminated is false, the end of the input.
+func (b *backScanner) lineEnd(at int64) (end int64, terminated bool, err error) {
 	if at >= b.off && at < b.off+int64(len(b.buf)) {
 		if j := bytes.IndexByte(b.buf[at-b.off:], '\n'); j >= 0 {
-			return at + int64(j), nil
+			return at + int64(j), true, nil
 		}
 		at = b.off + int64(len(b.buf))
 	}
@@ -313,35 +313,43 @@ func (b *backScanner) newlineFrom(at int64) (int64, error) {
 	for {
 		n, err := b.r.ReadAt(chunk[:], at)
 		if j := bytes.IndexByte(chunk[:n], '\n'); j >= 0 {
-			return at + int64(j), nil
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF // the file shrank under us
-			}
-			return 0, err
+			return at + int64(j), true, nil
 		}
 		at += int64(n)
+		if errors.Is(err, io.EOF) {
+			return at, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
 	}
 }
 
-// markerAt reports whether the line starting at offset at is a TornMarker
-// (classifyLine's rule: the input's unterminated tail may be one).
+// markerAt reports whether the line starting at offset at is a TornMarker:
+// the line is read whole, as far as MaxLine (a first line without its
+// byte order mark), and classifyLine decides (the input's unterminated
+// tail may be one).
 func (b *backScanner) markerAt(at int64) (bool, error) {
-	var buf [len(TornMarker) + 64]byte
-	n, err := b.r.ReadAt(buf[:], at)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
+	end, terminated, err := b.lineEnd(at)
+	if err != nil || end-at > MaxLine {
+		return false, err // a line over MaxLine is never looked at
 	}
-	j := bytes.IndexByte(buf[:n], '\n')
-	terminated := j >= 0
-	if !terminated {
-		if n == len(buf) {
-			return false, nil // longer than any marker
+	var line []byte
+	if at >= b.off && end <= b.off+int64(len(b.buf)) {
+		line = b.buf[at-b.off : end-b.off]
+	} else {
+		line = make([]byte, end-at)
+		if n, err := b.r.ReadAt(line, at); n < len(line) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the file shrank under us
+			}
+			return false, err
 		}
-		j = n // the input's last line
 	}
-	kind, _ := classifyLine(buf[:j], terminated)
+	if at == 0 {
+		line = trimBOM(line)
+	}
+	kind, _ := classifyLine(line, terminated)
 	return kind == lineMarker, nil
 }
 

@@ -98,6 +98,19 @@ func (w *Writer) Locked(fn func() ([]Row, error)) error {
 // knowing no other writer can append in between: this is how `record`
 // numbers attempts without gaps or duplicates under many writers.
 func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error)) error {
+	return w.locked(func(size int64) error {
+		rows, err := fn(w.f, size)
+		for i := 0; err == nil && i < len(rows); i++ {
+			w.buf, err = appendChecked(w.buf, &rows[i]) // all of rows, or none
+		}
+		return err
+	})
+}
+
+// locked runs fn while holding the log's lock, after the rows Append
+// holds, giving it the log's size; then it appends the lines fn put in
+// w.buf, unless fn failed.
+func (w *Writer) locked(fn func(size int64) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.flushHeld(); err != nil {
@@ -111,15 +124,9 @@ func (w *Writer) LockedTail(fn func(log io.ReaderAt, size int64) ([]Row, error))
 	if err != nil {
 		return err
 	}
-	rows, err := fn(w.f, size)
-	if err != nil || len(rows) == 0 {
-		return err
-	}
 	w.buf = w.buf[:0]
-	for i := range rows {
-		if w.buf, err = appendChecked(w.buf, &rows[i]); err != nil {
-			return err // all of rows, or none
-		}
+	if err := fn(size); err != nil || len(w.buf) == 0 {
+		return err
 	}
 	return w.appendAt(size, w.buf)
 }
@@ -239,25 +246,13 @@ func (w *Writer) flushHeld() error {
 // number and reserves the next one with a `# run rN …` line, so two runs
 // into one log never pick the same job ids. An empty text appends nothing.
 func (w *Writer) CommentLocked(fn func() (string, error)) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.flushHeld(); err != nil {
+	return w.locked(func(int64) error {
+		text, err := fn()
+		if err == nil && text != "" {
+			w.buf = append(append(w.buf, CommentLine(text)...), '\n')
+		}
 		return err
-	}
-	if err := w.lockOpen(); err != nil {
-		return err
-	}
-	defer w.lock.unlock()
-	text, err := fn()
-	if err != nil || text == "" {
-		return err
-	}
-	size, err := w.size()
-	if err != nil {
-		return err
-	}
-	w.buf = append(append(w.buf[:0], CommentLine(text)...), '\n')
-	return w.appendAt(size, w.buf)
+	})
 }
 
 // CommentLine is the line a comment text makes, in every store: "# " +
