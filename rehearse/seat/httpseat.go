@@ -40,6 +40,8 @@ type wire interface {
 	event(typ string, data []byte, st *stream)
 	// whole handles a non-streamed application/json answer.
 	whole(data []byte, st *stream)
+	// limits reads the provider's own rate-limit headers (ratelimit.go).
+	limits(h http.Header, now func() time.Time) admit.RateLimit
 }
 
 // stream is what has been read of one answer so far.
@@ -471,7 +473,7 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 	}
 	obs.HTTPStatus = resp.StatusCode
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
-	obs.RateLimit = rateLimit(resp.Header, s.now)
+	obs.RateLimit = s.w.limits(resp.Header, s.now)
 	body := &t.answer
 	*body = countingReader{r: resp.Body, start: start}
 	// unread ends an answer whose body is not read (the deferred Close
@@ -852,12 +854,17 @@ func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	base := now()
-	if d, err := http.ParseTime(h.Get("Date")); err == nil {
-		base = d
-	}
 	// Sub saturates at the int64 range: a year-9999 date clamps, not wraps.
-	return admit.ClampDuration(at.Sub(base)), true
+	return admit.ClampDuration(at.Sub(responseDate(h, now))), true
+}
+
+// responseDate is the instant a response's times are measured from: its
+// Date header, or now() when it has none.
+func responseDate(h http.Header, now func() time.Time) time.Time {
+	if d, err := http.ParseTime(h.Get("Date")); err == nil {
+		return d
+	}
+	return now()
 }
 
 // headerNumber reads a non-negative number of a header; ±Inf from a range

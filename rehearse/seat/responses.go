@@ -2,7 +2,6 @@ package seat
 
 import (
 	"encoding/json"
-	"net/http"
 	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
@@ -13,9 +12,10 @@ import (
 // response.output_text.delta … response.completed), each with a
 // sequence_number. There is no [DONE]: the stream ends after its terminal
 // event, response.completed, response.incomplete or response.failed (or
-// an error event). The base URL, key and error bodies are Chat
-// Completions' (an openai seat with api: responses).
-type responsesWire struct{}
+// an error event). The base URL, key, headers both ways and error bodies
+// are Chat Completions' (an openai seat with api: responses): what
+// responsesWire does not define is openaiWire's.
+type responsesWire struct{ openaiWire }
 
 type responsesRequest struct {
 	Model           string        `json:"model"`
@@ -25,9 +25,6 @@ type responsesRequest struct {
 }
 
 func (responsesWire) path() string { return "/responses" }
-func (responsesWire) ndjson() bool { return false }
-
-func (responsesWire) header(h http.Header, key string) { openaiWire{}.header(h, key) }
 
 // body sends the chat as input messages ({role, content}: system,
 // developer, user and assistant are all roles the API takes there).
