@@ -826,11 +826,6 @@ func errorCode(body []byte) string {
 	return ""
 }
 
-// hasError says whether a JSON object carries a non-null "error" member.
-func hasError(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
-}
-
 // retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or else
 // Retry-After, in seconds or as an HTTP date; a date is measured from the
 // response's Date header, or from now() when it has none. Every value is
