@@ -66,9 +66,7 @@ func (responsesWire) event(typ string, data []byte, st *stream) {
 		et = v
 	}
 	if responsesDeltas[et] {
-		if v, vt, _, err := jsonparser.Get(obj, "delta"); err == nil {
-			textOf(v, vt, st)
-		}
+		textsAt(obj, st, "delta")
 		return
 	}
 	switch et {
@@ -122,16 +120,10 @@ func responsesItemText(item []byte, st *stream) {
 			if t != jsonparser.Object {
 				return
 			}
-			for _, k := range [...]string{"text", "refusal"} {
-				if v, vt, _, err := jsonparser.Get(p, k); err == nil {
-					textOf(v, vt, st)
-				}
-			}
+			textsAt(p, st, "text", "refusal")
 		})
 	}
-	if v, vt, _, err := jsonparser.Get(item, "arguments"); err == nil {
-		textOf(v, vt, st)
-	}
+	textsAt(item, st, "arguments")
 }
 
 // responsesEnd reads a finished Response object (a terminal event's, or
