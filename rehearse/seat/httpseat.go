@@ -91,16 +91,6 @@ func (g *itlGaps) figures() (mean, most time.Duration, ok bool) {
 	return g.sum / time.Duration(g.chunks-1), g.max, true
 }
 
-// event hands one event to the wire format and, when it carried text,
-// records its arrival for ITL.
-func (s *httpSeat) event(typ string, data []byte, st *stream, body *countingReader) {
-	s.w.event(typ, data, st)
-	if st.chunkText {
-		st.chunkText = false
-		st.itl.chunk(body.last)
-	}
-}
-
 // text records generated text (content, reasoning or tool-call
 // arguments): the first non-empty piece is the answer's first token.
 func (st *stream) text(s string) {
@@ -223,25 +213,6 @@ func (s *httpSeat) request(ctx context.Context, t *attemptTrace, payload []byte,
 		t.req.Body = http.NoBody
 	}
 	return t.req.WithContext(ctx)
-}
-
-// roundTrip sends hreq through the seat's transport, holding it to what
-// http.Client.Do promises its caller: a response, with a body, or an
-// error.
-func (s *httpSeat) roundTrip(hreq *http.Request) (*http.Response, error) {
-	resp, err := s.rt.RoundTrip(hreq)
-	switch {
-	case err != nil:
-		if resp != nil && resp.Body != nil {
-			resp.Body.Close()
-		}
-		return nil, err
-	case resp == nil:
-		return nil, errors.New("http: the transport returned no response and no error")
-	case resp.Body == nil:
-		resp.Body = http.NoBody
-	}
-	return resp, nil
 }
 
 // payload is the request body for req: the last one when req asks for
@@ -406,17 +377,12 @@ func (s *httpSeat) Do(parent context.Context, req Request) Observation {
 }
 
 // do is Do, with the hard timeout on the attempt's own clock when hard >
-// 0 (DoWithin) instead of parent's deadline.
-func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) Observation {
-	obs := s.attempt(parent, req, hard)
-	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
-	return obs
-}
-
-// attempt is do but for the billing, which follows from the outcome.
-func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Duration) Observation {
+// 0 (DoWithin) instead of parent's deadline. The billing follows from
+// the outcome, whichever return sets it.
+func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (obs Observation) {
 	start := time.Now()
-	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
+	obs = Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
+	defer func() { obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter) }()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	t := newAttemptTrace(start)
@@ -431,14 +397,14 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 		payload = s.payload(req)
 	}
 	tctx := httptrace.WithClientTrace(ctx, trace)
-	resp, err := s.roundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
+	resp, err := s.rt.RoundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
 	if err != nil && reused.Load() && ctx.Err() == nil && (!wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
 		// A kept-alive connection the server had closed while idle: the
 		// request never reached a server that would answer it, so a new
 		// connection is the same attempt, not a retry. It gets a request
 		// of its own: the transport may still hold the first.
 		reused.Store(false)
-		resp, err = s.roundTrip(s.request(tctx, new(attemptTrace), payload, req.IdempotencyKey))
+		resp, err = s.rt.RoundTrip(s.request(tctx, new(attemptTrace), payload, req.IdempotencyKey))
 	}
 	if ds, de := dialStart.Load(), dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
 		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
@@ -632,18 +598,22 @@ func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 	r := newBodyReader(body, MaxLine)
 	defer r.release()
 	for !st.done && !st.failed {
+		var typ string
+		var data []byte
+		var ok bool
 		if s.w.ndjson() {
-			line, ok := r.line()
-			if !ok {
-				return r.Err()
-			}
-			s.event("", line, st, body)
+			data, ok = r.line()
 		} else {
-			typ, data, ok := r.event()
-			if !ok {
-				return r.Err()
-			}
-			s.event(typ, data, st, body)
+			typ, data, ok = r.event()
+		}
+		if !ok {
+			return r.Err()
+		}
+		s.w.event(typ, data, st)
+		if st.chunkText {
+			// The event carried text: its arrival is a chunk for ITL.
+			st.chunkText = false
+			st.itl.chunk(body.last)
 		}
 	}
 	return nil
