@@ -245,7 +245,9 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 // model and prompt. extra_body may not replace them.
 var fixedFields = map[string]bool{"model": true, "messages": true, "input": true, "stream": true, "stream_options": true}
 
-// extraBody checks and encodes the extra body fields once.
+// extraBody checks and encodes the extra body fields once. The config's
+// decoders (YAML, JSON and TOML, through viper) give objects as
+// map[string]any, which encoding/json takes as it is.
 func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawMessage, error) {
 	if len(cfg) == 0 {
 		return nil, nil
@@ -255,38 +257,13 @@ func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawM
 		if fixedFields[k] {
 			return nil, fmt.Errorf("%s: set by retrygate itself (the attempt is a streamed call of the seat's model)", at("extra_body."+k))
 		}
-		b, err := json.Marshal(jsonable(v))
+		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a JSON value", at("extra_body."+k))
 		}
 		out[k] = b
 	}
 	return out, nil
-}
-
-// jsonable turns YAML's map[any]any (older decoders) into JSON objects.
-func jsonable(v any) any {
-	switch t := v.(type) {
-	case map[any]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[fmt.Sprint(k)] = jsonable(x)
-		}
-		return m
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[k] = jsonable(x)
-		}
-		return m
-	case []any:
-		s := make([]any, len(t))
-		for i, x := range t {
-			s[i] = jsonable(x)
-		}
-		return s
-	}
-	return v
 }
 
 // mergeBody sets extra's fields on a request body (a JSON object).
