@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -145,53 +146,24 @@ type httpSeat struct {
 	rt    http.RoundTripper
 	codec *lazyCodec
 	now   func() time.Time
-	// headers and extra come from the seat's headers: and extra_body:;
-	// header values are secrets like the key: never printed.
-	headers http.Header
-	extra   map[string]json.RawMessage
-	// base is every header but the idempotency key, built once: requests
-	// share its value slices, which nothing writes to.
+	// extra comes from the seat's extra_body:.
+	extra map[string]json.RawMessage
+	// base is every header but the idempotency key, built once (see
+	// newHTTPSeat): requests share its value slices, which nothing writes
+	// to. Values from the seat's headers: are secrets like the key: never
+	// printed.
 	base http.Header
-	// last is the most recent request body, reused while the next
-	// attempt sends the same prompt (every attempt, in most runs).
-	// (A pointer: a copy of the seat, see WithTransport, shares it.)
-	last *atomic.Pointer[payload]
-}
-
-// payload is a request body and what it was built from.
-type payload struct {
-	prompt    string
-	messages  *Message // the first message, when messages were sent
-	n         int      // how many messages
-	maxTokens int
-	body      []byte
-}
-
-// baseHeader is the headers every request carries, in the order they
-// always overrode each other: ours, the wire's, then the seat's headers:.
-func (s *httpSeat) baseHeader() http.Header {
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "retrygate")
-	s.w.header(h, s.key)
-	for k, v := range s.headers {
-		h[k] = v
-	}
-	return h
 }
 
 // header is a request's header: base, and the attempt's idempotency key
-// (a seat's headers: may not set one; see seatHeaders), whose value slice
-// is idem's backing array. Without a key every request shares base.
-func (s *httpSeat) header(idem []string) http.Header {
-	if len(idem) == 0 || idem[0] == "" {
+// (a seat's headers: may not set one; see seatHeaders). Without a key
+// every request shares base.
+func (s *httpSeat) header(idem string) http.Header {
+	if idem == "" {
 		return s.base
 	}
-	h := make(http.Header, len(s.base)+1)
-	h["Idempotency-Key"] = idem
-	for k, v := range s.base {
-		h[k] = v
-	}
+	h := maps.Clone(s.base)
+	h["Idempotency-Key"] = []string{idem}
 	return h
 }
 
@@ -202,32 +174,16 @@ func (s *httpSeat) header(idem []string) http.Header {
 // headers and body in one write. It is not replayable (no GetBody): the
 // transport must never resend it.
 func (s *httpSeat) request(ctx context.Context, t *attemptTrace, payload []byte, idem string) *http.Request {
-	t.idem[0] = idem
 	t.body.Reset(payload)
 	t.req = http.Request{
 		Method: http.MethodPost, URL: s.endpoint, Host: s.endpoint.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: s.header(t.idem[:]), Body: io.NopCloser(&t.body), ContentLength: int64(len(payload)),
+		Header: s.header(idem), Body: io.NopCloser(&t.body), ContentLength: int64(len(payload)),
 	}
 	if len(payload) == 0 {
 		t.req.Body = http.NoBody
 	}
 	return t.req.WithContext(ctx)
-}
-
-// payload is the request body for req: the last one when req asks for
-// the same thing, else built (and kept for the next attempt).
-func (s *httpSeat) payload(req Request) []byte {
-	var first *Message
-	if len(req.Messages) > 0 {
-		first = &req.Messages[0]
-	}
-	if p := s.last.Load(); p != nil && p.maxTokens == req.MaxTokens && p.n == len(req.Messages) && p.messages == first && p.prompt == req.Prompt {
-		return p.body
-	}
-	body := mergeBody(s.w.body(s.cfg.Model, req), s.extra)
-	s.last.Store(&payload{prompt: req.Prompt, messages: first, n: len(req.Messages), maxTokens: req.MaxTokens, body: body})
-	return body
 }
 
 func (s *httpSeat) Name() string { return s.cfg.Name }
@@ -328,12 +284,10 @@ type attemptTrace struct {
 	trace     httptrace.ClientTrace
 
 	// The rest of the attempt's state that outlives Do's frame, in the
-	// same allocation: its request, the request's body and idempotency
-	// key's value (see httpSeat.request), its clocks, and the answer's
-	// reader and stream.
+	// same allocation: its request and the request's body (see
+	// httpSeat.request), its clocks, and the answer's reader and stream.
 	req    http.Request
 	body   bytes.Reader
-	idem   [1]string
 	g      guard
 	answer countingReader
 	st     stream
@@ -394,7 +348,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (
 	wrote, reused, firstByte, dialStart, dialEnd := &t.wrote, &t.reused, &t.firstByte, &t.dialStart, &t.dialEnd
 	payload := req.Body
 	if payload == nil {
-		payload = s.payload(req)
+		payload = mergeBody(s.w.body(s.cfg.Model, req), s.extra)
 	}
 	tctx := httptrace.WithClientTrace(ctx, trace)
 	resp, err := s.rt.RoundTrip(s.request(tctx, t, payload, req.IdempotencyKey))

@@ -3,10 +3,10 @@ package seat
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -60,8 +60,9 @@ type Options struct {
 	// key is read through it once, at construction.
 	Getenv func(string) string
 	// Now is the wall clock, used only to read a Retry-After HTTP date
-	// when the response has no Date header. Durations never use it: they
-	// come from the monotonic clock. Nil means time.Now.
+	// or Anthropic's rate-limit reset times when the response has no Date
+	// header. Durations never use it: they come from the monotonic clock.
+	// Nil means time.Now.
 	Now func() time.Time
 }
 
@@ -163,10 +164,13 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
 		u.Host = strings.TrimSuffix(u.Host, ":") // an empty port, as http.NewRequest drops it
 	}
-	s := &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
-		headers: headers, extra: extra, last: new(atomic.Pointer[payload])}
-	s.base = s.baseHeader()
-	return s, nil
+	// Every request's headers, in the order they always overrode each
+	// other: ours, the wire's, then the seat's headers:.
+	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"retrygate"}}
+	w.header(base, key)
+	maps.Copy(base, headers)
+	return &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
+		extra: extra, base: base}, nil
 }
 
 // checkBaseURL accepts an absolute http(s) URL with a host and no
