@@ -27,10 +27,24 @@ func envName(s string) bool {
 	return true
 }
 
-// plainEnvName is a conventional (upper-case, at most 40 characters)
-// name, safe to echo; anything else might be a key in the wrong place.
-func plainEnvName(s string) bool {
-	return envName(s) && len(s) <= 40 && strings.ToUpper(s) == s
+// fromEnv reads the variable env names, for the config key at, whose
+// value is a secret (what: key or value). Errors quote neither the value
+// nor a name that might be one: only a conventional name (upper-case, at
+// most 40 characters) is safe to echo.
+func fromEnv(getenv func(string) string, env, at, what string) (string, error) {
+	if !envName(env) {
+		// Not quoted: it may be a secret pasted where its variable's name belongs.
+		return "", fmt.Errorf("%s: not an environment variable name (name the variable that holds the %s, never the %s)", at, what, what)
+	}
+	v := strings.TrimSpace(getenv(env))
+	if v == "" {
+		name := "named there"
+		if len(env) <= 40 && strings.ToUpper(env) == env {
+			name = env
+		}
+		return "", fmt.Errorf("%s: environment variable %s is not set", at, name)
+	}
+	return v, nil
 }
 
 // An openai seat's APIs (Config.API).
@@ -113,17 +127,8 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	var key string
 	if cfg.APIKeyEnv != "" {
-		if !envName(cfg.APIKeyEnv) {
-			// Not quoted: it may be a key pasted where its variable's name belongs.
-			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the key, never the key)", at("api_key_env"))
-		}
-		key = strings.TrimSpace(opts.Getenv(cfg.APIKeyEnv))
-		if key == "" {
-			name := "named there"
-			if plainEnvName(cfg.APIKeyEnv) {
-				name = cfg.APIKeyEnv
-			}
-			return nil, fmt.Errorf("%s: environment variable %s is not set", at("api_key_env"), name)
+		if key, err = fromEnv(opts.Getenv, cfg.APIKeyEnv, at("api_key_env"), "key"); err != nil {
+			return nil, err
 		}
 	}
 	codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
@@ -225,17 +230,9 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 		if reservedHeaders[canon] {
 			return nil, fmt.Errorf("%s: set by retrygate itself; it cannot be replaced", key)
 		}
-		if !envName(env) {
-			// Not quoted: it may be a value pasted where its variable's name belongs.
-			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the value, never the value)", key)
-		}
-		v := strings.TrimSpace(getenv(env))
-		if v == "" {
-			name := "named there"
-			if plainEnvName(env) {
-				name = env
-			}
-			return nil, fmt.Errorf("%s: environment variable %s is not set", key, name)
+		v, err := fromEnv(getenv, env, key, "value")
+		if err != nil {
+			return nil, err
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("%s: the variable's value is not a valid header value", key)
