@@ -344,33 +344,31 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (
 	g.init(start, req, hard, cancel)
 	defer g.stop()
 
-	trace := &t.trace
-	wrote, reused, firstByte, dialStart, dialEnd := &t.wrote, &t.reused, &t.firstByte, &t.dialStart, &t.dialEnd
 	payload := req.Body
 	if payload == nil {
 		payload = mergeBody(s.w.body(s.cfg.Model, req), s.extra)
 	}
-	tctx := httptrace.WithClientTrace(ctx, trace)
+	tctx := httptrace.WithClientTrace(ctx, &t.trace)
 	resp, err := s.rt.RoundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
-	if err != nil && reused.Load() && ctx.Err() == nil && (!wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
+	if err != nil && t.reused.Load() && ctx.Err() == nil && (!t.wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
 		// A kept-alive connection the server had closed while idle: the
 		// request never reached a server that would answer it, so a new
 		// connection is the same attempt, not a retry. It gets a request
 		// of its own: the transport may still hold the first.
-		reused.Store(false)
+		t.reused.Store(false)
 		resp, err = s.rt.RoundTrip(s.request(tctx, new(attemptTrace), payload, req.IdempotencyKey))
 	}
-	if ds, de := dialStart.Load(), dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
+	if ds, de := t.dialStart.Load(), t.dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
 		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
 	}
 	if err != nil {
 		obs.Elapsed = time.Since(start)
 		if o, why := cancelled(parent, ctx); o != "" {
 			obs.Outcome, obs.Detail = o, why+" before response headers"
-			if wrote.Load() {
+			if t.wrote.Load() {
 				s.countTokens(ctx, &obs, &stream{counter: streamCounter{codec: s.codec}}, req) // the prompt may have been read
 			}
-		} else if !wrote.Load() {
+		} else if !t.wrote.Load() {
 			obs.Outcome, obs.Detail = admit.ConnError, dialDetail(err)
 		} else {
 			obs.Outcome, obs.Detail = admit.ServerError, answerDetail(err)
@@ -388,7 +386,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (
 	// ttfb is the first byte of the response, counted only once its
 	// headers are whole: a server dribbling headers has not answered.
 	obs.TTFB = time.Since(start)
-	if fb := firstByte.Load(); fb > 0 {
+	if fb := t.firstByte.Load(); fb > 0 {
 		obs.TTFB = time.Duration(fb)
 	}
 	obs.HTTPStatus = resp.StatusCode
@@ -437,11 +435,8 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (
 	}
 	obs.Wait, obs.HasWait = t.wait, t.hasWait
 	obs.Bytes = body.n
-	obs.Elapsed = body.end
+	obs.Elapsed = max(body.end, obs.TTFB)
 	obs.ITLMean, obs.ITLMax, obs.HasITL = st.itl.figures()
-	if obs.Elapsed < obs.TTFB {
-		obs.Elapsed = obs.TTFB
-	}
 
 	switch o, why := cancelled(parent, ctx); {
 	case readErr != nil && o != "":
@@ -514,10 +509,7 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 	body.onFirst = func() { g.answer() }
 	buf, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	obs.Bytes = body.n
-	obs.Elapsed = body.end
-	if obs.Elapsed < obs.TTFB {
-		obs.Elapsed = obs.TTFB
-	}
+	obs.Elapsed = max(body.end, obs.TTFB)
 	if o, why := cancelled(parent, ctx); err != nil && o != "" {
 		obs.Elapsed = time.Since(body.start)
 		obs.Outcome, obs.Detail = o, fmt.Sprintf("%s reading an http %d body", why, resp.StatusCode)
