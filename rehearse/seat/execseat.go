@@ -130,7 +130,7 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	g := new(guard)
-	g.init(start, req, 0, cancel)
+	g.init(start, req, cancel)
 	defer g.stop()
 
 	st := &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}

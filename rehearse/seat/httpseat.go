@@ -325,15 +325,9 @@ func (t *attemptTrace) wroteRequest(info httptrace.WroteRequestInfo) {
 }
 
 // Do makes one attempt. It never returns an error: whatever happened is
-// the Observation.
-func (s *httpSeat) Do(parent context.Context, req Request) Observation {
-	return s.do(parent, req, 0)
-}
-
-// do is Do, with the hard timeout on the attempt's own clock when hard >
-// 0 (DoWithin) instead of parent's deadline. The billing follows from
-// the outcome, whichever return sets it.
-func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (obs Observation) {
+// the Observation, whose billing follows from its outcome, whichever
+// return sets it.
+func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 	start := time.Now()
 	obs = Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
 	defer func() { obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter) }()
@@ -341,7 +335,7 @@ func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) (
 	defer cancel(nil)
 	t := newAttemptTrace(start)
 	g := &t.g
-	g.init(start, req, hard, cancel)
+	g.init(start, req, cancel)
 	defer g.stop()
 
 	payload := req.Body

@@ -119,15 +119,9 @@ type Seat interface {
 	Do(ctx context.Context, req Request) Observation
 }
 
-// DoWithin makes one attempt of s under a hard timeout: what s.Do does
-// with a context whose deadline is hard from now. An HTTP seat runs the
-// timeout on the attempt's own clock instead, the one that already runs
-// its wait cap, so a rehearsal's attempt costs one context and one timer
-// fewer; its observation is the same.
+// DoWithin makes one attempt of s under a hard timeout: s.Do with a
+// context whose deadline is hard from now.
 func DoWithin(ctx context.Context, s Seat, req Request, hard time.Duration) Observation {
-	if h, ok := s.(*httpSeat); ok && hard > 0 {
-		return h.do(ctx, req, hard)
-	}
 	actx, cancel := context.WithTimeout(ctx, hard)
 	defer cancel()
 	return s.Do(actx, req)
