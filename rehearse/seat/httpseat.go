@@ -451,7 +451,10 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 		obs.Outcome, obs.Detail = admit.Reset, "connection lost mid-stream"
 	case st.failed:
 		obs.ErrorCode = s.clean(st.code)
-		obs.Outcome = streamOutcome(obs.ErrorCode)
+		obs.Outcome = admit.ServerError // an error event without a code
+		if obs.ErrorCode != "" {
+			obs.Outcome = admit.ClassifyHTTP(http.StatusOK, obs.ErrorCode)
+		}
 		obs.Detail = strings.TrimSpace("error event " + obs.ErrorCode)
 		if !obs.HasWait && g.answer() {
 			// The error is the answer, as for an error status.
@@ -625,14 +628,6 @@ func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	}
 }
 
-// streamOutcome classifies an error event inside a 200 stream.
-func streamOutcome(code string) admit.Outcome {
-	if code == "" {
-		return admit.ServerError
-	}
-	return admit.ClassifyHTTP(http.StatusOK, code)
-}
-
 // mediaType is a Content-Type's media type, lower-cased, without its
 // parameters: what mime.ParseMediaType returns for it, or for a malformed
 // one the same words, without parsing parameters nobody reads.
@@ -661,9 +656,7 @@ func streamType(mt string, ndjson bool) bool {
 // into the observation only if it looks like one: short, plain
 // characters, and holding no part of the seat's key even when the server
 // echoes it back.
-func (s *httpSeat) clean(v string) string { return cleanWord(v, s.key) }
-
-func cleanWord(v, key string) string {
+func (s *httpSeat) clean(v string) string {
 	if v == "" || len(v) > 64 {
 		return ""
 	}
@@ -674,7 +667,7 @@ func cleanWord(v, key string) string {
 	}
 	// Case-insensitive: media types come back lower-cased, and a proxy
 	// may upper-case an echoed key.
-	if lk, lv := strings.ToLower(key), strings.ToLower(v); key != "" && (strings.Contains(lv, lk) || len(v) >= 8 && strings.Contains(lk, lv)) {
+	if lk, lv := strings.ToLower(s.key), strings.ToLower(v); s.key != "" && (strings.Contains(lv, lk) || len(v) >= 8 && strings.Contains(lk, lv)) {
 		return ""
 	}
 	return v
