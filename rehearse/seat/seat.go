@@ -197,9 +197,6 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	// Which limit fires first: wait cap (no content yet), hard timeout, or the end.
 	contentAt := p.Wait
 	hasContent := status == 200 && p.ErrorCode == "" && (hung || contentAt <= end)
-	if status == 200 && p.ErrorCode == "" && !hung && contentAt > end {
-		hasContent = false
-	}
 	type limit struct {
 		at      time.Duration
 		outcome admit.Outcome
@@ -280,9 +277,6 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	return o
 }
 
-// partialTokens is the completion tokens p has streamed by at: pro rata
-// from the first content to the plan's last byte, never more than all of
-// them. The 128-bit product cannot overflow.
 // planITL is the ITL a plan implies for a stream read until at: one
 // token a chunk, the first at the wait and the last at the plan's elapsed,
 // evenly spread, so every gap is (elapsed − wait) ÷ (completion tokens − 1).
@@ -298,6 +292,9 @@ func planITL(p Plan, at time.Duration) (mean, most time.Duration, ok bool) {
 	return gap, gap, true
 }
 
+// partialTokens is the completion tokens p has streamed by at: pro rata
+// from the first content to the plan's last byte, never more than all of
+// them. The 128-bit product cannot overflow.
 func partialTokens(p Plan, at time.Duration) int64 {
 	if p.CompletionTokens <= 0 || p.Elapsed <= p.Wait || at <= p.Wait {
 		return 0
