@@ -601,18 +601,12 @@ func (s *httpSeat) countTokens(ctx context.Context, obs *Observation, st *stream
 
 func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	obs.PromptTokens, obs.CompletionTokens = st.prompt, st.completion
+	obs.PromptFrom, obs.CompletionFrom = FromUsage, FromUsage
 	if !st.hasPrompt {
-		obs.PromptTokens = countText(codec, []byte(prompt), st.counter.stop)
+		obs.PromptTokens, obs.PromptFrom = countText(codec, []byte(prompt), st.counter.stop), FromTokenizer
 	}
 	if !st.hasCompl {
-		obs.CompletionTokens = st.counter.total()
-	}
-	obs.PromptFrom, obs.CompletionFrom = FromTokenizer, FromTokenizer
-	if st.hasPrompt {
-		obs.PromptFrom = FromUsage
-	}
-	if st.hasCompl {
-		obs.CompletionFrom = FromUsage
+		obs.CompletionTokens, obs.CompletionFrom = st.counter.total(), FromTokenizer
 	}
 	// A part is the provider's word on its own count: kept only beside
 	// the count it is part of from the same usage.
