@@ -20,11 +20,11 @@ type anthropicWire struct{}
 const anthropicDefaultMax = 1024
 
 type anthropicRequest struct {
-	Model     string        `json:"model"`
-	MaxTokens int           `json:"max_tokens"`
-	System    string        `json:"system,omitempty"`
-	Messages  []chatMessage `json:"messages"`
-	Stream    bool          `json:"stream"`
+	Model     string    `json:"model"`
+	MaxTokens int       `json:"max_tokens"`
+	System    string    `json:"system,omitempty"`
+	Messages  []Message `json:"messages"`
+	Stream    bool      `json:"stream"`
 }
 
 func (anthropicWire) path() string { return "/messages" }

@@ -14,9 +14,9 @@ import (
 type ollamaWire struct{}
 
 type ollamaRequest struct {
-	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
-	Stream   bool          `json:"stream"`
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Stream   bool      `json:"stream"`
 	Options  *struct {
 		NumPredict int `json:"num_predict"`
 	} `json:"options,omitempty"`

@@ -15,15 +15,10 @@ type openaiWire struct {
 	maxParam string // max_tokens or max_completion_tokens
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 type openaiRequest struct {
-	Model         string        `json:"model"`
-	Messages      []chatMessage `json:"messages"`
-	Stream        bool          `json:"stream"`
+	Model         string    `json:"model"`
+	Messages      []Message `json:"messages"`
+	Stream        bool      `json:"stream"`
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`

@@ -18,10 +18,10 @@ import (
 type responsesWire struct{ openaiWire }
 
 type responsesRequest struct {
-	Model           string        `json:"model"`
-	Input           []chatMessage `json:"input"`
-	Stream          bool          `json:"stream"`
-	MaxOutputTokens int           `json:"max_output_tokens,omitempty"`
+	Model           string    `json:"model"`
+	Input           []Message `json:"input"`
+	Stream          bool      `json:"stream"`
+	MaxOutputTokens int       `json:"max_output_tokens,omitempty"`
 }
 
 func (responsesWire) path() string { return "/responses" }
