@@ -229,15 +229,6 @@ const (
 	drainGrace = 50 * time.Millisecond
 )
 
-// drain reads the rest of a finished body, bounded in bytes and time
-// (on the attempt's guard, whose timer is already there). It runs after
-// the attempt's timed window.
-func drain(g *guard, b io.ReadCloser) {
-	g.closeAfter(drainGrace, b)
-	_, _ = io.CopyN(io.Discard, b, drainMax)
-	g.closeDone()
-}
-
 // countingReader is the one read path of every answer body: it counts
 // bytes, notes when the first and last of them arrived and when the
 // body ended (its EOF or error: a server that holds the connection and
@@ -489,13 +480,16 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 }
 
 // release hands a finished answer's connection back for reuse: what is
-// left of its body is drained (bounded) after the timed window. A cold
-// seat, or an attempt that was cancelled, closes it instead.
+// left of its body is drained after the timed window, bounded in bytes
+// and time (on the attempt's guard, whose timer is already there). A
+// cold seat, or an attempt that was cancelled, closes it instead.
 func (s *httpSeat) release(ctx context.Context, g *guard, resp *http.Response) {
 	if s.cfg.Cold || ctx.Err() != nil {
 		return
 	}
-	drain(g, resp.Body)
+	g.closeAfter(drainGrace, resp.Body)
+	_, _ = io.CopyN(io.Discard, resp.Body, drainMax)
+	g.closeDone()
 }
 
 // errorResponse reads a non-2xx answer: its status and, from a bounded
