@@ -43,9 +43,7 @@ const (
 // init starts a zero guard's clocks.
 func (g *guard) init(start time.Time, req Request, cancel context.CancelCauseFunc) {
 	g.start, g.cancel = start, cancel
-	if req.WaitCap > 0 {
-		g.capAt = req.WaitCap
-	}
+	g.capAt = max(req.WaitCap, 0) // 0: none
 	if req.SoftTimeout > 0 && req.OnSoft != nil {
 		g.softAt, g.onSoft = req.SoftTimeout, req.OnSoft
 	}
