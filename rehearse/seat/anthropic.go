@@ -20,11 +20,11 @@ type anthropicWire struct{}
 const anthropicDefaultMax = 1024
 
 type anthropicRequest struct {
-	Model     string        `json:"model"`
-	MaxTokens int           `json:"max_tokens"`
-	System    string        `json:"system,omitempty"`
-	Messages  []chatMessage `json:"messages"`
-	Stream    bool          `json:"stream"`
+	Model     string    `json:"model"`
+	MaxTokens int       `json:"max_tokens"`
+	System    string    `json:"system,omitempty"`
+	Messages  []Message `json:"messages"`
+	Stream    bool      `json:"stream"`
 }
 
 func (anthropicWire) path() string { return "/messages" }
@@ -95,11 +95,7 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 			// carries the total.
 		}
 	case "content_block_start":
-		for _, k := range [...]string{"text", "thinking"} {
-			if v, vt, _, err := jsonparser.Get(block, k); err == nil {
-				textOf(v, vt, st)
-			}
-		}
+		textsAt(block, st, "text", "thinking")
 	case "content_block_delta":
 		dt, _, _ := member(delta, jsonparser.String, "type")
 		field := ""
@@ -112,19 +108,11 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 			field = "partial_json"
 		}
 		if field != "" {
-			if v, vt, _, err := jsonparser.Get(delta, field); err == nil {
-				textOf(v, vt, st)
-			}
+			textsAt(delta, st, field)
 		}
 	case "message_delta":
 		if hasUsage {
-			// Cumulative: replace message_start's numbers, never add.
-			if n, ok := countOf(usage, "output_tokens"); ok {
-				st.usageCompletion(n)
-			}
-			if n, ok := anthropicInput(usage, st); ok {
-				st.usagePrompt(n)
-			}
+			anthropicTotals(usage, st) // cumulative: replaces message_start's numbers
 		}
 	case "message_stop":
 		st.done = true
@@ -132,6 +120,17 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 		st.fail(errorCode(obj))
 	}
 	// ping and event types added later are ignored, as the API asks.
+}
+
+// anthropicTotals reads a usage object's final counts: message_delta's
+// (a running total) or a whole answer's.
+func anthropicTotals(u []byte, st *stream) {
+	if n, ok := countOf(u, "output_tokens"); ok {
+		st.usageCompletion(n)
+	}
+	if n, ok := anthropicInput(u, st); ok {
+		st.usagePrompt(n)
+	}
 }
 
 // anthropicInput is every prompt token a usage object bills: fresh,
@@ -182,19 +181,10 @@ func (anthropicWire) whole(data []byte, st *stream) {
 		return
 	}
 	_, _ = jsonparser.ArrayEach(content, func(b []byte, _ jsonparser.ValueType, _ int, _ error) {
-		for _, k := range [...]string{"text", "thinking"} {
-			if v, vt, _, err := jsonparser.Get(b, k); err == nil {
-				textOf(v, vt, st)
-			}
-		}
+		textsAt(b, st, "text", "thinking")
 	})
 	if hasUsage {
-		if n, ok := anthropicInput(usage, st); ok {
-			st.usagePrompt(n)
-		}
-		if n, ok := countOf(usage, "output_tokens"); ok {
-			st.usageCompletion(n)
-		}
+		anthropicTotals(usage, st)
 	}
 	st.done = string(typ) == "message"
 }

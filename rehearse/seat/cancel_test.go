@@ -27,8 +27,8 @@ func firstFrame(kind string) (contentType, frame string) {
 // TestCancellation: the hard timeout and the wait cap cancel the request
 // for real: Do returns within +100 ms of the limit with the right outcome,
 // and the server sees its request's context end within 100 ms of it. The
-// hard timeout is the context's deadline (Do) or the attempt's own clock
-// (DoWithin, as rehearse sends): the same observation either way.
+// hard timeout is the caller's context deadline (Do) or DoWithin's (as
+// rehearse sends): the same observation either way.
 func TestCancellation(t *testing.T) {
 	const hard = 400 * time.Millisecond
 	slack := cancelSlack

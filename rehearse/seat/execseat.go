@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/buger/jsonparser"
 
@@ -22,8 +23,12 @@ import (
 // exited, for stdout to close (a background child may hold it open).
 const execWaitDelay = 100 * time.Millisecond
 
-// maxUsageLine bounds the line kept to look for a final usage line.
-const maxUsageLine = 4 << 10
+// maxUsageLine bounds a final usage line; the output's last maxTail
+// bytes are kept to find it in, with room for blank lines after it.
+const (
+	maxUsageLine = 4 << 10
+	maxTail      = 2 * maxUsageLine
+)
 
 // markEnv names the variable that marks every process of one exec
 // attempt, so the attempt's end finds its descendants wherever they went.
@@ -50,7 +55,7 @@ func (s *execSeat) GoString() string { return s.String() }
 // execOut receives the command's stdout on exec's copying goroutine; Wait
 // returns only after that goroutine has finished, so Do reads it safely.
 // It keeps no completion text beyond the token counter's hold and the
-// last line (for the usage line).
+// output's tail (for the usage line).
 type execOut struct {
 	start   time.Time
 	g       *guard
@@ -58,10 +63,7 @@ type execOut struct {
 	n       int64
 	wait    time.Duration
 	hasWait bool
-	cur     []byte // the line being written, up to maxUsageLine
-	curOver bool
-	last    []byte // the last complete non-blank line
-	lastOK  bool
+	tail    []byte // the output's last maxTail bytes
 }
 
 func (o *execOut) Write(p []byte) (int, error) {
@@ -75,47 +77,25 @@ func (o *execOut) Write(p []byte) (int, error) {
 	o.st.itl.chunk(now) // a read of stdout is a chunk for ITL
 	o.n += int64(len(p))
 	o.st.counter.add(string(p))
-	for rest := p; len(rest) > 0; {
-		i := bytes.IndexByte(rest, '\n')
-		seg := rest
-		if i >= 0 {
-			seg = rest[:i]
-		}
-		if !o.curOver && len(o.cur)+len(seg) <= maxUsageLine {
-			o.cur = append(o.cur, seg...)
-		} else {
-			o.curOver, o.cur = true, o.cur[:0]
-		}
-		if i < 0 {
-			break
-		}
-		o.endLine()
-		rest = rest[i+1:]
+	o.tail = append(o.tail, p[max(0, len(p)-maxTail):]...)
+	if cut := len(o.tail) - maxTail; cut > 0 {
+		o.tail = append(o.tail[:0], o.tail[cut:]...)
 	}
 	return len(p), nil
 }
 
-// endLine closes the current line, remembering it if it is not blank.
-func (o *execOut) endLine() {
-	if o.curOver {
-		o.last, o.lastOK = o.last[:0], false
-	} else if len(bytes.TrimSpace(o.cur)) > 0 {
-		o.last, o.lastOK = append(o.last[:0], o.cur...), true
-	}
-	o.cur, o.curOver = o.cur[:0], false
-}
-
 // usage reads a final {"usage":{"prompt_tokens":N,"completion_tokens":M}}
-// line, with Chat Completions' prompt_tokens_details and
-// completion_tokens_details when the command passes them on.
+// line (the last non-blank one), with Chat Completions'
+// prompt_tokens_details and completion_tokens_details when the command
+// passes them on.
 func (o *execOut) usage(st *stream) {
-	if o.curOver || len(bytes.TrimSpace(o.cur)) > 0 {
-		o.endLine()
+	end := bytes.TrimRightFunc(o.tail, unicode.IsSpace)
+	i := bytes.LastIndexByte(end, '\n')
+	line := end[i+1:]
+	if len(line) > maxUsageLine || i < 0 && int64(len(o.tail)) < o.n {
+		return // longer than a usage line, or begun before the kept tail
 	}
-	if !o.lastOK {
-		return
-	}
-	if obj, ok := jsonObject(o.last, nil); ok {
+	if obj, ok := jsonObject(line, nil); ok {
 		if u, ok, _ := member(obj, jsonparser.Object, "usage"); ok {
 			chatUsage.read(u, st)
 		}
@@ -130,7 +110,7 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	g := new(guard)
-	g.init(start, req, 0, cancel)
+	g.init(start, req, cancel)
 	defer g.stop()
 
 	st := &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}

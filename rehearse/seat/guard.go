@@ -14,17 +14,12 @@ import (
 // errWaitCap is the cancel cause when no content came within the wait cap.
 var errWaitCap = errors.New("no content within the wait cap")
 
-// errHardTimeout is the cancel cause when the hard timeout, run on the
-// guard's clock (DoWithin), ended the attempt.
-var errHardTimeout = errors.New("hard timeout")
-
 // guard runs one attempt's clocks: the wait cap (cancel unless the answer
-// has begun), the soft timeout (tell the caller, cancel nothing), the
-// drain's grace (close the finished body) and, given one (DoWithin), the
-// hard timeout; else that is the context's own deadline. One timer
-// serves them all, set for the earliest left: an attempt is timed on
-// thousands of goroutines at once, and each timer (or context with a
-// deadline) is allocations and turns of the runtime's timer heap.
+// has begun), the soft timeout (tell the caller, cancel nothing) and the
+// drain's grace (close the finished body); the hard timeout is the
+// context's own deadline. One timer serves them all, set for the
+// earliest left: an attempt is timed on thousands of goroutines at once,
+// and each timer is allocations and turns of the runtime's timer heap.
 type guard struct {
 	start  time.Time
 	cancel context.CancelCauseFunc
@@ -34,9 +29,9 @@ type guard struct {
 	stopped bool
 	timer   *time.Timer
 	// Each clock's instant since start; 0: not set, or already fired.
-	capAt, softAt, closeAt, hardAt time.Duration
-	onSoft                         func(time.Duration)
-	closer                         io.Closer
+	capAt, softAt, closeAt time.Duration
+	onSoft                 func(time.Duration)
+	closer                 io.Closer
 }
 
 const (
@@ -45,17 +40,14 @@ const (
 	capped
 )
 
-// init starts a zero guard's clocks; hard > 0 is the hard timeout, on
-// the guard's clock.
-func (g *guard) init(start time.Time, req Request, hard time.Duration, cancel context.CancelCauseFunc) {
-	g.start, g.cancel, g.hardAt = start, cancel, hard
-	if req.WaitCap > 0 {
-		g.capAt = req.WaitCap
-	}
+// init starts a zero guard's clocks.
+func (g *guard) init(start time.Time, req Request, cancel context.CancelCauseFunc) {
+	g.start, g.cancel = start, cancel
+	g.capAt = max(req.WaitCap, 0) // 0: none
 	if req.SoftTimeout > 0 && req.OnSoft != nil {
 		g.softAt, g.onSoft = req.SoftTimeout, req.OnSoft
 	}
-	if g.capAt > 0 || g.softAt > 0 || g.hardAt > 0 {
+	if g.capAt > 0 || g.softAt > 0 {
 		g.mu.Lock()
 		g.arm()
 		g.mu.Unlock()
@@ -65,7 +57,7 @@ func (g *guard) init(start time.Time, req Request, hard time.Duration, cancel co
 // arm sets the timer for the earliest clock left. g.mu is held.
 func (g *guard) arm() {
 	var next time.Duration
-	for _, at := range [...]time.Duration{g.capAt, g.softAt, g.closeAt, g.hardAt} {
+	for _, at := range [...]time.Duration{g.capAt, g.softAt, g.closeAt} {
 		if at > 0 && (next == 0 || at < next) {
 			next = at
 		}
@@ -89,18 +81,7 @@ func (g *guard) fire() {
 		return
 	}
 	el := time.Since(g.start)
-	// The wait cap and the hard timeout both end the attempt: the one
-	// due first gives the cause (the first cancel's cause is the one
-	// kept), as two timers would have.
-	capDue, hardDue := g.capAt > 0 && el >= g.capAt, g.hardAt > 0 && el >= g.hardAt
-	if capDue && (!hardDue || g.capAt <= g.hardAt) && g.state.CompareAndSwap(waiting, capped) {
-		g.cancel(errWaitCap)
-	}
-	if hardDue {
-		g.hardAt = 0
-		g.cancel(errHardTimeout)
-	}
-	if capDue {
+	if g.capAt > 0 && el >= g.capAt {
 		g.capAt = 0
 		if g.state.CompareAndSwap(waiting, capped) {
 			g.cancel(errWaitCap)
@@ -165,7 +146,7 @@ func cancelled(parent, ctx context.Context) (admit.Outcome, string) {
 	if errors.Is(cause, errWaitCap) {
 		return admit.WaitCap, "no content within the wait cap"
 	}
-	if errors.Is(cause, errHardTimeout) || errors.Is(parent.Err(), context.DeadlineExceeded) {
+	if errors.Is(parent.Err(), context.DeadlineExceeded) {
 		return admit.Timeout, "hard timeout"
 	}
 	return admit.Cancelled, "cancelled"

@@ -1,7 +1,9 @@
 package seat
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -200,4 +202,10 @@ func noSecret(t *testing.T, v any) {
 		require.NotContains(t, fmt.Sprintf(f, v), testKey)
 		require.NotContains(t, fmt.Sprintf(f, v), testKey[3:15])
 	}
+}
+
+// hasError says whether a JSON object carries a non-null "error" member
+// (the reference decoders' test).
+func hasError(raw json.RawMessage) bool {
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -40,6 +41,8 @@ type wire interface {
 	event(typ string, data []byte, st *stream)
 	// whole handles a non-streamed application/json answer.
 	whole(data []byte, st *stream)
+	// limits reads the provider's own rate-limit headers (ratelimit.go).
+	limits(h http.Header, now func() time.Time) admit.RateLimit
 }
 
 // stream is what has been read of one answer so far.
@@ -87,16 +90,6 @@ func (g *itlGaps) figures() (mean, most time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	return g.sum / time.Duration(g.chunks-1), g.max, true
-}
-
-// event hands one event to the wire format and, when it carried text,
-// records its arrival for ITL.
-func (s *httpSeat) event(typ string, data []byte, st *stream, body *countingReader) {
-	s.w.event(typ, data, st)
-	if st.chunkText {
-		st.chunkText = false
-		st.itl.chunk(body.last)
-	}
 }
 
 // text records generated text (content, reasoning or tool-call
@@ -153,53 +146,24 @@ type httpSeat struct {
 	rt    http.RoundTripper
 	codec *lazyCodec
 	now   func() time.Time
-	// headers and extra come from the seat's headers: and extra_body:;
-	// header values are secrets like the key: never printed.
-	headers http.Header
-	extra   map[string]json.RawMessage
-	// base is every header but the idempotency key, built once: requests
-	// share its value slices, which nothing writes to.
+	// extra comes from the seat's extra_body:.
+	extra map[string]json.RawMessage
+	// base is every header but the idempotency key, built once (see
+	// newHTTPSeat): requests share its value slices, which nothing writes
+	// to. Values from the seat's headers: are secrets like the key: never
+	// printed.
 	base http.Header
-	// last is the most recent request body, reused while the next
-	// attempt sends the same prompt (every attempt, in most runs).
-	// (A pointer: a copy of the seat, see WithTransport, shares it.)
-	last *atomic.Pointer[payload]
-}
-
-// payload is a request body and what it was built from.
-type payload struct {
-	prompt    string
-	messages  *Message // the first message, when messages were sent
-	n         int      // how many messages
-	maxTokens int
-	body      []byte
-}
-
-// baseHeader is the headers every request carries, in the order they
-// always overrode each other: ours, the wire's, then the seat's headers:.
-func (s *httpSeat) baseHeader() http.Header {
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "retrygate")
-	s.w.header(h, s.key)
-	for k, v := range s.headers {
-		h[k] = v
-	}
-	return h
 }
 
 // header is a request's header: base, and the attempt's idempotency key
-// (a seat's headers: may not set one; see seatHeaders), whose value slice
-// is idem's backing array. Without a key every request shares base.
-func (s *httpSeat) header(idem []string) http.Header {
-	if len(idem) == 0 || idem[0] == "" {
+// (a seat's headers: may not set one; see seatHeaders). Without a key
+// every request shares base.
+func (s *httpSeat) header(idem string) http.Header {
+	if idem == "" {
 		return s.base
 	}
-	h := make(http.Header, len(s.base)+1)
-	h["Idempotency-Key"] = idem
-	for k, v := range s.base {
-		h[k] = v
-	}
+	h := maps.Clone(s.base)
+	h["Idempotency-Key"] = []string{idem}
 	return h
 }
 
@@ -210,51 +174,16 @@ func (s *httpSeat) header(idem []string) http.Header {
 // headers and body in one write. It is not replayable (no GetBody): the
 // transport must never resend it.
 func (s *httpSeat) request(ctx context.Context, t *attemptTrace, payload []byte, idem string) *http.Request {
-	t.idem[0] = idem
 	t.body.Reset(payload)
 	t.req = http.Request{
 		Method: http.MethodPost, URL: s.endpoint, Host: s.endpoint.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: s.header(t.idem[:]), Body: io.NopCloser(&t.body), ContentLength: int64(len(payload)),
+		Header: s.header(idem), Body: io.NopCloser(&t.body), ContentLength: int64(len(payload)),
 	}
 	if len(payload) == 0 {
 		t.req.Body = http.NoBody
 	}
 	return t.req.WithContext(ctx)
-}
-
-// roundTrip sends hreq through the seat's transport, holding it to what
-// http.Client.Do promises its caller: a response, with a body, or an
-// error.
-func (s *httpSeat) roundTrip(hreq *http.Request) (*http.Response, error) {
-	resp, err := s.rt.RoundTrip(hreq)
-	switch {
-	case err != nil:
-		if resp != nil && resp.Body != nil {
-			resp.Body.Close()
-		}
-		return nil, err
-	case resp == nil:
-		return nil, errors.New("http: the transport returned no response and no error")
-	case resp.Body == nil:
-		resp.Body = http.NoBody
-	}
-	return resp, nil
-}
-
-// payload is the request body for req: the last one when req asks for
-// the same thing, else built (and kept for the next attempt).
-func (s *httpSeat) payload(req Request) []byte {
-	var first *Message
-	if len(req.Messages) > 0 {
-		first = &req.Messages[0]
-	}
-	if p := s.last.Load(); p != nil && p.maxTokens == req.MaxTokens && p.n == len(req.Messages) && p.messages == first && p.prompt == req.Prompt {
-		return p.body
-	}
-	body := mergeBody(s.w.body(s.cfg.Model, req), s.extra)
-	s.last.Store(&payload{prompt: req.Prompt, messages: first, n: len(req.Messages), maxTokens: req.MaxTokens, body: body})
-	return body
 }
 
 func (s *httpSeat) Name() string { return s.cfg.Name }
@@ -299,15 +228,6 @@ const (
 	drainMax   = 4 << 10
 	drainGrace = 50 * time.Millisecond
 )
-
-// drain reads the rest of a finished body, bounded in bytes and time
-// (on the attempt's guard, whose timer is already there). It runs after
-// the attempt's timed window.
-func drain(g *guard, b io.ReadCloser) {
-	g.closeAfter(drainGrace, b)
-	_, _ = io.CopyN(io.Discard, b, drainMax)
-	g.closeDone()
-}
 
 // countingReader is the one read path of every answer body: it counts
 // bytes, notes when the first and last of them arrived and when the
@@ -355,12 +275,10 @@ type attemptTrace struct {
 	trace     httptrace.ClientTrace
 
 	// The rest of the attempt's state that outlives Do's frame, in the
-	// same allocation: its request, the request's body and idempotency
-	// key's value (see httpSeat.request), its clocks, and the answer's
-	// reader and stream.
+	// same allocation: its request and the request's body (see
+	// httpSeat.request), its clocks, and the answer's reader and stream.
 	req    http.Request
 	body   bytes.Reader
-	idem   [1]string
 	g      guard
 	answer countingReader
 	st     stream
@@ -398,57 +316,44 @@ func (t *attemptTrace) wroteRequest(info httptrace.WroteRequestInfo) {
 }
 
 // Do makes one attempt. It never returns an error: whatever happened is
-// the Observation.
-func (s *httpSeat) Do(parent context.Context, req Request) Observation {
-	return s.do(parent, req, 0)
-}
-
-// do is Do, with the hard timeout on the attempt's own clock when hard >
-// 0 (DoWithin) instead of parent's deadline.
-func (s *httpSeat) do(parent context.Context, req Request, hard time.Duration) Observation {
-	obs := s.attempt(parent, req, hard)
-	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
-	return obs
-}
-
-// attempt is do but for the billing, which follows from the outcome.
-func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Duration) Observation {
+// the Observation, whose billing follows from its outcome, whichever
+// return sets it.
+func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 	start := time.Now()
-	obs := Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
+	obs = Observation{Seat: s.cfg.Name, Model: s.cfg.Model}
+	defer func() { obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter) }()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	t := newAttemptTrace(start)
 	g := &t.g
-	g.init(start, req, hard, cancel)
+	g.init(start, req, cancel)
 	defer g.stop()
 
-	trace := &t.trace
-	wrote, reused, firstByte, dialStart, dialEnd := &t.wrote, &t.reused, &t.firstByte, &t.dialStart, &t.dialEnd
 	payload := req.Body
 	if payload == nil {
-		payload = s.payload(req)
+		payload = mergeBody(s.w.body(s.cfg.Model, req), s.extra)
 	}
-	tctx := httptrace.WithClientTrace(ctx, trace)
-	resp, err := s.roundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
-	if err != nil && reused.Load() && ctx.Err() == nil && (!wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
+	tctx := httptrace.WithClientTrace(ctx, &t.trace)
+	resp, err := s.rt.RoundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
+	if err != nil && t.reused.Load() && ctx.Err() == nil && (!t.wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
 		// A kept-alive connection the server had closed while idle: the
 		// request never reached a server that would answer it, so a new
 		// connection is the same attempt, not a retry. It gets a request
 		// of its own: the transport may still hold the first.
-		reused.Store(false)
-		resp, err = s.roundTrip(s.request(tctx, new(attemptTrace), payload, req.IdempotencyKey))
+		t.reused.Store(false)
+		resp, err = s.rt.RoundTrip(s.request(tctx, new(attemptTrace), payload, req.IdempotencyKey))
 	}
-	if ds, de := dialStart.Load(), dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
+	if ds, de := t.dialStart.Load(), t.dialEnd.Load(); de > 0 && ds > 0 && de >= ds {
 		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
 	}
 	if err != nil {
 		obs.Elapsed = time.Since(start)
 		if o, why := cancelled(parent, ctx); o != "" {
 			obs.Outcome, obs.Detail = o, why+" before response headers"
-			if wrote.Load() {
+			if t.wrote.Load() {
 				s.countTokens(ctx, &obs, &stream{counter: streamCounter{codec: s.codec}}, req) // the prompt may have been read
 			}
-		} else if !wrote.Load() {
+		} else if !t.wrote.Load() {
 			obs.Outcome, obs.Detail = admit.ConnError, dialDetail(err)
 		} else {
 			obs.Outcome, obs.Detail = admit.ServerError, answerDetail(err)
@@ -466,12 +371,12 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 	// ttfb is the first byte of the response, counted only once its
 	// headers are whole: a server dribbling headers has not answered.
 	obs.TTFB = time.Since(start)
-	if fb := firstByte.Load(); fb > 0 {
+	if fb := t.firstByte.Load(); fb > 0 {
 		obs.TTFB = time.Duration(fb)
 	}
 	obs.HTTPStatus = resp.StatusCode
 	obs.RetryAfter, obs.HasRetryAfter = retryAfter(resp.Header, s.now)
-	obs.RateLimit = rateLimit(resp.Header, s.now)
+	obs.RateLimit = s.w.limits(resp.Header, s.now)
 	body := &t.answer
 	*body = countingReader{r: resp.Body, start: start}
 	// unread ends an answer whose body is not read (the deferred Close
@@ -515,11 +420,8 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 	}
 	obs.Wait, obs.HasWait = t.wait, t.hasWait
 	obs.Bytes = body.n
-	obs.Elapsed = body.end
+	obs.Elapsed = max(body.end, obs.TTFB)
 	obs.ITLMean, obs.ITLMax, obs.HasITL = st.itl.figures()
-	if obs.Elapsed < obs.TTFB {
-		obs.Elapsed = obs.TTFB
-	}
 
 	switch o, why := cancelled(parent, ctx); {
 	case readErr != nil && o != "":
@@ -540,7 +442,10 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 		obs.Outcome, obs.Detail = admit.Reset, "connection lost mid-stream"
 	case st.failed:
 		obs.ErrorCode = s.clean(st.code)
-		obs.Outcome = streamOutcome(obs.ErrorCode)
+		obs.Outcome = admit.ServerError // an error event without a code
+		if obs.ErrorCode != "" {
+			obs.Outcome = admit.ClassifyHTTP(http.StatusOK, obs.ErrorCode)
+		}
 		obs.Detail = strings.TrimSpace("error event " + obs.ErrorCode)
 		if !obs.HasWait && g.answer() {
 			// The error is the answer, as for an error status.
@@ -575,13 +480,16 @@ func (s *httpSeat) attempt(parent context.Context, req Request, hard time.Durati
 }
 
 // release hands a finished answer's connection back for reuse: what is
-// left of its body is drained (bounded) after the timed window. A cold
-// seat, or an attempt that was cancelled, closes it instead.
+// left of its body is drained after the timed window, bounded in bytes
+// and time (on the attempt's guard, whose timer is already there). A
+// cold seat, or an attempt that was cancelled, closes it instead.
 func (s *httpSeat) release(ctx context.Context, g *guard, resp *http.Response) {
 	if s.cfg.Cold || ctx.Err() != nil {
 		return
 	}
-	drain(g, resp.Body)
+	g.closeAfter(drainGrace, resp.Body)
+	_, _ = io.CopyN(io.Discard, resp.Body, drainMax)
+	g.closeDone()
 }
 
 // errorResponse reads a non-2xx answer: its status and, from a bounded
@@ -592,10 +500,7 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 	body.onFirst = func() { g.answer() }
 	buf, err := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	obs.Bytes = body.n
-	obs.Elapsed = body.end
-	if obs.Elapsed < obs.TTFB {
-		obs.Elapsed = obs.TTFB
-	}
+	obs.Elapsed = max(body.end, obs.TTFB)
 	if o, why := cancelled(parent, ctx); err != nil && o != "" {
 		obs.Elapsed = time.Since(body.start)
 		obs.Outcome, obs.Detail = o, fmt.Sprintf("%s reading an http %d body", why, resp.StatusCode)
@@ -630,18 +535,22 @@ func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 	r := newBodyReader(body, MaxLine)
 	defer r.release()
 	for !st.done && !st.failed {
+		var typ string
+		var data []byte
+		var ok bool
 		if s.w.ndjson() {
-			line, ok := r.line()
-			if !ok {
-				return r.Err()
-			}
-			s.event("", line, st, body)
+			data, ok = r.line()
 		} else {
-			typ, data, ok := r.event()
-			if !ok {
-				return r.Err()
-			}
-			s.event(typ, data, st, body)
+			typ, data, ok = r.event()
+		}
+		if !ok {
+			return r.Err()
+		}
+		s.w.event(typ, data, st)
+		if st.chunkText {
+			// The event carried text: its arrival is a chunk for ITL.
+			st.chunkText = false
+			st.itl.chunk(body.last)
 		}
 	}
 	return nil
@@ -686,18 +595,12 @@ func (s *httpSeat) countTokens(ctx context.Context, obs *Observation, st *stream
 
 func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	obs.PromptTokens, obs.CompletionTokens = st.prompt, st.completion
+	obs.PromptFrom, obs.CompletionFrom = FromUsage, FromUsage
 	if !st.hasPrompt {
-		obs.PromptTokens = countText(codec, []byte(prompt), st.counter.stop)
+		obs.PromptTokens, obs.PromptFrom = countText(codec, []byte(prompt), st.counter.stop), FromTokenizer
 	}
 	if !st.hasCompl {
-		obs.CompletionTokens = st.counter.total()
-	}
-	obs.PromptFrom, obs.CompletionFrom = FromTokenizer, FromTokenizer
-	if st.hasPrompt {
-		obs.PromptFrom = FromUsage
-	}
-	if st.hasCompl {
-		obs.CompletionFrom = FromUsage
+		obs.CompletionTokens, obs.CompletionFrom = st.counter.total(), FromTokenizer
 	}
 	// A part is the provider's word on its own count: kept only beside
 	// the count it is part of from the same usage.
@@ -711,14 +614,6 @@ func fillTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string) {
 	} else {
 		obs.PromptFrom, obs.CompletionFrom = "", ""
 	}
-}
-
-// streamOutcome classifies an error event inside a 200 stream.
-func streamOutcome(code string) admit.Outcome {
-	if code == "" {
-		return admit.ServerError
-	}
-	return admit.ClassifyHTTP(http.StatusOK, code)
 }
 
 // mediaType is a Content-Type's media type, lower-cased, without its
@@ -749,9 +644,7 @@ func streamType(mt string, ndjson bool) bool {
 // into the observation only if it looks like one: short, plain
 // characters, and holding no part of the seat's key even when the server
 // echoes it back.
-func (s *httpSeat) clean(v string) string { return cleanWord(v, s.key) }
-
-func cleanWord(v, key string) string {
+func (s *httpSeat) clean(v string) string {
 	if v == "" || len(v) > 64 {
 		return ""
 	}
@@ -762,7 +655,7 @@ func cleanWord(v, key string) string {
 	}
 	// Case-insensitive: media types come back lower-cased, and a proxy
 	// may upper-case an echoed key.
-	if lk, lv := strings.ToLower(key), strings.ToLower(v); key != "" && (strings.Contains(lv, lk) || len(v) >= 8 && strings.Contains(lk, lv)) {
+	if lk, lv := strings.ToLower(s.key), strings.ToLower(v); s.key != "" && (strings.Contains(lv, lk) || len(v) >= 8 && strings.Contains(lk, lv)) {
 		return ""
 	}
 	return v
@@ -824,11 +717,6 @@ func errorCode(body []byte) string {
 	return ""
 }
 
-// hasError says whether a JSON object carries a non-null "error" member.
-func hasError(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
-}
-
 // retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or else
 // Retry-After, in seconds or as an HTTP date; a date is measured from the
 // response's Date header, or from now() when it has none. Every value is
@@ -852,12 +740,17 @@ func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	base := now()
-	if d, err := http.ParseTime(h.Get("Date")); err == nil {
-		base = d
-	}
 	// Sub saturates at the int64 range: a year-9999 date clamps, not wraps.
-	return admit.ClampDuration(at.Sub(base)), true
+	return admit.ClampDuration(at.Sub(responseDate(h, now))), true
+}
+
+// responseDate is the instant a response's times are measured from: its
+// Date header, or now() when it has none.
+func responseDate(h http.Header, now func() time.Time) time.Time {
+	if d, err := http.ParseTime(h.Get("Date")); err == nil {
+		return d
+	}
+	return now()
 }
 
 // headerNumber reads a non-negative number of a header; ±Inf from a range

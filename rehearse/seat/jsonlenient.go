@@ -42,6 +42,16 @@ func textOf(v []byte, t jsonparser.ValueType, st *stream) {
 	}
 }
 
+// textsAt feeds the text (textOf) of each of obj's members named keys to
+// st, in order.
+func textsAt(obj []byte, st *stream, keys ...string) {
+	for _, k := range keys {
+		if v, vt, _, err := jsonparser.Get(obj, k); err == nil {
+			textOf(v, vt, st)
+		}
+	}
+}
+
 // countOf reads a token count leniently: any JSON number, clamped into
 // [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
 // server has sent); anything else is absent.
@@ -71,41 +81,6 @@ func member(obj []byte, want jsonparser.ValueType, keys ...string) (v []byte, pr
 		return nil, false, true
 	}
 	return v, true, false
-}
-
-// jsonEach reports whether b is valid JSON (encoding/json's Valid) and,
-// when it is, hands each the members of the object b is (or the elements
-// of the array) as eachMember does. For invalid JSON each is not called.
-func jsonEach(b []byte, each func(k, v []byte, t jsonparser.ValueType)) bool {
-	if !json.Valid(b) {
-		return false
-	}
-	eachMember(b, each)
-	return true
-}
-
-// eachMember hands each the members of the object b is (or the elements
-// of the array), as jsonparser's ObjectEach (ArrayEach) hands them: a
-// member's key unescaped, a string value without its quotes, escapes
-// kept; an element's key is nil. A key that does not unescape ends the
-// calls there. b must be valid JSON already: a member of a document
-// jsonEach validated is not validated again.
-func eachMember(b []byte, each func(k, v []byte, t jsonparser.ValueType)) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return
-	}
-	switch b[0] {
-	case '{':
-		_ = jsonparser.ObjectEach(b, func(k, v []byte, t jsonparser.ValueType, _ int) error {
-			each(k, v, t)
-			return nil
-		})
-	case '[':
-		_, _ = jsonparser.ArrayEach(b, func(v []byte, t jsonparser.ValueType, _ int, _ error) {
-			each(nil, v, t)
-		})
-	}
 }
 
 // jsonObject says data is one valid JSON object. Anything else but null

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"strings"
 	"testing"
 
-	"github.com/buger/jsonparser"
 	"github.com/stretchr/testify/assert"
 
 	"retrygate/admit"
@@ -81,34 +79,6 @@ func (i *jsonInt) value() int64 {
 		return 0
 	}
 	return i.n
-}
-
-// jsonEach is encoding/json's Valid, then the top level's members as
-// jsonparser hands them; invalid JSON hands out nothing, not the members
-// before the fault.
-func TestJSONEach(t *testing.T) {
-	type member struct {
-		k, v string
-		t    jsonparser.ValueType
-	}
-	for _, tc := range []struct {
-		in   string
-		want []member
-	}{
-		{` {"a": [1, 2.5], "b\u0063":"x\"y", "d":null} `, []member{{"a", "[1, 2.5]", jsonparser.Array}, {"bc", `x\"y`, jsonparser.String}, {"d", "null", jsonparser.Null}}},
-		{`[{"x":1}, "s", 2, true]`, []member{{"", `{"x":1}`, jsonparser.Object}, {"", "s", jsonparser.String}, {"", "2", jsonparser.Number}, {"", "true", jsonparser.Boolean}}},
-		{`{"a":1,}`, nil},
-		{`{"a":1}x`, nil},
-		{"\"\x1f\"", nil},
-		{`0`, nil},
-		{``, nil},
-		{strings.Repeat("[", 10001) + strings.Repeat("]", 10001), nil}, // past encoding/json's nesting limit
-	} {
-		var got []member
-		valid := jsonEach([]byte(tc.in), func(k, v []byte, vt jsonparser.ValueType) { got = append(got, member{string(k), string(v), vt}) })
-		assert.Equal(t, json.Valid([]byte(tc.in)), valid, "%q", tc.in)
-		assert.Equal(t, tc.want, got, "%q", tc.in)
-	}
 }
 
 // A chunk that is not valid JSON is a malformed event, and none of its

@@ -46,12 +46,8 @@ var bodyReaders = sync.Pool{New: func() any {
 // over-long event must not pin its memory in the pool.
 const keepLine = 64 << 10
 
-// newBodyReader reads r with lines and event data bounded by max bytes
-// (MaxLine when max <= 0).
+// newBodyReader reads r with lines and event data bounded by max bytes.
 func newBodyReader(r io.Reader, max int) *bodyReader {
-	if max <= 0 {
-		max = MaxLine
-	}
 	b := bodyReaders.Get().(*bodyReader)
 	b.r, b.err, b.cr, b.max, b.over, b.started = r, nil, false, max, false, false
 	b.typ, b.data = b.typ[:0], b.data[:0]

@@ -15,16 +15,12 @@ type Message struct {
 }
 
 // chat is the request as a chat: its Messages, else Prompt as one user
-// message.
-func (r Request) chat() []chatMessage {
+// message. The bodies only read it.
+func (r Request) chat() []Message {
 	if len(r.Messages) == 0 {
-		return []chatMessage{{Role: "user", Content: r.Prompt}}
+		return []Message{{Role: "user", Content: r.Prompt}}
 	}
-	out := make([]chatMessage, len(r.Messages))
-	for i, m := range r.Messages {
-		out[i] = chatMessage(m)
-	}
-	return out
+	return r.Messages
 }
 
 // Text is the request's text as the local tokenizer counts it: Prompt, or

@@ -3,10 +3,10 @@ package seat
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -27,10 +27,24 @@ func envName(s string) bool {
 	return true
 }
 
-// plainEnvName is a conventional (upper-case, at most 40 characters)
-// name, safe to echo; anything else might be a key in the wrong place.
-func plainEnvName(s string) bool {
-	return envName(s) && len(s) <= 40 && strings.ToUpper(s) == s
+// fromEnv reads the variable env names, for the config key at, whose
+// value is a secret (what: key or value). Errors quote neither the value
+// nor a name that might be one: only a conventional name (upper-case, at
+// most 40 characters) is safe to echo.
+func fromEnv(getenv func(string) string, env, at, what string) (string, error) {
+	if !envName(env) {
+		// Not quoted: it may be a secret pasted where its variable's name belongs.
+		return "", fmt.Errorf("%s: not an environment variable name (name the variable that holds the %s, never the %s)", at, what, what)
+	}
+	v := strings.TrimSpace(getenv(env))
+	if v == "" {
+		name := "named there"
+		if len(env) <= 40 && strings.ToUpper(env) == env {
+			name = env
+		}
+		return "", fmt.Errorf("%s: environment variable %s is not set", at, name)
+	}
+	return v, nil
 }
 
 // An openai seat's APIs (Config.API).
@@ -60,8 +74,9 @@ type Options struct {
 	// key is read through it once, at construction.
 	Getenv func(string) string
 	// Now is the wall clock, used only to read a Retry-After HTTP date
-	// when the response has no Date header. Durations never use it: they
-	// come from the monotonic clock. Nil means time.Now.
+	// or Anthropic's rate-limit reset times when the response has no Date
+	// header. Durations never use it: they come from the monotonic clock.
+	// Nil means time.Now.
 	Now func() time.Time
 }
 
@@ -112,17 +127,8 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	var key string
 	if cfg.APIKeyEnv != "" {
-		if !envName(cfg.APIKeyEnv) {
-			// Not quoted: it may be a key pasted where its variable's name belongs.
-			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the key, never the key)", at("api_key_env"))
-		}
-		key = strings.TrimSpace(opts.Getenv(cfg.APIKeyEnv))
-		if key == "" {
-			name := "named there"
-			if plainEnvName(cfg.APIKeyEnv) {
-				name = cfg.APIKeyEnv
-			}
-			return nil, fmt.Errorf("%s: environment variable %s is not set", at("api_key_env"), name)
+		if key, err = fromEnv(opts.Getenv, cfg.APIKeyEnv, at("api_key_env"), "key"); err != nil {
+			return nil, err
 		}
 	}
 	codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
@@ -163,10 +169,13 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
 		u.Host = strings.TrimSuffix(u.Host, ":") // an empty port, as http.NewRequest drops it
 	}
-	s := &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
-		headers: headers, extra: extra, last: new(atomic.Pointer[payload])}
-	s.base = s.baseHeader()
-	return s, nil
+	// Every request's headers, in the order they always overrode each
+	// other: ours, the wire's, then the seat's headers:.
+	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"retrygate"}}
+	w.header(base, key)
+	maps.Copy(base, headers)
+	return &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
+		extra: extra, base: base}, nil
 }
 
 // checkBaseURL accepts an absolute http(s) URL with a host and no
@@ -221,17 +230,9 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 		if reservedHeaders[canon] {
 			return nil, fmt.Errorf("%s: set by retrygate itself; it cannot be replaced", key)
 		}
-		if !envName(env) {
-			// Not quoted: it may be a value pasted where its variable's name belongs.
-			return nil, fmt.Errorf("%s: not an environment variable name (name the variable that holds the value, never the value)", key)
-		}
-		v := strings.TrimSpace(getenv(env))
-		if v == "" {
-			name := "named there"
-			if plainEnvName(env) {
-				name = env
-			}
-			return nil, fmt.Errorf("%s: environment variable %s is not set", key, name)
+		v, err := fromEnv(getenv, env, key, "value")
+		if err != nil {
+			return nil, err
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("%s: the variable's value is not a valid header value", key)
@@ -245,7 +246,9 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 // model and prompt. extra_body may not replace them.
 var fixedFields = map[string]bool{"model": true, "messages": true, "input": true, "stream": true, "stream_options": true}
 
-// extraBody checks and encodes the extra body fields once.
+// extraBody checks and encodes the extra body fields once. The config's
+// decoders (YAML, JSON and TOML, through viper) give objects as
+// map[string]any, which encoding/json takes as it is.
 func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawMessage, error) {
 	if len(cfg) == 0 {
 		return nil, nil
@@ -255,38 +258,13 @@ func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawM
 		if fixedFields[k] {
 			return nil, fmt.Errorf("%s: set by retrygate itself (the attempt is a streamed call of the seat's model)", at("extra_body."+k))
 		}
-		b, err := json.Marshal(jsonable(v))
+		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a JSON value", at("extra_body."+k))
 		}
 		out[k] = b
 	}
 	return out, nil
-}
-
-// jsonable turns YAML's map[any]any (older decoders) into JSON objects.
-func jsonable(v any) any {
-	switch t := v.(type) {
-	case map[any]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[fmt.Sprint(k)] = jsonable(x)
-		}
-		return m
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[k] = jsonable(x)
-		}
-		return m
-	case []any:
-		s := make([]any, len(t))
-		for i, x := range t {
-			s[i] = jsonable(x)
-		}
-		return s
-	}
-	return v
 }
 
 // mergeBody sets extra's fields on a request body (a JSON object).

@@ -14,9 +14,9 @@ import (
 type ollamaWire struct{}
 
 type ollamaRequest struct {
-	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
-	Stream   bool          `json:"stream"`
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Stream   bool      `json:"stream"`
 	Options  *struct {
 		NumPredict int `json:"num_predict"`
 	} `json:"options,omitempty"`
@@ -66,11 +66,7 @@ func (ollamaWire) event(_ string, data []byte, st *stream) {
 		return
 	}
 	if hasMsg {
-		for _, k := range [...]string{"thinking", "content"} {
-			if v, vt, _, err := jsonparser.Get(msg, k); err == nil {
-				textOf(v, vt, st)
-			}
-		}
+		textsAt(msg, st, "thinking", "content")
 		if tc, t, _, err := jsonparser.Get(msg, "tool_calls"); err == nil && t != jsonparser.Null {
 			if t == jsonparser.String {
 				st.text(`"` + string(tc) + `"`) // the raw JSON, quotes and all
@@ -79,9 +75,7 @@ func (ollamaWire) event(_ string, data []byte, st *stream) {
 			}
 		}
 	}
-	if v, vt, _, err := jsonparser.Get(obj, "response"); err == nil { // /api/generate's field, harmless here
-		textOf(v, vt, st)
-	}
+	textsAt(obj, st, "response") // /api/generate's field, harmless here
 	if hasDone && bytes.Equal(done, []byte("true")) {
 		// prompt_eval_count is left out when the whole prompt came from
 		// Ollama's cache; the tokenizer fills in then.

@@ -15,15 +15,10 @@ type openaiWire struct {
 	maxParam string // max_tokens or max_completion_tokens
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 type openaiRequest struct {
-	Model         string        `json:"model"`
-	Messages      []chatMessage `json:"messages"`
-	Stream        bool          `json:"stream"`
+	Model         string    `json:"model"`
+	Messages      []Message `json:"messages"`
+	Stream        bool      `json:"stream"`
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -98,101 +93,48 @@ func (w openaiWire) whole(data []byte, st *stream) {
 }
 
 // chunk reads one chat.completion.chunk (or a whole answer) by targeted
-// field extraction: this runs for every event inside the timed window,
-// so it walks each object once, keeps only the members it uses (the
-// first of a repeated key), and reads a plain string in place. A
-// document that is not valid JSON, or whose choices, choice or delta has
-// the wrong shape, is a malformed event, as encoding/json would have it.
+// field extraction, as the other wires read theirs: this runs for every
+// event inside the timed window. A document that is not valid JSON, or
+// whose choices, choice or delta has the wrong shape, is a malformed
+// event, as encoding/json would have it.
 func (openaiWire) chunk(data []byte, st *stream) {
-	data = bytes.TrimSpace(data)
-	var errm, choices, usage jsonMember
-	valid := jsonEach(data, func(k, v []byte, t jsonparser.ValueType) {
-		switch string(k) {
-		case "error":
-			errm.keep(v, t)
-		case "choices":
-			choices.keep(v, t)
-		case "usage":
-			usage.keep(v, t)
-		}
-	})
-	if !valid || len(data) == 0 || data[0] != '{' {
-		if !bytes.Equal(data, []byte("null")) {
-			st.bad++
-		}
+	obj, ok := jsonObject(data, st)
+	if !ok {
 		return
 	}
-	if errm.present() {
-		st.fail(errorCode(data))
+	if _, t, _, err := jsonparser.Get(obj, "error"); err == nil && t != jsonparser.Null {
+		st.fail(errorCode(obj))
 		return
 	}
-	switch {
-	case !choices.present():
-	case choices.t != jsonparser.Array:
-		st.bad++
-		return
-	default:
-		bad := false
-		// The members below are in data, valid already: walking them
-		// again costs what skipping them would.
-		eachMember(choices.v, func(_, ch []byte, t jsonparser.ValueType) {
-			if bad || t != jsonparser.Object {
-				bad = bad || t != jsonparser.Null
-				return
-			}
-			var message, delta jsonMember
-			eachMember(ch, func(k, v []byte, t jsonparser.ValueType) {
-				switch string(k) {
-				case "message": // a non-streamed answer
-					message.keep(v, t)
-				case "delta":
-					delta.keep(v, t)
-				}
-			})
-			d := message
-			if !d.present() {
-				d = delta
-			}
-			if !d.present() {
-				return
-			}
-			if d.t != jsonparser.Object {
-				bad = true
-				return
-			}
-			var texts [len(openaiTextFields)]jsonMember
-			var calls jsonMember
-			eachMember(d.v, func(k, v []byte, t jsonparser.ValueType) {
-				if string(k) == "tool_calls" {
-					calls.keep(v, t)
-					return
-				}
-				for i, f := range openaiTextFields {
-					if string(k) == f {
-						texts[i].keep(v, t)
-					}
-				}
-			})
-			for i := range texts {
-				if texts[i].seen {
-					textOf(texts[i].v, texts[i].t, st)
-				}
-			}
-			if calls.seen && calls.t == jsonparser.Array {
-				_, _ = jsonparser.ArrayEach(calls.v, func(c []byte, _ jsonparser.ValueType, _ int, _ error) {
-					if v, vt, _, err := jsonparser.Get(c, "function", "arguments"); err == nil {
-						textOf(v, vt, st)
-					}
-				})
-			}
-		})
-		if bad {
-			st.bad++
+	choices, _, bad := member(obj, jsonparser.Array, "choices")
+	_, _ = jsonparser.ArrayEach(choices, func(ch []byte, t jsonparser.ValueType, _ int, _ error) {
+		if bad || t != jsonparser.Object {
+			bad = bad || t != jsonparser.Null
 			return
 		}
+		d, present, wrong := member(ch, jsonparser.Object, "message") // a non-streamed answer
+		if !present && !wrong {
+			d, present, wrong = member(ch, jsonparser.Object, "delta")
+		}
+		bad = wrong
+		if !present {
+			return
+		}
+		textsAt(d, st, openaiTextFields[:]...)
+		if calls, ok, _ := member(d, jsonparser.Array, "tool_calls"); ok {
+			_, _ = jsonparser.ArrayEach(calls, func(c []byte, _ jsonparser.ValueType, _ int, _ error) {
+				if v, vt, _, err := jsonparser.Get(c, "function", "arguments"); err == nil {
+					textOf(v, vt, st)
+				}
+			})
+		}
+	})
+	if bad {
+		st.bad++
+		return
 	}
-	if usage.seen && usage.t == jsonparser.Object {
-		chatUsage.read(usage.v, st)
+	if u, ok, _ := member(obj, jsonparser.Object, "usage"); ok {
+		chatUsage.read(u, st)
 	}
 }
 
@@ -226,23 +168,6 @@ func (n usageNames) read(usage []byte, st *stream) {
 		st.usageReasoning(v)
 	}
 }
-
-// jsonMember is one member of an object walked once: its value and type,
-// the first time its key appears (as jsonparser.Get finds it).
-type jsonMember struct {
-	v    []byte
-	t    jsonparser.ValueType
-	seen bool
-}
-
-func (m *jsonMember) keep(v []byte, t jsonparser.ValueType) {
-	if !m.seen {
-		m.v, m.t, m.seen = v, t, true
-	}
-}
-
-// present says the member is there and not null.
-func (m *jsonMember) present() bool { return m.seen && m.t != jsonparser.Null }
 
 // openaiTextFields are a delta's generated text, in order: reasoning
 // (DeepSeek and vLLM's reasoning_content, OpenRouter's reasoning), the

@@ -21,8 +21,8 @@ func TestRequestBodyFollowsEachAttempt(t *testing.T) {
 	type seen struct {
 		idem string
 		body struct {
-			MaxTokens int           `json:"max_tokens"`
-			Messages  []chatMessage `json:"messages"`
+			MaxTokens int       `json:"max_tokens"`
+			Messages  []Message `json:"messages"`
 		}
 	}
 	var mu sync.Mutex

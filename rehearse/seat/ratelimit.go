@@ -9,49 +9,27 @@ import (
 	"retrygate/admit"
 )
 
-// rateLimit reads a response's rate-limit headers into the log's one
-// form (admit.RateLimit), beside retryAfter, which reads Retry-After and
-// retry-after-ms. Two families are known:
-//
-//   - OpenAI (and compatible servers that copy it): x-ratelimit-remaining-
-//     requests|tokens, counts, and x-ratelimit-reset-requests|tokens,
-//     durations in Go's form ("6m0s", "1s", "20ms");
-//   - Anthropic: anthropic-ratelimit-requests|tokens|input-tokens|
-//     output-tokens-remaining, counts, and the same names with -reset,
-//     RFC 3339 times, measured from the response's Date header (or now()
-//     without one), as an HTTP-date Retry-After is.
-//
-// Remaining tokens are the tokens limit's, or for Anthropic without one
-// the tighter of its input and output limits. The reset is when the limit
-// that ran out (remaining 0) resets, the latest of them when several did,
-// and the latest of all when none did: no limit reported is open before
-// then. Resets are clamped into [0, admit.MaxDuration] like Retry-After; a
-// value that does not parse is not reported.
-func rateLimit(h http.Header, now func() time.Time) admit.RateLimit {
-	var rl admit.RateLimit
-	if h.Get("X-Ratelimit-Remaining-Requests") != "" || h.Get("X-Ratelimit-Remaining-Tokens") != "" ||
-		h.Get("X-Ratelimit-Reset-Requests") != "" || h.Get("X-Ratelimit-Reset-Tokens") != "" {
-		lims := []limit{
-			openaiLimit(h, "requests"),
-			openaiLimit(h, "tokens"),
-		}
-		rl.RemainingRequests, rl.HasRequests = lims[0].remaining, lims[0].hasRemaining
-		rl.RemainingTokens, rl.HasTokens = lims[1].remaining, lims[1].hasRemaining
-		rl.Reset, rl.HasReset = resetOf(lims)
-		return rl
-	}
-	base := func() time.Time {
-		if d, err := http.ParseTime(h.Get("Date")); err == nil {
-			return d
-		}
-		return now()
-	}
+// limits reads OpenAI's rate-limit headers (and those of compatible
+// servers that copy them): x-ratelimit-remaining-requests|tokens, counts,
+// and x-ratelimit-reset-requests|tokens, durations in Go's form ("6m0s",
+// "1s", "20ms").
+func (openaiWire) limits(h http.Header, _ func() time.Time) admit.RateLimit {
+	return rateLimitOf([]limit{openaiLimit(h, "requests"), openaiLimit(h, "tokens")})
+}
+
+// limits reads Anthropic's rate-limit headers:
+// anthropic-ratelimit-requests|tokens|input-tokens|output-tokens-remaining,
+// counts, and the same names with -reset, RFC 3339 times, measured from
+// the response's Date header (or now() without one), as an HTTP-date
+// Retry-After is. Without a tokens limit, remaining tokens are the
+// tighter of the input and output limits.
+func (anthropicWire) limits(h http.Header, now func() time.Time) admit.RateLimit {
+	base := responseDate(h, now)
 	lims := make([]limit, 0, 4)
 	for _, name := range [...]string{"requests", "tokens", "input-tokens", "output-tokens"} {
 		lims = append(lims, anthropicLimit(h, name, base))
 	}
-	rl.RemainingRequests, rl.HasRequests = lims[0].remaining, lims[0].hasRemaining
-	rl.RemainingTokens, rl.HasTokens = lims[1].remaining, lims[1].hasRemaining
+	rl := rateLimitOf(lims)
 	if !rl.HasTokens {
 		for _, l := range lims[2:] {
 			if l.hasRemaining && (!rl.HasTokens || l.remaining < rl.RemainingTokens) {
@@ -59,9 +37,11 @@ func rateLimit(h http.Header, now func() time.Time) admit.RateLimit {
 			}
 		}
 	}
-	rl.Reset, rl.HasReset = resetOf(lims)
 	return rl
 }
+
+// limits: Ollama publishes no rate-limit headers.
+func (ollamaWire) limits(http.Header, func() time.Time) admit.RateLimit { return admit.RateLimit{} }
 
 // limit is one rate limit's headers.
 type limit struct {
@@ -84,13 +64,13 @@ func openaiLimit(h http.Header, name string) limit {
 	return l
 }
 
-func anthropicLimit(h http.Header, name string, base func() time.Time) limit {
+func anthropicLimit(h http.Header, name string, base time.Time) limit {
 	var l limit
 	l.remaining, l.hasRemaining = headerCount(h.Get("Anthropic-Ratelimit-" + name + "-Remaining"))
 	if v := strings.TrimSpace(h.Get("Anthropic-Ratelimit-" + name + "-Reset")); v != "" {
 		if at, err := time.Parse(time.RFC3339, v); err == nil {
 			// Sub saturates at the int64 range: a year-9999 time clamps.
-			l.reset, l.hasReset = admit.ClampDuration(at.Sub(base())), true
+			l.reset, l.hasReset = admit.ClampDuration(at.Sub(base)), true
 		}
 	}
 	return l
@@ -109,21 +89,32 @@ func headerCount(v string) (int64, bool) {
 	return admit.ClampTokens(n), true
 }
 
-// resetOf is the reset rateLimit reports (see there).
-func resetOf(lims []limit) (time.Duration, bool) {
+// rateLimitOf is the log's one form (admit.RateLimit) of a response's
+// rate limits: lims[0] is the requests limit's, lims[1] the tokens
+// limit's. The reset is when the limit that ran out (remaining 0) resets,
+// the latest of them when several did, and the latest of all when none
+// did: no limit reported is open before then. Resets are clamped into [0,
+// admit.MaxDuration] like Retry-After (retryAfter); a value that does not
+// parse is not reported.
+func rateLimitOf(lims []limit) admit.RateLimit {
+	rl := admit.RateLimit{
+		RemainingRequests: lims[0].remaining, HasRequests: lims[0].hasRemaining,
+		RemainingTokens: lims[1].remaining, HasTokens: lims[1].hasRemaining,
+	}
 	var out, all time.Duration
-	var hasOut, hasAll bool
+	var hasOut bool
 	for _, l := range lims {
 		if !l.hasReset {
 			continue
 		}
-		all, hasAll = max(all, l.reset), true
+		all, rl.HasReset = max(all, l.reset), true
 		if l.hasRemaining && l.remaining == 0 {
 			out, hasOut = max(out, l.reset), true
 		}
 	}
+	rl.Reset = all
 	if hasOut {
-		return out, true
+		rl.Reset = out
 	}
-	return all, hasAll
+	return rl
 }

@@ -2,7 +2,6 @@ package seat
 
 import (
 	"encoding/json"
-	"net/http"
 	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
@@ -13,21 +12,19 @@ import (
 // response.output_text.delta … response.completed), each with a
 // sequence_number. There is no [DONE]: the stream ends after its terminal
 // event, response.completed, response.incomplete or response.failed (or
-// an error event). The base URL, key and error bodies are Chat
-// Completions' (an openai seat with api: responses).
-type responsesWire struct{}
+// an error event). The base URL, key, headers both ways and error bodies
+// are Chat Completions' (an openai seat with api: responses): what
+// responsesWire does not define is openaiWire's.
+type responsesWire struct{ openaiWire }
 
 type responsesRequest struct {
-	Model           string        `json:"model"`
-	Input           []chatMessage `json:"input"`
-	Stream          bool          `json:"stream"`
-	MaxOutputTokens int           `json:"max_output_tokens,omitempty"`
+	Model           string    `json:"model"`
+	Input           []Message `json:"input"`
+	Stream          bool      `json:"stream"`
+	MaxOutputTokens int       `json:"max_output_tokens,omitempty"`
 }
 
 func (responsesWire) path() string { return "/responses" }
-func (responsesWire) ndjson() bool { return false }
-
-func (responsesWire) header(h http.Header, key string) { openaiWire{}.header(h, key) }
 
 // body sends the chat as input messages ({role, content}: system,
 // developer, user and assistant are all roles the API takes there).
@@ -69,9 +66,7 @@ func (responsesWire) event(typ string, data []byte, st *stream) {
 		et = v
 	}
 	if responsesDeltas[et] {
-		if v, vt, _, err := jsonparser.Get(obj, "delta"); err == nil {
-			textOf(v, vt, st)
-		}
+		textsAt(obj, st, "delta")
 		return
 	}
 	switch et {
@@ -125,16 +120,10 @@ func responsesItemText(item []byte, st *stream) {
 			if t != jsonparser.Object {
 				return
 			}
-			for _, k := range [...]string{"text", "refusal"} {
-				if v, vt, _, err := jsonparser.Get(p, k); err == nil {
-					textOf(v, vt, st)
-				}
-			}
+			textsAt(p, st, "text", "refusal")
 		})
 	}
-	if v, vt, _, err := jsonparser.Get(item, "arguments"); err == nil {
-		textOf(v, vt, st)
-	}
+	textsAt(item, st, "arguments")
 }
 
 // responsesEnd reads a finished Response object (a terminal event's, or

@@ -119,15 +119,9 @@ type Seat interface {
 	Do(ctx context.Context, req Request) Observation
 }
 
-// DoWithin makes one attempt of s under a hard timeout: what s.Do does
-// with a context whose deadline is hard from now. An HTTP seat runs the
-// timeout on the attempt's own clock instead, the one that already runs
-// its wait cap, so a rehearsal's attempt costs one context and one timer
-// fewer; its observation is the same.
+// DoWithin makes one attempt of s under a hard timeout: s.Do with a
+// context whose deadline is hard from now.
 func DoWithin(ctx context.Context, s Seat, req Request, hard time.Duration) Observation {
-	if h, ok := s.(*httpSeat); ok && hard > 0 {
-		return h.do(ctx, req, hard)
-	}
 	actx, cancel := context.WithTimeout(ctx, hard)
 	defer cancel()
 	return s.Do(actx, req)
@@ -203,9 +197,6 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	// Which limit fires first: wait cap (no content yet), hard timeout, or the end.
 	contentAt := p.Wait
 	hasContent := status == 200 && p.ErrorCode == "" && (hung || contentAt <= end)
-	if status == 200 && p.ErrorCode == "" && !hung && contentAt > end {
-		hasContent = false
-	}
 	type limit struct {
 		at      time.Duration
 		outcome admit.Outcome
@@ -286,9 +277,6 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	return o
 }
 
-// partialTokens is the completion tokens p has streamed by at: pro rata
-// from the first content to the plan's last byte, never more than all of
-// them. The 128-bit product cannot overflow.
 // planITL is the ITL a plan implies for a stream read until at: one
 // token a chunk, the first at the wait and the last at the plan's elapsed,
 // evenly spread, so every gap is (elapsed − wait) ÷ (completion tokens − 1).
@@ -304,6 +292,9 @@ func planITL(p Plan, at time.Duration) (mean, most time.Duration, ok bool) {
 	return gap, gap, true
 }
 
+// partialTokens is the completion tokens p has streamed by at: pro rata
+// from the first content to the plan's last byte, never more than all of
+// them. The 128-bit product cannot overflow.
 func partialTokens(p Plan, at time.Duration) int64 {
 	if p.CompletionTokens <= 0 || p.Elapsed <= p.Wait || at <= p.Wait {
 		return 0

@@ -18,7 +18,11 @@ type sseGot struct {
 	TooLong    bool
 }
 
+// readAllSSE reads r's events, bounded by max (0: MaxLine).
 func readAllSSE(r io.Reader, max int) ([]sseGot, error) {
+	if max <= 0 {
+		max = MaxLine
+	}
 	sr := newBodyReader(r, max)
 	defer sr.release()
 	var out []sseGot
@@ -79,7 +83,7 @@ func TestSSEReader(t *testing.T) {
 
 func TestSSEReaderPassesReadErrors(t *testing.T) {
 	boom := errors.New("boom")
-	_, err := readAllSSE(io.MultiReader(strings.NewReader("data: a\n"), iotest.ErrReader(boom)), 0)
+	_, err := readAllSSE(io.MultiReader(strings.NewReader("data: a\n"), iotest.ErrReader(boom)), MaxLine)
 	assert.ErrorIs(t, err, boom)
 }
 
@@ -99,7 +103,7 @@ func TestNDJSONReader(t *testing.T) {
 // cleanly: one cut off by a read error is not read as whole.
 func TestNDJSONLastLineNeedsCleanEnd(t *testing.T) {
 	boom := errors.New("boom")
-	r := newBodyReader(io.MultiReader(strings.NewReader("{\"a\":1}\n{\"done\":true}"), iotest.ErrReader(boom)), 0)
+	r := newBodyReader(io.MultiReader(strings.NewReader("{\"a\":1}\n{\"done\":true}"), iotest.ErrReader(boom)), MaxLine)
 	defer r.release()
 	line, ok := r.line()
 	assert.True(t, ok)
@@ -107,7 +111,7 @@ func TestNDJSONLastLineNeedsCleanEnd(t *testing.T) {
 	_, ok = r.line()
 	assert.False(t, ok)
 	assert.ErrorIs(t, r.Err(), boom)
-	r2 := newBodyReader(strings.NewReader("{\"done\":true}"), 0)
+	r2 := newBodyReader(strings.NewReader("{\"done\":true}"), MaxLine)
 	defer r2.release()
 	line, ok = r2.line()
 	assert.True(t, ok)

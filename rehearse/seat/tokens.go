@@ -24,10 +24,11 @@ var (
 
 // codecFor picks the local tokenizer for a seat: the encoding override
 // when set, else the model's encoding when the tokenizer knows the model,
-// else cl100k_base. Codecs are shared (they are safe for concurrent use
-// and their vocabularies are large). Building one is the costly part (a
-// BPE vocabulary: most of a short run's CPU and about 14 MiB), so seats
-// hold a lazyCodec and build it only when an answer lacks usage.
+// else cl100k_base. Codecs are shared (they are safe for concurrent use,
+// and each compiles its split pattern). An encoding's BPE vocabulary, the
+// costly part (most of a short run's CPU and about 14 MiB), is built once
+// by the tokenizer, on first use: seats hold a lazyCodec and build it
+// only when an answer lacks usage.
 func codecFor(model, encoding string) (tokenizer.Codec, error) {
 	if err := checkEncoding(encoding); err != nil {
 		return nil, err
@@ -52,10 +53,7 @@ func codecFor(model, encoding string) (tokenizer.Codec, error) {
 		return nil, fmt.Errorf("unknown encoding %q (want %s)", encoding, knownEncodings)
 	}
 	c.SetErrorMode(tokenizer.ErrorModeReplace) // a hostile stream's bad bytes count as U+FFFD
-	if prev, ok := codecs[tokenizer.Encoding(c.GetName())]; ok {
-		c = prev // one vocabulary per encoding, whichever way it was named
-	}
-	codecs[key], codecs[tokenizer.Encoding(c.GetName())] = c, c
+	codecs[key] = c
 	return c, nil
 }
 

@@ -9,7 +9,8 @@ import "net/http"
 // seat's stopwatch and readers by wrapping it in a RoundTripper that
 // forwards that request. own is returned too, for requests the proxy
 // sends untimed. ok is false for a seat of another kind. Redirects are
-// still never followed.
+// still never followed. wrap's RoundTripper keeps http.RoundTripper's
+// contract: a response with a body, or an error, never both.
 func WithTransport(s Seat, wrap func(own http.RoundTripper) http.RoundTripper) (_ Seat, own http.RoundTripper, ok bool) {
 	h, ok := s.(*httpSeat)
 	if !ok {
