@@ -201,8 +201,8 @@ func (l *Loop) runJob(ctx context.Context, j *Job, k int, o *RealOptions) {
 	}
 }
 
-// send makes one attempt under the hard timeout (a context deadline, or
-// an HTTP seat's own clock: seat.DoWithin).
+// send makes one attempt under the hard timeout (a context deadline:
+// seat.DoWithin).
 func (l *Loop) send(ctx context.Context, j *Job, a Action, o *RealOptions) seat.Observation {
 	// No lock: the seat's name and sender, and what Request reads (the
 	// prompts and policy New set, and j, which this goroutine runs), do
