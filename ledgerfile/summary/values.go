@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -158,21 +159,9 @@ func merge(ds ...Sorted) Sorted {
 	}
 	var ps []pair
 	for _, d := range ds {
-		prev := int64(0)
-		for i, v := range d.vals {
-			ps = append(ps, pair{v, d.cum[i] - prev})
-			prev = d.cum[i]
-		}
+		d.Each(func(v float64, c int64) { ps = append(ps, pair{v, c}) })
 	}
-	slices.SortStableFunc(ps, func(a, b pair) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ps, func(a, b pair) int { return cmp.Compare(a.v, b.v) })
 	var out Sorted
 	for _, p := range ps {
 		out.push(p.v, p.c)
