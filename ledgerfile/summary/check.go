@@ -143,7 +143,7 @@ func (c *Check) Add(r *ledgerfile.Row, file string) {
 			return
 		}
 	}
-	c.sum.add(r, file, now, changed && now != admitted || !changed && !r.WasSent()) // Refused, from the flip found above
+	c.sum.add(r, file, now, Refused(r, now))
 }
 
 // Close judges the thresholds. The check passes when every threshold

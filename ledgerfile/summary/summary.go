@@ -382,7 +382,7 @@ type OKFigures struct {
 type Summarizer struct {
 	opts         Options
 	groups       []*groupAcc
-	groupIdx     map[string]int32
+	groupIx      keyIndex // groups' keys
 	lastGroup    string
 	lastGroupIx  int32
 	hasLastGroup bool
@@ -410,8 +410,7 @@ type Summarizer struct {
 	curIx  int32
 	hasCur bool
 	good   *goodput // Options.Goodput
-	seats  []string // wasted-call seat names, by index
-	seatIx map[string]int32
+	seats  keyIndex // wasted-call seat names
 
 	wasted    map[wasteKey]*Wasted
 	wasteKeys []wasteKey
@@ -636,13 +635,11 @@ func New(opts Options) *Summarizer {
 		opts.By = BySeat
 	}
 	s := &Summarizer{
-		opts:     opts,
-		groupIdx: map[string]int32{},
-		ids:      map[uint64]int32{},
-		seed:     maphash.MakeSeed(),
-		seatIx:   map[string]int32{},
-		wasted:   map[wasteKey]*Wasted{},
-		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
+		opts:   opts,
+		ids:    map[uint64]int32{},
+		seed:   maphash.MakeSeed(),
+		wasted: map[wasteKey]*Wasted{},
+		all:    &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
 	if opts.OnlyEndToEnd || opts.OnlyGroups {
 		for _, v := range []*values{&s.okElapsed, &s.okWait, &s.contentWait, &s.jobTime, &s.jobTTS, &s.jobTokens, &s.jobUSD, &s.jobAPS} {
@@ -667,7 +664,10 @@ func New(opts Options) *Summarizer {
 	return s
 }
 
-func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
+// GroupKey is the group a row counts in under the summarizer's grouping:
+// views that draw per group (report --html) ask here rather than repeat
+// the rule.
+func (s *Summarizer) GroupKey(r *ledgerfile.Row, file string) string {
 	switch s.opts.By {
 	case ByModel:
 		if r.Model == "" {
@@ -694,29 +694,45 @@ func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
 
 func (s *Summarizer) group(key string) int32 {
 	if s.hasLastGroup && key == s.lastGroup {
-		return s.lastGroupIx // runs of rows on one seat skip the map
+		return s.lastGroupIx // runs of rows on one seat skip the lookup
 	}
-	if len(s.groups) <= 8 {
-		// A few seats: comparing keys beats hashing one.
-		for i, g := range s.groups {
-			if g.g.Key == key {
-				s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, int32(i), true
-				return int32(i)
-			}
+	i, found := s.groupIx.of(key)
+	if !found {
+		g := &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}}
+		if s.opts.OnlyEndToEnd {
+			g.wait.off, g.ttfb.off, g.elapsed.off, g.tokens.off = true, true, true, true
 		}
-	} else if i, ok := s.groupIdx[key]; ok {
-		s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
-		return i
+		s.groups = append(s.groups, g)
 	}
-	i := int32(len(s.groups))
-	g := &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}}
-	if s.opts.OnlyEndToEnd {
-		g.wait.off, g.ttfb.off, g.elapsed.off, g.tokens.off = true, true, true, true
-	}
-	s.groups = append(s.groups, g)
-	s.groupIdx[key] = i
 	s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
 	return i
+}
+
+// keyIndex numbers keys in the order they first come.
+type keyIndex struct {
+	keys []string
+	ix   map[string]int32
+}
+
+// of is key's number; found is false for a key numbered just now.
+func (x *keyIndex) of(key string) (i int32, found bool) {
+	if len(x.keys) <= 8 {
+		// A few keys: comparing them beats hashing one.
+		for i, k := range x.keys {
+			if k == key {
+				return int32(i), true
+			}
+		}
+	} else if i, ok := x.ix[key]; ok {
+		return i, true
+	}
+	if x.ix == nil {
+		x.ix = map[string]int32{}
+	}
+	i = int32(len(x.keys))
+	x.keys = append(x.keys, key)
+	x.ix[key] = i
+	return i, false
 }
 
 // LoggedDecision is the decision a row records: its decision key; without
@@ -749,12 +765,12 @@ func Refused(r *ledgerfile.Row, decision string) bool {
 	return !r.WasSent()
 }
 
-// refusalReason is the reason an unsent row is counted under: its
-// decision's, or "unsent" when it names none.
 // budgetRefusal is the printed decision of a retry the retry budget refused.
 var budgetRefusal = admit.Refuse(admit.ReasonRetryBudget).String()
 
-func refusalReason(r *ledgerfile.Row) string {
+// RefusalReason is the reason an unsent row counts under in
+// Group.Refusals: its decision's, or "unsent" when it names none.
+func RefusalReason(r *ledgerfile.Row) string {
 	if reason := r.Reason(); reason != "" {
 		return reason
 	}
@@ -767,14 +783,10 @@ func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 	s.add(r, file, LoggedDecision(r), !r.WasSent())
 }
 
-// AddAs counts one row as Add does, but judges it by decision, another
-// policy's decision for it (check's replay): the refused rate and the
-// deadline-miss rule read decision, every other figure what the row
-// records.
-func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
-	s.add(r, file, decision, Refused(r, decision))
-}
-
+// add counts one row as Add does, but judges it by decision, which may be
+// another policy's decision for it (check's replay), and refused, whether
+// that decision refuses it (Refused): the refused rate and the
+// deadline-miss rule read them, every other figure what the row records.
 func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool) {
 	s.brk.addRow(r)
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
@@ -794,7 +806,7 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 			s.budgetRefused++
 		}
 	}
-	gi := s.group(s.groupKey(r, file))
+	gi := s.group(s.GroupKey(r, file))
 	g := s.groups[gi]
 	f := s.factsOf(r)
 	s.addRow(g, r, f)
@@ -902,7 +914,7 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		// total and by its reason alike; a sent attempt the wait cap cut
 		// live says refuse: queue wait, and counts under its outcome.
 		g.g.Refused++
-		g.refusals[refusalReason(r)]++
+		g.refusals[RefusalReason(r)]++
 		return
 	}
 	g.g.Attempts++
@@ -1025,13 +1037,14 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	switch {
 	case attempt > js.maxAttempt:
 		if js.cand {
-			s.countWasted(s.seats[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
+			s.countWasted(s.seats.keys[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
 		}
 		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
 		js.lastAmbig = sent && oi != okIndex && f.billing == admit.Ambiguous
 		js.cand = waste
 		if waste {
-			js.candSeat, js.candOutcome, js.candGroup, js.candTokens = s.seatIndex(r.Seat), oi, gi, r.Tokens
+			js.candSeat, _ = s.seats.of(r.Seat)
+			js.candOutcome, js.candGroup, js.candTokens = oi, gi, r.Tokens
 			js.candUSD = r.CostUSD
 		}
 	case waste:
@@ -1090,22 +1103,6 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 			s.rateRows++
 		}
 	}
-}
-
-func (s *Summarizer) seatIndex(seat string) int32 {
-	if len(s.seats) <= 8 {
-		for i, x := range s.seats {
-			if x == seat {
-				return int32(i)
-			}
-		}
-	} else if i, ok := s.seatIx[seat]; ok {
-		return i
-	}
-	i := int32(len(s.seats))
-	s.seats = append(s.seats, seat)
-	s.seatIx[seat] = i
-	return i
 }
 
 func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, usd float64) {
