@@ -452,9 +452,6 @@ type groupAcc struct {
 	usdAll, keptUSD                 float64
 	costRows                        int64
 	cache                           cacheAcc
-	jobsTouched                     int64
-	fallbackJobs                    int64
-	succeeded, failed, unkn, cancel int64
 }
 
 // cacheAcc sums CacheFigures' parts.
@@ -1146,9 +1143,9 @@ func (js *jobState) jobEnd() string {
 
 func (s *Summarizer) finishJob(js *jobState) {
 	touch := func(g *groupAcc) {
-		g.jobsTouched++
+		g.g.Jobs++
 		if js.fallback {
-			g.fallbackJobs++
+			g.g.FallbackJobs++
 		}
 	}
 	touch(s.groups[js.firstGroup])
@@ -1168,13 +1165,13 @@ func (s *Summarizer) finishJob(js *jobState) {
 	for _, g := range []*groupAcc{s.groups[decider], s.all} {
 		switch end {
 		case ledgerfile.JobSucceeded:
-			g.succeeded++
+			g.g.Succeeded++
 		case ledgerfile.JobUnknown:
-			g.unkn++
+			g.g.Unknown++
 		case ledgerfile.JobCancelled:
-			g.cancel++
+			g.g.Cancelled++
 		default:
-			g.failed++
+			g.g.Failed++
 		}
 	}
 	if js.kept {
@@ -1336,8 +1333,6 @@ func ratio(num, den float64) Figure {
 
 func (a *groupAcc) finish() *Group {
 	g := a.g
-	g.Jobs = a.jobsTouched
-	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
 		a.sITL = a.itl.sorted(msUnit)
@@ -1386,8 +1381,7 @@ func (a *groupAcc) finish() *Group {
 	}
 	g.BillableFailureRate = ratio(float64(g.BilledFailures), float64(g.FailedAttempts))
 	g.UnknownRate = ratio(float64(g.Unknown), float64(g.Jobs))
-	g.FallbackJobs = a.fallbackJobs
-	g.FallbackRate = ratio(float64(a.fallbackJobs), float64(g.Jobs))
+	g.FallbackRate = ratio(float64(g.FallbackJobs), float64(g.Jobs))
 	g.Cache = a.cache.figures(a.costRows)
 	return &g
 }
