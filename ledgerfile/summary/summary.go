@@ -502,20 +502,11 @@ func (c *cacheAcc) add(r *ledgerfile.Row) {
 
 func (c *cacheAcc) figures(costRows int64) CacheFigures {
 	f := CacheFigures{
-		Retries: c.retries, Rewritten: c.rewritten, WriteRateOnRetries: Figure(math.NaN()),
-		CachedTokens: c.cached, CachedShare: Figure(math.NaN()),
+		Retries: c.retries, Rewritten: c.rewritten, WriteRateOnRetries: ratio(float64(c.rewritten), float64(c.retries)),
+		CachedTokens: c.cached, CachedShare: ratio(float64(c.cached), float64(c.cachedOf)),
 		CacheWriteTokens: c.written,
-		ReasoningTokens:  c.reasoning, ReasoningShare: Figure(math.NaN()),
+		ReasoningTokens:  c.reasoning, ReasoningShare: ratio(float64(c.reasoning), float64(c.reasoningOf)),
 		SavedUSD: Figure(math.NaN()), RetryTaxUncachedUSD: Figure(math.NaN()),
-	}
-	if c.retries > 0 {
-		f.WriteRateOnRetries = ratio(float64(c.rewritten), float64(c.retries))
-	}
-	if c.cachedOf > 0 {
-		f.CachedShare = ratio(float64(c.cached), float64(c.cachedOf))
-	}
-	if c.reasoningOf > 0 {
-		f.ReasoningShare = ratio(float64(c.reasoning), float64(c.reasoningOf))
 	}
 	if c.savedRows > 0 {
 		f.SavedUSD = Figure(c.saved)
@@ -544,10 +535,8 @@ func outcomeIndex(o admit.Outcome) int {
 	if o == "" {
 		return okIndex
 	}
-	for i, x := range admit.Outcomes {
-		if x == o {
-			return i
-		}
+	if i := slices.Index(admit.Outcomes, o); i >= 0 {
+		return i
 	}
 	return cancelledIndex
 }
@@ -617,14 +606,7 @@ type jobState struct {
 
 var endCodes = []string{"", ledgerfile.JobSucceeded, ledgerfile.JobFailed, ledgerfile.JobUnknown, ledgerfile.JobCancelled}
 
-func endCode(s string) uint8 {
-	for i, e := range endCodes {
-		if e == s {
-			return uint8(i)
-		}
-	}
-	return 0
-}
+func endCode(s string) uint8 { return uint8(max(slices.Index(endCodes, s), 0)) }
 
 // New starts an empty summary.
 func New(opts Options) *Summarizer {
