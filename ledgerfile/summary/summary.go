@@ -878,7 +878,7 @@ type rowFacts struct {
 func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
 	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
 	if f.sent {
-		f.billing = s.billing(r)
+		f.billing = RowBilling(r, s.opts.SlowAfter)
 	}
 	return f
 }
@@ -900,7 +900,7 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 	if !g.merged {
 		g.wait.addDur(r.Wait)
 		g.elapsed.addDur(r.Elapsed)
-		g.tokens.addCount(r.Tokens)
+		g.tokens.addUnits(r.Tokens)
 		if r.HasTTFB {
 			g.ttfb.addDur(r.TTFB)
 		}
@@ -928,11 +928,6 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 			g.g.BilledFailures++
 		}
 	}
-}
-
-// billing is the row's billing class (RowBilling).
-func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
-	return RowBilling(r, s.opts.SlowAfter)
 }
 
 // Seconds is a duration as the log writes it, in seconds: the double
@@ -1169,7 +1164,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 		if js.kept {
 			n = js.keptSent
 		}
-		s.jobAPS.addCount(int64(n))
+		s.jobAPS.addUnits(int64(n))
 	}
 	if js.missed {
 		s.misses++
@@ -1186,7 +1181,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 		return // refused before anything went out: no time or tokens to speak of
 	}
 	s.jobTime.addDur(js.spend.Time)
-	s.jobTokens.addCount(js.spend.Tokens)
+	s.jobTokens.addUnits(js.spend.Tokens)
 	if js.allCost {
 		s.jobUSD.addScaled(js.spend.USD, usdUnit)
 	}

@@ -36,6 +36,8 @@ const denseUnits = 1 << 15
 // group per job) then costs bytes, not the array's kilobytes.
 const fewValues = 256
 
+// addUnits counts one value of k units; a whole number (tokens,
+// attempts) is counted as itself.
 func (v *values) addUnits(k int64) {
 	if v.off {
 		return
@@ -83,9 +85,6 @@ func (v *values) denseAt(k int64) *uint32 {
 // addDur counts a duration as the log keeps it (milliseconds), read in
 // seconds.
 func (v *values) addDur(d time.Duration) { v.addUnits(int64(logged(d) / time.Millisecond)) }
-
-// addCount counts a whole number (tokens, attempts).
-func (v *values) addCount(k int64) { v.addUnits(k) }
 
 // addScaled counts x in units of 1/per (sorted(per) reads them back); a
 // NaN is not counted.
