@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -1244,9 +1245,6 @@ func (s *Summarizer) Close() *Summary {
 	}
 	if !s.opts.KeepOrder {
 		slices.SortFunc(out.Groups[len(s.opts.Groups):], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
-		if len(s.opts.Groups) == 0 {
-			slices.SortFunc(out.Groups, func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
-		}
 	}
 	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
 	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
@@ -1266,13 +1264,7 @@ func (s *Summarizer) Close() *Summary {
 		out.Wasted = append(out.Wasted, *s.wasted[k])
 	}
 	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
-		if a.Calls != b.Calls {
-			return int(b.Calls - a.Calls)
-		}
-		if c := strings.Compare(a.Seat, b.Seat); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Outcome, b.Outcome)
+		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Seat, b.Seat), strings.Compare(a.Outcome, b.Outcome))
 	})
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
