@@ -3,6 +3,7 @@ package summary
 import (
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"retrygate/admit"
@@ -116,8 +117,9 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 	return &Check{
 		opts: opts,
 		rp:   NewReplayer(opts.Budget, opts.Retry),
-		sum: New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline,
-			OnlyGroups: true, NoStream: !readsStream(opts.Thresholds), Goodput: true, Thresholds: opts.Thresholds}),
+		sum: New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline, OnlyGroups: true,
+			NoStream: !slices.ContainsFunc(opts.Thresholds, func(t Threshold) bool { return StreamMetric(t.Metric) }),
+			Goodput:  true, Thresholds: opts.Thresholds}),
 		res: CheckResult{Changes: []Replayed{}, HeldOut: HeldOut{Refused: []Replayed{}}},
 	}, nil
 }
@@ -143,7 +145,7 @@ func (c *Check) Add(r *ledgerfile.Row, file string) {
 			return
 		}
 	}
-	c.sum.add(r, file, now, changed && now != admitted || !changed && !r.WasSent()) // Refused, from the flip found above
+	c.sum.add(r, file, now, Refused(r, now))
 }
 
 // Close judges the thresholds. The check passes when every threshold
@@ -222,15 +224,6 @@ func StreamMetric(metric string) bool {
 	return false
 }
 
-func readsStream(ts []Threshold) bool {
-	for _, t := range ts {
-		if StreamMetric(t.Metric) {
-			return true
-		}
-	}
-	return false
-}
-
 // Evaluate judges each threshold over s.
 func Evaluate(ts []Threshold, s *Summary) []ThresholdResult {
 	out := make([]ThresholdResult, 0, len(ts))
@@ -243,8 +236,7 @@ func Evaluate(ts []Threshold, s *Summary) []ThresholdResult {
 			r.N = int64(v)
 		}
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			vv := v
-			r.Observed = &vv
+			r.Observed = &v
 		}
 		switch {
 		case math.IsNaN(v):

@@ -32,10 +32,10 @@ type Goodput struct {
 // counts the job once, when it counts the job's end state (jobEnd), so
 // goodput's jobs are the summary's jobs.
 type goodput struct {
-	ts       []Threshold     // the per-job ones
-	ms       []attemptMetric // each one's metric
-	one      oneValue        // the one value to judge, reused
-	oneTrend admit.Trend     // &one, boxed once
+	ts       []Threshold    // the per-job ones
+	vs       []attemptValue // each one's metric, found once rather than by its name on every row
+	one      oneValue       // the one value to judge, reused
+	oneTrend admit.Trend    // &one, boxed once
 	first    time.Time
 	last     time.Time
 	has      bool
@@ -46,70 +46,26 @@ func newGoodput(ts []Threshold) *goodput {
 	g := &goodput{}
 	g.oneTrend = &g.one
 	for _, t := range ts {
-		if perAttempt(t.Metric) && t.Agg != admit.AggCount {
+		if v := attemptValues[t.Metric]; v != nil && t.Agg != admit.AggCount {
 			g.ts = append(g.ts, t)
-			g.ms = append(g.ms, attemptMetricOf(t.Metric))
+			g.vs = append(g.vs, v)
 		}
 	}
 	return g
 }
 
-func perAttempt(metric string) bool { return attemptMetricOf(metric) != notPerAttempt }
+// attemptValue is one sent attempt's value of a per-attempt metric.
+type attemptValue func(r *ledgerfile.Row) (float64, bool)
 
-// attemptMetric is a per-attempt metric, found once per threshold rather
-// than by its name on every row.
-type attemptMetric uint8
-
-const (
-	notPerAttempt attemptMetric = iota
-	metricWait
-	metricTTFB
-	metricElapsed
-	metricTokens
-	metricTPOT
-	metricOutputTPS
-	metricITL
-)
-
-func attemptMetricOf(metric string) attemptMetric {
-	switch metric {
-	case "wait_s":
-		return metricWait
-	case "ttfb_s":
-		return metricTTFB
-	case "elapsed_s":
-		return metricElapsed
-	case "tokens":
-		return metricTokens
-	case "tpot_s":
-		return metricTPOT
-	case "output_tps":
-		return metricOutputTPS
-	case "itl_s":
-		return metricITL
-	}
-	return notPerAttempt
-}
-
-// value is one sent attempt's value of the metric.
-func (m attemptMetric) value(r *ledgerfile.Row) (float64, bool) {
-	switch m {
-	case metricWait:
-		return Seconds(r.Wait), true
-	case metricTTFB:
-		return Seconds(r.TTFB), r.HasTTFB
-	case metricElapsed:
-		return Seconds(r.Elapsed), true
-	case metricTokens:
-		return float64(r.Tokens), true
-	case metricTPOT:
-		return TPOT(r)
-	case metricOutputTPS:
-		return OutputTPS(r)
-	case metricITL:
-		return ITL(r)
-	}
-	return 0, false
+// attemptValues are the per-attempt metrics, by name.
+var attemptValues = map[string]attemptValue{
+	"wait_s":     func(r *ledgerfile.Row) (float64, bool) { return Seconds(r.Wait), true },
+	"ttfb_s":     func(r *ledgerfile.Row) (float64, bool) { return Seconds(r.TTFB), r.HasTTFB },
+	"elapsed_s":  func(r *ledgerfile.Row) (float64, bool) { return Seconds(r.Elapsed), true },
+	"tokens":     func(r *ledgerfile.Row) (float64, bool) { return float64(r.Tokens), true },
+	"tpot_s":     TPOT,
+	"output_tps": OutputTPS,
+	"itl_s":      ITL,
 }
 
 // window takes a row's time into the run's window: first row's ts to the
@@ -135,7 +91,7 @@ func (g *goodput) window(r *ledgerfile.Row) {
 // threshold.
 func (g *goodput) meets(r *ledgerfile.Row) bool {
 	for i := range g.ts {
-		x, ok := g.ms[i].value(r)
+		x, ok := g.vs[i](r)
 		if !ok {
 			return false
 		}

@@ -26,7 +26,3 @@ func RowBilling(r *ledgerfile.Row, slowAfter time.Duration) admit.Billing {
 func RowOutcome(r *ledgerfile.Row) admit.Outcome {
 	return admit.Outcomes[outcomeIndex(r.Outcome)]
 }
-
-// RefusalReason is the reason an unsent row counts under in
-// Group.Refusals: its decision's, or "unsent" when it names none.
-func RefusalReason(r *ledgerfile.Row) string { return refusalReason(r) }

@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -382,7 +383,7 @@ type OKFigures struct {
 type Summarizer struct {
 	opts         Options
 	groups       []*groupAcc
-	groupIdx     map[string]int32
+	groupIx      keyIndex // groups' keys
 	lastGroup    string
 	lastGroupIx  int32
 	hasLastGroup bool
@@ -410,8 +411,7 @@ type Summarizer struct {
 	curIx  int32
 	hasCur bool
 	good   *goodput // Options.Goodput
-	seats  []string // wasted-call seat names, by index
-	seatIx map[string]int32
+	seats  keyIndex // wasted-call seat names
 
 	wasted    map[wasteKey]*Wasted
 	wasteKeys []wasteKey
@@ -453,9 +453,6 @@ type groupAcc struct {
 	usdAll, keptUSD                 float64
 	costRows                        int64
 	cache                           cacheAcc
-	jobsTouched                     int64
-	fallbackJobs                    int64
-	succeeded, failed, unkn, cancel int64
 }
 
 // cacheAcc sums CacheFigures' parts.
@@ -506,20 +503,11 @@ func (c *cacheAcc) add(r *ledgerfile.Row) {
 
 func (c *cacheAcc) figures(costRows int64) CacheFigures {
 	f := CacheFigures{
-		Retries: c.retries, Rewritten: c.rewritten, WriteRateOnRetries: Figure(math.NaN()),
-		CachedTokens: c.cached, CachedShare: Figure(math.NaN()),
+		Retries: c.retries, Rewritten: c.rewritten, WriteRateOnRetries: ratio(float64(c.rewritten), float64(c.retries)),
+		CachedTokens: c.cached, CachedShare: ratio(float64(c.cached), float64(c.cachedOf)),
 		CacheWriteTokens: c.written,
-		ReasoningTokens:  c.reasoning, ReasoningShare: Figure(math.NaN()),
+		ReasoningTokens:  c.reasoning, ReasoningShare: ratio(float64(c.reasoning), float64(c.reasoningOf)),
 		SavedUSD: Figure(math.NaN()), RetryTaxUncachedUSD: Figure(math.NaN()),
-	}
-	if c.retries > 0 {
-		f.WriteRateOnRetries = ratio(float64(c.rewritten), float64(c.retries))
-	}
-	if c.cachedOf > 0 {
-		f.CachedShare = ratio(float64(c.cached), float64(c.cachedOf))
-	}
-	if c.reasoningOf > 0 {
-		f.ReasoningShare = ratio(float64(c.reasoning), float64(c.reasoningOf))
 	}
 	if c.savedRows > 0 {
 		f.SavedUSD = Figure(c.saved)
@@ -548,10 +536,8 @@ func outcomeIndex(o admit.Outcome) int {
 	if o == "" {
 		return okIndex
 	}
-	for i, x := range admit.Outcomes {
-		if x == o {
-			return i
-		}
+	if i := slices.Index(admit.Outcomes, o); i >= 0 {
+		return i
 	}
 	return cancelledIndex
 }
@@ -621,14 +607,7 @@ type jobState struct {
 
 var endCodes = []string{"", ledgerfile.JobSucceeded, ledgerfile.JobFailed, ledgerfile.JobUnknown, ledgerfile.JobCancelled}
 
-func endCode(s string) uint8 {
-	for i, e := range endCodes {
-		if e == s {
-			return uint8(i)
-		}
-	}
-	return 0
-}
+func endCode(s string) uint8 { return uint8(max(slices.Index(endCodes, s), 0)) }
 
 // New starts an empty summary.
 func New(opts Options) *Summarizer {
@@ -636,13 +615,11 @@ func New(opts Options) *Summarizer {
 		opts.By = BySeat
 	}
 	s := &Summarizer{
-		opts:     opts,
-		groupIdx: map[string]int32{},
-		ids:      map[uint64]int32{},
-		seed:     maphash.MakeSeed(),
-		seatIx:   map[string]int32{},
-		wasted:   map[wasteKey]*Wasted{},
-		all:      &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
+		opts:   opts,
+		ids:    map[uint64]int32{},
+		seed:   maphash.MakeSeed(),
+		wasted: map[wasteKey]*Wasted{},
+		all:    &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
 	if opts.OnlyEndToEnd || opts.OnlyGroups {
 		for _, v := range []*values{&s.okElapsed, &s.okWait, &s.contentWait, &s.jobTime, &s.jobTTS, &s.jobTokens, &s.jobUSD, &s.jobAPS} {
@@ -667,7 +644,10 @@ func New(opts Options) *Summarizer {
 	return s
 }
 
-func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
+// GroupKey is the group a row counts in under the summarizer's grouping:
+// views that draw per group (report --html) ask here rather than repeat
+// the rule.
+func (s *Summarizer) GroupKey(r *ledgerfile.Row, file string) string {
 	switch s.opts.By {
 	case ByModel:
 		if r.Model == "" {
@@ -694,29 +674,45 @@ func (s *Summarizer) groupKey(r *ledgerfile.Row, file string) string {
 
 func (s *Summarizer) group(key string) int32 {
 	if s.hasLastGroup && key == s.lastGroup {
-		return s.lastGroupIx // runs of rows on one seat skip the map
+		return s.lastGroupIx // runs of rows on one seat skip the lookup
 	}
-	if len(s.groups) <= 8 {
-		// A few seats: comparing keys beats hashing one.
-		for i, g := range s.groups {
-			if g.g.Key == key {
-				s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, int32(i), true
-				return int32(i)
-			}
+	i, found := s.groupIx.of(key)
+	if !found {
+		g := &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}}
+		if s.opts.OnlyEndToEnd {
+			g.wait.off, g.ttfb.off, g.elapsed.off, g.tokens.off = true, true, true, true
 		}
-	} else if i, ok := s.groupIdx[key]; ok {
-		s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
-		return i
+		s.groups = append(s.groups, g)
 	}
-	i := int32(len(s.groups))
-	g := &groupAcc{g: Group{Key: key}, refusals: map[string]int64{}}
-	if s.opts.OnlyEndToEnd {
-		g.wait.off, g.ttfb.off, g.elapsed.off, g.tokens.off = true, true, true, true
-	}
-	s.groups = append(s.groups, g)
-	s.groupIdx[key] = i
 	s.lastGroup, s.lastGroupIx, s.hasLastGroup = key, i, true
 	return i
+}
+
+// keyIndex numbers keys in the order they first come.
+type keyIndex struct {
+	keys []string
+	ix   map[string]int32
+}
+
+// of is key's number; found is false for a key numbered just now.
+func (x *keyIndex) of(key string) (i int32, found bool) {
+	if len(x.keys) <= 8 {
+		// A few keys: comparing them beats hashing one.
+		for i, k := range x.keys {
+			if k == key {
+				return int32(i), true
+			}
+		}
+	} else if i, ok := x.ix[key]; ok {
+		return i, true
+	}
+	if x.ix == nil {
+		x.ix = map[string]int32{}
+	}
+	i = int32(len(x.keys))
+	x.keys = append(x.keys, key)
+	x.ix[key] = i
+	return i, false
 }
 
 // LoggedDecision is the decision a row records: its decision key; without
@@ -749,12 +745,12 @@ func Refused(r *ledgerfile.Row, decision string) bool {
 	return !r.WasSent()
 }
 
-// refusalReason is the reason an unsent row is counted under: its
-// decision's, or "unsent" when it names none.
 // budgetRefusal is the printed decision of a retry the retry budget refused.
 var budgetRefusal = admit.Refuse(admit.ReasonRetryBudget).String()
 
-func refusalReason(r *ledgerfile.Row) string {
+// RefusalReason is the reason an unsent row counts under in
+// Group.Refusals: its decision's, or "unsent" when it names none.
+func RefusalReason(r *ledgerfile.Row) string {
 	if reason := r.Reason(); reason != "" {
 		return reason
 	}
@@ -767,14 +763,10 @@ func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 	s.add(r, file, LoggedDecision(r), !r.WasSent())
 }
 
-// AddAs counts one row as Add does, but judges it by decision, another
-// policy's decision for it (check's replay): the refused rate and the
-// deadline-miss rule read decision, every other figure what the row
-// records.
-func (s *Summarizer) AddAs(r *ledgerfile.Row, file, decision string) {
-	s.add(r, file, decision, Refused(r, decision))
-}
-
+// add counts one row as Add does, but judges it by decision, which may be
+// another policy's decision for it (check's replay), and refused, whether
+// that decision refuses it (Refused): the refused rate and the
+// deadline-miss rule read them, every other figure what the row records.
 func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool) {
 	s.brk.addRow(r)
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
@@ -794,7 +786,7 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 			s.budgetRefused++
 		}
 	}
-	gi := s.group(s.groupKey(r, file))
+	gi := s.group(s.GroupKey(r, file))
 	g := s.groups[gi]
 	f := s.factsOf(r)
 	s.addRow(g, r, f)
@@ -887,7 +879,7 @@ type rowFacts struct {
 func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
 	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
 	if f.sent {
-		f.billing = s.billing(r)
+		f.billing = RowBilling(r, s.opts.SlowAfter)
 	}
 	return f
 }
@@ -902,14 +894,14 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		// total and by its reason alike; a sent attempt the wait cap cut
 		// live says refuse: queue wait, and counts under its outcome.
 		g.g.Refused++
-		g.refusals[refusalReason(r)]++
+		g.refusals[RefusalReason(r)]++
 		return
 	}
 	g.g.Attempts++
 	if !g.merged {
 		g.wait.addDur(r.Wait)
 		g.elapsed.addDur(r.Elapsed)
-		g.tokens.addCount(r.Tokens)
+		g.tokens.addUnits(r.Tokens)
 		if r.HasTTFB {
 			g.ttfb.addDur(r.TTFB)
 		}
@@ -937,11 +929,6 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 			g.g.BilledFailures++
 		}
 	}
-}
-
-// billing is the row's billing class (RowBilling).
-func (s *Summarizer) billing(r *ledgerfile.Row) admit.Billing {
-	return RowBilling(r, s.opts.SlowAfter)
 }
 
 // Seconds is a duration as the log writes it, in seconds: the double
@@ -1025,13 +1012,14 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	switch {
 	case attempt > js.maxAttempt:
 		if js.cand {
-			s.countWasted(s.seats[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
+			s.countWasted(s.seats.keys[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
 		}
 		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
 		js.lastAmbig = sent && oi != okIndex && f.billing == admit.Ambiguous
 		js.cand = waste
 		if waste {
-			js.candSeat, js.candOutcome, js.candGroup, js.candTokens = s.seatIndex(r.Seat), oi, gi, r.Tokens
+			js.candSeat, _ = s.seats.of(r.Seat)
+			js.candOutcome, js.candGroup, js.candTokens = oi, gi, r.Tokens
 			js.candUSD = r.CostUSD
 		}
 	case waste:
@@ -1092,22 +1080,6 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	}
 }
 
-func (s *Summarizer) seatIndex(seat string) int32 {
-	if len(s.seats) <= 8 {
-		for i, x := range s.seats {
-			if x == seat {
-				return int32(i)
-			}
-		}
-	} else if i, ok := s.seatIx[seat]; ok {
-		return i
-	}
-	i := int32(len(s.seats))
-	s.seats = append(s.seats, seat)
-	s.seatIx[seat] = i
-	return i
-}
-
 func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, usd float64) {
 	if seat == "" {
 		seat = NoValue
@@ -1149,9 +1121,9 @@ func (js *jobState) jobEnd() string {
 
 func (s *Summarizer) finishJob(js *jobState) {
 	touch := func(g *groupAcc) {
-		g.jobsTouched++
+		g.g.Jobs++
 		if js.fallback {
-			g.fallbackJobs++
+			g.g.FallbackJobs++
 		}
 	}
 	touch(s.groups[js.firstGroup])
@@ -1171,13 +1143,13 @@ func (s *Summarizer) finishJob(js *jobState) {
 	for _, g := range []*groupAcc{s.groups[decider], s.all} {
 		switch end {
 		case ledgerfile.JobSucceeded:
-			g.succeeded++
+			g.g.Succeeded++
 		case ledgerfile.JobUnknown:
-			g.unkn++
+			g.g.Unknown++
 		case ledgerfile.JobCancelled:
-			g.cancel++
+			g.g.Cancelled++
 		default:
-			g.failed++
+			g.g.Failed++
 		}
 	}
 	if js.kept {
@@ -1193,7 +1165,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 		if js.kept {
 			n = js.keptSent
 		}
-		s.jobAPS.addCount(int64(n))
+		s.jobAPS.addUnits(int64(n))
 	}
 	if js.missed {
 		s.misses++
@@ -1210,7 +1182,7 @@ func (s *Summarizer) finishJob(js *jobState) {
 		return // refused before anything went out: no time or tokens to speak of
 	}
 	s.jobTime.addDur(js.spend.Time)
-	s.jobTokens.addCount(js.spend.Tokens)
+	s.jobTokens.addUnits(js.spend.Tokens)
 	if js.allCost {
 		s.jobUSD.addScaled(js.spend.USD, usdUnit)
 	}
@@ -1273,9 +1245,6 @@ func (s *Summarizer) Close() *Summary {
 	}
 	if !s.opts.KeepOrder {
 		slices.SortFunc(out.Groups[len(s.opts.Groups):], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
-		if len(s.opts.Groups) == 0 {
-			slices.SortFunc(out.Groups, func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
-		}
 	}
 	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
 	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
@@ -1295,13 +1264,7 @@ func (s *Summarizer) Close() *Summary {
 		out.Wasted = append(out.Wasted, *s.wasted[k])
 	}
 	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
-		if a.Calls != b.Calls {
-			return int(b.Calls - a.Calls)
-		}
-		if c := strings.Compare(a.Seat, b.Seat); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Outcome, b.Outcome)
+		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Seat, b.Seat), strings.Compare(a.Outcome, b.Outcome))
 	})
 	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
 		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
@@ -1339,8 +1302,6 @@ func ratio(num, den float64) Figure {
 
 func (a *groupAcc) finish() *Group {
 	g := a.g
-	g.Jobs = a.jobsTouched
-	g.Succeeded, g.Failed, g.Unknown, g.Cancelled = a.succeeded, a.failed, a.unkn, a.cancel
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
 		a.sITL = a.itl.sorted(msUnit)
@@ -1389,8 +1350,7 @@ func (a *groupAcc) finish() *Group {
 	}
 	g.BillableFailureRate = ratio(float64(g.BilledFailures), float64(g.FailedAttempts))
 	g.UnknownRate = ratio(float64(g.Unknown), float64(g.Jobs))
-	g.FallbackJobs = a.fallbackJobs
-	g.FallbackRate = ratio(float64(a.fallbackJobs), float64(g.Jobs))
+	g.FallbackRate = ratio(float64(g.FallbackJobs), float64(g.Jobs))
 	g.Cache = a.cache.figures(a.costRows)
 	return &g
 }

@@ -405,7 +405,7 @@ job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
 	sum := New(Options{Deadline: 45 * time.Second})
 	var r ledgerfile.Row
 	require.NoError(t, ledgerfile.ParseLine([]byte(`job=f attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded`), &r))
-	sum.AddAs(&r, "x", "refuse: deadline")
+	sum.add(&r, "x", "refuse: deadline", Refused(&r, "refuse: deadline"))
 	got := sum.Close()
 	assert.Equal(t, int64(1), got.Jobs.DeadlineMisses)
 	assert.Equal(t, int64(1), got.RefusedRows)

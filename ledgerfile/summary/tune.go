@@ -88,38 +88,23 @@ func Suggest(s *Summary, margin float64) (Tuned, error) {
 				Basis: fmt.Sprintf("p99 USD per job %.6f %s, over %d of %d jobs whose every attempt has cost_usd", usd, m, j.USD.Len(), j.Jobs)})
 		}
 	}
+	// A log of instant zero-token answers still needs a budget the gate accepts.
+	for i, least := range []float64{0.1, 0.1, 100} {
+		if !(t.Lines[i].Value > 0) {
+			t.Lines[i].Value = least
+		}
+	}
+	t.Budget = admit.Budget{MaxWait: seconds(t.Lines[0].Value), Deadline: seconds(t.Lines[1].Value),
+		TokenCeiling: int64(t.Lines[2].Value), MaxAttempts: int(t.Lines[3].Value)}
+	if len(t.Lines) > 4 {
+		t.Budget.MaxSpendUSD = t.Lines[4].Value
+	}
 	for i := range t.Lines {
 		noun := "jobs"
 		if t.Lines[i].Key == "max_wait" {
 			noun = "attempts"
 		}
 		t.Lines[i].Warning = fewRows(t.Lines[i].Rows, noun)
-		ln := t.Lines[i]
-		switch ln.Key {
-		case "max_wait":
-			t.Budget.MaxWait = seconds(ln.Value)
-		case "deadline":
-			t.Budget.Deadline = seconds(ln.Value)
-		case "token_ceiling":
-			t.Budget.TokenCeiling = int64(ln.Value)
-		case "max_attempts":
-			t.Budget.MaxAttempts = int(ln.Value)
-		case "max_spend_usd":
-			t.Budget.MaxSpendUSD = ln.Value
-		}
-	}
-	// A log of instant zero-token answers still needs a budget the gate accepts.
-	if t.Budget.MaxWait <= 0 {
-		t.Budget.MaxWait = 100 * time.Millisecond
-		t.Lines[0].Value = 0.1
-	}
-	if t.Budget.Deadline <= 0 {
-		t.Budget.Deadline = 100 * time.Millisecond
-		t.Lines[1].Value = 0.1
-	}
-	if t.Budget.TokenCeiling <= 0 {
-		t.Budget.TokenCeiling = 100
-		t.Lines[2].Value = 100
 	}
 	return t, nil
 }

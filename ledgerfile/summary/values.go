@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -35,6 +36,8 @@ const denseUnits = 1 << 15
 // group per job) then costs bytes, not the array's kilobytes.
 const fewValues = 256
 
+// addUnits counts one value of k units; a whole number (tokens,
+// attempts) is counted as itself.
 func (v *values) addUnits(k int64) {
 	if v.off {
 		return
@@ -82,9 +85,6 @@ func (v *values) denseAt(k int64) *uint32 {
 // addDur counts a duration as the log keeps it (milliseconds), read in
 // seconds.
 func (v *values) addDur(d time.Duration) { v.addUnits(int64(logged(d) / time.Millisecond)) }
-
-// addCount counts a whole number (tokens, attempts).
-func (v *values) addCount(k int64) { v.addUnits(k) }
 
 // addScaled counts x in units of 1/per (sorted(per) reads them back); a
 // NaN is not counted.
@@ -158,21 +158,9 @@ func merge(ds ...Sorted) Sorted {
 	}
 	var ps []pair
 	for _, d := range ds {
-		prev := int64(0)
-		for i, v := range d.vals {
-			ps = append(ps, pair{v, d.cum[i] - prev})
-			prev = d.cum[i]
-		}
+		d.Each(func(v float64, c int64) { ps = append(ps, pair{v, c}) })
 	}
-	slices.SortStableFunc(ps, func(a, b pair) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ps, func(a, b pair) int { return cmp.Compare(a.v, b.v) })
 	var out Sorted
 	for _, p := range ps {
 		out.push(p.v, p.c)

@@ -6,11 +6,6 @@ import (
 	"retrygate/ledgerfile"
 )
 
-// GroupKey is the group a row counts in under the summarizer's grouping:
-// views that draw per group (report --html) ask here rather than repeat
-// the rule.
-func (s *Summarizer) GroupKey(r *ledgerfile.Row, file string) string { return s.groupKey(r, file) }
-
 // Gen is a sent attempt's generation time, elapsed − wait: first content
 // to last byte. ok is false for a row that was not sent, or whose elapsed
 // is shorter than its wait (a hand-written row can say so).

@@ -93,13 +93,9 @@ func (s *Store) bookOnce(ctx context.Context, key, shared string, fn func(old, s
 	if shared != "" {
 		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, shared, sharedRec, neverDue)
 	}
-	for i := range rows {
-		args, err := rowArgs(&rows[i])
-		if err != nil {
-			rollback(ctx, c)
-			return err
-		}
-		b.Queue(insertRow, args...)
+	if err := queueRows(b, rows); err != nil {
+		rollback(ctx, c)
+		return err
 	}
 	b.Queue(`COMMIT`)
 	err = c.SendBatch(ctx, b).Close()

@@ -256,12 +256,8 @@ func (s *Store) Append(ctx context.Context, rows ...ledgerfile.Row) error {
 
 func (s *Store) insert(ctx context.Context, tx pgx.Tx, rows []ledgerfile.Row) error {
 	b := &pgx.Batch{}
-	for i := range rows {
-		args, err := rowArgs(&rows[i])
-		if err != nil {
-			return err
-		}
-		b.Queue(insertRow, args...)
+	if err := queueRows(b, rows); err != nil {
+		return err
 	}
 	for i := range rows {
 		if r := &rows[i]; r.Job != "" && r.Attempt > 0 {
@@ -269,6 +265,18 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, rows []ledgerfile.Row) er
 		}
 	}
 	return s.duplicate(tx.SendBatch(ctx, b).Close())
+}
+
+// queueRows queues the insert of each row.
+func queueRows(b *pgx.Batch, rows []ledgerfile.Row) error {
+	for i := range rows {
+		args, err := rowArgs(&rows[i])
+		if err != nil {
+			return err
+		}
+		b.Queue(insertRow, args...)
+	}
+	return nil
 }
 
 // duplicate is err as store.ErrDuplicate when it is the rows table's
@@ -362,25 +370,39 @@ func (s *Store) ReadJob(ctx context.Context, job string) ([]ledgerfile.Row, erro
 }
 
 func readRows(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]ledgerfile.Row, error) {
-	rs, err := tx.Query(ctx, `SELECT seq, `+rowColumns+` FROM retrygate_rows `+where+` ORDER BY seq`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
 	var out []ledgerfile.Row
 	var sc scanned
 	st := &rowStrings{in: map[string]string{}, keep: true}
-	for rs.Next() {
-		if err := rs.Scan(sc.dest()...); err != nil {
-			return nil, err
-		}
+	_, err := eachLine(ctx, tx, &sc, `SELECT seq, `+rowColumns+` FROM retrygate_rows `+where+` ORDER BY seq`, args, func() error {
 		var r ledgerfile.Row
 		if err := sc.row(&r, st); err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// eachLine runs query, whose columns are seq and rowColumns, scanning each
+// line into sc for fn; it returns how many lines came.
+func eachLine(ctx context.Context, tx pgx.Tx, sc *scanned, query string, args []any, fn func() error) (int, error) {
+	rs, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return 0, err
 	}
-	return out, rs.Err()
+	defer rs.Close()
+	n := 0
+	for rs.Next() {
+		n++
+		if err := rs.Scan(sc.dest()...); err != nil {
+			return n, err
+		}
+		if err := fn(); err != nil {
+			return n, err
+		}
+	}
+	return n, rs.Err()
 }
 
 // scanBatch is how many lines one FETCH brings: memory stays bounded
@@ -404,40 +426,22 @@ func (s *Store) Scan(ctx context.Context, fn func(store.Entry) error) error {
 		var row ledgerfile.Row
 		st := &rowStrings{in: map[string]string{}}
 		for {
-			rs, err := tx.Query(ctx, fmt.Sprintf(`FETCH FORWARD %d FROM retrygate_scan`, scanBatch))
-			if err != nil {
-				return err
-			}
-			n := 0
-			for rs.Next() {
-				n++
-				if err := rs.Scan(sc.dest()...); err != nil {
-					rs.Close()
-					return err
-				}
+			n, err := eachLine(ctx, tx, &sc, fmt.Sprintf(`FETCH FORWARD %d FROM retrygate_scan`, scanBatch), nil, func() error {
 				started = true
 				var e store.Entry
 				if sc.comment != nil {
 					e.Comment = string(sc.comment)
 				} else {
 					if err := sc.row(&row, st); err != nil {
-						rs.Close()
 						return err
 					}
 					e.Row = &row
 				}
-				if err := fn(e); err != nil {
-					fnErr = err
-					rs.Close()
-					return err
-				}
-			}
-			rs.Close()
-			if err := rs.Err(); err != nil {
+				fnErr = fn(e)
+				return fnErr
+			})
+			if err != nil || n < scanBatch {
 				return err
-			}
-			if n < scanBatch {
-				return nil
 			}
 		}
 	})

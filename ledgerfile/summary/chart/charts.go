@@ -119,12 +119,9 @@ func share(s summary.Sorted, x float64) float64 {
 	return float64(at) / float64(s.Len())
 }
 
-// Hist is a histogram of one or more series stacked, with rules.
-type Hist struct {
-	Title, XLabel, Unit string
-	Series              []Series
-	Rules               []Rule
-}
+// Hist is a histogram of one or more series stacked, with rules: a CDF's
+// figures drawn as bins.
+type Hist CDF
 
 // Write draws the histogram: about 20 bins of a round width from 0.
 func (ch Hist) Write(w io.Writer) error {
