@@ -384,6 +384,7 @@ type Summarizer struct {
 	opts         Options
 	groups       []*groupAcc
 	groupIx      keyIndex // groups' keys
+	listed       int      // the groups Options.Groups named, each once
 	lastGroup    string
 	lastGroupIx  int32
 	hasLastGroup bool
@@ -641,6 +642,7 @@ func New(opts Options) *Summarizer {
 	for _, g := range opts.Groups {
 		s.group(g)
 	}
+	s.listed = len(s.groups)
 	return s
 }
 
@@ -1244,7 +1246,7 @@ func (s *Summarizer) Close() *Summary {
 		elapsed, tokens = append(elapsed, g.sElapsed), append(tokens, g.sTokens)
 	}
 	if !s.opts.KeepOrder {
-		slices.SortFunc(out.Groups[len(s.opts.Groups):], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortFunc(out.Groups[s.listed:], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
 	}
 	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
 	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)

@@ -508,3 +508,19 @@ func TestScaledValuesCountedAtTheirResolution(t *testing.T) {
 		}
 	})
 }
+
+func TestGroupsListedTwiceCountOnce(t *testing.T) {
+	// A key named twice in Options.Groups is one group, listed first; the
+	// groups no one listed follow in key order.
+	sum := New(Options{By: BySeat, Groups: []string{"b", "b", "a"}})
+	for _, seat := range []string{"z", "c", "a"} {
+		sum.Add(&ledgerfile.Row{TS: time.Unix(1, 0), Job: "j-" + seat, Attempt: 1, Seat: seat, Outcome: "ok", Elapsed: time.Second}, "x.log")
+	}
+	var keys []string
+	for _, g := range sum.Close().Groups {
+		keys = append(keys, g.Key)
+	}
+	assert.Equal(t, []string{"b", "a", "c", "z"}, keys)
+	// With no rows at all, only the listed groups.
+	assert.Len(t, New(Options{By: BySeat, Groups: []string{"b", "b"}}).Close().Groups, 1)
+}
