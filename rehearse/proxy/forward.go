@@ -86,7 +86,12 @@ type forward struct {
 	ctx clientCtx // the attempt's parent context
 
 	writeErr error
-	cut      atomic.Bool // unblock was called: no write may wait any more
+
+	// mu orders the clocks' cuts (unblock, from their own goroutines)
+	// against the handler's write deadlines and its judgement (settle).
+	mu      sync.Mutex
+	cut     bool // unblock moved the write deadline into the past
+	settled bool // the answer is judged: only the handler sets the deadline
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream, body []byte) *forward {
@@ -374,9 +379,10 @@ func (f *forward) flush() {
 // writeDeadline gives the next write writeStall, unless the attempt is
 // cut (unblock), whose deadline in the past it keeps.
 func (f *forward) writeDeadline() {
-	_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
-	if f.cut.Load() {
-		f.unblock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cut {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
 	}
 }
 
@@ -390,10 +396,35 @@ func (f *forward) finish() {
 // unblock ends a write to the client that waits on a client no longer
 // reading, as the attempt is cut: without it, a client that stops
 // reading a stream would hold its handler (and its slot) past every
-// timeout. The answer is cut anyway, so the connection is spent.
+// timeout. The answer is cut anyway, so the connection is spent. A clock
+// runs it on its own goroutine, which may come late: once the answer is
+// judged (settle) it does nothing.
 func (f *forward) unblock() {
-	f.cut.Store(true)
-	_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.settled {
+		f.cut = true
+		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// settle is the answer judged: from here on only the handler sets the
+// write deadline, and the clocks' cuts do nothing. An answer cut mid-way
+// keeps (or gets) one in the past: its connection is aborted, and its
+// last flush must not wait on a client that stopped reading. Anything
+// else gets writeStall for what is left to write, the end of a whole
+// answer or the proxy's own 504 or 502, even after a clock's cut: one
+// that came as the answer's last byte was read failed no write, and the
+// row says the client got the answer.
+func (f *forward) settle(cut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled, f.cut = true, cut
+	if cut {
+		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	} else {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	}
 }
 
 func (f *forward) failed() bool { return f.writeErr != nil }

@@ -57,6 +57,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 			cutShort(&obs, err, time.Since(start), pol.Retry.SlowServerAfter)
 		}
 	}
+	f.settle(cut && f.wrote)
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
 	}
@@ -69,7 +70,6 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 
 	if !f.wrote {
 		f.unhead()
-		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall)) // a cut freed no write of this answer: its own goes out
 		switch obs.Outcome {
 		case admit.Cancelled:
 			panic(http.ErrAbortHandler) // the client is gone: no answer, not even net/http's empty 200
