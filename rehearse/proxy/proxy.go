@@ -444,7 +444,9 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	_ = resp.Body.Close() // releases only
-	if f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard)) != nil {
+	err = f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard))
+	f.settle(err != nil && f.wrote)
+	if err != nil {
 		if !f.wrote && r.Context().Err() == nil {
 			f.unhead()
 			refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream answer cut short"}.write(w, p.kind)
