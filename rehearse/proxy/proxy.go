@@ -113,8 +113,8 @@ type Proxy struct {
 	bodies *bodyBudget
 	// routes is the wire format's allow-list (route.go).
 	routes []route
-	q      *rowQueue
-	events *eventQueue
+	q      *queue[ledgerfile.Row]
+	events *queue[ledgerfile.Event]
 	// queued takes decisions' rows to q (under mu: a job's rows keep
 	// their order); one for all, so a decision allocates none.
 	queued rowOut
@@ -199,11 +199,11 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		budget: admit.NewRetryBudget(o.Policy.Retry.Budget)}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.q = newRowQueue(o.Sink, o.OnError)
+	p.q = newQueue(o.Sink, o.OnError, maxQueued)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
 	}
-	p.events = newEventQueue(o.Events, o.OnError)
+	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
 	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
