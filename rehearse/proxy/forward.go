@@ -68,7 +68,7 @@ type forward struct {
 
 	// up is the exchange with the origin once its answer's headers came
 	// (its body); seatCtx is the seat's context for it.
-	up      *upBody
+	up      *tee
 	seatCtx context.Context
 
 	// errStatus: the answer is an error status. Its (bounded) body is read
@@ -180,7 +180,12 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	f.up, f.seatCtx = &upBody{rc: resp.Body, cancel: cancel, detach: detach}, seatReq.Context()
+	f.status, f.seatCtx = resp.StatusCode, seatReq.Context()
+	// An answer of known length is one document: its headers leave with
+	// its first byte (or its end, when it has none), so an upstream that
+	// sends headers and then nothing, or a short first read, is still
+	// the proxy's 502 or 504.
+	f.up = &tee{f: f, stream: resp.ContentLength < 0, rc: resp.Body, cancel: cancel, detach: detach}
 	if resp.StatusCode > 299 {
 		f.errStatus.Store(true)
 	}
@@ -189,19 +194,13 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	if resp.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
-	f.status = resp.StatusCode
-	stream := resp.ContentLength < 0
-	if stream {
+	if f.up.stream {
 		// The SDK's stream object, before a model's first chunk: a cut
 		// from here on is a dropped connection.
 		f.head()
 		f.flush()
 	}
-	// An answer of known length is one document: its headers leave with
-	// its first byte (or its end, when it has none), so an upstream that
-	// sends headers and then nothing, or a short first read, is still
-	// the proxy's 502 or 504.
-	resp.Body = &tee{f: f, stream: stream}
+	resp.Body = f.up
 	return resp, nil
 }
 
@@ -280,38 +279,21 @@ func (f *forward) request(ctx context.Context, auth http.Header) *http.Request {
 	return req.WithContext(ctx)
 }
 
-// upBody is the upstream answer's body and the request's cancel.
-type upBody struct {
+// tee is the upstream answer's body as the seat (then rest) reads it:
+// each read is written to the client before the reader sees it. With it
+// goes the upstream request's cancel.
+type tee struct {
+	f      *forward
+	stream bool // of unknown length: each read is flushed
 	rc     io.ReadCloser
 	cancel context.CancelFunc // ends the upstream request: a read in progress returns at once
 	detach func() bool        // unhooks it from the seat's context
 	eof    bool               // read to its end
 }
 
-func (b *upBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	b.eof = b.eof || err == io.EOF
-	return n, err
-}
-
-// Close ends the exchange: a body read to its end has given its
-// connection back to the transport; one that was not closes it.
-func (b *upBody) Close() error {
-	b.detach()
-	err := b.rc.Close()
-	b.cancel()
-	return err
-}
-
-// tee is the answer's body as the seat reads it: each read is written
-// to the client before the seat sees it.
-type tee struct {
-	f      *forward
-	stream bool // of unknown length: each read is flushed
-}
-
 func (t *tee) Read(p []byte) (int, error) {
-	n, err := t.f.up.Read(p)
+	n, err := t.rc.Read(p)
+	t.eof = t.eof || err == io.EOF
 	if n > 0 && (t.f.wrote || err == nil || err == io.EOF) {
 		// A stream's reads are flushed as they come, but the last: the
 		// handler ends at once, and the server sends it with the body's
@@ -336,12 +318,20 @@ func (t *tee) Read(p []byte) (int, error) {
 // reading (unblock).
 func (t *tee) Close() error {
 	if t.f.seatCtx.Err() != nil {
-		t.f.up.cancel()
+		t.cancel()
 		t.f.unblock()
 	} else {
-		t.f.up.detach()
+		t.detach()
 	}
 	return nil
+}
+
+// end ends the exchange: a body read to its end has given its
+// connection back to the transport; one that was not closes it.
+func (t *tee) end() {
+	t.detach()
+	_ = t.rc.Close()
+	t.cancel()
 }
 
 // send writes b to the client, each write bounded by writeStall. The
@@ -389,7 +379,7 @@ func (f *forward) writeDeadline() {
 // finish is the handler returning: the upstream exchange is released.
 func (f *forward) finish() {
 	if f.up != nil {
-		_ = f.up.Close()
+		f.up.end()
 	}
 }
 
@@ -463,15 +453,8 @@ func (f *forward) rest(parent context.Context, until time.Time) error {
 		return err
 	}
 	for !f.failed() {
-		n, err := up.Read(buf)
-		if n > 0 && (f.wrote || err == nil || err == io.EOF) {
-			f.send(buf[:n], err != io.EOF)
-		}
-		if err == io.EOF {
-			f.head()
-			if f.failed() {
-				return why(nil)
-			}
+		_, err := up.Read(buf) // the tee: what it reads goes to the client
+		if err == io.EOF && !f.failed() {
 			return nil
 		}
 		if err != nil {
