@@ -218,10 +218,7 @@ func (p *Proxy) closeJob(j *job, now time.Time, def admit.Decision, out *rowOut)
 	b.InFlight = held
 	var row ledgerfile.Row
 	rehearse.RefusalRow(&row, &b, &j.track, d)
-	j.rows++
-	r := row
-	j.queue = append(j.queue, slot{Attempt: row.Attempt, Row: &r})
-	p.release(j, out)
+	p.finishRefusal(j, &row, "", out)
 }
 
 // sweepJob ends a job whose deadline is gone with the row that says so,
