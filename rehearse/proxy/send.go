@@ -130,12 +130,8 @@ func (u *upstream) readerFor(req *request) seat.Seat {
 }
 
 // done takes a finished attempt into the books, writes its row and
-// applies the retry rules. When they or the gate leave the job no next
-// attempt (as the loop refuses before sleeping), the refusal is kept: the
-// client's next request gets it and its row ends the job, so the SDK's
-// own retry counter is on that row; a job whose client never asks again
-// gets it when the proxy sweeps or stops. It reports whether a named job
-// can have no next attempt.
+// applies the retry rules. It reports whether a named job can have no
+// next attempt (ended: the refusal is kept for its next request).
 func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	ended := false
 	// The client may be gone: the row is written all the same. Only a
