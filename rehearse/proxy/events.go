@@ -38,13 +38,6 @@ func clientIP(r *http.Request) string {
 // code is the refusal's word ("" for one forwarded), seat the seat it
 // went to ("" for a refusal).
 func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat string, start time.Time) {
-	word := "refused"
-	switch how {
-	case servedPass:
-		word = "pass"
-	case servedUnknown:
-		word = "unknown"
-	}
 	pth := r.URL.EscapedPath() // printable ASCII; never the query string
 	if len(pth) > maxEventPath {
 		pth = pth[:maxEventPath]
@@ -56,7 +49,7 @@ func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat s
 	e := ledgerfile.Event{Kind: ledgerfile.EventRequest, TS: p.opts.Now(), Seat: seat, Extra: []ledgerfile.KV{
 		{Key: "method", Value: method},
 		{Key: "path", Value: pth},
-		{Key: "served", Value: word},
+		{Key: "served", Value: string(how)},
 		{Key: "status", Value: strconv.Itoa(status)},
 	}}
 	if code != "" {

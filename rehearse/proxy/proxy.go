@@ -416,9 +416,6 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		}
 	}
 	resp, err := transport{}.RoundTrip(hreq)
-	if err == nil {
-		status = resp.StatusCode
-	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer
@@ -426,6 +423,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
 		return
 	}
+	status = resp.StatusCode
 	_ = resp.Body.Close() // releases only
 	err = f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard))
 	f.settle(err != nil && f.wrote)

@@ -34,14 +34,14 @@ type route struct {
 	gated  bool
 }
 
-// served is how a request was routed.
-type served int
+// served is how a request was routed: the served word of its event line.
+type served string
 
 const (
-	servedGated   served = iota // a generation: the gate, a row
-	servedPass                  // an allow-listed pass-through: an event line
-	servedUnknown               // off the list, forwarded under PassUnknown: an event line
-	servedRefused               // 404 or 405: an event line
+	servedGated   served = "gated"   // a generation: the gate, a row
+	servedPass    served = "pass"    // an allow-listed pass-through: an event line
+	servedUnknown served = "unknown" // off the list, forwarded under PassUnknown: an event line
+	servedRefused served = "refused" // 404 or 405: an event line
 )
 
 // routes is the allow-list of kind in front of a seat whose base_url

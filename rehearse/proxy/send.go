@@ -70,18 +70,16 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 
 	if !f.wrote {
 		f.unhead()
+		ref := refusal{status: http.StatusBadGateway, code: string(obs.Outcome), final: ended,
+			message: fmt.Sprintf("retrygate: seat %s: %s (job %s)", u.cfg.Name, obs.Detail, a.j.id)}
 		switch obs.Outcome {
 		case admit.Cancelled:
 			panic(http.ErrAbortHandler) // the client is gone: no answer, not even net/http's empty 200
 		case admit.Timeout, admit.WaitCap:
-			ref := refusal{status: http.StatusGatewayTimeout, code: string(obs.Outcome), final: ended,
-				message: fmt.Sprintf("retrygate: %s after %s on seat %s (job %s)", obs.Detail, ledgerfile.FormatSeconds(obs.Elapsed)+"s", u.cfg.Name, a.j.id)}
-			ref.write(w, p.kind)
-		default:
-			ref := refusal{status: http.StatusBadGateway, code: string(obs.Outcome), final: ended,
-				message: fmt.Sprintf("retrygate: seat %s: %s (job %s)", u.cfg.Name, obs.Detail, a.j.id)}
-			ref.write(w, p.kind)
+			ref.status = http.StatusGatewayTimeout
+			ref.message = fmt.Sprintf("retrygate: %s after %s on seat %s (job %s)", obs.Detail, ledgerfile.FormatSeconds(obs.Elapsed)+"s", u.cfg.Name, a.j.id)
 		}
+		ref.write(w, p.kind)
 		return
 	}
 	if cut || f.failed() {
