@@ -10,10 +10,11 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // hopHeaders are connection-level headers a proxy never forwards
@@ -32,17 +33,7 @@ var hopHeaders = map[string]bool{
 // one that its header block's Connection values (conn) name, which is as
 // connection-level as those (RFC 9110 §7.6.1).
 func hop(conn []string, k string) bool {
-	if hopHeaders[k] {
-		return true
-	}
-	for _, v := range conn {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), k) {
-				return true
-			}
-		}
-	}
-	return false
+	return hopHeaders[k] || httpguts.HeaderValuesContainsToken(conn, k)
 }
 
 // copyHeaders shares src's value slices: neither side changes a value
