@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"retrygate/ledgerfile"
@@ -24,70 +23,6 @@ import (
 // maxEventPath bounds the path an event line keeps of a request.
 const maxEventPath = 256
 
-// eventQueue writes event lines off the request path, in batches, from
-// one goroutine, as rowQueue writes rows; a full queue makes the request
-// wait (a flood of refusals slows its sender, it does not grow memory).
-type eventQueue struct {
-	write func([]ledgerfile.Event) error
-	fail  func(error)
-
-	mu     sync.RWMutex // senders hold it shared; close, alone
-	closed bool
-	ch     chan ledgerfile.Event
-	done   chan struct{}
-}
-
-const maxEventsQueued = 4096
-
-func newEventQueue(write func([]ledgerfile.Event) error, fail func(error)) *eventQueue {
-	q := &eventQueue{write: write, fail: fail, ch: make(chan ledgerfile.Event, maxEventsQueued), done: make(chan struct{})}
-	go q.run()
-	return q
-}
-
-func (q *eventQueue) add(e ledgerfile.Event) {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	if !q.closed {
-		q.ch <- e
-	}
-}
-
-func (q *eventQueue) run() {
-	defer close(q.done)
-	batch := make([]ledgerfile.Event, 0, 64)
-	for e := range q.ch {
-		batch = append(batch[:0], e)
-	more:
-		for len(batch) < cap(batch) {
-			select {
-			case e, ok := <-q.ch:
-				if !ok {
-					break more
-				}
-				batch = append(batch, e)
-			default:
-				break more
-			}
-		}
-		if err := q.write(batch); err != nil {
-			q.fail(err)
-		}
-	}
-}
-
-// close writes every queued event, then stops; later events are dropped
-// (a handler net/http's Close left running).
-func (q *eventQueue) close() {
-	q.mu.Lock()
-	if !q.closed {
-		q.closed = true
-		close(q.ch)
-	}
-	q.mu.Unlock()
-	<-q.done
-}
-
 // clientIP is the client a request came from: its remote IP (no port).
 // A header naming another (X-Forwarded-For) is the client's own word, not
 // trusted.
@@ -103,13 +38,6 @@ func clientIP(r *http.Request) string {
 // code is the refusal's word ("" for one forwarded), seat the seat it
 // went to ("" for a refusal).
 func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat string, start time.Time) {
-	word := "refused"
-	switch how {
-	case servedPass:
-		word = "pass"
-	case servedUnknown:
-		word = "unknown"
-	}
 	pth := r.URL.EscapedPath() // printable ASCII; never the query string
 	if len(pth) > maxEventPath {
 		pth = pth[:maxEventPath]
@@ -121,7 +49,7 @@ func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat s
 	e := ledgerfile.Event{Kind: ledgerfile.EventRequest, TS: p.opts.Now(), Seat: seat, Extra: []ledgerfile.KV{
 		{Key: "method", Value: method},
 		{Key: "path", Value: pth},
-		{Key: "served", Value: word},
+		{Key: "served", Value: string(how)},
 		{Key: "status", Value: strconv.Itoa(status)},
 	}}
 	if code != "" {
@@ -130,5 +58,5 @@ func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat s
 	e.Extra = append(e.Extra,
 		ledgerfile.KV{Key: "elapsed_s", Value: ledgerfile.FormatSeconds(ledgerfile.Resolution(time.Since(start)))},
 		ledgerfile.KV{Key: "client", Value: clientIP(r)})
-	p.events.add(e)
+	p.events.add(&e)
 }

@@ -10,10 +10,11 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // hopHeaders are connection-level headers a proxy never forwards
@@ -32,17 +33,7 @@ var hopHeaders = map[string]bool{
 // one that its header block's Connection values (conn) name, which is as
 // connection-level as those (RFC 9110 §7.6.1).
 func hop(conn []string, k string) bool {
-	if hopHeaders[k] {
-		return true
-	}
-	for _, v := range conn {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), k) {
-				return true
-			}
-		}
-	}
-	return false
+	return hopHeaders[k] || httpguts.HeaderValuesContainsToken(conn, k)
 }
 
 // copyHeaders shares src's value slices: neither side changes a value
@@ -68,7 +59,7 @@ type forward struct {
 
 	// up is the exchange with the origin once its answer's headers came
 	// (its body); seatCtx is the seat's context for it.
-	up      *upBody
+	up      *tee
 	seatCtx context.Context
 
 	// errStatus: the answer is an error status. Its (bounded) body is read
@@ -86,7 +77,12 @@ type forward struct {
 	ctx clientCtx // the attempt's parent context
 
 	writeErr error
-	cut      atomic.Bool // unblock was called: no write may wait any more
+
+	// mu orders the clocks' cuts (unblock, from their own goroutines)
+	// against the handler's write deadlines and its judgement (settle).
+	mu      sync.Mutex
+	cut     bool // unblock moved the write deadline into the past
+	settled bool // the answer is judged: only the handler sets the deadline
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream, body []byte) *forward {
@@ -175,7 +171,12 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	f.up, f.seatCtx = &upBody{rc: resp.Body, cancel: cancel, detach: detach}, seatReq.Context()
+	f.status, f.seatCtx = resp.StatusCode, seatReq.Context()
+	// An answer of known length is one document: its headers leave with
+	// its first byte (or its end, when it has none), so an upstream that
+	// sends headers and then nothing, or a short first read, is still
+	// the proxy's 502 or 504.
+	f.up = &tee{f: f, stream: resp.ContentLength < 0, rc: resp.Body, cancel: cancel, detach: detach}
 	if resp.StatusCode > 299 {
 		f.errStatus.Store(true)
 	}
@@ -184,19 +185,13 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 	if resp.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
-	f.status = resp.StatusCode
-	stream := resp.ContentLength < 0
-	if stream {
+	if f.up.stream {
 		// The SDK's stream object, before a model's first chunk: a cut
 		// from here on is a dropped connection.
 		f.head()
 		f.flush()
 	}
-	// An answer of known length is one document: its headers leave with
-	// its first byte (or its end, when it has none), so an upstream that
-	// sends headers and then nothing, or a short first read, is still
-	// the proxy's 502 or 504.
-	resp.Body = &tee{f: f, stream: stream}
+	resp.Body = f.up
 	return resp, nil
 }
 
@@ -275,38 +270,21 @@ func (f *forward) request(ctx context.Context, auth http.Header) *http.Request {
 	return req.WithContext(ctx)
 }
 
-// upBody is the upstream answer's body and the request's cancel.
-type upBody struct {
+// tee is the upstream answer's body as the seat (then rest) reads it:
+// each read is written to the client before the reader sees it. With it
+// goes the upstream request's cancel.
+type tee struct {
+	f      *forward
+	stream bool // of unknown length: each read is flushed
 	rc     io.ReadCloser
 	cancel context.CancelFunc // ends the upstream request: a read in progress returns at once
 	detach func() bool        // unhooks it from the seat's context
 	eof    bool               // read to its end
 }
 
-func (b *upBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	b.eof = b.eof || err == io.EOF
-	return n, err
-}
-
-// Close ends the exchange: a body read to its end has given its
-// connection back to the transport; one that was not closes it.
-func (b *upBody) Close() error {
-	b.detach()
-	err := b.rc.Close()
-	b.cancel()
-	return err
-}
-
-// tee is the answer's body as the seat reads it: each read is written
-// to the client before the seat sees it.
-type tee struct {
-	f      *forward
-	stream bool // of unknown length: each read is flushed
-}
-
 func (t *tee) Read(p []byte) (int, error) {
-	n, err := t.f.up.Read(p)
+	n, err := t.rc.Read(p)
+	t.eof = t.eof || err == io.EOF
 	if n > 0 && (t.f.wrote || err == nil || err == io.EOF) {
 		// A stream's reads are flushed as they come, but the last: the
 		// handler ends at once, and the server sends it with the body's
@@ -331,12 +309,20 @@ func (t *tee) Read(p []byte) (int, error) {
 // reading (unblock).
 func (t *tee) Close() error {
 	if t.f.seatCtx.Err() != nil {
-		t.f.up.cancel()
+		t.cancel()
 		t.f.unblock()
 	} else {
-		t.f.up.detach()
+		t.detach()
 	}
 	return nil
+}
+
+// end ends the exchange: a body read to its end has given its
+// connection back to the transport; one that was not closes it.
+func (t *tee) end() {
+	t.detach()
+	_ = t.rc.Close()
+	t.cancel()
 }
 
 // send writes b to the client, each write bounded by writeStall. The
@@ -374,26 +360,52 @@ func (f *forward) flush() {
 // writeDeadline gives the next write writeStall, unless the attempt is
 // cut (unblock), whose deadline in the past it keeps.
 func (f *forward) writeDeadline() {
-	_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
-	if f.cut.Load() {
-		f.unblock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cut {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
 	}
 }
 
 // finish is the handler returning: the upstream exchange is released.
 func (f *forward) finish() {
 	if f.up != nil {
-		_ = f.up.Close()
+		f.up.end()
 	}
 }
 
 // unblock ends a write to the client that waits on a client no longer
 // reading, as the attempt is cut: without it, a client that stops
 // reading a stream would hold its handler (and its slot) past every
-// timeout. The answer is cut anyway, so the connection is spent.
+// timeout. The answer is cut anyway, so the connection is spent. A clock
+// runs it on its own goroutine, which may come late: once the answer is
+// judged (settle) it does nothing.
 func (f *forward) unblock() {
-	f.cut.Store(true)
-	_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.settled {
+		f.cut = true
+		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// settle is the answer judged: from here on only the handler sets the
+// write deadline, and the clocks' cuts do nothing. An answer cut mid-way
+// keeps (or gets) one in the past: its connection is aborted, and its
+// last flush must not wait on a client that stopped reading. Anything
+// else gets writeStall for what is left to write, the end of a whole
+// answer or the proxy's own 504 or 502, even after a clock's cut: one
+// that came as the answer's last byte was read failed no write, and the
+// row says the client got the answer.
+func (f *forward) settle(cut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled, f.cut = true, cut
+	if cut {
+		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	} else {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	}
 }
 
 func (f *forward) failed() bool { return f.writeErr != nil }
@@ -432,15 +444,8 @@ func (f *forward) rest(parent context.Context, until time.Time) error {
 		return err
 	}
 	for !f.failed() {
-		n, err := up.Read(buf)
-		if n > 0 && (f.wrote || err == nil || err == io.EOF) {
-			f.send(buf[:n], err != io.EOF)
-		}
-		if err == io.EOF {
-			f.head()
-			if f.failed() {
-				return why(nil)
-			}
+		_, err := up.Read(buf) // the tee: what it reads goes to the client
+		if err == io.EOF && !f.failed() {
 			return nil
 		}
 		if err != nil {

@@ -24,7 +24,6 @@ type attempt struct {
 	base  rehearse.RowBase
 	hard  time.Duration
 	probe bool
-	retry string // the client's own retry counter
 }
 
 // admit runs the checks before forwarding, under the job's lock (see
@@ -83,7 +82,7 @@ func (p *Proxy) admitJob(j *job, now time.Time, req *request, retry string, out 
 	j.seat = s
 	probe := u.br.State(now) == admit.HalfOpen
 	u.br.Allow(now)
-	a := &attempt{j: j, seat: s, hard: hard, probe: probe, retry: retry, base: base}
+	a := &attempt{j: j, seat: s, hard: hard, probe: probe, base: base}
 	j.rows++
 	j.queue = append(j.queue, slot{Attempt: base.Attempt, Seat: s, Sent: true, Until: now.Add(hard + flightGrace), Base: base, Retry: retry})
 	return a, nil

@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,8 +114,8 @@ type Proxy struct {
 	bodies *bodyBudget
 	// routes is the wire format's allow-list (route.go).
 	routes []route
-	q      *rowQueue
-	events *eventQueue
+	q      *queue[ledgerfile.Row]
+	events *queue[ledgerfile.Event]
 	// queued takes decisions' rows to q (under mu: a job's rows keep
 	// their order); one for all, so a decision allocates none.
 	queued rowOut
@@ -174,36 +175,22 @@ func New(o Options) (*Proxy, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultMaxBody
-	}
-	if o.MaxBodyTotal <= 0 {
-		o.MaxBodyTotal = DefaultMaxBodyTotal
-	}
+	orDefault(&o.MaxBody, DefaultMaxBody)
+	orDefault(&o.MaxBodyTotal, DefaultMaxBodyTotal)
 	o.MaxBody = min(o.MaxBody, o.MaxBodyTotal) // a body the budget cannot hold is too large
-	if o.MaxConcurrent <= 0 {
-		o.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns
-	}
-	if o.MaxJobs <= 0 {
-		o.MaxJobs = DefaultMaxJobs
-	}
-	if o.Retention <= 0 {
-		o.Retention = DefaultRetention
-	}
-	if o.MaxClientJobs <= 0 {
-		o.MaxClientJobs = max(o.MaxJobs/4, 1)
-	}
+	orDefault(&o.MaxConcurrent, DefaultMaxConcurrent)
+	orDefault(&o.MaxConns, DefaultMaxConns)
+	orDefault(&o.MaxJobs, DefaultMaxJobs)
+	orDefault(&o.Retention, DefaultRetention)
+	orDefault(&o.MaxClientJobs, max(o.MaxJobs/4, 1))
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		budget: admit.NewRetryBudget(o.Policy.Retry.Budget)}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.q = newRowQueue(o.Sink, o.OnError)
+	p.q = newQueue(o.Sink, o.OnError, maxQueued)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
 	}
-	p.events = newEventQueue(o.Events, o.OnError)
+	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
 	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
@@ -249,6 +236,13 @@ func New(o Options) (*Proxy, error) {
 		u.br = admit.NewBreaker(o.Policy.Breaker, func(at time.Time, from, to admit.BreakerState) { p.breakerChanged(u, at, from, to) })
 	}
 	return p, nil
+}
+
+// orDefault sets an option left at zero (or below) to its default.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // breakerChanged is where the proxy learns of every transition of a
@@ -353,23 +347,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt ro
 // declared (io.ReadAll grows from 512 bytes, copying a 40 KB chat seven
 // times over).
 func readBody(r io.Reader, declared, bound int64) ([]byte, error) {
-	if declared <= 0 || declared > bound {
-		return io.ReadAll(r)
+	var b bytes.Buffer
+	if declared > 0 && declared <= bound {
+		b.Grow(int(declared) + bytes.MinRead) // ReadFrom reads to the end into MinRead bytes free
 	}
-	b := make([]byte, 0, declared+1) // +1: the read that sees the end
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // a body longer than declared: grow
-		}
-	}
+	_, err := b.ReadFrom(r)
+	return b.Bytes(), err
 }
 
 // jobName is the job a request belongs to: X-Retrygate-Job, else
@@ -433,9 +416,6 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		}
 	}
 	resp, err := transport{}.RoundTrip(hreq)
-	if err == nil {
-		status = resp.StatusCode
-	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer
@@ -443,8 +423,11 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
 		return
 	}
+	status = resp.StatusCode
 	_ = resp.Body.Close() // releases only
-	if f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard)) != nil {
+	err = f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard))
+	f.settle(err != nil && f.wrote)
+	if err != nil {
 		if !f.wrote && r.Context().Err() == nil {
 			f.unhead()
 			refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream answer cut short"}.write(w, p.kind)

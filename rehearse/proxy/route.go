@@ -34,14 +34,14 @@ type route struct {
 	gated  bool
 }
 
-// served is how a request was routed.
-type served int
+// served is how a request was routed: the served word of its event line.
+type served string
 
 const (
-	servedGated   served = iota // a generation: the gate, a row
-	servedPass                  // an allow-listed pass-through: an event line
-	servedUnknown               // off the list, forwarded under PassUnknown: an event line
-	servedRefused               // 404 or 405: an event line
+	servedGated   served = "gated"   // a generation: the gate, a row
+	servedPass    served = "pass"    // an allow-listed pass-through: an event line
+	servedUnknown served = "unknown" // off the list, forwarded under PassUnknown: an event line
+	servedRefused served = "refused" // 404 or 405: an event line
 )
 
 // routes is the allow-list of kind in front of a seat whose base_url
@@ -137,26 +137,22 @@ func (p *Proxy) route(r *http.Request) routing {
 	return routing{how: servedUnknown}
 }
 
-// generations are the endpoints of kind's wire format that make a model
-// generate, gated or not (a legacy completion, a batch of messages):
-// under PassUnknown, a path holding one in any case is refused, for a
-// provider front may fold case or route by a path's ending or part (as
-// the proxy itself once did).
-func generations(kind string) []string {
-	switch kind {
-	case "anthropic":
-		return []string{"/messages", "/complete"}
-	case "ollama":
-		return []string{"/api/chat", "/api/generate"}
-	}
-	return []string{"/completions", "/responses"} // chat/completions and the legacy completions
-}
-
-// confusable reports whether clean could be a generation to some front:
-// never forwarded ungated (see generations).
+// confusable reports whether clean could be a generation to some front,
+// never forwarded ungated: under PassUnknown, a path holding one of the
+// endpoints of the wire format that make a model generate, gated or not
+// (a legacy completion, a batch of messages), in any case, is refused,
+// for a provider front may fold case or route by a path's ending or part
+// (as the proxy itself once did).
 func (p *Proxy) confusable(clean string) bool {
+	generations := []string{"/completions", "/responses"} // chat/completions and the legacy completions
+	switch p.kind {
+	case "anthropic":
+		generations = []string{"/messages", "/complete"}
+	case "ollama":
+		generations = []string{"/api/chat", "/api/generate"}
+	}
 	lower := strings.ToLower(clean)
-	for _, g := range generations(p.kind) {
+	for _, g := range generations {
 		if strings.Contains(lower, g) {
 			return true
 		}

@@ -57,6 +57,7 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 			cutShort(&obs, err, time.Since(start), pol.Retry.SlowServerAfter)
 		}
 	}
+	f.settle(cut && f.wrote)
 	if req.model != "" && !u.fallbck {
 		obs.Model = req.model
 	}
@@ -69,19 +70,16 @@ func (p *Proxy) send(w http.ResponseWriter, r *http.Request, body []byte, req *r
 
 	if !f.wrote {
 		f.unhead()
-		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall)) // a cut freed no write of this answer: its own goes out
+		ref := refusal{status: http.StatusBadGateway, code: string(obs.Outcome), final: ended,
+			message: fmt.Sprintf("retrygate: seat %s: %s (job %s)", u.cfg.Name, obs.Detail, a.j.id)}
 		switch obs.Outcome {
 		case admit.Cancelled:
 			panic(http.ErrAbortHandler) // the client is gone: no answer, not even net/http's empty 200
 		case admit.Timeout, admit.WaitCap:
-			ref := refusal{status: http.StatusGatewayTimeout, code: string(obs.Outcome), final: ended,
-				message: fmt.Sprintf("retrygate: %s after %s on seat %s (job %s)", obs.Detail, ledgerfile.FormatSeconds(obs.Elapsed)+"s", u.cfg.Name, a.j.id)}
-			ref.write(w, p.kind)
-		default:
-			ref := refusal{status: http.StatusBadGateway, code: string(obs.Outcome), final: ended,
-				message: fmt.Sprintf("retrygate: seat %s: %s (job %s)", u.cfg.Name, obs.Detail, a.j.id)}
-			ref.write(w, p.kind)
+			ref.status = http.StatusGatewayTimeout
+			ref.message = fmt.Sprintf("retrygate: %s after %s on seat %s (job %s)", obs.Detail, ledgerfile.FormatSeconds(obs.Elapsed)+"s", u.cfg.Name, a.j.id)
 		}
+		ref.write(w, p.kind)
 		return
 	}
 	if cut || f.failed() {
@@ -130,12 +128,8 @@ func (u *upstream) readerFor(req *request) seat.Seat {
 }
 
 // done takes a finished attempt into the books, writes its row and
-// applies the retry rules. When they or the gate leave the job no next
-// attempt (as the loop refuses before sleeping), the refusal is kept: the
-// client's next request gets it and its row ends the job, so the SDK's
-// own retry counter is on that row; a job whose client never asks again
-// gets it when the proxy sweeps or stops. It reports whether a named job
-// can have no next attempt.
+// applies the retry rules. It reports whether a named job can have no
+// next attempt (ended: the refusal is kept for its next request).
 func (p *Proxy) done(a *attempt, obs *seat.Observation) bool {
 	ended := false
 	// The client may be gone: the row is written all the same. Only a
@@ -218,10 +212,7 @@ func (p *Proxy) closeJob(j *job, now time.Time, def admit.Decision, out *rowOut)
 	b.InFlight = held
 	var row ledgerfile.Row
 	rehearse.RefusalRow(&row, &b, &j.track, d)
-	j.rows++
-	r := row
-	j.queue = append(j.queue, slot{Attempt: row.Attempt, Row: &r})
-	p.release(j, out)
+	p.finishRefusal(j, &row, "", out)
 }
 
 // sweepJob ends a job whose deadline is gone with the row that says so,

@@ -398,3 +398,78 @@ func TestUpstreamAnswerMatchesRow(t *testing.T) {
 		})
 	}
 }
+
+// An answer whose end comes as the hard timeout fires is judged once:
+// the client gets what its row says, the whole answer when the row is ok
+// and a cut one when it is not. Here the seat has read the stream to its
+// end and is still counting a 1 MB prompt (the answer has no usage) when
+// its hard timeout fires: that clock, whose cut comes from its own
+// goroutine, must not cut an answer already judged whole.
+func TestAnswerEndingAtHardTimeoutMatchesRow(t *testing.T) {
+	const hard = 50 * ms
+	ev := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"
+	ln := listen(t)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		end, _ := time.ParseDuration(r.Header.Get("X-Test-End"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush() // a stream: its headers at once
+		time.Sleep(end)                           // a model's time to answer
+		_, _ = io.WriteString(w, ev)              // the answer and its end in one segment
+	})}
+	go func() { _ = up.Serve(ln) }()
+	t.Cleanup(func() { _ = up.Close() })
+	pol := testPolicy()
+	pol.Timeouts.Hard = hard
+	pol.Breaker = admit.BreakerConfig{} // every request is sent
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+
+	body := fmt.Sprintf(`{"model":"m1","stream":true,"messages":[{"role":"user","content":%q}]}`, strings.Repeat("many words ", 100_000))
+	type got struct {
+		end   time.Duration
+		whole bool
+		why   string
+	}
+	clients := map[string]got{}
+	for end := time.Duration(0); end < hard; end += 10 * ms {
+		job := fmt.Sprintf("j%d", end/time.Millisecond)
+		text, err := postErr(px.url+"/v1/chat/completions", body, headerJob, job, "X-Test-End", end.String())
+		clients[job] = got{end: end, whole: err == nil && strings.HasSuffix(text, "data: [DONE]\n\n"), why: fmt.Sprint(err)}
+	}
+	px.stop()
+	first := map[string]bool{}
+	for _, r := range px.rows.all() {
+		c, ok := clients[r.Job]
+		if !ok || first[r.Job] {
+			continue // a job's later row is the one that ends it at the proxy's stop
+		}
+		first[r.Job] = true
+		assert.Equal(t, r.Outcome == admit.OK, c.whole, "job %s, the answer's end at %s: the row says %s %s (%s), the client read %v (%s)",
+			r.Job, c.end, r.Decision, r.Outcome, r.Note, c.whole, c.why)
+	}
+	assert.Len(t, first, len(clients), "a row for each request")
+}
+
+// postErr is post that reports how the client's read of the answer
+// ended rather than failing on it.
+func postErr(url, body string, kv ...string) (string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("http %d", resp.StatusCode)
+	}
+	return string(b), err
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"retrygate/admit"
@@ -103,60 +104,47 @@ func New(o Options) *Metrics {
 	for _, s := range o.Chain {
 		m.kinds[s.Name] = s.Kind
 	}
+	// Registered as they are made, with the Go and process collectors beside them.
+	f := promauto.With(m.reg)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return f.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
 	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "seat"}
-	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "gen_ai_client_operation_duration_seconds", Buckets: durationBuckets,
-		Help: "Sent attempts' elapsed_s (submit to last byte, or to the cut-off), as logged; error_type is the outcome when not ok.",
-	}, append(genAI, "error_type"))
-	m.ttfc = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "gen_ai_client_operation_time_to_first_chunk_seconds", Buckets: durationBuckets,
-		Help: "Sent attempts' wait_s (submit to the first chunk carrying content), over attempts whose answer started.",
-	}, genAI)
-	m.tokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "gen_ai_client_token_usage", Buckets: tokenBuckets,
-		Help: "Sent attempts' prompt_tokens (input) and completion_tokens (output), over rows with the split.",
-	}, append(genAI, "gen_ai_token_type"))
-	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_decisions_total",
-		Help: "Rows by the gate's decision: admit (sent), or refuse with its reason (not sent; a live wait-cap cut is sent and counts as admit).",
-	}, []string{"decision", "reason"})
-	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_attempts_total", Help: "Sent attempts by seat, outcome and billing class.",
-	}, []string{"seat", "outcome", "billing"})
-	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_retries_total", Help: "Sent attempts after their job's first sent attempt (used >= 1).",
-	}, []string{"seat"})
-	m.costUSD = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_cost_usd_total", Help: "Σ cost_usd of sent attempts on priced seats; rate() is the spend per second.",
-	}, []string{"seat"})
-	m.taxUSD = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_retry_tax_usd_total", Help: "Σ cost_usd of sent attempts that are not their job's kept answer (report's retry tax).",
-	}, []string{"seat"})
-	m.taxTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_retry_tax_tokens_total", Help: "Σ tokens of sent attempts that are not their job's kept answer.",
-	}, []string{"seat"})
-	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_fallback_activations_total", Help: "Jobs whose first row on a fallback seat this is, by that seat (report's fallback jobs).",
-	}, []string{"seat"})
-	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.duration = histogram("gen_ai_client_operation_duration_seconds",
+		"Sent attempts' elapsed_s (submit to last byte, or to the cut-off), as logged; error_type is the outcome when not ok.",
+		durationBuckets, append(genAI, "error_type")...)
+	m.ttfc = histogram("gen_ai_client_operation_time_to_first_chunk_seconds",
+		"Sent attempts' wait_s (submit to the first chunk carrying content), over attempts whose answer started.",
+		durationBuckets, genAI...)
+	m.tokens = histogram("gen_ai_client_token_usage",
+		"Sent attempts' prompt_tokens (input) and completion_tokens (output), over rows with the split.",
+		tokenBuckets, append(genAI, "gen_ai_token_type")...)
+	m.decisions = counter("retrygate_decisions_total",
+		"Rows by the gate's decision: admit (sent), or refuse with its reason (not sent; a live wait-cap cut is sent and counts as admit).",
+		"decision", "reason")
+	m.attempts = counter("retrygate_attempts_total", "Sent attempts by seat, outcome and billing class.", "seat", "outcome", "billing")
+	m.retries = counter("retrygate_retries_total", "Sent attempts after their job's first sent attempt (used >= 1).", "seat")
+	m.costUSD = counter("retrygate_cost_usd_total", "Σ cost_usd of sent attempts on priced seats; rate() is the spend per second.", "seat")
+	m.taxUSD = counter("retrygate_retry_tax_usd_total", "Σ cost_usd of sent attempts that are not their job's kept answer (report's retry tax).", "seat")
+	m.taxTokens = counter("retrygate_retry_tax_tokens_total", "Σ tokens of sent attempts that are not their job's kept answer.", "seat")
+	m.fallbacks = counter("retrygate_fallback_activations_total", "Jobs whose first row on a fallback seat this is, by that seat (report's fallback jobs).", "seat")
+	m.breakerState = f.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "retrygate_breaker_state", Help: "1 for the state each seat's circuit breaker is in (closed, open, half-open), 0 for the others.",
 	}, []string{"seat", "state"})
-	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retrygate_breaker_transitions_total", Help: "Circuit-breaker changes of state, as the log's # event breaker lines.",
-	}, []string{"seat", "from", "to"})
-	m.rowsWritten = prometheus.NewCounter(prometheus.CounterOpts{
+	m.transitions = counter("retrygate_breaker_transitions_total", "Circuit-breaker changes of state, as the log's # event breaker lines.", "seat", "from", "to")
+	m.rowsWritten = f.NewCounter(prometheus.CounterOpts{
 		Name: "retrygate_log_rows_total", Help: "Rows the log took; every other retrygate_ figure counts these rows.",
 	})
-	m.rowsLost = prometheus.NewCounter(prometheus.CounterOpts{
+	m.rowsLost = f.NewCounter(prometheus.CounterOpts{
 		Name: "retrygate_log_rows_lost_total", Help: "Rows a failed write lost (counted in no other figure).",
 	})
-	m.writeErrs = prometheus.NewCounter(prometheus.CounterOpts{
+	m.writeErrs = f.NewCounter(prometheus.CounterOpts{
 		Name: "retrygate_log_write_errors_total", Help: "Writes to the log that failed.",
 	})
-	m.reg.MustRegister(m.duration, m.ttfc, m.tokens, m.decisions, m.attempts, m.retries,
-		m.costUSD, m.taxUSD, m.taxTokens, m.fallbacks, m.breakerState, m.transitions,
-		m.rowsWritten, m.rowsLost, m.writeErrs,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every seat's series from the start, so rate() has a zero to start from.
 	m.decisions.WithLabelValues("admit", "")
 	for _, s := range o.Chain {
@@ -251,16 +239,16 @@ func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
 // else is a sent attempt's.
 func (m *Metrics) row(r *ledgerfile.Row) {
 	memo := m.memo(r)
+	s, provider := m.seat(r.Seat)
 	if r.Fallback && !memo.fallback {
 		memo.fallback = true
-		m.fallbacks.WithLabelValues(m.seatLabel(r.Seat)).Inc()
+		m.fallbacks.WithLabelValues(s).Inc()
 	}
 	if !r.WasSent() {
 		m.decisions.WithLabelValues("refuse", bounded(m.reasons, maxReasons, summary.RefusalReason(r))).Inc()
 		return
 	}
 	m.decisions.WithLabelValues("admit", "").Inc()
-	s := m.seatLabel(r.Seat)
 	outcome := summary.RowOutcome(r)
 	m.attempts.WithLabelValues(s, string(outcome), string(summary.RowBilling(r, m.slow))).Inc()
 	if r.HasSpent && r.Used > 0 {
@@ -272,7 +260,7 @@ func (m *Metrics) row(r *ledgerfile.Row) {
 	m.tax(r, s, outcome, memo)
 
 	model := bounded(m.models, maxModels, r.Model)
-	provider, op := m.provider(r.Seat), "chat"
+	op := "chat"
 	errType := ""
 	if outcome != admit.OK {
 		errType = string(outcome)
@@ -334,7 +322,7 @@ func (m *Metrics) memo(r *ledgerfile.Row) *jobMemo {
 
 // Breaker counts one change of a seat's breaker (proxy.Options.OnBreaker).
 func (m *Metrics) Breaker(seat string, _ time.Time, from, to admit.BreakerState) {
-	s := m.seatLabel(seat)
+	s, _ := m.seat(seat)
 	m.transitions.WithLabelValues(s, from.String(), to.String()).Inc()
 	m.setBreaker(s, to)
 }
@@ -349,18 +337,13 @@ func (m *Metrics) setBreaker(seat string, to admit.BreakerState) {
 	}
 }
 
-func (m *Metrics) seatLabel(s string) string {
-	if _, ok := m.kinds[s]; ok {
-		return s
-	}
-	return Other
-}
-
-func (m *Metrics) provider(s string) string {
+// seat is a row's seat label and its provider: Other for a seat not in
+// the chain.
+func (m *Metrics) seat(s string) (label, provider string) {
 	if k, ok := m.kinds[s]; ok {
-		return k
+		return s, k
 	}
-	return Other
+	return Other, Other
 }
 
 // bounded is v while seen holds fewer than limit values, or v is one of
