@@ -258,15 +258,6 @@ func (p *Proxy) breakerChanged(u *upstream, at time.Time, from, to admit.Breaker
 	}
 }
 
-// recordBreaker takes a finished attempt's outcome into its seat's
-// breaker, as the loop does (a cancelled attempt says nothing of the
-// seat; a client error is the request's fault, not the seat's).
-func recordBreaker(u *upstream, now time.Time, o *seat.Observation) {
-	if o.Outcome != admit.Cancelled {
-		u.br.Record(now, o.Outcome.SeatFailure())
-	}
-}
-
 // cooldownLeft is how long until a seat from s on may let a request
 // through: the least cooldown left of an open breaker along the chain;
 // a half-open one whose probes are out, a second (their answers decide).

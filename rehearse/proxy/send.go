@@ -155,11 +155,7 @@ func (p *Proxy) doneJob(j *job, a *attempt, obs *seat.Observation, now time.Time
 		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, p.opts.Policy.Retry.SlowServerAfter)
 	}
 	cost, priced := u.cfg.Cost(obs.Usage())
-	recordBreaker(u, now, obs)
-	note := obs.Detail
-	if a.probe {
-		note = rehearse.JoinNote("half-open probe", note)
-	}
+	note := rehearse.RecordBreaker(u.br, now, obs, a.probe)
 	sl := j.slot(a.base.Attempt)
 	if sl == nil {
 		// Another proxy on the shared books took it for lost (its hard
