@@ -21,13 +21,13 @@ func ParseCount(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange) && s[0] != '-':
-		return 0, fmt.Errorf("count over %d %q", MaxTokens, quoted(s))
+		return 0, fmt.Errorf("count over %d %q", MaxTokens, Shorten(s))
 	case n < 0, err != nil && len(s) > 1 && s[0] == '-' && strings.Trim(s[1:], "0123456789") == "":
-		return 0, fmt.Errorf("negative count %q", quoted(s))
+		return 0, fmt.Errorf("negative count %q", Shorten(s))
 	case err != nil:
-		return 0, fmt.Errorf("not a whole number %q", quoted(s))
+		return 0, fmt.Errorf("not a whole number %q", Shorten(s))
 	case n > MaxTokens:
-		return 0, fmt.Errorf("count over %d %q", MaxTokens, quoted(s))
+		return 0, fmt.Errorf("count over %d %q", MaxTokens, Shorten(s))
 	}
 	return n, nil
 }
@@ -38,7 +38,7 @@ func ParseNumber(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	f, err := strconv.ParseFloat(s, 64)
 	if !isDecimal(s) || err != nil || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("not a number %q", quoted(s))
+		return 0, fmt.Errorf("not a number %q", Shorten(s))
 	}
 	return f, nil
 }
@@ -55,9 +55,9 @@ func ParseAmount(s string) (float64, error) {
 	case err != nil:
 		return 0, err
 	case f < 0:
-		return 0, fmt.Errorf("negative number %q", quoted(s))
+		return 0, fmt.Errorf("negative number %q", Shorten(s))
 	case f > MaxUSD:
-		return 0, fmt.Errorf("number %q is too large", quoted(s))
+		return 0, fmt.Errorf("number %q is too large", Shorten(s))
 	}
 	return f, nil
 }
@@ -69,22 +69,23 @@ func ParseRate(s string) (float64, error) {
 	num, pct := strings.CutSuffix(s, "%")
 	f, err := ParseNumber(num)
 	if err != nil {
-		return 0, fmt.Errorf("not a rate %q (want e.g. 0.05 or 5%%)", quoted(s))
+		return 0, fmt.Errorf("not a rate %q (want e.g. 0.05 or 5%%)", Shorten(s))
 	}
 	if pct {
 		f /= 100
 	}
 	if f < 0 || f > 1 || math.Signbit(f) {
 		if pct {
-			return 0, fmt.Errorf("must be between 0%% and 100%%, got %s", quoted(s))
+			return 0, fmt.Errorf("must be between 0%% and 100%%, got %s", Shorten(s))
 		}
-		return 0, fmt.Errorf("must be between 0 and 1, got %s", quoted(s))
+		return 0, fmt.Errorf("must be between 0 and 1, got %s", Shorten(s))
 	}
 	return f, nil
 }
 
-// quoted keeps an error's echo of a value short.
-func quoted(s string) string {
+// Shorten keeps an error's echo of a value short: at most 40 bytes of
+// it, cut at a whole character, and an ellipsis.
+func Shorten(s string) string {
 	if len(s) > 40 {
 		return strings.ToValidUTF8(s[:40], "") + "…"
 	}

@@ -559,12 +559,7 @@ func parseBool(s string) (bool, error) {
 
 // truncate shortens s for an error message, copying it (s may alias a
 // reused line buffer).
-func truncate(s string) string {
-	if len(s) > 40 {
-		return strings.ToValidUTF8(s[:40], "") + "…"
-	}
-	return strings.Clone(s)
-}
+func truncate(s string) string { return strings.Clone(admit.Shorten(s)) }
 
 // unsafeString views b as a string without copying, for parsing only.
 func unsafeString(b []byte) string {

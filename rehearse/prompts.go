@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"retrygate/admit"
 	"retrygate/ledgerfile"
 	"retrygate/rehearse/seat"
 )
@@ -133,7 +134,7 @@ func parsePromptLine(line []byte, maxTokens int) (Prompt, error) {
 		user := false
 		for i, m := range p.Messages {
 			if !roles[m.Role] {
-				return p, fmt.Errorf("messages[%d].role: %q is not system, user or assistant", i, truncate(m.Role))
+				return p, fmt.Errorf("messages[%d].role: %q is not system, user or assistant", i, admit.Shorten(m.Role))
 			}
 			if m.Content == "" {
 				return p, fmt.Errorf("messages[%d].content: empty", i)
@@ -149,7 +150,7 @@ func parsePromptLine(line []byte, maxTokens int) (Prompt, error) {
 	if raw.MaxTokens != nil {
 		n, err := strconv.ParseInt(string(*raw.MaxTokens), 10, 64)
 		if err != nil || n < 1 || n > int64(maxTokens) {
-			return p, fmt.Errorf("max_tokens: want a whole number from 1 to %d, got %s", maxTokens, truncate(string(*raw.MaxTokens)))
+			return p, fmt.Errorf("max_tokens: want a whole number from 1 to %d, got %s", maxTokens, admit.Shorten(string(*raw.MaxTokens)))
 		}
 		p.MaxTokens = int(n)
 	}
@@ -162,18 +163,11 @@ func parsePromptLine(line []byte, maxTokens int) (Prompt, error) {
 		}
 		for i, t := range p.Tags {
 			if t == "" || len(t) > MaxPromptTagLen || strings.ContainsAny(t, ", \t\r\n\"=") {
-				return p, fmt.Errorf("tags[%d]: %q: want 1 to %d characters without commas, spaces, quotes or =", i, truncate(t), MaxPromptTagLen)
+				return p, fmt.Errorf("tags[%d]: %q: want 1 to %d characters without commas, spaces, quotes or =", i, admit.Shorten(t), MaxPromptTagLen)
 			}
 		}
 	}
 	return p, nil
-}
-
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // pickPrompt is the prompt index job k (1-based) of n sends: k-1 mod n in

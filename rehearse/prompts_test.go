@@ -83,7 +83,11 @@ func TestReadPromptsBadLines(t *testing.T) {
 		require.Error(t, err, tc.line)
 		assert.Contains(t, err.Error(), tc.want, tc.line)
 	}
-	_, err := ReadPrompts(strings.NewReader("\n\n"), "empty.jsonl", 1000)
+	// A long value is echoed cut at a whole character.
+	_, err := ReadPrompts(strings.NewReader(`{"messages": [{"role": "`+strings.Repeat("r", 39)+`éé", "content": "x"}]}`), "set.jsonl", 1000)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"`+strings.Repeat("r", 39)+`…"`)
+	_, err = ReadPrompts(strings.NewReader("\n\n"), "empty.jsonl", 1000)
 	assert.ErrorContains(t, err, "empty.jsonl: no prompts")
 	_, err = ReadPrompts(strings.NewReader(`{"prompt": "`+strings.Repeat("x", MaxPromptSetLine)+`"}`), "big.jsonl", 1000)
 	assert.ErrorContains(t, err, "big.jsonl: line 1")

@@ -571,11 +571,7 @@ func describe(n *yaml.Node) string {
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
 		return "nothing"
 	case n.Kind == yaml.ScalarNode:
-		v := n.Value
-		if len(v) > 40 {
-			v = v[:40] + "…"
-		}
-		return strconv.Quote(v)
+		return strconv.Quote(admit.Shorten(n.Value))
 	}
 	return "an unexpected node"
 }
