@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"retrygate/admit"
 	"retrygate/rehearse"
@@ -48,29 +48,16 @@ func (c *config) apply(p *rehearse.Policy, section string) error {
 	return nil
 }
 
-// setField stores a parsed value in the field dst points to.
+// setField stores a parsed value in the field dst points to: a count
+// in an int too, and a price that defaults to another when unset (a
+// *float64) as a pointer to it.
 func setField(dst, v any) {
-	switch d := dst.(type) {
-	case *time.Duration:
-		*d = v.(time.Duration)
-	case *int64:
-		*d = v.(int64)
-	case *int:
-		*d = int(v.(int64))
-	case *float64:
-		*d = v.(float64)
-	case **float64: // a price that defaults to another when unset
-		f := v.(float64)
-		*d = &f
-	case *bool:
-		*d = v.(bool)
-	case *string:
-		*d = v.(string)
-	case *[]string:
-		*d = v.([]string)
-	case *map[string]any:
-		*d = v.(map[string]any)
+	d, val := reflect.ValueOf(dst).Elem(), reflect.ValueOf(v)
+	if d.Kind() == reflect.Pointer {
+		d.Set(reflect.New(val.Type()))
+		d = d.Elem()
 	}
+	d.Set(val.Convert(d.Type()))
 }
 
 // budget resolves the budget section.
