@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"retrygate/admit"
@@ -126,10 +127,9 @@ func envName(key string) string {
 // name the flag, the variable, or the file and line a value came from.
 type config struct {
 	v     *viper.Viper
-	file  string         // the config file read, "" when none
-	lines map[string]int // dotted key (lowercase) → line in the file
-	cmd   *cobra.Command
-	flags map[string]string // dotted key → flag name
+	file  string                 // the config file read, "" when none
+	lines map[string]int         // dotted key (lowercase) → line in the file
+	flags map[string]*pflag.Flag // dotted key → the flag bound to it
 }
 
 // newConfig is a viper with every default and environment variable of
@@ -147,7 +147,7 @@ func newConfig() *config {
 			_ = v.BindEnv(s.key)
 		}
 	}
-	return &config{v: v, lines: map[string]int{}}
+	return &config{v: v, lines: map[string]int{}, flags: map[string]*pflag.Flag{}}
 }
 
 // defaultValue is s's default: the default policy's field (valueString
@@ -169,10 +169,10 @@ func loadConfig(f *Factory, cmd *cobra.Command, flags map[string]string) (*confi
 		}
 	}
 	c := newConfig()
-	c.cmd, c.flags = cmd, flags
 	for key, name := range flags {
 		if fl := cmd.Flags().Lookup(name); fl != nil {
 			_ = c.v.BindPFlag(key, fl)
+			c.flags[key] = fl
 		}
 	}
 	path := f.ConfigFile
@@ -196,21 +196,11 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// changedFlag is key's flag when the user gave it.
-func (c *config) changedFlag(key string) (string, bool) {
-	if name := c.flags[key]; name != "" && c.cmd != nil {
-		if fl := c.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return name, true
-		}
-	}
-	return "", false
-}
-
 // where names the source of key's value for an error message: the flag,
 // the environment variable, the file and line, or the default.
 func (c *config) where(key string) string {
-	if name, ok := c.changedFlag(key); ok {
-		return "--" + name
+	if fl := c.flags[key]; fl != nil && fl.Changed {
+		return "--" + fl.Name
 	}
 	if s := lookupSetting(key); s != nil && s.env && os.Getenv(envName(key)) != "" {
 		return envName(key)
