@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,13 +17,16 @@ const (
 )
 
 // checkInputFile says what is wrong with path as a small input file: it
-// must exist, be a regular file (not a FIFO, a device or a directory,
+// must exist, be a regular file (not a directory, a FIFO or a device,
 // which could block or never end) and be at most limit bytes. The error
 // does not name the file: the caller does, with the key or flag.
 func checkInputFile(path string, limit int64) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return unwrapPathErr(err)
+	}
+	if st.IsDir() {
+		return errors.New("is a directory")
 	}
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("not a regular file (%s)", ledgerfile.FileKind(st.Mode()))
