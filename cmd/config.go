@@ -43,6 +43,7 @@ type setting struct {
 	kind kind
 	env  bool   // an environment variable sets it
 	max  int64  // counts: the largest allowed (0: admit.MaxTokens)
+	pos  bool   // must be positive
 	flag string // the budget flag that sets it
 	help string // that flag's help
 	pol  func(*rehearse.Policy) any
@@ -51,10 +52,10 @@ type setting struct {
 }
 
 var settings = []setting{
-	{key: "budget.deadline", flag: "deadline", kind: kDuration, env: true, help: "job `deadline`", pol: func(p *rehearse.Policy) any { return &p.Budget.Deadline }},
-	{key: "budget.token_ceiling", flag: "token-ceiling", kind: kCount, env: true, help: "prompt + completion `tokens` for the whole job", pol: func(p *rehearse.Policy) any { return &p.Budget.TokenCeiling }},
-	{key: "budget.max_attempts", flag: "max-attempts", kind: kCount, env: true, max: 1000, help: "attempt `cap`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxAttempts }},
-	{key: "budget.max_wait", flag: "max-wait", kind: kDuration, env: true, help: "queue wait `cap`, submit to first byte", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxWait }},
+	{key: "budget.deadline", pos: true, flag: "deadline", kind: kDuration, env: true, help: "job `deadline`", pol: func(p *rehearse.Policy) any { return &p.Budget.Deadline }},
+	{key: "budget.token_ceiling", pos: true, flag: "token-ceiling", kind: kCount, env: true, help: "prompt + completion `tokens` for the whole job", pol: func(p *rehearse.Policy) any { return &p.Budget.TokenCeiling }},
+	{key: "budget.max_attempts", pos: true, flag: "max-attempts", kind: kCount, env: true, max: 1000, help: "attempt `cap`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxAttempts }},
+	{key: "budget.max_wait", pos: true, flag: "max-wait", kind: kDuration, env: true, help: "queue wait `cap`, submit to first byte", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxWait }},
 	{key: "budget.max_spend_usd", flag: "max-spend", kind: kAmount, env: true, help: "spend ceiling in `USD`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxSpendUSD }},
 	{key: "retry.base_delay", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.BaseDelay }},
 	{key: "retry.max_delay", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.MaxDelay }},

@@ -19,7 +19,8 @@ import (
 )
 
 // apply sets the policy's field of every setting under section ("" for
-// every section), each parsed by its kind and checked against its cap.
+// every section), each parsed by its kind and checked against its cap
+// and, where the table says so, for a positive value.
 func (c *config) apply(p *rehearse.Policy, section string) error {
 	for _, s := range settings {
 		if s.pol == nil || !strings.HasPrefix(s.key, section) {
@@ -32,18 +33,10 @@ func (c *config) apply(p *rehearse.Policy, section string) error {
 		if n, ok := v.(int64); ok && s.max > 0 && n > s.max {
 			return badInput("%s: %d is too large (at most %d)", c.where(s.key), n, s.max)
 		}
-		setField(s.pol(p), v)
-	}
-	b := p.Budget
-	for key, bad := range map[string]bool{
-		"budget.deadline":      b.Deadline <= 0,
-		"budget.token_ceiling": b.TokenCeiling <= 0,
-		"budget.max_attempts":  b.MaxAttempts <= 0,
-		"budget.max_wait":      b.MaxWait <= 0,
-	} {
-		if bad {
-			return badInput("%s: must be positive", c.where(key))
+		if s.pos && reflect.ValueOf(v).Int() <= 0 {
+			return badInput("%s: must be positive", c.where(s.key))
 		}
+		setField(s.pol(p), v)
 	}
 	return nil
 }
