@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -298,8 +297,6 @@ func (c *config) list(key string, v any) ([]string, error) {
 			out = append(out, s)
 		}
 		return out, nil
-	case []string:
-		return slices.Clone(v), nil
 	}
 	return nil, badInput("%s: expected a list, got %T", c.where(key), v)
 }

@@ -248,11 +248,7 @@ func (c *config) thresholds() ([]thresholdEntry, error) {
 		out = append(out, thresholdEntry{Metric: metric, Exprs: exprs, Where: c.where(key)})
 	}
 	slices.SortFunc(out, func(a, b thresholdEntry) int {
-		la, lb := c.lines["thresholds."+a.Metric], c.lines["thresholds."+b.Metric]
-		if la != lb {
-			return la - lb
-		}
-		return strings.Compare(a.Metric, b.Metric)
+		return c.byLine("thresholds."+a.Metric, "thresholds."+b.Metric)
 	})
 	return out, nil
 }

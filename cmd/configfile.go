@@ -119,18 +119,20 @@ func (c *config) load(path, ext string, data []byte) error {
 	for k, fk := range keys {
 		c.lines[k] = fk.line
 	}
-	names := slices.SortedFunc(maps.Keys(keys), func(a, b string) int {
-		if d := keys[a].line - keys[b].line; d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	for _, k := range names {
+	for _, k := range slices.SortedFunc(maps.Keys(keys), c.byLine) {
 		if err := c.checkKey(k, keys[k]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// byLine orders keys as the file has them, then by name.
+func (c *config) byLine(a, b string) int {
+	if d := c.lines[a] - c.lines[b]; d != 0 {
+		return d
+	}
+	return strings.Compare(a, b)
 }
 
 // checkKey refuses a literal key, an unknown key and a known one without a value.
