@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
 )
 
 // maxConfigValues bounds the nodes a config expands to (YAML aliases can
@@ -46,9 +47,14 @@ func (c *config) readFile(ctx context.Context, path string) error {
 	default:
 		return badInput("config %q: unknown format %q (want .yaml, .json or .toml)", path, ext)
 	}
-	data, err := readInputFile("config", path, maxConfigBytes)
+	if err := checkInputFile(path, maxConfigBytes); err != nil {
+		return badInput("config %q: %v", path, err)
+	}
+	// Checked first for the message; ledgerfile.ReadInput, the one bounded
+	// reader, opens without blocking and checks again (it may have changed).
+	data, err := ledgerfile.ReadInput(path, "config", maxConfigBytes)
 	if err != nil {
-		return err
+		return badInputErr(err)
 	}
 	if ctx == nil {
 		return c.load(path, ext, data)
