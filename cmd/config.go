@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"retrygate/admit"
@@ -42,6 +42,7 @@ type setting struct {
 	kind kind
 	env  bool   // an environment variable sets it
 	max  int64  // counts: the largest allowed (0: admit.MaxTokens)
+	pos  bool   // must be positive
 	flag string // the budget flag that sets it
 	help string // that flag's help
 	pol  func(*rehearse.Policy) any
@@ -50,10 +51,10 @@ type setting struct {
 }
 
 var settings = []setting{
-	{key: "budget.deadline", flag: "deadline", kind: kDuration, env: true, help: "job `deadline`", pol: func(p *rehearse.Policy) any { return &p.Budget.Deadline }},
-	{key: "budget.token_ceiling", flag: "token-ceiling", kind: kCount, env: true, help: "prompt + completion `tokens` for the whole job", pol: func(p *rehearse.Policy) any { return &p.Budget.TokenCeiling }},
-	{key: "budget.max_attempts", flag: "max-attempts", kind: kCount, env: true, max: 1000, help: "attempt `cap`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxAttempts }},
-	{key: "budget.max_wait", flag: "max-wait", kind: kDuration, env: true, help: "queue wait `cap`, submit to first byte", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxWait }},
+	{key: "budget.deadline", pos: true, flag: "deadline", kind: kDuration, env: true, help: "job `deadline`", pol: func(p *rehearse.Policy) any { return &p.Budget.Deadline }},
+	{key: "budget.token_ceiling", pos: true, flag: "token-ceiling", kind: kCount, env: true, help: "prompt + completion `tokens` for the whole job", pol: func(p *rehearse.Policy) any { return &p.Budget.TokenCeiling }},
+	{key: "budget.max_attempts", pos: true, flag: "max-attempts", kind: kCount, env: true, max: 1000, help: "attempt `cap`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxAttempts }},
+	{key: "budget.max_wait", pos: true, flag: "max-wait", kind: kDuration, env: true, help: "queue wait `cap`, submit to first byte", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxWait }},
 	{key: "budget.max_spend_usd", flag: "max-spend", kind: kAmount, env: true, help: "spend ceiling in `USD`", pol: func(p *rehearse.Policy) any { return &p.Budget.MaxSpendUSD }},
 	{key: "retry.base_delay", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.BaseDelay }},
 	{key: "retry.max_delay", kind: kDuration, env: true, pol: func(p *rehearse.Policy) any { return &p.Retry.MaxDelay }},
@@ -126,10 +127,9 @@ func envName(key string) string {
 // name the flag, the variable, or the file and line a value came from.
 type config struct {
 	v     *viper.Viper
-	file  string         // the config file read, "" when none
-	lines map[string]int // dotted key (lowercase) → line in the file
-	cmd   *cobra.Command
-	flags map[string]string // dotted key → flag name
+	file  string                 // the config file read, "" when none
+	lines map[string]int         // dotted key (lowercase) → line in the file
+	flags map[string]*pflag.Flag // dotted key → the flag bound to it
 }
 
 // newConfig is a viper with every default and environment variable of
@@ -147,7 +147,7 @@ func newConfig() *config {
 			_ = v.BindEnv(s.key)
 		}
 	}
-	return &config{v: v, lines: map[string]int{}}
+	return &config{v: v, lines: map[string]int{}, flags: map[string]*pflag.Flag{}}
 }
 
 // defaultValue is s's default: the default policy's field (valueString
@@ -169,10 +169,10 @@ func loadConfig(f *Factory, cmd *cobra.Command, flags map[string]string) (*confi
 		}
 	}
 	c := newConfig()
-	c.cmd, c.flags = cmd, flags
 	for key, name := range flags {
 		if fl := cmd.Flags().Lookup(name); fl != nil {
 			_ = c.v.BindPFlag(key, fl)
+			c.flags[key] = fl
 		}
 	}
 	path := f.ConfigFile
@@ -196,21 +196,11 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// changedFlag is key's flag when the user gave it.
-func (c *config) changedFlag(key string) (string, bool) {
-	if name := c.flags[key]; name != "" && c.cmd != nil {
-		if fl := c.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
-			return name, true
-		}
-	}
-	return "", false
-}
-
 // where names the source of key's value for an error message: the flag,
 // the environment variable, the file and line, or the default.
 func (c *config) where(key string) string {
-	if name, ok := c.changedFlag(key); ok {
-		return "--" + name
+	if fl := c.flags[key]; fl != nil && fl.Changed {
+		return "--" + fl.Name
 	}
 	if s := lookupSetting(key); s != nil && s.env && os.Getenv(envName(key)) != "" {
 		return envName(key)
@@ -307,8 +297,6 @@ func (c *config) list(key string, v any) ([]string, error) {
 			out = append(out, s)
 		}
 		return out, nil
-	case []string:
-		return slices.Clone(v), nil
 	}
 	return nil, badInput("%s: expected a list, got %T", c.where(key), v)
 }

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"retrygate/admit"
 	"retrygate/rehearse"
@@ -19,7 +19,8 @@ import (
 )
 
 // apply sets the policy's field of every setting under section ("" for
-// every section), each parsed by its kind and checked against its cap.
+// every section), each parsed by its kind and checked against its cap
+// and, where the table says so, for a positive value.
 func (c *config) apply(p *rehearse.Policy, section string) error {
 	for _, s := range settings {
 		if s.pol == nil || !strings.HasPrefix(s.key, section) {
@@ -32,45 +33,24 @@ func (c *config) apply(p *rehearse.Policy, section string) error {
 		if n, ok := v.(int64); ok && s.max > 0 && n > s.max {
 			return badInput("%s: %d is too large (at most %d)", c.where(s.key), n, s.max)
 		}
-		setField(s.pol(p), v)
-	}
-	b := p.Budget
-	for key, bad := range map[string]bool{
-		"budget.deadline":      b.Deadline <= 0,
-		"budget.token_ceiling": b.TokenCeiling <= 0,
-		"budget.max_attempts":  b.MaxAttempts <= 0,
-		"budget.max_wait":      b.MaxWait <= 0,
-	} {
-		if bad {
-			return badInput("%s: must be positive", c.where(key))
+		if s.pos && reflect.ValueOf(v).Int() <= 0 {
+			return badInput("%s: must be positive", c.where(s.key))
 		}
+		setField(s.pol(p), v)
 	}
 	return nil
 }
 
-// setField stores a parsed value in the field dst points to.
+// setField stores a parsed value in the field dst points to: a count
+// in an int too, and a price that defaults to another when unset (a
+// *float64) as a pointer to it.
 func setField(dst, v any) {
-	switch d := dst.(type) {
-	case *time.Duration:
-		*d = v.(time.Duration)
-	case *int64:
-		*d = v.(int64)
-	case *int:
-		*d = int(v.(int64))
-	case *float64:
-		*d = v.(float64)
-	case **float64: // a price that defaults to another when unset
-		f := v.(float64)
-		*d = &f
-	case *bool:
-		*d = v.(bool)
-	case *string:
-		*d = v.(string)
-	case *[]string:
-		*d = v.([]string)
-	case *map[string]any:
-		*d = v.(map[string]any)
+	d, val := reflect.ValueOf(dst).Elem(), reflect.ValueOf(v)
+	if d.Kind() == reflect.Pointer {
+		d.Set(reflect.New(val.Type()))
+		d = d.Elem()
 	}
+	d.Set(val.Convert(d.Type()))
 }
 
 // budget resolves the budget section.
@@ -268,11 +248,7 @@ func (c *config) thresholds() ([]thresholdEntry, error) {
 		out = append(out, thresholdEntry{Metric: metric, Exprs: exprs, Where: c.where(key)})
 	}
 	slices.SortFunc(out, func(a, b thresholdEntry) int {
-		la, lb := c.lines["thresholds."+a.Metric], c.lines["thresholds."+b.Metric]
-		if la != lb {
-			return la - lb
-		}
-		return strings.Compare(a.Metric, b.Metric)
+		return c.byLine("thresholds."+a.Metric, "thresholds."+b.Metric)
 	})
 	return out, nil
 }

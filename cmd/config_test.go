@@ -98,6 +98,7 @@ func TestConfigMustBeASmallRegularFile(t *testing.T) {
 		{"/dev/zero", `--config "/dev/zero": not a regular file (a device)`},
 		{fifo, "not a regular file (a FIFO)"},
 		{big, "larger than 4 MiB (the limit)"},
+		{dir, fmt.Sprintf("--config %q: is a directory", dir)},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
 			done := make(chan struct{})

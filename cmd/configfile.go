@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"retrygate/admit"
+	"retrygate/ledgerfile"
 )
 
 // maxConfigValues bounds the nodes a config expands to (YAML aliases can
@@ -46,9 +47,14 @@ func (c *config) readFile(ctx context.Context, path string) error {
 	default:
 		return badInput("config %q: unknown format %q (want .yaml, .json or .toml)", path, ext)
 	}
-	data, err := readInputFile("config", path, maxConfigBytes)
+	if err := checkInputFile(path, maxConfigBytes); err != nil {
+		return badInput("config %q: %v", path, err)
+	}
+	// Checked first for the message; ledgerfile.ReadInput, the one bounded
+	// reader, opens without blocking and checks again (it may have changed).
+	data, err := ledgerfile.ReadInput(path, "config", maxConfigBytes)
 	if err != nil {
-		return err
+		return badInputErr(err)
 	}
 	if ctx == nil {
 		return c.load(path, ext, data)
@@ -119,18 +125,20 @@ func (c *config) load(path, ext string, data []byte) error {
 	for k, fk := range keys {
 		c.lines[k] = fk.line
 	}
-	names := slices.SortedFunc(maps.Keys(keys), func(a, b string) int {
-		if d := keys[a].line - keys[b].line; d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	for _, k := range names {
+	for _, k := range slices.SortedFunc(maps.Keys(keys), c.byLine) {
 		if err := c.checkKey(k, keys[k]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// byLine orders keys as the file has them, then by name.
+func (c *config) byLine(a, b string) int {
+	if d := c.lines[a] - c.lines[b]; d != 0 {
+		return d
+	}
+	return strings.Compare(a, b)
 }
 
 // checkKey refuses a literal key, an unknown key and a known one without a value.

@@ -42,44 +42,28 @@ const (
 	phRates    = "n,n,.../s"
 )
 
-var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phDir, phName, phID, phText, phTime, phAddr, phLayers, phSpec, phRates}
-
-// flagVocabulary maps a flag's name to its meta, the same under every
-// command; flagOverrides holds the few that mean something else under one
-// command ("<command path> --<flag>").
-var flagVocabulary = map[string]flagMeta{
-	"config": {placeholder: phFile, files: true}, "log": {placeholder: phFile, files: true},
-	"state": {placeholder: phFile, files: true}, "prompt-file": {placeholder: phFile, files: true},
-	"policy": {placeholder: phFile, files: true}, "vs": {placeholder: phFile, files: true},
-	"script": {placeholder: phFile, files: true}, "junit": {placeholder: phFile, files: true}, "prompts": {placeholder: phFile, files: true},
-	"html": {placeholder: phFile, files: true},
-	"svg":  {placeholder: phDir, files: true}, "png": {placeholder: phDir, files: true},
-
-	"deadline": {placeholder: phDuration}, "max-wait": {placeholder: phDuration},
-	"hard-timeout": {placeholder: phDuration}, "wait-cap": {placeholder: phDuration},
-	"wait": {placeholder: phDuration}, "elapsed": {placeholder: phDuration}, "ttfb": {placeholder: phDuration},
-	"duration": {placeholder: phDuration}, "ramp-step": {placeholder: phDuration},
-	"next-wait": {placeholder: phDuration}, "next-elapsed": {placeholder: phDuration}, "spent": {placeholder: phDuration},
-
-	"token-ceiling": {placeholder: phN}, "max-attempts": {placeholder: phN}, "next-tokens": {placeholder: phN},
-	"spent-tokens": {placeholder: phN}, "used": {placeholder: phN}, "tokens": {placeholder: phN},
-	"prompt-tokens": {placeholder: phN}, "completion-tokens": {placeholder: phN}, "http-status": {placeholder: phN},
-	"jobs": {placeholder: phN}, "concurrency": {placeholder: phN}, "call": {placeholder: phN},
-	"max-tokens": {placeholder: phN}, "seed": {placeholder: phN}, "retries": {placeholder: phN},
-	"rate": {placeholder: phN}, "slots": {placeholder: phN}, "margin": {placeholder: phN}, "attempts-per-success": {placeholder: phN},
-
-	"max-spend": {placeholder: phUSD}, "next-usd": {placeholder: phUSD}, "spent-usd": {placeholder: phUSD},
-	"cost": {placeholder: phUSD}, "fallback-cost": {placeholder: phUSD},
-
-	"fail-rate": {placeholder: phRate}, "timeout-rate": {placeholder: phRate},
-
-	"seat": {placeholder: phName, seats: true}, "model": {placeholder: phName},
-	"job": {placeholder: phID}, "prompt": {placeholder: phText}, "note": {placeholder: phText},
-	"ts": {placeholder: phTime}, "since": {placeholder: phTime}, "addr": {placeholder: phAddr},
-	"layers": {placeholder: phLayers}, "ramp": {placeholder: phRates},
-	"listen": {placeholder: phAddr}, "metrics": {placeholder: phAddr}, "max-body": {placeholder: phN}, "max-concurrent": {placeholder: phN},
-	"max-jobs": {placeholder: phN}, "max-client-jobs": {placeholder: phN}, "job-retention": {placeholder: phDuration},
-	"max-body-total": {placeholder: phN}, "max-conns": {placeholder: phN},
+// flagWords gives each word the flags whose value it names, the same
+// under every command (a file or dir completes with file names, --seat
+// with the config's seats); flagOverrides holds the few that mean
+// something else under one command ("<command path> --<flag>").
+var flagWords = map[string][]string{
+	phFile: {"config", "log", "state", "prompt-file", "policy", "vs", "script", "junit", "prompts", "html"},
+	phDir:  {"svg", "png"},
+	phDuration: {"deadline", "max-wait", "hard-timeout", "wait-cap", "wait", "elapsed", "ttfb", "duration", "ramp-step",
+		"next-wait", "next-elapsed", "spent", "job-retention"},
+	phN: {"token-ceiling", "max-attempts", "next-tokens", "spent-tokens", "used", "tokens", "prompt-tokens",
+		"completion-tokens", "http-status", "jobs", "concurrency", "call", "max-tokens", "seed", "retries", "rate",
+		"slots", "margin", "attempts-per-success", "max-body", "max-concurrent", "max-jobs", "max-client-jobs",
+		"max-body-total", "max-conns"},
+	phUSD:    {"max-spend", "next-usd", "spent-usd", "cost", "fallback-cost"},
+	phRate:   {"fail-rate", "timeout-rate"},
+	phName:   {"seat", "model"},
+	phID:     {"job"},
+	phText:   {"prompt", "note"},
+	phTime:   {"ts", "since"},
+	phAddr:   {"addr", "listen", "metrics"},
+	phLayers: {"layers"},
+	phRates:  {"ramp"},
 }
 
 // flagOverrides are per command: a fixed set of values belongs to one
@@ -110,8 +94,12 @@ func metaFor(c *cobra.Command, name string) (flagMeta, bool) {
 	if m, ok := flagOverrides[path+" --"+name]; ok {
 		return m, true
 	}
-	m, ok := flagVocabulary[name]
-	return m, ok
+	for word, names := range flagWords {
+		if slices.Contains(names, name) {
+			return flagMeta{placeholder: word, files: word == phFile || word == phDir, seats: name == "seat"}, true
+		}
+	}
+	return flagMeta{}, false
 }
 
 // placeholderValue shows a flag's value in help as its vocabulary word;

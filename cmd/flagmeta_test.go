@@ -11,8 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// placeholders is the vocabulary.
+var placeholders = []string{phDuration, phN, phUSD, phRate, phFile, phDir, phName, phID, phText, phTime, phAddr, phLayers, phSpec, phRates}
+
 // Every flag's value is shown with one word of one vocabulary (or its
-// fixed set of values): a new flag must be given one in flagVocabulary.
+// fixed set of values): a new flag must be given one in flagWords.
 func TestFlagPlaceholdersAreOneVocabulary(t *testing.T) {
 	for _, fc := range flagCommands(t) {
 		for _, fl := range fc.flags {
@@ -21,7 +24,7 @@ func TestFlagPlaceholdersAreOneVocabulary(t *testing.T) {
 			}
 			word := fl.Value.Type()
 			ok := slices.Contains(placeholders, word) || (strings.HasPrefix(word, "{") && strings.HasSuffix(word, "}"))
-			assert.True(t, ok, "%s --%s: placeholder %q is not in the vocabulary (add the flag to flagVocabulary)", fc.path, fl.Name, word)
+			assert.True(t, ok, "%s --%s: placeholder %q is not in the vocabulary (add the flag to flagWords)", fc.path, fl.Name, word)
 		}
 	}
 	code, out, _ := cfgRun(t, t.TempDir(), nil, "admit", "--help")

@@ -14,11 +14,7 @@ import (
 // tab-separated lines (header first, stable column order) when piped, so
 // scripts can read it with cut or awk.
 func printTable(s *IOStreams, header []string, rows [][]string) error {
-	return writeTable(s.Out, s.OutTTY, header, rows)
-}
-
-func writeTable(w io.Writer, tty bool, header []string, rows [][]string) error {
-	if !tty {
+	if !s.OutTTY {
 		var b strings.Builder
 		b.WriteString(strings.Join(header, "\t"))
 		b.WriteByte('\n')
@@ -31,10 +27,10 @@ func writeTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 			}
 			b.WriteByte('\n')
 		}
-		_, err := io.WriteString(w, b.String())
+		_, err := io.WriteString(s.Out, b.String())
 		return err
 	}
-	t := tablewriter.NewTable(w,
+	t := tablewriter.NewTable(s.Out,
 		tablewriter.WithHeaderAutoFormat(tw.Off),
 		tablewriter.WithRowAlignment(tw.AlignRight),
 		tablewriter.WithHeaderAlignment(tw.AlignCenter),

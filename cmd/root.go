@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"retrygate/ledgerfile"
 )
 
 // Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3"
@@ -172,16 +170,8 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		if strings.TrimSpace(f.ConfigFile) == "" {
 			return badInput("--config: empty path")
 		}
-		st, err := os.Stat(f.ConfigFile)
-		if err != nil {
-			return badInput("--config %q: %v", f.ConfigFile, unwrapPathErr(err))
-		}
-		if st.IsDir() {
-			return badInput("--config %q: is a directory", f.ConfigFile)
-		}
-		if !st.Mode().IsRegular() {
-			// A FIFO would hang the read and /dev/zero would never end.
-			return badInput("--config %q: not a regular file (%s)", f.ConfigFile, ledgerfile.FileKind(st.Mode()))
+		if err := checkInputFile(f.ConfigFile, maxConfigBytes); err != nil {
+			return badInput("--config %q: %v", f.ConfigFile, err)
 		}
 		return nil
 	}

@@ -2,9 +2,10 @@ package cmd
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cast"
 )
 
 // parseBoolValue takes true/false (and the usual 1/0, yes/no).
@@ -18,23 +19,14 @@ func parseBoolValue(s string) (bool, error) {
 	return false, fmt.Errorf("not true or false %q", s)
 }
 
-// valueString renders a config value as the user wrote it, for parsing.
+// valueString renders a config value as the user wrote it, for parsing,
+// as viper's own Get* does (spf13/cast); a mapping, a list, a date or
+// nothing is not a single value.
 func valueString(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case int:
-		return strconv.Itoa(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case uint64:
-		return strconv.FormatUint(x, 10), true
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), true
-	case bool:
-		return strconv.FormatBool(x), true
-	case time.Duration:
-		return x.String(), true
+	switch v.(type) {
+	case string, bool, int, int64, uint64, float64, time.Duration:
+		s, err := cast.ToStringE(v)
+		return s, err == nil
 	}
 	return "", false
 }
