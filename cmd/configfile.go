@@ -76,6 +76,7 @@ type fileKey struct {
 	shown   string // as written
 	section bool   // a mapping with keys in it
 	null    bool   // no value, or an empty mapping ([table], {})
+	table   int    // TOML: which [[array table]] it is in (0: none)
 }
 
 // keyCollision is two keys of one mapping that are the same key once case
@@ -192,9 +193,10 @@ func joinKey(prefix, k string) string {
 	return prefix + "." + k
 }
 
-// noteKey records a key, refusing one given twice in any case.
+// noteKey records a key, refusing one given twice in any case in one
+// mapping (each table of a TOML array of tables is a mapping of its own).
 func noteKey(file string, keys map[string]fileKey, full string, fk fileKey) error {
-	if first, dup := keys[full]; dup {
+	if first, dup := keys[full]; dup && first.table == fk.table {
 		return &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, fk.line, fk.shown)}
 	}
 	keys[full] = fk
@@ -382,6 +384,9 @@ func jsonKeys(file string, data []byte) (map[string]fileKey, error) {
 func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 	keys := map[string]fileKey{}
 	lineOf := lineAt(data)
+	// Each [[array table]] is numbered; its keys, and those of the tables
+	// under it, carry the number of the array table they are in.
+	arrays, tables, table := map[string]int{}, 0, 0
 	keyOf := func(n *unstable.Node, prefix, shown string) (string, string, int) {
 		line := 0
 		for it := n.Key(); it.Next(); {
@@ -395,7 +400,7 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 	keyval = func(n *unstable.Node, prefix, shown string) error {
 		full, fullShown, line := keyOf(n, prefix, shown)
 		v := n.Value()
-		if err := noteKey(file, keys, full, fileKey{line: line, shown: fullShown, section: v.Kind == unstable.InlineTable}); err != nil {
+		if err := noteKey(file, keys, full, fileKey{line: line, shown: fullShown, section: v.Kind == unstable.InlineTable, table: table}); err != nil {
 			return err
 		}
 		if v.Kind == unstable.InlineTable {
@@ -417,8 +422,17 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 		case unstable.Table, unstable.ArrayTable:
 			var line int
 			prefix, shown, line = keyOf(e, "", "")
-			if e.Kind == unstable.Table {
-				if err := noteKey(file, keys, prefix, fileKey{line: line, shown: shown, section: true}); err != nil {
+			table = 0
+			for at, n := range arrays {
+				if strings.HasPrefix(prefix, at+".") {
+					table = max(table, n) // the innermost: numbered last
+				}
+			}
+			if e.Kind == unstable.ArrayTable {
+				tables++
+				arrays[prefix], table = tables, tables
+			} else {
+				if err := noteKey(file, keys, prefix, fileKey{line: line, shown: shown, section: true, table: table}); err != nil {
 					return nil, err
 				}
 			}

@@ -35,3 +35,22 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// Each table of a TOML array of tables ([[x]]) is a mapping of its own:
+// a key in two of them is no repeat, a key twice in one still is.
+func TestConfigTOMLArrayOfTables(t *testing.T) {
+	seat := "[seats.a]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n"
+	c := newConfig()
+	if err := c.load("p.toml", "toml", []byte(seat+"[[seats.a.extra_body.tools]]\ntype = \"function\"\n[[seats.a.extra_body.tools]]\ntype = \"web_search\"\n")); err != nil {
+		t.Fatalf("two tables of one array refused: %v", err)
+	}
+	// Three tables of one array, each with a table under it.
+	three := "[[seats.a.extra_body.tools]]\ntype = \"function\"\n[seats.a.extra_body.tools.function]\nname = \"f\"\n"
+	if err := newConfig().load("p.toml", "toml", []byte(seat+three+three+three)); err != nil {
+		t.Fatalf("three tables of one array refused: %v", err)
+	}
+	err := newConfig().load("p.toml", "toml", []byte(seat+"[[seats.a.extra_body.tools]]\ntype = \"function\"\n[[seats.a.extra_body.tools]]\ntype = \"x\"\nTYPE = \"y\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "p.toml:9: seats.a.extra_body.tools.TYPE: the same key as p.toml:8: seats.a.extra_body.tools.type") {
+		t.Fatalf("a key twice in one table: got %v", err)
+	}
+}
