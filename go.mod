@@ -1,4 +1,4 @@
-module retrygate
+module github.com/retrygate/retrygate
 
 go 1.26.8
 

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"retrygate/cmd"
+	"github.com/retrygate/retrygate/cmd"
 )
 
 func main() { os.Exit(cmd.Main()) }

@@ -160,11 +160,11 @@ genlog=$tmp/genlog
 # those costs before a line of retrygate runs.
 mkdir -p "$tmp/floor"
 cp "$repo/go.mod" "$repo/go.sum" "$tmp/floor/"
-sed -i 's/^module retrygate$/module floor/' "$tmp/floor/go.mod"
+sed -i 's|^module github.com/retrygate/retrygate$|module floor|' "$tmp/floor/go.mod"
 {
 	printf 'package main\n\nimport (\n'
 	(cd "$repo" && go list -pgo=off -f '{{join .Imports "\n"}}' ./...) | sort -u |
-		grep -v -e '^retrygate' -e '^C$' -e '/internal/' -e '^internal/' -e '^vendor/' |
+		grep -v -e '^github.com/retrygate/retrygate' -e '^C$' -e '/internal/' -e '^internal/' -e '^vendor/' |
 		sed 's/.*/\t_ "&"/'
 	printf ')\n\nfunc main() { println("floor") }\n'
 } >"$tmp/floor/main.go"

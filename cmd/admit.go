@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // AdmitOptions is one gate question: may the job's next attempt go?

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // budgetFlags adds the four numbers (and the spend ceiling) as flags,

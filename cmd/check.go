@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // CheckOptions is what `retrygate check` runs with.

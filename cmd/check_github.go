@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // maxAnnotatedChanges bounds the warnings for changed decisions: GitHub

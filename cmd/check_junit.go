@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // The JUnit XML that CI systems read (GitHub test reporters, GitLab,

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile/claims"
-	"retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile/claims"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
 // ClaimOptions reserves one attempt of a job for a shell retry loop.

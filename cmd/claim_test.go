@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile/claims"
+	"github.com/retrygate/retrygate/ledgerfile/claims"
 )
 
 // TestClaimUnderCleanup runs 16 claimer processes (64 with

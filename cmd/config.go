@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
-	"retrygate/admit"
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // DefaultConfigFile is read from the working directory when --config is not given.

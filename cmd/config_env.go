@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // settingWords are the first words of a RETRYGATE_ variable that make it a

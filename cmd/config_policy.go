@@ -13,9 +13,9 @@ import (
 	"strings"
 	"sync"
 
-	"retrygate/admit"
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // apply sets the policy's field of every setting under section ("" for

@@ -23,8 +23,8 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 	"go.yaml.in/yaml/v3"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // maxConfigValues bounds the nodes a config expands to (YAML aliases can

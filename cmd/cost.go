@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // CostOptions are seed 001's inputs; a nil field was not given, and the

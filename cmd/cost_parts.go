@@ -3,7 +3,7 @@ package cmd
 import (
 	"strings"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // costParts are cost's --prices and --usage: one attempt's C from a rate

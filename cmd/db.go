@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 )
 
 // DBInitOptions sets up or migrates a PostgreSQL database.

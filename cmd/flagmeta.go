@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"retrygate/admit"
-	"retrygate/rehearse"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // flagMeta is what help and completion show for a flag's value: one word

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Bounds on the small files retrygate reads whole. The largest real

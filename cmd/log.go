@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 )
 
 // LogExportOptions prints a log in the file format.

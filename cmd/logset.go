@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // logSet is the logs a command reads, opened lazily; stdin is spooled to

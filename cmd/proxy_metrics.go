@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/proxy/metrics"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // checkMetricsAddr checks --metrics: host:port, on loopback unless the

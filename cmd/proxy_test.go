@@ -19,13 +19,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/store/pgstore"
-	"retrygate/ledgerfile/store/pgstore/pgtest"
-	"retrygate/rehearse/proxy"
-	"retrygate/rehearse/seat"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
+	"github.com/retrygate/retrygate/rehearse/proxy"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 func proxyOptions(t *testing.T, config string, args ...string) (*ProxyOptions, error) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // RecordOptions is one hand-observed attempt to append.

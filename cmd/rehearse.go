@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // demoScript is the built-in script the no-config demo plays: seed 003.

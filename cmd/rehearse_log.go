@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/rehearse"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // runLog is where a rehearsal or a proxy writes: the file (the embedded

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store/pgstore"
-	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 )
 
 // A run is numbered past the highest run a log names, in a `# run rN`

@@ -12,7 +12,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 var attemptHeader = []string{"seat", "job", "attempt", "wait_s", "elapsed_s", "tokens", "outcome", "decision", "job_end"}

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
-	"retrygate/rehearse"
-	"retrygate/rehearse/script"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/script"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // buildChain turns the chain's configs into seats (openSeat), in

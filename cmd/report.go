@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // ReportOptions is what `retrygate report` runs with.

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
-	"retrygate/ledgerfile/summary/chart"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
 )
 
 // drawData is what report --html and --svg draw beside the summary's

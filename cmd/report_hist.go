@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // histCapKey is each --hist metric's cap: the budget key it is read from.

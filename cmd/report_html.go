@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"strings"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile/summary"
-	"retrygate/ledgerfile/summary/chart"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
 )
 
 // pictures is what report --html and --svg draw from: the one summary,

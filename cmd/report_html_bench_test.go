@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // BenchmarkReportHTMLMillionRows: report --html beside plain report over

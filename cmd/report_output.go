@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 type reportJSON struct {

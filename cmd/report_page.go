@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 func percentileTable(p *pictures) table {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/rehearse/script"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/rehearse/script"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 func newSeatCmd(f *Factory) *cobra.Command {

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/realtime"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 func TestSeatServeFlags(t *testing.T) {

@@ -12,10 +12,10 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/rehearse"
-	"retrygate/rehearse/model"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/model"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // SimulateOptions is one what-if: a policy (and optionally a second one

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/ledgerfile/summary"
-	"retrygate/ledgerfile/summary/chart"
-	"retrygate/rehearse/model"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
+	"github.com/retrygate/retrygate/rehearse/model"
 )
 
 // writeSimHTML writes simulate --html's page: each policy's figures (the

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // parseLayers reads --layers: name=attempts pairs, comma-separated,

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/ledgerfile/summary"
-	"retrygate/rehearse/model"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse/model"
 )
 
 // simJSON is the --json shape.

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"retrygate/ledgerfile/claims"
 	"strings"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/store/pgstore"
-	"retrygate/rehearse/model"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/claims"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/rehearse/model"
 )
 
 // This file is the one place a log or claim store is opened from what a

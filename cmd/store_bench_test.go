@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/store/pgstore"
-	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 )
 
 // BenchmarkReportMillionRows: `retrygate report` over the same rows in a

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store/pgstore/pgtest"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 )
 
 // withPassword puts a password into a test database's URL. The test

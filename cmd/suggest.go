@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // guardGroups makes a command that only groups others (seat, and any

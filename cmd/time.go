@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // TimeOptions is one timed attempt against one seat.

@@ -3,14 +3,15 @@ package cmd
 import (
 	"fmt"
 	"math"
-	"retrygate/admit"
 	"strings"
 	"time"
 
+	"github.com/retrygate/retrygate/admit"
+
 	"github.com/spf13/cobra"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // TuneOptions is what `retrygate tune` runs with.

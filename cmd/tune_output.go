@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 type heldOutJSON struct {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logfmt/logfmt"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // MaxValue is the longest string value (bytes, before quoting) the writer

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-logfmt/logfmt"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // eventPrefix starts an event line: a comment, so that a reader that

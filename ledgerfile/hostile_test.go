@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // record is `retrygate record` for one hand-observed attempt.

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 func TestSeedHandLine(t *testing.T) {

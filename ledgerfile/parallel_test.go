@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // readOutcome is everything a read gives back: the rows, the error that

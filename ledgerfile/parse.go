@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-logfmt/logfmt"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // A row's line is read with go-logfmt's Decoder. On top of logfmt the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // NextAttempt is the number of a job's next attempt after its rows in file

@@ -6,7 +6,7 @@ package ledgerfile
 import (
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Header is the first line of a log retrygate created.

@@ -3,7 +3,7 @@ package ledgerfile
 import (
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // This file is the gate over log rows: how a row becomes an attempt the

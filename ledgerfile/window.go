@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // This file is the retry budget over a log (retry.budget): the first

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // TestWindowTail: the retry budget's window over a log, every job's

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Step is one stage of a rate ramp: Poisson arrivals at Rate jobs per

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/rehearse/realtime"
-	"retrygate/rehearse/seat"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // quick is a plan that succeeds at once on the virtual clock's scale.

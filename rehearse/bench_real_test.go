@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/seat"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // benchServeEnv makes this test binary, started again by

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // alternating is a seat that answers ok and fast 503 in turn.

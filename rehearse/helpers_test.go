@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/script"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/script"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // t0 is the fixed Now of every virtual run in these tests.

@@ -14,9 +14,9 @@ import (
 	"time"
 	"unsafe"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // reasonCancelled is the decision on the row that ends a job the operator

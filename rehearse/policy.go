@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Timeouts are seed 002's two numbers: soft shows "still waiting", hard cancels.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logfmt/logfmt"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // Threshold is one metric's thresholds as the policy file gives them.

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // Prompt is one request of a prompt set (--prompts): the text, as a

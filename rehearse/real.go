@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // RealOptions runs jobs in real time against real seats.

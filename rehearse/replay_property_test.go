@@ -7,10 +7,10 @@ import (
 
 	"pgregory.net/rapid"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // drawPlan draws one scripted attempt: any outcome class a seat can give.

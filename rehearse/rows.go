@@ -4,9 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // RowBase is what every row of a job's attempt carries before its

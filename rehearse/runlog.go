@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // ReserveRun picks the new run's number — one more than the highest in

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"io"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // HighestRun scans a log for the highest run number in it: `# run rN …`

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // VirtualOptions runs jobs on the virtual clock.

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Reading is one look at the clocks a claim is measured on. Boot is the

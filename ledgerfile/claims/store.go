@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // The state file is one inode for its whole life: it is locked itself (no

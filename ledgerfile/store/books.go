@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Books keeps one record per key: the proxy's job books, so that several

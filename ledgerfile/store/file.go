@@ -8,9 +8,9 @@ import (
 	"os"
 	"slices"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/claims"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/claims"
 )
 
 // File is a log in one file: ledgerfile's writer (append-only, locked)

@@ -7,7 +7,7 @@ import (
 	"io"
 	"iter"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // ReadEntries reads a log file in order: its rows, strictly, through

@@ -8,8 +8,8 @@ import (
 	"errors"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Entry is one line of a log in order: a row, or a comment (a `# run` or

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // benchLog is the log the read-path benchmarks read: $RETRYGATE_BENCH_LOG

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // benchRows makes n rows shaped like a rehearsal: three seats, jobs of

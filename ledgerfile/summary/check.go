@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Threshold is one parsed threshold and where the policy wrote it.

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // BreakerSpan is a time a seat's breaker was open: from its opening to

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 func spansOf(t *testing.T, log string, since time.Time) []BreakerSpan {

@@ -3,8 +3,8 @@ package summary
 import (
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Goodput is docs/load.md's goodput: the jobs that meet every per-job

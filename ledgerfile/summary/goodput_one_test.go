@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // A threshold judges one attempt's value (oneValue) as it judges a

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // itlLog is a small log: three attempts with ITL (one failed mid-stream:

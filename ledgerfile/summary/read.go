@@ -4,7 +4,7 @@ import (
 	"io"
 	"runtime"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // maxParsers bounds the goroutines that parse for one scan: past a few,

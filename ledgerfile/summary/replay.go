@@ -2,8 +2,8 @@
 package summary
 
 import (
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Replayer re-decides logged rows under a policy's budget and retry

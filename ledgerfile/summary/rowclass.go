@@ -3,8 +3,8 @@ package summary
 import (
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // The rules a summary counts one row under, for counters kept outside

@@ -3,8 +3,8 @@ package summary
 import (
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Step is one stretch of a run's time (Options.Steps): the load the

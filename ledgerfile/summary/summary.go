@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // MinRows is how many rows a figure should rest on before anyone tunes a

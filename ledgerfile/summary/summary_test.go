@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 func summarize(t *testing.T, path string, opts Options) *Summary {

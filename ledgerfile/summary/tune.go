@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // DefaultMargin is the headroom tune puts over the percentiles it reads.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // values keeps every value a percentile needs as counts of whole units:

@@ -3,7 +3,7 @@ package summary
 import (
 	"time"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Gen is a sent attempt's generation time, elapsed − wait: first content

@@ -3,8 +3,8 @@ package model
 import (
 	"testing"
 
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // benchModel is the model (bench/compare.sh's simulate rows).

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/rehearse/script"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/script"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // Model is a latency model: what a provider does on each call.

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"retrygate/rehearse/script"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/script"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // stream is a random-access family of PCG streams: call n of a seat draws

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // benchStream is a short chat completion stream with usage, as a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/buger/jsonparser"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // request is what the proxy reads of a client's generation request: the

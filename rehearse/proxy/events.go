@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // A request the proxy answers that is no attempt of a job (an

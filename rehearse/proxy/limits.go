@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/rehearse"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // KeyRefused is the row key of a request the proxy refused before any

@@ -15,11 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/summary"
-	"retrygate/rehearse/seat"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // bigBody is a chat request of about n bytes.

@@ -13,12 +13,12 @@ import (
 
 	"pgregory.net/rapid"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/summary"
-	"retrygate/rehearse/seat"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // livePlans is a seat server's planner a property run changes between

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/rehearse"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // send forwards an admitted request through the seat's stopwatch, then

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // MaxHeaderBytes bounds a request's header block; past it net/http's

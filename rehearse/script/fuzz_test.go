@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 var fuzzErrRE = regexp.MustCompile(`^f\.yaml:[1-9][0-9]*: `)

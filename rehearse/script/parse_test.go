@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // parseErrorCases are malformed scripts and the exact error each gives.

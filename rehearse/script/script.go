@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // Never is the Plan.Wait (and Plan.TTFB) of a hang step that has no

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // waits lists the Wait of calls 0..n-1, in seconds: the steps below are

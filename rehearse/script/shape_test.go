@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 const seed002Path = "../../testdata/seats/seed002-shape.yaml"

@@ -1,4 +1,4 @@
-module retrygate/rehearse/sdktest
+module github.com/retrygate/retrygate/rehearse/sdktest
 
 go 1.26.8
 
@@ -6,7 +6,7 @@ require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/stretchr/testify v1.12.1
-	retrygate v0.0.0
+	github.com/retrygate/retrygate v0.0.0
 )
 
 require (
@@ -35,4 +35,4 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 )
 
-replace retrygate => ../..
+replace github.com/retrygate/retrygate => ../..

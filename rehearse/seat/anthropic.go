@@ -7,7 +7,7 @@ import (
 
 	"github.com/buger/jsonparser"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // anthropicWire speaks the Messages API: POST {base_url}/messages with

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 type anthropicUsage struct {

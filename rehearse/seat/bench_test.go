@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // benchStream is a 40-chunk OpenAI stream with usage, written at once.

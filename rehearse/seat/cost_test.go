@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // A seat's cost is the gate's: clamped, like the reservation it is checked against.

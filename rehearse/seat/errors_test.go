@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // TestErrorResponses: status and provider error code map to the outcome

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/realtime"
 )
 
 func execSeatFor(t *testing.T, script string) Seat {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/buger/jsonparser"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // execWaitDelay bounds how long an attempt waits, after its command has

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Gemini's OpenAI-compatible endpoint (…/v1beta/openai/) answers a 429 in

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // errWaitCap is the cancel cause when no content came within the wait cap.

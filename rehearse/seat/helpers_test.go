@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/realtime"
 )
 
 // testKey is planted in the environment of every HTTP seat the tests build.

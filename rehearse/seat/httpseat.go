@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // maxErrorBody bounds how much of a non-2xx body is read for its error

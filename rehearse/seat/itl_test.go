@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // itlGapsMs are the planned gaps between the text chunks of itlHandler's

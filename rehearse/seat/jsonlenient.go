@@ -9,7 +9,7 @@ import (
 
 	"github.com/buger/jsonparser"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // textOf feeds a text field found by jsonparser to st, read leniently:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // The reference decoders' lenient fields, as the targeted readers read

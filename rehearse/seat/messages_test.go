@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 var chatReq = Request{

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // limits reads OpenAI's rate-limit headers (and those of compatible

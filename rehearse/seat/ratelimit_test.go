@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // A 429 as each provider documents it: which limit ran out, how much of

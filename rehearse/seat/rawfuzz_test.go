@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // FuzzRawResponse drives the HTTP response state machine with raw bytes

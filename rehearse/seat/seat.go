@@ -8,7 +8,7 @@ import (
 	"math/bits"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Request is one attempt's input. The attempt's hard timeout is the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // BenchmarkStopwatch measures the seat's stopwatch against the server's

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // timingShape is a scripted answer: headers at ttfb, a content-free first

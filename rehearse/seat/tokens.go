@@ -11,7 +11,7 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
-	"retrygate/admit"
+	"github.com/retrygate/retrygate/admit"
 )
 
 // Encodings the tokenizer knows, for config errors.

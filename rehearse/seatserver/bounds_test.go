@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/realtime"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 var quickPlan = seat.Plan{Elapsed: time.Millisecond, PromptTokens: 1, CompletionTokens: 1}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // plans is a planner that plays its plans in order and then repeats the last.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // Summary is a one-line, secret-free description of a plan, for

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // Request states in /_retrygate/requests.

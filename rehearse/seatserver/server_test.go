@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/realtime"
-	"retrygate/rehearse/script"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/script"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 func TestCheckLoopback(t *testing.T) {

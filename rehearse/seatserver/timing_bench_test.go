@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // BenchmarkTimingError measures how far our seats' ttfb, wait and elapsed

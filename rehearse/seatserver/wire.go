@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"retrygate/admit"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // chatRequest is the little of a request body the server looks at. The

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
 // benchBook is what a retry budget shared through the books would cost a

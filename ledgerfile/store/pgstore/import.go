@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
 var copyColumns = func() []string {

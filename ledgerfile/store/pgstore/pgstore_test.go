@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/store/pgstore/pgtest"
-	"retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
+	"github.com/retrygate/retrygate/rehearse/realtime"
 )
 
 // open makes a fresh database with the schema and opens it.

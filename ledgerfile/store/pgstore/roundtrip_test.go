@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
 // rowsGen draws a log's rows as the writer may write them: every v1 key,

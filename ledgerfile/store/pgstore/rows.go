@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
 const rowColumns = `comment, ts, ts_nanos, job, attempt, seat, model, wait_ms, elapsed_ms, ttfb_ms,

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // A distribution with many distinct values is drawn through at most

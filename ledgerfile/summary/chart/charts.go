@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
 // MaxPoints bounds the points a CDF line is drawn with: a distribution

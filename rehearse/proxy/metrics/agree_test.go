@@ -19,17 +19,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/ledgerfile/store/pgstore"
-	"retrygate/ledgerfile/store/pgstore/pgtest"
-	"retrygate/ledgerfile/summary"
-	"retrygate/rehearse"
-	"retrygate/rehearse/proxy"
-	"retrygate/rehearse/proxy/metrics"
-	"retrygate/rehearse/seat"
-	"retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/proxy"
+	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 const ms = time.Millisecond

@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/ledgerfile"
-	"retrygate/ledgerfile/store"
-	"retrygate/rehearse/proxy/metrics"
-	"retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
+	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // retryingBooks runs fn twice, as a store whose transaction was retried,

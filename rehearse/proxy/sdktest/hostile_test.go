@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/admit"
-	"retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/realtime"
 )
 
 // rawOrigin answers every request on 127.0.0.1 with the bytes of write,

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/seat"
-	. "retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	. "github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 const ms = time.Millisecond

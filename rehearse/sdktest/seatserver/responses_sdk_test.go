@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/realtime"
-	"retrygate/rehearse/seat"
-	. "retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	. "github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // The official openai-go Responses client against an openai seat

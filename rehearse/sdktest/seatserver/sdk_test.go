@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"retrygate/rehearse/realtime"
-	"retrygate/rehearse/seat"
-	. "retrygate/rehearse/seatserver"
+	"github.com/retrygate/retrygate/rehearse/realtime"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	. "github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
 // The official SDKs are the judges of the wire formats: if they read a
