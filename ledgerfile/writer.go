@@ -1,6 +1,7 @@
 package ledgerfile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +13,9 @@ import (
 
 // Writer appends rows to a log. The log is opened once, at the first row;
 // each row is then one write(2) on the O_APPEND descriptor, made while
-// holding an advisory lock on that descriptor, so rows from many
-// processes never interleave: lock, fstat, write, unlock — four system
-// calls a row, or a batch of whole rows (see Batch). It never truncates,
+// holding the log's advisory lock (FileLock), so rows from many processes
+// never interleave: lock, fstat, write, unlock for each row, or for a
+// batch of whole rows (see Batch). It never truncates,
 // rewrites or reorders what is there, follows no symbolic link and
 // appends only to a regular file.
 type Writer struct {
@@ -23,7 +24,7 @@ type Writer struct {
 
 	mu   sync.Mutex
 	f    *os.File
-	lock fileLock
+	lock *FileLock
 	end  int64 // the file's size after our last write: its last byte is our newline; -1 unknown
 	buf  []byte
 
@@ -70,7 +71,7 @@ func (w *Writer) open() error {
 	if err != nil {
 		return err
 	}
-	w.f, w.lock = f, newFileLock(f, w.path)
+	w.f, w.lock = f, NewFileLock(w.path)
 	return nil
 }
 
@@ -80,7 +81,7 @@ func (w *Writer) lockOpen() error {
 	if err := w.open(); err != nil {
 		return err
 	}
-	if err := w.lock.lock(); err != nil {
+	if err := w.lock.Lock(context.Background()); err != nil {
 		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
 	}
 	return nil
@@ -119,7 +120,7 @@ func (w *Writer) locked(fn func(size int64) error) error {
 	if err := w.lockOpen(); err != nil {
 		return err
 	}
-	defer w.lock.unlock()
+	defer w.lock.Unlock()
 	size, err := w.size()
 	if err != nil {
 		return err
@@ -231,7 +232,7 @@ func (w *Writer) flushHeld() error {
 		w.err = err
 		return err
 	}
-	defer w.lock.unlock()
+	defer w.lock.Unlock()
 	size, err := w.size()
 	if err == nil {
 		err = w.appendAt(size, held)
@@ -345,7 +346,6 @@ func (w *Writer) Close() error {
 		return ferr
 	}
 	err := w.f.Close()
-	w.lock.close()
 	w.f = nil
 	return errors.Join(ferr, err)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // vclock is a virtual machine: a wall clock anyone may set, a boot clock
@@ -172,10 +173,9 @@ func TestUpdateWaitIsInterruptible(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "claims.json")
 	c := newClock()
 	grantOnce(t, path, c, budget(time.Hour, 5))
-	holder, err := openState(path)
-	require.NoError(t, err)
-	defer holder.Close()
-	require.NoError(t, lockFile(context.Background(), holder))
+	holder := ledgerfile.NewFileLock(path)
+	require.NoError(t, holder.Lock(context.Background()))
+	defer holder.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- Update(ctx, path, func(*State) error { return nil }) }()

@@ -101,9 +101,13 @@ func update(ctx context.Context, path string, fn func(*State) error, carry **Sta
 		return false, fmt.Errorf("failed to open state %q: %w", path, err)
 	}
 	defer f.Close()
-	if err := lockFile(ctx, f); err != nil {
+	lock := ledgerfile.NewFileLock(path)
+	if err := lock.Lock(ctx); errors.Is(err, os.ErrNotExist) {
+		return false, nil // removed since we opened it: start over
+	} else if err != nil {
 		return false, fmt.Errorf("failed to lock state %q: %w", path, err)
 	}
+	defer lock.Unlock()
 	data, err := readAll(f)
 	if err != nil {
 		return false, fmt.Errorf("failed to read state %q: %w", path, err)
