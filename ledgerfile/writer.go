@@ -1,14 +1,18 @@
 package ledgerfile
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Writer appends rows to a log. The log is opened once, at the first row;
@@ -71,9 +75,94 @@ func (w *Writer) open() error {
 	if err != nil {
 		return err
 	}
+	if err := checkIsLog(f, w.path); err != nil {
+		f.Close()
+		return err
+	}
 	w.f, w.lock = f, NewFileLock(w.path)
 	return nil
 }
+
+// ErrNotALog is a file a writer refuses to append to: it holds something
+// other than a rehearsal log (a config, notes), which rows would spoil.
+var ErrNotALog = errors.New("not a rehearsal log")
+
+// checkIsLog lets a writer append only to an empty file or a log: one whose
+// first line is the header or, for a log written before the header existed
+// or by hand, whose first line that is neither blank nor a comment reads
+// as a row (a last line cut short by a crash need only begin as one). Every
+// writer opens here. The error says what the file looks like and never
+// quotes it: it may hold a secret.
+func checkIsLog(f *os.File, path string) error {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	sc := bufio.NewScanner(io.NewSectionReader(f, 0, st.Size()))
+	sc.Buffer(nil, MaxLine+1)
+	sc.Split(scanLinesTorn)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		switch {
+		case n == 1 && string(line) == Header:
+			return nil
+		case len(line) == 0 || line[0] == '#':
+			continue
+		}
+		var r Row
+		if ParseLine(line, &r) == nil || sc.Bytes()[len(sc.Bytes())-1] != '\n' && logfmtStart.Match(line) {
+			return nil
+		}
+		return fmt.Errorf("refusing to append to %q: it looks like %s, %w (line %d is no row, comment or header of one)",
+			path, looksLike(line, sc.Bytes()), ErrNotALog, n)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("refusing to append to %q: it looks like %s, %w (a line longer than %d bytes)", path, "binary data", ErrNotALog, MaxLine)
+	}
+	return nil // blank lines and comments only
+}
+
+// scanLinesTorn is bufio.ScanLines keeping each line's newline, so a last
+// line without one is told apart.
+func scanLinesTorn(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// logfmtStart is how every row begins: a lower-case key and '='.
+var logfmtStart = regexp.MustCompile(`^[a-z_]+=`)
+
+// looksLike names what a file whose first significant line is line seems
+// to be, for the error refusing it.
+func looksLike(line, raw []byte) string {
+	switch {
+	case bytes.IndexByte(raw, 0) >= 0 || !utf8.Valid(raw):
+		return "binary data"
+	case tomlTable.Match(line):
+		return "TOML"
+	case line[0] == '{' || line[0] == '[':
+		return "JSON"
+	case bytes.HasPrefix(line, []byte("---")) || bytes.HasPrefix(line, []byte("- ")) || yamlKey.Match(line):
+		return "YAML"
+	case envLine.Match(line):
+		return "an environment file"
+	case tomlKey.Match(line):
+		return "TOML"
+	}
+	return "text"
+}
+
+var (
+	tomlTable = regexp.MustCompile(`^\[\[?[A-Za-z0-9_."-]+\]\]?$`)
+	yamlKey   = regexp.MustCompile(`^["']?[A-Za-z0-9_.-]+["']?:(\s|$)`)
+	envLine   = regexp.MustCompile(`^(export\s+)?[A-Z_][A-Z0-9_]*=`)
+	tomlKey   = regexp.MustCompile(`^[A-Za-z0-9_.-]+\s*=`)
+)
 
 // lockOpen opens the log if need be and takes its lock; the caller
 // unlocks.
