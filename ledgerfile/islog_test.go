@@ -27,6 +27,7 @@ func TestWriterAppendsOnlyToALog(t *testing.T) {
 		{"notes.txt", "Meeting notes\nretry less\n", "text"},
 		{"notes.md", "# Notes\nsk-live-abcdef123456 was rotated\n", "text"},
 		{"blob", "\x00\x01\x02=\n", "binary data"},
+		{"one line, no newline", "budget: {deadline: 45s}", "YAML"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.name)
@@ -50,7 +51,8 @@ func TestWriterAppendsOnlyToALog(t *testing.T) {
 	golden, err := filepath.Glob("../testdata/golden/*/*.log")
 	require.NoError(t, err)
 	require.NotEmpty(t, golden)
-	texts := map[string]string{"empty": "", "comments": "# a note\n\n", "torn": Header + "\nts=2026-03-14T09:00:00Z job=j wai"}
+	texts := map[string]string{"empty": "", "comments": "# a note\n\n", "torn": Header + "\nts=2026-03-14T09:00:00Z job=j wai",
+		"torn first": "x\n" + TornMarker + "\nwait_s=1 elapsed_s=1 tokens=1\n", "a bad value": "wait_s=1 elapsed_s=1 tokens=9e99\n"}
 	for _, p := range append(logs, golden...) {
 		data, err := os.ReadFile(p)
 		require.NoError(t, err)

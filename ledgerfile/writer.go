@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,7 +91,9 @@ var ErrNotALog = errors.New("not a rehearsal log")
 // checkIsLog lets a writer append only to an empty file or a log: one whose
 // first line is the header or, for a log written before the header existed
 // or by hand, whose first line that is neither blank nor a comment reads
-// as a row (a last line cut short by a crash need only begin as one). Every
+// as a row, or is written with a row's keys (ts=, job=, wait_s=, …: its
+// reader will name a bad value there); a line cut short by a crash (the
+// file's last, or one the torn marker follows) need only look like text. Every
 // writer opens here. The error says what the file looks like and never
 // quotes it: it may hold a secret.
 func checkIsLog(f *os.File, path string) error {
@@ -101,25 +104,44 @@ func checkIsLog(f *os.File, path string) error {
 	sc := bufio.NewScanner(io.NewSectionReader(f, 0, st.Size()))
 	sc.Buffer(nil, MaxLine+1)
 	sc.Split(scanLinesTorn)
+	var first []byte // a line that is no row, unless the torn marker follows it
+	at := 0
 	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
+		raw := sc.Bytes()
+		line := bytes.TrimSpace(raw)
 		switch {
+		case first != nil && string(line) == TornMarker:
+			first = nil // it was a torn row
+			continue
+		case first != nil:
+			return notALog(path, first, at)
 		case n == 1 && string(line) == Header:
 			return nil
 		case len(line) == 0 || line[0] == '#':
 			continue
 		}
 		var r Row
-		if ParseLine(line, &r) == nil || sc.Bytes()[len(sc.Bytes())-1] != '\n' && logfmtStart.Match(line) {
-			return nil
+		torn := raw[len(raw)-1] != '\n' // the file's last line, cut short
+		switch what := looksLike(line, raw); {
+		case ParseLine(line, &r) == nil || rowKeys.Match(line):
+			return nil // a row, or one with a bad value that its reader names
+		case torn && what == "text":
+			return nil // marked torn by the next append
 		}
-		return fmt.Errorf("refusing to append to %q: it looks like %s, %w (line %d is no row, comment or header of one)",
-			path, looksLike(line, sc.Bytes()), ErrNotALog, n)
+		first, at = slices.Clone(line), n
+	}
+	if first != nil {
+		return notALog(path, first, at)
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("refusing to append to %q: it looks like %s, %w (a line longer than %d bytes)", path, "binary data", ErrNotALog, MaxLine)
 	}
 	return nil // blank lines and comments only
+}
+
+func notALog(path string, line []byte, n int) error {
+	return fmt.Errorf("refusing to append to %q: it looks like %s, %w (line %d is no row, comment or header of one)",
+		path, looksLike(line, line), ErrNotALog, n)
 }
 
 // scanLinesTorn is bufio.ScanLines keeping each line's newline, so a last
@@ -134,8 +156,8 @@ func scanLinesTorn(data []byte, atEOF bool) (int, []byte, error) {
 	return 0, nil, nil
 }
 
-// logfmtStart is how every row begins: a lower-case key and '='.
-var logfmtStart = regexp.MustCompile(`^[a-z_]+=`)
+// rowKeys are a row's own keys, written as the log writes them.
+var rowKeys = regexp.MustCompile(`(^|\s)(ts|job|attempt|wait_s|elapsed_s|tokens)=`)
 
 // looksLike names what a file whose first significant line is line seems
 // to be, for the error refusing it.
