@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-
-	"github.com/buger/jsonparser"
-
-	"github.com/retrygate/retrygate/admit"
 )
 
 // anthropicWire speaks the Messages API: POST {base_url}/messages with
@@ -33,9 +29,7 @@ func (anthropicWire) ndjson() bool { return false }
 func (anthropicWire) header(h http.Header, key string) {
 	h.Set("Accept", "text/event-stream")
 	h.Set("Anthropic-Version", "2023-06-01")
-	if key != "" {
-		h.Set("X-Api-Key", key)
-	}
+	SetAuth(h, "anthropic", key)
 }
 
 func (anthropicWire) body(model string, req Request) []byte {
@@ -61,130 +55,119 @@ func (anthropicWire) body(model string, req Request) []byte {
 	return b
 }
 
-// event reads one event by targeted field extraction (see
-// openaiWire.chunk).
+// anthropicUsage is a usage object's counts, each absent unless given.
+type anthropicUsage struct {
+	InputTokens         *jsonCount `json:"input_tokens"`
+	CacheCreationTokens *jsonCount `json:"cache_creation_input_tokens"`
+	CacheReadTokens     *jsonCount `json:"cache_read_input_tokens"`
+	OutputTokens        *jsonCount `json:"output_tokens"`
+}
+
+// take merges the usage's counts into st, field by field (see usage):
+// fresh input, cache writes and cache reads sit beside one another
+// (docs/log.md), so the prompt is their sum, and each cache field is
+// also kept as its part: cache_read_input_tokens as cached_tokens,
+// cache_creation_input_tokens as cache_write_tokens.
+func (u *anthropicUsage) take(st *stream) {
+	st.usage.beside = true
+	for _, f := range [...]struct {
+		v  *jsonCount
+		to usageField
+	}{{u.InputTokens, uInput}, {u.CacheCreationTokens, uCacheWrite}, {u.CacheReadTokens, uCached}, {u.OutputTokens, uCompletion}} {
+		if f.v.present() {
+			st.usage.set(f.to, f.v.n)
+		}
+	}
+}
+
+// anthropicBlock is a content block, or a delta.
+type anthropicBlock struct {
+	Type        string   `json:"type"`
+	Text        jsonText `json:"text"`
+	Thinking    jsonText `json:"thinking"`
+	PartialJSON jsonText `json:"partial_json"` // tool-use input, streamed
+	StopReason  jsonText `json:"stop_reason"`  // message_delta's
+}
+
+// anthropicEvent is one streamed event, or (type message) a whole answer.
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Usage *anthropicUsage `json:"usage"`
+	} `json:"message"`
+	ContentBlock *anthropicBlock  `json:"content_block"`
+	Delta        *anthropicBlock  `json:"delta"`
+	Usage        *anthropicUsage  `json:"usage"`
+	Content      []anthropicBlock `json:"content"` // a whole answer's
+}
+
+// event reads one event with encoding/json: a targeted reader earned
+// nothing here (BenchmarkReadStream). A document that does not decode
+// (a member of the wrong shape) is a malformed event.
 func (anthropicWire) event(typ string, data []byte, st *stream) {
-	obj, ok := jsonObject(data, st)
-	if !ok {
-		return
-	}
-	et := typ // the data's type names the event; the SSE name is a fallback
-	if v, present, wrong := member(obj, jsonparser.String, "type"); wrong {
-		st.bad++
-		return
-	} else if present && len(v) > 0 {
-		et = string(v)
-	}
-	// The members each event type reads must have their shapes, as
-	// encoding/json would insist for every member.
-	msg, _, w1 := member(obj, jsonparser.Object, "message")
-	block, _, w2 := member(obj, jsonparser.Object, "content_block")
-	delta, _, w3 := member(obj, jsonparser.Object, "delta")
-	usage, hasUsage, w4 := member(obj, jsonparser.Object, "usage")
-	if w1 || w2 || w3 || w4 {
+	var e anthropicEvent
+	if json.Unmarshal(data, &e) != nil {
 		st.bad++
 		return
 	}
-	switch et {
+	if e.Type == "" {
+		e.Type = typ // the data's type names the event; the SSE name is a fallback
+	}
+	switch e.Type {
 	case "message_start":
-		if u, ok, _ := member(msg, jsonparser.Object, "usage"); ok {
-			if n, ok := anthropicInput(u, st); ok {
-				st.usagePrompt(n)
-			}
-			// Its output_tokens is a provisional count; message_delta
-			// carries the total.
+		if e.Message != nil && e.Message.Usage != nil {
+			u := *e.Message.Usage
+			u.OutputTokens = nil // a provisional count; message_delta carries the total
+			u.take(st)
 		}
 	case "content_block_start":
-		textsAt(block, st, "text", "thinking")
-	case "content_block_delta":
-		dt, _, _ := member(delta, jsonparser.String, "type")
-		field := ""
-		switch string(dt) {
-		case "text_delta":
-			field = "text"
-		case "thinking_delta":
-			field = "thinking"
-		case "input_json_delta":
-			field = "partial_json"
+		if b := e.ContentBlock; b != nil {
+			st.text(string(b.Text))
+			st.text(string(b.Thinking))
 		}
-		if field != "" {
-			textsAt(delta, st, field)
+	case "content_block_delta":
+		if d := e.Delta; d != nil {
+			switch d.Type {
+			case "text_delta":
+				st.text(string(d.Text))
+			case "thinking_delta":
+				st.text(string(d.Thinking))
+			case "input_json_delta":
+				st.text(string(d.PartialJSON))
+			}
 		}
 	case "message_delta":
-		if hasUsage {
-			anthropicTotals(usage, st) // cumulative: replaces message_start's numbers
+		if e.Usage != nil {
+			e.Usage.take(st) // cumulative, and maybe partial: merged by field
+		}
+		if d := e.Delta; d != nil && d.StopReason != "" {
+			st.finished = true // the answer says it ended; message_stop follows
 		}
 	case "message_stop":
 		st.done = true
 	case "error":
-		st.fail(errorCode(obj))
+		st.fail(errorCode(data))
 	}
 	// ping and event types added later are ignored, as the API asks.
 }
 
-// anthropicTotals reads a usage object's final counts: message_delta's
-// (a running total) or a whole answer's.
-func anthropicTotals(u []byte, st *stream) {
-	if n, ok := countOf(u, "output_tokens"); ok {
-		st.usageCompletion(n)
-	}
-	if n, ok := anthropicInput(u, st); ok {
-		st.usagePrompt(n)
-	}
-}
-
-// anthropicInput is every prompt token a usage object bills: fresh,
-// cache writes and cache reads; ok is false when it names none. The
-// cache fields sit beside input_tokens (docs/log.md), so the prompt is
-// their sum, and each is also kept as its part: cache_read_input_tokens
-// as cached_tokens, cache_creation_input_tokens as cache_write_tokens.
-func anthropicInput(u []byte, st *stream) (n int64, ok bool) {
-	for i, k := range [...]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} {
-		if v, present := countOf(u, k); present {
-			n, ok = admit.AddTokens(n, v), true
-			switch i {
-			case 1:
-				st.usageCacheWrite(v)
-			case 2:
-				st.usageCached(v)
-			}
-		}
-	}
-	return n, ok
-}
-
-// whole reads a non-streamed answer, a Message, as event reads its
-// members: a wrong shape of type, content or usage is malformed.
+// whole reads a non-streamed answer, a Message.
 func (anthropicWire) whole(data []byte, st *stream) {
-	obj, ok := jsonObject(data, st)
-	if !ok {
-		return
-	}
-	typ, _, w1 := member(obj, jsonparser.String, "type")
-	content, _, w2 := member(obj, jsonparser.Array, "content")
-	usage, hasUsage, w3 := member(obj, jsonparser.Object, "usage")
-	if w1 || w2 || w3 {
+	var e anthropicEvent
+	if json.Unmarshal(data, &e) != nil {
 		st.bad++
 		return
 	}
-	if string(typ) == "error" {
-		st.fail(errorCode(obj))
+	if e.Type == "error" {
+		st.fail(errorCode(data))
 		return
 	}
-	// Every block must be an object before any of their text counts.
-	bad := false
-	_, _ = jsonparser.ArrayEach(content, func(_ []byte, t jsonparser.ValueType, _ int, _ error) {
-		bad = bad || t != jsonparser.Object && t != jsonparser.Null
-	})
-	if bad {
-		st.bad++
-		return
+	for _, b := range e.Content {
+		st.text(string(b.Text))
+		st.text(string(b.Thinking))
 	}
-	_, _ = jsonparser.ArrayEach(content, func(b []byte, _ jsonparser.ValueType, _ int, _ error) {
-		textsAt(b, st, "text", "thinking")
-	})
-	if hasUsage {
-		anthropicTotals(usage, st)
+	if e.Usage != nil {
+		e.Usage.take(st)
 	}
-	st.done = string(typ) == "message"
+	st.done = e.Type == "message"
 }

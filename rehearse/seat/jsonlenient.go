@@ -52,17 +52,29 @@ func textsAt(obj []byte, st *stream, keys ...string) {
 	}
 }
 
-// countOf reads a token count leniently: any JSON number, clamped into
-// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
-// server has sent); anything else is absent.
+// countOf reads the token count at keys in obj (see TokenCount).
 func countOf(obj []byte, keys ...string) (int64, bool) {
 	v, t, _, err := jsonparser.Get(obj, keys...)
 	if err != nil || t != jsonparser.Number {
 		return 0, false
 	}
+	return TokenCount(v)
+}
+
+// TokenCount reads a token count leniently from one JSON value, as it
+// stands in a body: any JSON number, clamped into [0, admit.MaxTokens]
+// (9e18, -3, 2.5 and 1e400 are all counts a broken server or client has
+// sent); anything else (a string, null, nothing) is no count. Every
+// reader of a count in a body calls it: the seat's usage, the proxy's
+// client bodies.
+func TokenCount(raw []byte) (int64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return 0, false
+	}
 	// ParseFloat gives ±Inf with a range error past float64: clamped too.
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil && !math.IsInf(f, 0) {
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil && !math.IsInf(f, 0) || math.IsNaN(f) {
 		return 0, false
 	}
 	return admit.ClampTokensFloat(f), true
@@ -95,4 +107,65 @@ func jsonObject(data []byte, st *stream) (obj []byte, ok bool) {
 		st.bad++
 	}
 	return nil, false
+}
+
+// The lenient fields of the encoding/json readers (the Anthropic wire's,
+// and the fuzz tests' references for the targeted ones), read as
+// textOf and TokenCount read theirs.
+
+// jsonText is a text field read leniently: a string, or an array of
+// parts whose "text" members are joined (some compatible servers send
+// content that way); null or any other shape is empty, never an error
+// that would drop the whole event.
+type jsonText string
+
+func (t *jsonText) UnmarshalJSON(b []byte) error {
+	*t = ""
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil
+	}
+	switch b[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(b, &s) == nil {
+			*t = jsonText(s)
+		}
+	case '[':
+		var parts []struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(b, &parts) == nil {
+			var all []byte
+			for _, p := range parts {
+				all = append(all, p.Text...)
+			}
+			*t = jsonText(all)
+		}
+	}
+	return nil
+}
+
+// jsonCount is a token count read leniently: any JSON number, clamped into
+// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
+// server has sent); anything else is absent.
+type jsonCount struct {
+	n  int64
+	ok bool
+}
+
+func (i *jsonCount) UnmarshalJSON(b []byte) error {
+	n, ok := TokenCount(b)
+	*i = jsonCount{n: n, ok: ok}
+	return nil
+}
+
+// present reports a count the answer actually gave.
+func (i *jsonCount) present() bool { return i != nil && i.ok }
+
+func (i *jsonCount) value() int64 {
+	if i == nil {
+		return 0
+	}
+	return i.n
 }
