@@ -85,15 +85,7 @@ func (s *httpSeat) charge(parent, ctx context.Context, obs *Observation, st *str
 	}
 	obs.PromptTokens, obs.CompletionTokens = prompt, compl
 	setSources(obs, promptFrom, complFrom)
-	// A part is the provider's word on its own count: kept only beside
-	// the count it is part of from the same usage.
-	u := &st.usage
-	obs.CachedTokens, obs.HasCached = u.part(uCached)
-	obs.CacheWriteTokens, obs.HasCacheWrite = u.part(uCacheWrite)
-	obs.ReasoningTokens, obs.HasReasoning = u.part(uReasoning)
-	obs.HasCached = obs.HasCached && hasPrompt
-	obs.HasCacheWrite = obs.HasCacheWrite && hasPrompt
-	obs.HasReasoning = obs.HasReasoning && hasCompl
+	st.usage.parts(obs, hasPrompt, hasCompl)
 }
 
 // setSources names each count's source: tokens_from, or mixed with

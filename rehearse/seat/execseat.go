@@ -192,11 +192,5 @@ func execTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string, c
 	}
 	obs.PromptTokens, obs.CompletionTokens = p, c
 	setSources(obs, pFrom, cFrom)
-	u := &st.usage
-	obs.CachedTokens, obs.HasCached = u.part(uCached)
-	obs.CacheWriteTokens, obs.HasCacheWrite = u.part(uCacheWrite)
-	obs.ReasoningTokens, obs.HasReasoning = u.part(uReasoning)
-	obs.HasCached = obs.HasCached && hasP
-	obs.HasCacheWrite = obs.HasCacheWrite && hasP
-	obs.HasReasoning = obs.HasReasoning && hasC
+	st.usage.parts(obs, hasP, hasC)
 }

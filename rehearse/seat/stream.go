@@ -112,8 +112,14 @@ func (u *usage) prompt() (n int64, ok bool) {
 // completion is the completion's count, ok when the usage reported one.
 func (u *usage) completion() (int64, bool) { return u.n[uCompletion], u.has[uCompletion] }
 
-// part is one of the counts' parts, ok when reported.
-func (u *usage) part(f usageField) (int64, bool) { return u.n[f], u.has[f] }
+// parts sets obs's parts of the counts. A part is the provider's word
+// on its own count: kept only beside the count it is part of from the
+// same usage (hasPrompt, hasCompl: the counts came from it).
+func (u *usage) parts(obs *Observation, hasPrompt, hasCompl bool) {
+	obs.CachedTokens, obs.HasCached = u.n[uCached], u.has[uCached] && hasPrompt
+	obs.CacheWriteTokens, obs.HasCacheWrite = u.n[uCacheWrite], u.has[uCacheWrite] && hasPrompt
+	obs.ReasoningTokens, obs.HasReasoning = u.n[uReasoning], u.has[uReasoning] && hasCompl
+}
 
 // itlGaps keeps the gaps between chunks carrying text, without a slice:
 // a count, a sum and a max (docs/load.md's ITL).
