@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/buger/jsonparser"
 )
 
 // anthropicWire speaks the Messages API: POST {base_url}/messages with
@@ -55,119 +57,127 @@ func (anthropicWire) body(model string, req Request) []byte {
 	return b
 }
 
-// anthropicUsage is a usage object's counts, each absent unless given.
-type anthropicUsage struct {
-	InputTokens         *jsonCount `json:"input_tokens"`
-	CacheCreationTokens *jsonCount `json:"cache_creation_input_tokens"`
-	CacheReadTokens     *jsonCount `json:"cache_read_input_tokens"`
-	OutputTokens        *jsonCount `json:"output_tokens"`
-}
-
-// take merges the usage's counts into st, field by field (see usage):
-// fresh input, cache writes and cache reads sit beside one another
-// (docs/log.md), so the prompt is their sum, and each cache field is
-// also kept as its part: cache_read_input_tokens as cached_tokens,
-// cache_creation_input_tokens as cache_write_tokens.
-func (u *anthropicUsage) take(st *stream) {
-	st.usage.beside = true
-	for _, f := range [...]struct {
-		v  *jsonCount
-		to usageField
-	}{{u.InputTokens, uInput}, {u.CacheCreationTokens, uCacheWrite}, {u.CacheReadTokens, uCached}, {u.OutputTokens, uCompletion}} {
-		if f.v.present() {
-			st.usage.set(f.to, f.v.n)
-		}
-	}
-}
-
-// anthropicBlock is a content block, or a delta.
-type anthropicBlock struct {
-	Type        string   `json:"type"`
-	Text        jsonText `json:"text"`
-	Thinking    jsonText `json:"thinking"`
-	PartialJSON jsonText `json:"partial_json"` // tool-use input, streamed
-	StopReason  jsonText `json:"stop_reason"`  // message_delta's
-}
-
-// anthropicEvent is one streamed event, or (type message) a whole answer.
-type anthropicEvent struct {
-	Type    string `json:"type"`
-	Message *struct {
-		Usage *anthropicUsage `json:"usage"`
-	} `json:"message"`
-	ContentBlock *anthropicBlock  `json:"content_block"`
-	Delta        *anthropicBlock  `json:"delta"`
-	Usage        *anthropicUsage  `json:"usage"`
-	Content      []anthropicBlock `json:"content"` // a whole answer's
-}
-
-// event reads one event with encoding/json: a targeted reader earned
-// nothing here (BenchmarkReadStream). A document that does not decode
-// (a member of the wrong shape) is a malformed event.
+// event reads one event by targeted field extraction (see
+// openaiWire.chunk).
 func (anthropicWire) event(typ string, data []byte, st *stream) {
-	var e anthropicEvent
-	if json.Unmarshal(data, &e) != nil {
+	obj, ok := jsonObject(data, st)
+	if !ok {
+		return
+	}
+	et := typ // the data's type names the event; the SSE name is a fallback
+	if v, present, wrong := member(obj, jsonparser.String, "type"); wrong {
+		st.bad++
+		return
+	} else if present && len(v) > 0 {
+		et = string(v)
+	}
+	// The members each event type reads must have their shapes, as
+	// encoding/json would insist for every member.
+	msg, _, w1 := member(obj, jsonparser.Object, "message")
+	block, _, w2 := member(obj, jsonparser.Object, "content_block")
+	delta, _, w3 := member(obj, jsonparser.Object, "delta")
+	usage, hasUsage, w4 := member(obj, jsonparser.Object, "usage")
+	if w1 || w2 || w3 || w4 {
 		st.bad++
 		return
 	}
-	if e.Type == "" {
-		e.Type = typ // the data's type names the event; the SSE name is a fallback
-	}
-	switch e.Type {
+	switch et {
 	case "message_start":
-		if e.Message != nil && e.Message.Usage != nil {
-			u := *e.Message.Usage
-			u.OutputTokens = nil // a provisional count; message_delta carries the total
-			u.take(st)
+		if u, ok, _ := member(msg, jsonparser.Object, "usage"); ok {
+			anthropicInput(u, st)
+			// Its output_tokens is a provisional count; message_delta
+			// carries the total.
 		}
 	case "content_block_start":
-		if b := e.ContentBlock; b != nil {
-			st.text(string(b.Text))
-			st.text(string(b.Thinking))
-		}
+		textsAt(block, st, "text", "thinking")
 	case "content_block_delta":
-		if d := e.Delta; d != nil {
-			switch d.Type {
-			case "text_delta":
-				st.text(string(d.Text))
-			case "thinking_delta":
-				st.text(string(d.Thinking))
-			case "input_json_delta":
-				st.text(string(d.PartialJSON))
-			}
+		dt, _, _ := member(delta, jsonparser.String, "type")
+		field := ""
+		switch string(dt) {
+		case "text_delta":
+			field = "text"
+		case "thinking_delta":
+			field = "thinking"
+		case "input_json_delta":
+			field = "partial_json"
+		}
+		if field != "" {
+			textsAt(delta, st, field)
 		}
 	case "message_delta":
-		if e.Usage != nil {
-			e.Usage.take(st) // cumulative, and maybe partial: merged by field
+		if hasUsage {
+			anthropicTotals(usage, st) // cumulative, and maybe partial: merged by field
 		}
-		if d := e.Delta; d != nil && d.StopReason != "" {
+		if r, ok := stringMember(delta, "stop_reason"); ok && r != "" {
 			st.finished = true // the answer says it ended; message_stop follows
 		}
 	case "message_stop":
 		st.done = true
 	case "error":
-		st.fail(errorCode(data))
+		st.fail(errorCode(obj))
 	}
 	// ping and event types added later are ignored, as the API asks.
 }
 
-// whole reads a non-streamed answer, a Message.
+// anthropicTotals reads a usage object's final counts: message_delta's
+// (a running total) or a whole answer's.
+func anthropicTotals(u []byte, st *stream) {
+	if n, ok := countOf(u, "output_tokens"); ok {
+		st.usage.set(uCompletion, n)
+	}
+	anthropicInput(u, st)
+}
+
+// anthropicInput takes a usage object's input counts: fresh
+// (input_tokens), cache writes and cache reads. The cache fields sit
+// beside input_tokens (docs/log.md), so the prompt is their sum
+// (usage.prompt), and each is also kept as its part:
+// cache_read_input_tokens as cached_tokens, cache_creation_input_tokens
+// as cache_write_tokens.
+func anthropicInput(u []byte, st *stream) {
+	st.usage.beside = true
+	for _, f := range [...]struct {
+		key string
+		to  usageField
+	}{{"input_tokens", uInput}, {"cache_creation_input_tokens", uCacheWrite}, {"cache_read_input_tokens", uCached}} {
+		if v, ok := countOf(u, f.key); ok {
+			st.usage.set(f.to, v)
+		}
+	}
+}
+
+// whole reads a non-streamed answer, a Message, as event reads its
+// members: a wrong shape of type, content or usage is malformed.
 func (anthropicWire) whole(data []byte, st *stream) {
-	var e anthropicEvent
-	if json.Unmarshal(data, &e) != nil {
+	obj, ok := jsonObject(data, st)
+	if !ok {
+		return
+	}
+	typ, _, w1 := member(obj, jsonparser.String, "type")
+	content, _, w2 := member(obj, jsonparser.Array, "content")
+	usage, hasUsage, w3 := member(obj, jsonparser.Object, "usage")
+	if w1 || w2 || w3 {
 		st.bad++
 		return
 	}
-	if e.Type == "error" {
-		st.fail(errorCode(data))
+	if string(typ) == "error" {
+		st.fail(errorCode(obj))
 		return
 	}
-	for _, b := range e.Content {
-		st.text(string(b.Text))
-		st.text(string(b.Thinking))
+	// Every block must be an object before any of their text counts.
+	bad := false
+	_, _ = jsonparser.ArrayEach(content, func(_ []byte, t jsonparser.ValueType, _ int, _ error) {
+		bad = bad || t != jsonparser.Object && t != jsonparser.Null
+	})
+	if bad {
+		st.bad++
+		return
 	}
-	if e.Usage != nil {
-		e.Usage.take(st)
+	_, _ = jsonparser.ArrayEach(content, func(b []byte, _ jsonparser.ValueType, _ int, _ error) {
+		textsAt(b, st, "text", "thinking")
+	})
+	if hasUsage {
+		anthropicTotals(usage, st)
 	}
-	st.done = e.Type == "message"
+	st.done = string(typ) == "message"
 }

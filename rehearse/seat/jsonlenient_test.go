@@ -1,10 +1,72 @@
 package seat
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 )
+
+// The reference decoders' lenient fields, read as the targeted readers
+// read theirs (textOf, TokenCount).
+
+// jsonText is a text field read leniently: a string, or an array of
+// parts whose "text" members are joined (some compatible servers send
+// content that way); null or any other shape is empty, never an error
+// that would drop the whole event.
+type jsonText string
+
+func (t *jsonText) UnmarshalJSON(b []byte) error {
+	*t = ""
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil
+	}
+	switch b[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(b, &s) == nil {
+			*t = jsonText(s)
+		}
+	case '[':
+		var parts []struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(b, &parts) == nil {
+			var all []byte
+			for _, p := range parts {
+				all = append(all, p.Text...)
+			}
+			*t = jsonText(all)
+		}
+	}
+	return nil
+}
+
+// jsonCount is a token count read leniently: any JSON number, clamped into
+// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
+// server has sent); anything else is absent.
+type jsonCount struct {
+	n  int64
+	ok bool
+}
+
+func (i *jsonCount) UnmarshalJSON(b []byte) error {
+	n, ok := TokenCount(b)
+	*i = jsonCount{n: n, ok: ok}
+	return nil
+}
+
+// present reports a count the answer actually gave.
+func (i *jsonCount) present() bool { return i != nil && i.ok }
+
+func (i *jsonCount) value() int64 {
+	if i == nil {
+		return 0
+	}
+	return i.n
+}
 
 // A chunk that is not valid JSON is a malformed event, and none of its
 // text reaches the answer.

@@ -48,7 +48,7 @@ func BenchmarkReadStream(b *testing.B) {
 		ref  func(typ string, data []byte, st *stream)
 	}{
 		{"openai", openaiWire{}, func(_ string, d []byte, st *stream) { openaiWire{}.eventWith(d, st, referenceChunk) }},
-		{"anthropic", anthropicWire{}, nil}, // read with encoding/json: its targeted reader earned nothing
+		{"anthropic", anthropicWire{}, func(typ string, d []byte, st *stream) { referenceAnthropic(anthropicWire{}, typ, d, st) }},
 		{"ollama", ollamaWire{}, func(_ string, d []byte, st *stream) { referenceOllama(d, st) }},
 		{"responses", responsesWire{}, referenceResponses},
 	}
