@@ -217,3 +217,24 @@ func TestJobCancelKeepsTheRetryRules(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, ReasonPermanentError, step.Reason)
 }
+
+// A job stored and loaded (the proxy's shared books) decides as the job
+// that was stored.
+func TestJobStateRoundTrip(t *testing.T) {
+	c := jobChain("a", "b")
+	var j Job
+	j.Start(jobT0, c.Budget.Deadline)
+	var took []Attempt
+	p := j.Before(c, Ask{Now: jobT0})
+	a := sent("a", ServerError, 12*time.Second)
+	took = append(took, *a)
+	mv := j.Take(c, p.Seat, a, nil)
+	require.Equal(t, Again, mv.Kind)
+	var k Job
+	k.Load(j.State(took))
+	at := jobT0.Add(13 * time.Second)
+	pj := j.Before(c, Ask{Now: at, Waited: j.Waited(at)})
+	pk := k.Before(c, Ask{Now: at, Waited: k.Waited(at)})
+	assert.Equal(t, pj, pk)
+	assert.Equal(t, j.Track().Spent(), k.Track().Spent())
+}

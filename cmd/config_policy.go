@@ -91,6 +91,9 @@ func (c *config) seats(decoded map[string]seat.Config) (map[string]seat.Config, 
 		if err := seat.CheckAPI(sc.Kind, sc.API); err != nil {
 			return nil, badInput("%s: %v", c.where(key+".api"), err)
 		}
+		if err := seat.CheckTokenizer(sc.Kind, sc.Tokenizer); err != nil {
+			return nil, badInput("%s: %v", c.where(key+".tokenizer"), err)
+		}
 		switch sc.Kind {
 		case "openai", "anthropic", "ollama":
 			if sc.BaseURL == "" {

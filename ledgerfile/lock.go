@@ -2,7 +2,9 @@ package ledgerfile
 
 import (
 	"context"
+	"errors"
 	"os"
+	"syscall"
 
 	"github.com/gofrs/flock"
 )
@@ -15,9 +17,11 @@ import (
 // file must exist. A lock the process still holds ends with it.
 type FileLock struct{ fl *flock.Flock }
 
-// NewFileLock prepares the lock on path; nothing is opened yet.
-func NewFileLock(path string) *FileLock {
-	return &FileLock{flock.New(path, flock.SetFlag(os.O_RDONLY|noFollow|nonBlock))}
+// NewFileLock prepares the lock on path; nothing is opened yet. opts
+// change how Lock opens the file (flock.SetFlag, SetPermissions): the
+// jobs' books create theirs.
+func NewFileLock(path string, opts ...flock.Option) *FileLock {
+	return &FileLock{flock.New(path, append([]flock.Option{flock.SetFlag(os.O_RDONLY | noFollow | nonBlock)}, opts...)...)}
 }
 
 // Lock takes the lock, waiting for its holder; a done ctx ends the wait
@@ -26,11 +30,18 @@ func (l *FileLock) Lock(ctx context.Context) error {
 	if ok, err := l.fl.TryLock(); ok || err != nil {
 		return err
 	}
+	wait := func() error {
+		for {
+			if err := l.fl.Lock(); !errors.Is(err, syscall.EINTR) {
+				return err
+			}
+		}
+	}
 	if ctx.Done() == nil {
-		return l.fl.Lock()
+		return wait()
 	}
 	done := make(chan error, 1)
-	go func() { done <- l.fl.Lock() }()
+	go func() { done <- wait() }()
 	select {
 	case err := <-done:
 		return err
@@ -46,3 +57,7 @@ func (l *FileLock) Lock(ctx context.Context) error {
 
 // Unlock releases the lock and closes what Lock opened.
 func (l *FileLock) Unlock() error { return l.fl.Unlock() }
+
+// Stat is the file Lock opened, while it is held: the caller checks that
+// it is still the one at the path.
+func (l *FileLock) Stat() (os.FileInfo, error) { return l.fl.Stat() }

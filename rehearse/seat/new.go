@@ -148,6 +148,9 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	if err := CheckAPI(cfg.Kind, cfg.API); err != nil {
 		return nil, admit.KeyErrorf(at("api"), "%w", err)
 	}
+	if err := CheckTokenizer(cfg.Kind, cfg.Tokenizer); err != nil {
+		return nil, admit.KeyErrorf(at("tokenizer"), "%w", err)
+	}
 	var w wire
 	switch {
 	case cfg.Kind == "openai" && cfg.API == APIResponses:
@@ -176,8 +179,29 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"retrygate"}}
 	w.header(base, key)
 	maps.Copy(base, headers)
-	return &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
-		extra: extra, base: base}, nil
+	s := &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
+		extra: extra, base: base, rate: new(seatRate)}
+	if cfg.Tokenizer == TokenizerServer {
+		root, _ := CheckBaseURL(cfg.BaseURL) // checked above
+		s.tok = newServerTokenizer(root, s.rt, base, cfg.Model)
+	}
+	return s, nil
+}
+
+// SetAuth sets key on h as a seat of kind sends it: X-Api-Key for
+// anthropic, Authorization: Bearer for openai and ollama (an Ollama
+// behind an auth proxy). An empty key sets nothing. Every request that
+// carries a seat's key sets it here: the seat's own, and the proxy's
+// for a seat that injects its key.
+func SetAuth(h http.Header, kind, key string) {
+	if key == "" {
+		return
+	}
+	if kind == "anthropic" {
+		h.Set("X-Api-Key", key)
+		return
+	}
+	h.Set("Authorization", "Bearer "+key)
 }
 
 // CheckBaseURL accepts an absolute http(s) URL with a host and no
