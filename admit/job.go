@@ -102,6 +102,10 @@ func (j *Job) Seat() int { return j.seat }
 // Attempts is how many attempts the job has numbered, sent or refused.
 func (j *Job) Attempts() int { return j.attempts }
 
+// Renumber says the job's next row is attempt n: a replay follows the
+// numbers its rows carry (a log read from a job's middle).
+func (j *Job) Renumber(n int) { j.attempts = max(n-1, 0) }
+
 // Deadline is when the job's deadline passes (zero with no clock).
 func (j *Job) Deadline() time.Time { return j.deadline }
 
@@ -142,6 +146,10 @@ type Ask struct {
 	// (a request naming no job that carries a client retry count): the
 	// retry budget counts it as a retry.
 	ClientRetry bool
+	// Estimate, when set, is the next attempt's numbers in place of the
+	// landing seat's estimate: what a hand-written row, admit's flags, or
+	// a refused row of a job read from its middle say the gate saw.
+	Estimate *Next
 }
 
 // Plan is the machine's answer before an attempt: the decision, where
@@ -194,11 +202,15 @@ func (j *Job) Before(c *Chain, a Ask) Plan {
 	p.Delay = c.round(p.Delay)
 	spent := AddDuration(j.track.Spent().Time, p.Delay)
 	var d Decision
-	d, p.Spent = j.track.BeforeHeld(c.Budget, st.Name, spent, st.Reserve, a.Held)
+	if a.Estimate != nil {
+		d, p.Spent = DecideHeld(c.Budget, j.track.Spent(), spent, *a.Estimate, a.Held)
+	} else {
+		d, p.Spent = j.track.BeforeHeld(c.Budget, st.Name, spent, st.Reserve, a.Held)
+	}
 	switch {
 	case j.stepSet && !j.step.Retry:
 		d = RefuseFirst(j.step.Reason, d)
-	case open && d.Admit:
+	case open:
 		d = Refuse(ReasonBreakerOpen)
 	}
 	if d.Admit && j.clocked {
@@ -272,6 +284,8 @@ type Move struct {
 	Decision Decision      // Refused
 	Seat     int           // Again: where the retry goes; Refused: the seat whose estimate the gate saw
 	Delay    time.Duration // Again: the wait before the retry; Refused: the wait the refusal saved
+	Attempt  int           // Refused: the refusal row's number
+	Spent    Spent         // Refused: the spend the refusal was made on
 }
 
 // Take takes a sent attempt into the job's books, as its row records it,
@@ -298,7 +312,7 @@ func (j *Job) Take(c *Chain, s int, a *Attempt, r *rand.Rand) Move {
 	step := j.track.Retry(c.Retry, a, r)
 	j.step, j.stepSet = step, true
 	if !step.Retry {
-		return Move{Kind: Refused, End: j.track.End(), Decision: Refuse(step.Reason), Seat: s}
+		return j.refused(Refuse(step.Reason), s, 0)
 	}
 	delay := c.round(step.Charged(0))
 	next := s
@@ -312,11 +326,25 @@ func (j *Job) Take(c *Chain, s int, a *Attempt, r *rand.Rand) Move {
 		st := &c.Seats[next]
 		spent := AddDuration(j.track.Spent().Time, delay)
 		if d := j.track.Before(c.Budget, st.Name, spent, st.Reserve); d.Final() {
-			return Move{Kind: Refused, End: j.track.End(), Decision: d, Seat: next, Delay: delay}
+			return j.refused(d, next, delay)
 		}
 	}
 	j.seat = max(j.seat, next)
 	return Move{Kind: Again, Seat: next, Delay: delay}
+}
+
+// refused numbers the row of a refusal after an attempt.
+func (j *Job) refused(d Decision, seat int, delay time.Duration) Move {
+	j.attempts++
+	return Move{Kind: Refused, End: j.track.End(), Decision: d, Seat: seat, Delay: delay, Attempt: j.attempts, Spent: j.track.Spent()}
+}
+
+// Number numbers a row the driver writes for the job without a decision
+// of the machine's (the operator stopped it; the proxy stopped): it
+// returns the row's attempt number.
+func (j *Job) Number() int {
+	j.attempts++
+	return j.attempts
 }
 
 func (c *Chain) round(d time.Duration) time.Duration {
@@ -324,4 +352,45 @@ func (c *Chain) round(d time.Duration) time.Duration {
 		return d
 	}
 	return c.Round(d)
+}
+
+// Resume is the job as a store kept it between two of its requests (the
+// proxy's shared books): started at start with its deadline, the sent
+// attempts its books took, in order, the retry rules' answer after its
+// last failure (nil: none), the chain index its next attempt starts from
+// and the attempts it has numbered. Its books are Track's own, rebuilt
+// from the attempts.
+func (j *Job) Resume(start, deadline time.Time, sent []Attempt, step *RetryStep, seat, attempts int) {
+	j.Reset()
+	j.start, j.deadline, j.clocked = start, deadline, true
+	for i := range sent {
+		j.track.Sent(&sent[i])
+	}
+	if step != nil {
+		j.step, j.stepSet = *step, true
+	}
+	j.seat, j.attempts = seat, attempts
+}
+
+// Wait is what is left at now of the wait the retry rules set after the
+// job's last failure, for a driver that did not sleep it (the proxy,
+// whose client's own retry comes sooner): it waits the rest, then asks
+// Before. It is 0 when there is none, or when the gate must refuse the
+// next attempt whatever the wait (as Take refuses before sleeping):
+// nobody waits for a refusal.
+func (j *Job) Wait(c *Chain, now time.Time) time.Duration {
+	if !j.stepSet || !j.step.Retry || len(c.Seats) == 0 {
+		return 0
+	}
+	waited := j.Waited(now)
+	left := j.step.Delay - waited
+	if left <= 0 {
+		return 0
+	}
+	st := &c.Seats[min(j.seat, len(c.Seats)-1)]
+	spent := AddDuration(j.track.Spent().Time, c.round(j.step.Charged(waited)))
+	if d := j.track.Before(c.Budget, st.Name, spent, st.Reserve); d.Final() {
+		return 0
+	}
+	return left
 }
