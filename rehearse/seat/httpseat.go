@@ -407,6 +407,9 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 	st.onContent = func() {
 		if g.answer() {
 			t.wait, t.hasWait = body.last, true
+			if req.OnContent != nil {
+				req.OnContent()
+			}
 		}
 	}
 	var readErr error
