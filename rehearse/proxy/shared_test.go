@@ -275,12 +275,7 @@ func TestSharedBooksLostAttemptPostgres(t *testing.T) {
 	dying, err := New(Options{Policy: pol, Chain: []seat.Config{sp.px[0].px.seats[0].cfg}, Books: st, Now: sp.clk.Now})
 	require.NoError(t, err)
 	t.Cleanup(dying.Close)
-	req, ok := parseRequest([]byte(sharedBody))
-	require.True(t, ok)
-	a, ref, err := dying.admit(context.Background(), "pg-lost", true, "", &req, "")
-	require.NoError(t, err)
-	require.Nil(t, ref)
-	require.NotNil(t, a, "admitted, then the proxy dies before its row")
+	admitThenDie(t, dying, "pg-lost")
 
 	sp.clk.Advance(pol.Timeouts.Hard + flightGrace + time.Second)
 	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "pg-lost")
