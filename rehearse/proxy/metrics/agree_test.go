@@ -264,7 +264,7 @@ next:
 func agreePolicy() rehearse.Policy {
 	p := rehearse.DefaultPolicy()
 	p.Budget = admit.Budget{Deadline: 10 * time.Second, TokenCeiling: 100_000, MaxAttempts: 3, MaxWait: 5 * time.Second}
-	p.Timeouts = rehearse.Timeouts{Hard: time.Second} // the hang's timeout; an answer under load stays well within it
+	p.Timeouts = rehearse.Timeouts{Hard: time.Second}  // the hang's timeout; an answer under load stays well within it
 	p.Retry.BaseDelay, p.Retry.MaxDelay = 10*ms, 50*ms // the proxy waits a retry's backoff itself
 	p.Breaker = admit.BreakerConfig{Window: 10 * time.Second, FailureRate: 0.75, MinRequests: 4, Cooldown: 5 * time.Second, HalfOpenProbes: 1}
 	return p
