@@ -355,6 +355,11 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 			}
 		} else if !t.wrote.Load() {
 			obs.Outcome, obs.Detail = admit.ConnError, dialDetail(err)
+		} else if t.reused.Load() && t.firstByte.Load() == 0 && closedIdle(err) {
+			// A kept-alive connection the server closed as the request
+			// went out on it (the close raced the write): nothing came
+			// back, and the failure table's class is the connection's.
+			obs.Outcome, obs.Detail = admit.ConnError, "kept-alive connection closed by the server before any answer"
 		} else {
 			obs.Outcome, obs.Detail = admit.ServerError, answerDetail(err)
 		}
@@ -764,6 +769,13 @@ func headerNumber(v string) (float64, bool) {
 		return 0, false
 	}
 	return f, true
+}
+
+// closedIdle says a request's error is its connection's end (EOF, a
+// reset, a broken pipe), not an answer the server began.
+func closedIdle(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // answerDetail names a failure after the request was sent and before
