@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrygate/retrygate/ledgerfile"
 	"github.com/retrygate/retrygate/ledgerfile/store"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
@@ -207,12 +206,12 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 	rows, err := st.ReadJob(context.Background(), "both")
 	require.NoError(t, err)
 	// Every request the proxies answered is a row: the two sent, then the
-	// two refusals, each saying the job's end again.
+	// two refusals (a named job's rows carry no job_end: a reader ends it).
 	require.Len(t, rows, 4)
 	for i, r := range rows {
 		assert.Equal(t, i+1, r.Attempt)
 		assert.Equal(t, i < 2, r.WasSent(), "row %d", i+1)
-		assert.Equal(t, ledgerfile.JobSucceeded, r.JobEnd, "row %d", i+1)
+		assert.Empty(t, r.JobEnd, "row %d", i+1)
 	}
 	assert.Equal(t, "refuse: attempt cap", rows[3].Decision)
 	// A refusal before any job is an event line in the database's log too.
