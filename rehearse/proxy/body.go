@@ -28,12 +28,15 @@ type request struct {
 }
 
 // parseRequest reads body; ok is false when it is not a JSON object.
-// It runs before every forwarded attempt, on bodies that carry a whole
-// conversation, so it reads only the fields it uses, in place
-// (jsonparser), and skips the rest without decoding it: a 40 KB chat
-// costs tens of microseconds, not the half millisecond encoding/json
-// takes. A body whose top-level object does not parse gets the 400; a
-// fault deeper inside is the provider's to answer.
+// It runs once a request, on bodies that carry a whole conversation, so
+// it reads only the fields it uses, in place (jsonparser), and skips the
+// rest without decoding it. Measured against encoding/json (one decode
+// into map[string]any, the general way) through the proxy at c=64,
+// 8 pairs, benchstat: with a 40 KB chat encoding/json cost +39% CPU a
+// request (424 → 589 µs, p=0.005); with a short chat no difference could
+// be told (p=0.2): the fast path stays for long chats. A body whose
+// top-level object does not parse gets the 400; a fault deeper inside is
+// the provider's to answer.
 func parseRequest(body []byte) (request, bool) {
 	data := bytes.TrimSpace(body)
 	if len(data) == 0 || data[0] != '{' {
