@@ -354,22 +354,50 @@ func (c *Chain) round(d time.Duration) time.Duration {
 	return c.Round(d)
 }
 
-// Resume is the job as a store kept it between two of its requests (the
-// proxy's shared books): started at start with its deadline, the sent
-// attempts its books took, in order, the retry rules' answer after its
-// last failure (nil: none), the chain index its next attempt starts from
-// and the attempts it has numbered. Its books are Track's own, rebuilt
-// from the attempts.
-func (j *Job) Resume(start, deadline time.Time, sent []Attempt, step *RetryStep, seat, attempts int) {
+// JobState is a job's state as a store keeps it between its attempts
+// (the proxy's shared books, claim's state): enough to rebuild the job
+// exactly. The books are not stored: they are rebuilt from the attempts
+// they took, in order, so the estimate and the retry history are Track's
+// own.
+type JobState struct {
+	Start    time.Time  `json:"start"`
+	Deadline time.Time  `json:"deadline"`
+	Sent     []Attempt  `json:"sent,omitempty"`
+	Step     *RetryStep `json:"step,omitempty"`
+	Seat     int        `json:"seat,omitempty"`
+	Attempts int        `json:"attempts,omitempty"`
+	// Spent, when set, is the spend the books started from (Restore):
+	// the attempts in Sent add to it.
+	Spent *Spent `json:"spent,omitempty"`
+}
+
+// State is the job as a store keeps it; sent are the attempts its books
+// took, in order (a driver that stores its jobs keeps them: Take's
+// attempts).
+func (j *Job) State(sent []Attempt) JobState {
+	s := JobState{Start: j.start, Deadline: j.deadline, Sent: sent, Seat: j.seat, Attempts: j.attempts}
+	if j.stepSet {
+		step := j.step
+		s.Step = &step
+	}
+	return s
+}
+
+// Load rebuilds the job from a stored state: its deadline as it was made,
+// its books from the attempts they took.
+func (j *Job) Load(s JobState) {
 	j.Reset()
-	j.start, j.deadline, j.clocked = start, deadline, true
-	for i := range sent {
-		j.track.Sent(&sent[i])
+	if s.Spent != nil {
+		j.track.Restore(*s.Spent)
 	}
-	if step != nil {
-		j.step, j.stepSet = *step, true
+	for i := range s.Sent {
+		j.track.Sent(&s.Sent[i])
 	}
-	j.seat, j.attempts = seat, attempts
+	j.start, j.deadline, j.clocked = s.Start, s.Deadline, !s.Start.IsZero()
+	j.seat, j.attempts = max(s.Seat, 0), max(s.Attempts, 0)
+	if s.Step != nil {
+		j.step, j.stepSet = *s.Step, true
+	}
 }
 
 // Wait is what is left at now of the wait the retry rules set after the

@@ -3,14 +3,12 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
 
-	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // request is what the proxy reads of a client's generation request: the
@@ -159,23 +157,14 @@ func unquote(v []byte) string {
 	return s
 }
 
-// number is a whole count, clamped; anything else is 0.
-// TODO(seat): the seat package's lenient JSON count, once exported, in
-// place of this second copy.
+// number is a count, as every reader of a count in a body reads one
+// (seat.TokenCount); anything but a JSON number is 0.
 func number(v []byte, t jsonparser.ValueType) int64 {
 	if t != jsonparser.Number {
 		return 0
 	}
-	if n, err := jsonparser.ParseInt(v); err == nil {
-		return admit.ClampTokens(n)
-	}
-	// strconv, not jsonparser: a number past float64's range (1E700) is
-	// ±Inf with ErrRange, clamped as any large count is, not dropped.
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) || f != f {
-		return 0
-	}
-	return admit.ClampTokensFloat(f)
+	n, _ := seat.TokenCount(v)
+	return n
 }
 
 // askUsage adds "stream_options":{"include_usage":true} to an OpenAI

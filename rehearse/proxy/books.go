@@ -89,18 +89,13 @@ type shared struct {
 	gate *admit.RetryBudget
 }
 
-// book is a job's machine as a shared store keeps it. The books (its
-// Track) are not stored: they are rebuilt from the attempts taken, in
-// order (admit.Job.Resume), so the estimate and the retry history are
-// the machine's own.
+// book is a job's machine as a shared store keeps it (admit.JobState:
+// the books are rebuilt from the attempts they took, in order, so the
+// estimate and the retry history are the machine's own), and the lease
+// of the request running it.
 type book struct {
-	Start    time.Time        `json:"start"`
-	Deadline time.Time        `json:"deadline"`
-	Sent     []admit.Attempt  `json:"sent,omitempty"`
-	Step     *admit.RetryStep `json:"step,omitempty"`
-	Seat     string           `json:"seat,omitempty"`
-	Attempts int              `json:"attempts"`
-	Lease    *lease           `json:"lease,omitempty"`
+	admit.JobState
+	Lease *lease `json:"lease,omitempty"`
 }
 
 // lease is the one request running a job, across proxies.
@@ -310,29 +305,26 @@ func (p *Proxy) openBook(id string, old []byte, now time.Time) (*book, *admit.Jo
 	m := new(admit.Job)
 	if old == nil {
 		m.Start(now, p.opts.Policy.Budget.Deadline)
-		return &book{Start: m.Started(), Deadline: m.Deadline()}, m, nil
+		return &book{JobState: m.State(nil)}, m, nil
 	}
 	var b book
 	if err := json.Unmarshal(old, &b); err != nil {
 		return nil, nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
 	}
-	m.Resume(b.Start, b.Deadline, b.Sent, b.Step, p.seatIndex(b.Seat), b.Attempts)
+	m.Load(b.JobState)
 	return &b, m, nil
 }
 
 // keepBook writes the machine back into its book, with the sent
 // attempts of the rows the step wrote (what the machine took).
 func (p *Proxy) keepBook(b *book, m *admit.Job, rows []ledgerfile.Row) {
+	sent := b.Sent
 	for i := range rows {
 		if !rows[i].Unsent {
-			b.Sent = append(b.Sent, ledgerfile.AttemptOf(&rows[i]))
+			sent = append(sent, ledgerfile.AttemptOf(&rows[i]))
 		}
 	}
-	b.Step = nil
-	if st, ok := m.Step(); ok {
-		b.Step = &st
-	}
-	b.Seat, b.Attempts = p.seats[m.Seat()].cfg.Name, m.Attempts()
+	b.JobState = m.State(sent)
 }
 
 func (p *Proxy) seatIndex(name string) int {

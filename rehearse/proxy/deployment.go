@@ -1,11 +1,11 @@
 package proxy
 
 import (
+	"math"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
-	"github.com/retrygate/retrygate/ledgerfile"
-	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // A seat forwarding several models is several deployments: one model
@@ -79,20 +79,13 @@ func (p *Proxy) modelFor(s int, model string) string {
 // with the breaker of the model it would be sent (under p.mu).
 func (p *Proxy) chain(req *request, deps []*deployment) admit.Chain {
 	pol := p.opts.Policy
-	// TODO(lead): rehearse.NewChain / rehearse.ChainSeat once the loop's
-	// port lands; they build the same chain.
-	c := admit.Chain{Budget: pol.Budget, Retry: pol.Retry, Hard: pol.Timeouts.Hard, Round: ledgerfile.Resolution, Seats: make([]admit.ChainSeat, len(p.seats))}
+	c := rehearse.NewChain(pol, nil) // the retry budget is set at each decision (call.gate)
+	c.Seats = make([]admit.ChainSeat, len(p.seats))
 	for s := range p.seats {
 		cfg := p.seats[s].cfg
 		d := p.deployment(s, p.modelFor(s, req.model))
 		deps[s] = d
-		cs := admit.ChainSeat{Name: cfg.Name, Breaker: d.br, Prices: cfg.Prices(), Priced: cfg.Priced()}
-		if cs.Priced && pol.Budget.HasSpendCeiling() {
-			// What a first attempt here reserves: price × (the prompt
-			// counted locally + the request's max tokens).
-			cs.Reserve = admit.Reservation(cs.Prices, seat.PromptTokens(cfg, req.prompt), req.maxTokens)
-		}
-		c.Seats[s] = cs
+		c.Seats[s] = rehearse.ChainSeat(cfg.Name, cfg, d.br, pol.Budget, req.prompt, nil, int(min(req.maxTokens, math.MaxInt32)))
 	}
 	return c
 }

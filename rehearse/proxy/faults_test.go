@@ -37,7 +37,7 @@ func faultPolicy() rehearse.Policy {
 	p := rehearse.DefaultPolicy()
 	p.Budget = admit.Budget{Deadline: 8 * time.Second, TokenCeiling: 100_000, MaxAttempts: 3, MaxWait: 400 * ms}
 	p.Retry = admit.RetryPolicy{BaseDelay: 50 * ms, MaxDelay: 200 * ms, SlowServerAfter: 3 * time.Second, HonorRetryAfter: true, TimeoutsRetried: 1}
-	p.Timeouts = rehearse.Timeouts{Hard: 1500 * ms}
+	p.Timeouts = rehearse.Timeouts{Hard: 1500 * ms, Stall: 300 * ms}
 	p.Breaker = admit.BreakerConfig{Window: 2 * time.Second, FailureRate: 0.5, MinRequests: 4, Cooldown: 400 * ms, HalfOpenProbes: 1}
 	return p
 }
@@ -172,6 +172,9 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "14", "16":
 		h.stream(w, req.Model, 40, streamEnd{cut: true}) // 40 of 60 tokens, then the connection drops
 		return
+	case "14c":
+		h.stream(w, req.Model, 40, streamEnd{clean: true}) // 40 of 60 tokens, then the body's end
+		return
 	case "15":
 		h.stream(w, req.Model, 20, streamEnd{stall: r}) // 20 tokens, then nothing
 		return
@@ -208,6 +211,7 @@ func reset(w http.ResponseWriter, rst bool) {
 type streamEnd struct {
 	done        bool          // [DONE] after the finish reason and usage
 	cut         bool          // the connection drops after the words: no finish, no end of body
+	clean       bool          // the body ends after the words: no finish, no [DONE]
 	stall       *http.Request // after the words, nothing until the request ends
 	firstAfter  time.Duration // the first word this long after the role chunk
 	ctx         *http.Request // the request whose end stops a waiting stream
@@ -250,6 +254,8 @@ func (h *hostile) stream(w http.ResponseWriter, model string, words int, end str
 	switch {
 	case end.cut:
 		reset(w, false)
+		return
+	case end.clean:
 		return
 	case end.stall != nil:
 		<-end.stall.Context().Done()
@@ -607,15 +613,24 @@ func TestFaultMatrix(t *testing.T) {
 		assert.Equal(t, admit.Reset, rs[0].Outcome, "the row says the stream was cut")
 		healthy(t)
 	})
+	t.Run("14 cut after 40 of 60 tokens, the body ending cleanly", func(t *testing.T) {
+		// No finish reason, no [DONE]: a stream is whole only when it
+		// says so, so this one is a cut too, never a short success.
+		got := ask(t, px.url, "f14", "14c", "c14c")
+		cut(t, got, 40)
+		rs := px.done(t, "c14c")
+		require.NotEmpty(t, rs)
+		assert.Equal(t, admit.Reset, rs[0].Outcome)
+		healthy(t)
+	})
 	t.Run("15 stall after 20 tokens", func(t *testing.T) {
 		got := ask(t, px.url, "f15", "15", "c15")
 		cut(t, got, 20)
 		assert.Len(t, primary.saw("15"), 1)
 		rs := px.done(t, "c15")
 		require.NotEmpty(t, rs)
-		// TODO(seat): outcome stall once seat.Request has the stall
-		// window (timeouts.stall); the hard timeout cuts it until then.
-		assert.Equal(t, admit.Timeout, rs[0].Outcome, "the row says the stream was cut")
+		assert.Equal(t, admit.Reset, rs[0].Outcome, "the row says the stream was cut")
+		assert.Contains(t, rs[0].Note, "stalled", "by the stall window, not the hard timeout")
 		healthy(t)
 	})
 	t.Run("16 cut, and the fallback takes no prefill", func(t *testing.T) {

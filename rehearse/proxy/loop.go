@@ -254,8 +254,7 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 		WaitCap:      pol.Budget.MaxWait,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
 		OnContent:    x.content,
-		// TODO(seat): Stall: pol.Timeouts.Stall, once seat.Request has
-		// the stall window (no byte that long after content: cut).
+		Stall:        pol.Timeouts.Stall, // no byte that long once the answer began: cut
 	}, plan.Hard)
 	until := start.Add(plan.Hard)
 	cut := false
@@ -284,6 +283,9 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 		_ = x.rest(ctx, until)
 	}
 	if x.committed {
+		if cut {
+			c.f.flush() // the client sees what came before the cut, then the cut
+		}
 		c.f.settle(cut || c.f.failed())
 	}
 	obs.Model = p.modelFor(plan.Seat, c.in.req.model)

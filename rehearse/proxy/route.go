@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // What the proxy serves is decided here, once, before a body is read: the
@@ -247,14 +249,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, in *admitted
 	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(ctx)
 	if u.inject {
 		// The seat's own key, as its wire format sends it.
-		// TODO(seat): the seat package's auth header per wire format, once
-		// exported, instead of this second copy.
-		k := strings.TrimSpace(p.opts.Getenv(u.cfg.APIKeyEnv))
-		if u.cfg.Kind == "anthropic" {
-			hreq.Header.Set("X-Api-Key", k)
-		} else {
-			hreq.Header.Set("Authorization", "Bearer "+k)
-		}
+		seat.SetAuth(hreq.Header, u.cfg.Kind, strings.TrimSpace(p.opts.Getenv(u.cfg.APIKeyEnv)))
 	}
 	resp, err := x.RoundTrip(hreq)
 	if err != nil {
