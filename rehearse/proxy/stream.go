@@ -50,17 +50,7 @@ func eventEnd(b []byte, ndjson bool) int {
 }
 
 // lineEnd is the index of the first \r or \n in b, or -1.
-func lineEnd(b []byte) int {
-	n := bytes.IndexByte(b, '\n')
-	head := b
-	if n >= 0 {
-		head = b[:n]
-	}
-	if r := bytes.IndexByte(head, '\r'); r >= 0 {
-		return r
-	}
-	return n
-}
+func lineEnd(b []byte) int { return bytes.IndexAny(b, "\r\n") }
 
 // malformedEvent reports whether ev (one event, as eventEnd frames it)
 // carries data that is not JSON: an NDJSON line, or an SSE event's data
