@@ -73,7 +73,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 		think   time.Duration
 		chat40k bool // a 40 KB conversation, as a long chat sends it (the body reader's case)
 	}{
-		{"upstream=0/c=1", 1, 0, false}, {"upstream=0/c=64", 64, 0, false}, {"upstream=0/c=64/chat=40KB", 64, 0, true},
+		{"upstream=0/c=1", 1, 0, false}, {"upstream=0/c=64", 64, 0, false}, {"upstream=0/c=64,chat=40KB", 64, 0, true},
 		{"upstream=20ms/c=1", 1, 20 * time.Millisecond, false}, {"upstream=20ms/c=64", 64, 20 * time.Millisecond, false},
 	} {
 		conc := tc.conc
