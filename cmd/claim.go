@@ -30,6 +30,7 @@ type ClaimOptions struct {
 
 func newClaimCmd(f *Factory, runF func(*ClaimOptions) error) *cobra.Command {
 	opts := &ClaimOptions{IO: f.IO, Ctx: f.Ctx, Clock: store.SystemClock}
+	var claimKeys map[string]string
 	c := &cobra.Command{
 		Use:   "claim --job ID",
 		Short: "Reserve one attempt of a job and print the milliseconds it may use",
@@ -76,20 +77,20 @@ are forgotten on their own (PostgreSQL keeps them until --done).` + exitStatus("
   done
   retrygate claim --job "$id" --done`,
 		Args: cobra.NoArgs,
-		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c) }, runF, runClaim),
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, claimKeys) }, runF, runClaim),
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Job, "job", "", "job `id` (required)")
 	fl.StringVar(&opts.State, "state", filepath.Join(".retrygate", "claims.json"), "where the jobs' books live: a `file`, or a postgres:// URL")
-	fl.String("deadline", "", "the job's deadline, set by its first claim (default 45s; config budget.deadline)")
-	fl.String("max-attempts", "", "attempt cap, set by the job's first claim (default 2; config budget.max_attempts)")
+	claimKeys = mergeFlags(keyFlag(c, "budget.deadline", "the job's deadline, set by its first claim"),
+		keyFlag(c, "budget.max_attempts", "attempt cap, set by the job's first claim"))
 	fl.String("hard-timeout", "", "cap each attempt's time at this `duration`")
 	fl.BoolVar(&opts.Done, "done", false, "forget the job: it finished")
 	fl.BoolVar(&opts.Seconds, "seconds", false, "print seconds with 3 decimals (for curl --max-time) instead of milliseconds")
 	return c
 }
 
-func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
+func (o *ClaimOptions) fill(f *Factory, c *cobra.Command, claimKeys map[string]string) error {
 	if strings.TrimSpace(o.Job) == "" {
 		return badInput("--job: required")
 	}
@@ -99,7 +100,7 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	if st, err := os.Stat(o.State); err == nil && st.IsDir() {
 		return badInput("--state %q: is a directory", o.State)
 	}
-	cfg, err := loadConfig(f, c, map[string]string{"budget.deadline": "deadline", "budget.max_attempts": "max-attempts"})
+	cfg, err := loadConfig(f, c, claimKeys)
 	if err != nil {
 		return err
 	}

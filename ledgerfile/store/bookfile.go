@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -392,8 +391,8 @@ func (b *FileBooks) try(ctx context.Context, fn func(*bookState, time.Time) erro
 	} else {
 		return false, fmt.Errorf("state %q: %w", path, err)
 	}
-	fl := flock.New(path, flock.SetFlag(stateFlags), flock.SetPermissions(0o600))
-	if err := lockFile(ctx, fl); errors.Is(err, os.ErrNotExist) {
+	fl := ledgerfile.NewFileLock(path, flock.SetFlag(stateFlags), flock.SetPermissions(0o600))
+	if err := fl.Lock(ctx); errors.Is(err, os.ErrNotExist) {
 		return false, nil // its directory went away between the two steps
 	} else if err != nil {
 		return false, fmt.Errorf("failed to lock state %q: %w", path, err)
@@ -451,35 +450,6 @@ func (b *FileBooks) try(ctx context.Context, fn func(*bookState, time.Time) erro
 		return false, nil
 	}
 	return true, nil
-}
-
-// lockFile takes the exclusive lock, waiting for the holder; Ctrl-C (ctx)
-// ends the wait, and a lock taken after it is let go at once.
-func lockFile(ctx context.Context, fl *flock.Flock) error {
-	if ok, err := fl.TryLock(); ok || err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() {
-		for {
-			err := fl.Lock()
-			if !errors.Is(err, syscall.EINTR) {
-				done <- err
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		go func() {
-			if <-done == nil {
-				_ = fl.Unlock()
-			}
-		}()
-		return ctx.Err()
-	}
 }
 
 func sameFile(f *os.File, st os.FileInfo) bool {
