@@ -399,3 +399,26 @@ func (j *Job) Load(s JobState) {
 		j.step, j.stepSet = *s.Step, true
 	}
 }
+
+// Wait is what is left at now of the wait the retry rules set after the
+// job's last failure, for a driver that did not sleep it (the proxy,
+// whose client's own retry comes sooner): it waits the rest, then asks
+// Before. It is 0 when there is none, or when the gate must refuse the
+// next attempt whatever the wait (as Take refuses before sleeping):
+// nobody waits for a refusal.
+func (j *Job) Wait(c *Chain, now time.Time) time.Duration {
+	if !j.stepSet || !j.step.Retry || len(c.Seats) == 0 {
+		return 0
+	}
+	waited := j.Waited(now)
+	left := j.step.Delay - waited
+	if left <= 0 {
+		return 0
+	}
+	st := &c.Seats[min(j.seat, len(c.Seats)-1)]
+	spent := AddDuration(j.track.Spent().Time, c.round(j.step.Charged(waited)))
+	if d := j.track.Before(c.Budget, st.Name, spent, st.Reserve); d.Final() {
+		return 0
+	}
+	return left
+}

@@ -257,11 +257,15 @@ func runProxy(o *ProxyOptions) error {
 	}
 	po := o.Options
 	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, onError, lg.appendEvents
-	// A seat's breaker changing state is a `# event breaker` line of the
-	// log, as the attempt loop writes it (rare: written at once), and a
-	// line on stderr.
-	po.OnBreaker = func(name string, at time.Time, from, to admit.BreakerState) {
+	// A breaker changing state is a `# event breaker` line of the log,
+	// as the attempt loop writes it (rare: written at once), and a line
+	// on stderr. The proxy keeps one per seat and model: the line names
+	// the model.
+	po.OnBreaker = func(name, model string, at time.Time, from, to admit.BreakerState) {
 		rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
+			if model != "" {
+				ev.Extra = append(ev.Extra, ledgerfile.KV{Key: "model", Value: model})
+			}
 			if err := lg.event(ev); err != nil {
 				onError(err)
 			}

@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retrygate/retrygate/ledgerfile"
 	"github.com/retrygate/retrygate/ledgerfile/store"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
@@ -117,20 +116,18 @@ type proxyPlans []seat.Plan
 
 func (p proxyPlans) PlanFor(n int) seat.Plan { return p[min(n, len(p)-1)] }
 
-// SIGTERM drains the real process: the stream in flight finishes, the
-// process exits 0, and every row is in the log, including the row that
-// ends a job still open.
+// SIGTERM drains the real process: a request in flight runs to its end,
+// its retry included (a 500, the backoff, then the stream), the process
+// exits 0, and every row is in the log.
 func TestProxySIGTERMDrains(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	pp := startProxyProcess(t, "", proxyPlans{
+	pp := startProxyProcess(t, "retry: {base_delay: 10ms, max_delay: 50ms}\n", proxyPlans{
 		{Status: 500, Elapsed: 5 * time.Millisecond},
 		{TTFB: 5 * time.Millisecond, Wait: 50 * time.Millisecond, Elapsed: 600 * time.Millisecond, CompletionTokens: 10},
 	})
 	srv, cmd, stderr, dir, postTo := pp.srv, pp.cmd, pp.stderr, pp.dir, pp.post
-	code, _ := postTo("open", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	require.Equal(t, 500, code)
 	done := make(chan string, 1)
 	go func() {
 		_, b := postTo("streaming", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
@@ -138,14 +135,14 @@ func TestProxySIGTERMDrains(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return len(srv.Requests()) == 2 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	assert.Contains(t, <-done, "[DONE]", "the stream in flight finished")
+	assert.Contains(t, <-done, "[DONE]", "the request in flight finished")
 	require.NoError(t, cmd.Wait(), stderr.String())
 	assert.Contains(t, stderr.String(), "proxy stopped; every row is in rehearsal.log")
 
 	log, err := os.ReadFile(filepath.Join(dir, "rehearsal.log"))
 	require.NoError(t, err)
-	assert.Regexp(t, `job=streaming attempt=1 .*outcome=ok .*job_end=succeeded`, string(log))
-	assert.Regexp(t, `job=open attempt=2 .*decision="refuse: cancelled" sent=false .*job_end=cancelled`, string(log))
+	assert.Regexp(t, `job=streaming attempt=1 .*outcome=server_error .*decision=admit`, string(log))
+	assert.Regexp(t, `job=streaming attempt=2 .*outcome=ok .*decision=admit`, string(log))
 }
 
 // Two proxy processes on one PostgreSQL log share one budget per job:
@@ -209,12 +206,12 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 	rows, err := st.ReadJob(context.Background(), "both")
 	require.NoError(t, err)
 	// Every request the proxies answered is a row: the two sent, then the
-	// two refusals, each saying the job's end again.
+	// two refusals (a named job's rows carry no job_end: a reader ends it).
 	require.Len(t, rows, 4)
 	for i, r := range rows {
 		assert.Equal(t, i+1, r.Attempt)
 		assert.Equal(t, i < 2, r.WasSent(), "row %d", i+1)
-		assert.Equal(t, ledgerfile.JobSucceeded, r.JobEnd, "row %d", i+1)
+		assert.Empty(t, r.JobEnd, "row %d", i+1)
 	}
 	assert.Equal(t, "refuse: attempt cap", rows[3].Decision)
 	// A refusal before any job is an event line in the database's log too.
@@ -293,21 +290,20 @@ func startProxyProcess(t *testing.T, policy string, plans proxyPlans) *proxyProc
 }
 
 // A seat's breaker opening in front of live traffic is a `# event
-// breaker` line of the proxy's log, as in a rehearsal, and no row's note;
-// report reads it as the seat's open span.
+// breaker` line of the proxy's log, as in a rehearsal, naming the model
+// (the proxy keeps one a seat and model), and no row's note; report
+// reads it as the seat's open span.
 func TestProxyBreakerEvent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	pp := startProxyProcess(t, "breaker: {window: 1m, failure_rate: 0.5, min_requests: 2, cooldown: 30s}\n", proxyPlans{
+	pp := startProxyProcess(t, "breaker: {window: 1m, failure_rate: 0.5, min_requests: 2, cooldown: 30s}\nretry: {base_delay: 10ms, max_delay: 50ms}\n", proxyPlans{
 		{Status: 500, Elapsed: 5 * time.Millisecond},
 		{Status: 500, Elapsed: 5 * time.Millisecond},
 	})
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-	for _, job := range []string{"a", "b"} {
-		code, _ := pp.post(job, body)
-		require.Equal(t, 500, code)
-	}
+	code, _ := pp.post("a", body) // two attempts, the cap: the breaker opens
+	require.Equal(t, 500, code)
 	code, msg := pp.post("c", body)
 	require.Equal(t, 503, code)
 	assert.Contains(t, msg, "refuse: breaker open")
@@ -316,7 +312,7 @@ func TestProxyBreakerEvent(t *testing.T) {
 
 	log, err := os.ReadFile(filepath.Join(pp.dir, "rehearsal.log"))
 	require.NoError(t, err)
-	assert.Regexp(t, `(?m)^# event breaker seat=up from=closed to=open ts=\S+$`, string(log))
+	assert.Regexp(t, `(?m)^# event breaker seat=up from=closed to=open model=m ts=\S+$`, string(log))
 	assert.NotContains(t, string(log), `note="breaker`)
 	assert.Len(t, pp.srv.Requests(), 2, "the refused request never reached the seat")
 }

@@ -68,12 +68,13 @@ func BenchmarkAddedLatency(b *testing.B) {
 	// and the upstream here, so all three collect at this setting).
 	defer debug.SetGCPercent(debug.SetGCPercent(rehearse.RealGCPercent))
 	for _, tc := range []struct {
-		name  string
-		conc  int
-		think time.Duration
+		name    string
+		conc    int
+		think   time.Duration
+		chat40k bool // a 40 KB conversation, as a long chat sends it (the body reader's case)
 	}{
-		{"upstream=0/c=1", 1, 0}, {"upstream=0/c=64", 64, 0},
-		{"upstream=20ms/c=1", 1, 20 * time.Millisecond}, {"upstream=20ms/c=64", 64, 20 * time.Millisecond},
+		{"upstream=0/c=1", 1, 0, false}, {"upstream=0/c=64", 64, 0, false}, {"upstream=0/c=64,chat=40KB", 64, 0, true},
+		{"upstream=20ms/c=1", 1, 20 * time.Millisecond, false}, {"upstream=20ms/c=64", 64, 20 * time.Millisecond, false},
 	} {
 		conc := tc.conc
 		b.Run(tc.name, func(b *testing.B) {
@@ -101,6 +102,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxIdleConns: 256, DisableCompression: true}}
 			body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+			if tc.chat40k {
+				msg := `{"role":"user","content":"` + strings.Repeat(`lorem ipsum dolor sit amet, \"quoted\" `, 50) + `"}`
+				body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[` + strings.Repeat(msg+",", 19) + msg + `]}`
+			}
 			run := func(origin string, n int) (lat []time.Duration, took, cpu time.Duration) {
 				lat = make([]time.Duration, n)
 				cpu0 := cpuTime()

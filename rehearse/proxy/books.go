@@ -3,7 +3,11 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -13,155 +17,280 @@ import (
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
-// This file is where a job's books live between its requests: in this
-// process (the jobs map, under the proxy's lock), or, for named jobs when
-// Options.Books is set, in a store several proxies share (PostgreSQL),
-// which holds the job's lock across proxies while the one decision code
-// (admitJob, doneJob, sweepJob) runs on the books it read, then keeps the
-// books and the rows that decision wrote in one transaction.
+// This file is where a job's machine lives between the steps of its
+// loop: in this process (the job table; the job's turn orders its
+// steps), or, for named jobs when Options.Books is set, in a book
+// several proxies share (PostgreSQL), which holds the job's lock across
+// proxies while a step runs on the machine it holds, then keeps the
+// machine and the rows the step wrote in one transaction. One request of
+// a job runs at a time there too: the request running it holds a lease
+// in its book, from its first decision to its last row, renewed at each
+// step; a lease whose holder is gone (past its attempt's hard timeout
+// and flightGrace) is taken over, and the attempt it had in flight
+// written as lost.
 
-// flightGrace is how long past its hard timeout an attempt in flight
-// waits for its row in a shared book: longer than forwarding its last
-// bytes and writing its row. Past it, the proxy that sent it is taken to
-// be gone, and the next proxy to open the book writes the attempt's row
-// for it: sent, outcome timeout (its outcome is unknown; the call may
-// have been billed), elapsed its hard timeout, as an expired claim is
-// counted. The books take it as any attempt, and the rows behind it go out.
+// flightGrace is how long past an attempt's hard timeout (or past the
+// wait before the next one) a lease holds: longer than forwarding the
+// answer's last bytes and writing its row. Past it, the proxy that held
+// it is taken to be gone, and the next to open the book writes the row
+// of the attempt it had in flight: sent, outcome timeout (its outcome is
+// unknown; the call may have been billed), elapsed its hard timeout, as
+// an expired claim is counted.
 const flightGrace = 30 * time.Second
 
-// bookTimeout bounds one update of a shared book that no client waits on
-// (an attempt's row, a sweep).
+// bookTimeout bounds one step's round trip to a shared book.
 const bookTimeout = 20 * time.Second
 
-// slot is one attempt of a job, numbered when it was decided, whose row
-// is not written yet (see release). A sent one is in flight until its row
-// comes (Row set); the gate counts it as used, with its estimate as spent.
-type slot struct {
-	Attempt int              `json:"attempt"`
-	Seat    int              `json:"-"` // the chain index it was sent to (Base.Seat names it)
-	Sent    bool             `json:"sent,omitempty"`
-	Until   time.Time        `json:"until,omitzero"` // sent: its hard timeout + flightGrace
-	Base    rehearse.RowBase `json:"base,omitzero"`  // sent: its row's numbers at the decision
-	Row     *ledgerfile.Row  `json:"row,omitempty"`
-	Retry   string           `json:"retry,omitempty"` // the client's own retry counter
-}
+// leasePoll bounds how long a request waiting for another's lease
+// sleeps before it asks the book again.
+const leasePoll = 100 * time.Millisecond
 
-// book is a job's books as a shared store keeps them. The track is not
-// stored: it is rebuilt from the attempts it took, in order, so the
-// estimate and the retry history are admit.Track's own.
-type book struct {
-	Start    time.Time        `json:"start"`
-	Deadline time.Time        `json:"deadline"`
-	Sent     []admit.Attempt  `json:"sent,omitempty"`
-	Step     *admit.RetryStep `json:"step,omitempty"`
-	Final    *admit.Decision  `json:"final,omitempty"`
-	Seat     string           `json:"seat,omitempty"`
-	Rows     int              `json:"rows"`
-	Queue    []slot           `json:"queue,omitempty"` // rows not yet written, in attempt order
-	Ended    bool             `json:"ended,omitempty"`
-	End      string           `json:"end,omitempty"` // the job_end its last row with one carried
-}
-
-// rowOut takes the rows a decision writes: straight to the row queue
-// (in-process books, under the proxy's lock, so a job's rows keep their
-// order), or gathered to be stored with a shared book.
+// rowOut gathers the rows one step writes, in order: to the log queue
+// after the step (in process), or into the shared book's transaction.
 type rowOut struct {
-	p    *Proxy
-	rows []ledgerfile.Row // gathered, when p is nil
+	rows []ledgerfile.Row
 }
 
 func (o *rowOut) add(row *ledgerfile.Row, retry string) {
 	if retry != "" {
 		row.Extra = append(row.Extra, ledgerfile.KV{Key: KeyClientRetry, Value: retry})
 	}
-	if o.p != nil {
-		o.p.q.add(row)
-		return
-	}
 	o.rows = append(o.rows, *row)
 }
 
-// jobFn is a decision on a job's books at now; rows go to out.
-type jobFn func(j *job, now time.Time, out *rowOut)
-
-// withJob runs fn on the books of the job named id (known, when the
-// caller holds it in process; a new job of client's when id is "" or
-// unknown) under the job's lock. It returns a refusal when no job can be
-// opened.
-func (p *Proxy) withJob(ctx context.Context, id string, named bool, client string, known *job, fn jobFn) (*refusal, error) {
-	if named && p.opts.Books != nil {
-		return nil, p.withShared(ctx, id, false, known == nil, fn)
+// emit queues rows for the log, in order.
+func (p *Proxy) emit(rows []ledgerfile.Row) {
+	for i := range rows {
+		p.q.add(&rows[i])
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.opts.Now()
-	j := known
-	if j == nil {
-		var ref *refusal
-		if j, ref = p.job(id, named, client, now); ref != nil {
-			return ref, nil
-		}
-	}
-	fn(j, now, &p.queued)
-	return nil, nil
 }
 
-// withShared runs fn on a shared book. A sweep (sweeping) never makes a
-// job: a key another proxy forgot meanwhile is left forgotten.
-//
-// An admission (a request about to be judged) under a retry budget also
-// locks the budget's shared record (budgetKey), in the same transaction:
-// proxies that share books share the budget, and a retry's count and its
-// row commit together.
-func (p *Proxy) withShared(ctx context.Context, id string, sweeping, admission bool, fn jobFn) error {
-	book := func(old, sharedOld []byte, now time.Time, shared bool) (store.Record, []byte, []ledgerfile.Row, error) {
+// step is a step of the loop on the job's machine at now; its rows go
+// to out.
+type step func(m *admit.Job, now time.Time, out *rowOut)
+
+// stepKind says what a step does to a shared book's lease.
+type stepKind uint8
+
+const (
+	stepBefore stepKind = iota // a decision: takes the lease (waiting for another's), holds it while an admitted attempt runs
+	stepAfter                  // an attempt's end: holds the lease over the wait when the job goes on
+	stepStop                   // the client left: the lease goes
+)
+
+// shared is a request's hold on its job's shared book.
+type shared struct {
+	owner string
+	// lease is what the lease holds after the step being run (set by the
+	// steps: see hold); nil releases it.
+	lease *lease
+	// gate is the retry budget as the shared record held it, for the
+	// decision being made.
+	gate *admit.RetryBudget
+}
+
+// book is a job's machine as a shared store keeps it (admit.JobState:
+// the books are rebuilt from the attempts they took, in order, so the
+// estimate and the retry history are the machine's own), and the lease
+// of the request running it.
+type book struct {
+	admit.JobState
+	Lease *lease `json:"lease,omitempty"`
+}
+
+// lease is the one request running a job, across proxies.
+type lease struct {
+	Owner string    `json:"owner"`
+	Until time.Time `json:"until"`
+	// Attempt is the attempt in flight under the lease (0: none, its
+	// holder waits between attempts), on Seat, whose row would carry
+	// Base: a lost attempt's row is written from it.
+	Attempt int              `json:"attempt,omitempty"`
+	Seat    string           `json:"seat,omitempty"`
+	Base    rehearse.RowBase `json:"base,omitzero"`
+}
+
+var leases atomic.Uint64
+
+// leaseOwner names one request's lease, unique across proxies (the
+// process's start and a counter).
+func (p *Proxy) leaseOwner() string {
+	return strconv.FormatInt(processStart, 36) + "-" + strconv.FormatUint(leases.Add(1), 36)
+}
+
+var processStart = time.Now().UnixNano()
+
+// hold sets what the request's lease holds after the step: until, with
+// the attempt in flight (nil: none); a zero until releases it.
+func (c *call) hold(until time.Time, inFlight *lease) {
+	if c.sh == nil {
+		return
+	}
+	if until.IsZero() {
+		c.sh.lease = nil
+		return
+	}
+	l := &lease{Owner: c.sh.owner, Until: until}
+	if inFlight != nil {
+		l.Attempt, l.Seat, l.Base = inFlight.Attempt, inFlight.Seat, inFlight.Base
+	}
+	c.sh.lease = l
+}
+
+// gate is the retry budget a decision of the call asks (under p.mu):
+// nil without one.
+func (c *call) gate() admit.RetryGate {
+	if !c.p.opts.Policy.Retry.Budget.Enabled() {
+		return nil
+	}
+	if c.sh != nil && c.sh.gate != nil {
+		return c.sh.gate
+	}
+	return c.p.budget
+}
+
+// books runs one step of the loop on the job's machine: in process at
+// once (the job's turn orders the steps), its rows to the log; in a
+// shared book in one transaction with its rows.
+func (c *call) books(fn step, kind stepKind) error {
+	if c.sh == nil {
+		out := rowOut{}
+		fn(c.m, c.p.opts.Now(), &out)
+		c.p.emit(out.rows)
+		return nil
+	}
+	return c.sharedStep(fn, kind)
+}
+
+// errLeaseLost is a step of a request whose lease another proxy took
+// over (its attempt outlived the grace): its rows are the other's now.
+var errLeaseLost = errors.New("the job's lease passed to another proxy; this attempt was written as lost")
+
+// sharedStep runs fn on the job's shared book. A decision whose job
+// another request holds waits (polling the book, bounded by the client
+// and the job's deadline) until that request ends or its lease expires.
+func (c *call) sharedStep(fn step, kind stepKind) error {
+	p := c.p
+	for {
+		var wait time.Duration
+		var deadline time.Time
+		own := false // the wait is the job's own (its retry delay), not another's lease
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), bookTimeout)
+		admission := kind == stepBefore && p.opts.Policy.Retry.Budget.Enabled()
+		err := p.withShared(ctx, c.id, admission, false, func(b *book, m *admit.Job, now time.Time, out *rowOut, gate *admit.RetryBudget) error {
+			deadline = b.Deadline
+			if l := b.Lease; l != nil && l.Owner != c.sh.owner {
+				if now.Before(l.Until) {
+					if kind != stepBefore {
+						return errLeaseLost
+					}
+					wait = l.Until.Sub(now)
+					return nil
+				}
+				p.lostRow(b, m, now, out)
+			} else if kind != stepBefore && (l == nil || l.Owner != c.sh.owner) {
+				return errLeaseLost
+			}
+			if kind == stepBefore {
+				// What is left of the wait the retry rules set after the
+				// job's last failure is waited out first (a client's own
+				// retry that comes sooner), holding the job meanwhile.
+				if left := m.Wait(&c.chain, now); left > 0 {
+					b.Lease = &lease{Owner: c.sh.owner, Until: now.Add(left + flightGrace)}
+					*c.m = *m
+					wait, own = left, true
+					return nil
+				}
+			}
+			c.sh.gate = gate
+			c.sh.lease = b.Lease
+			fn(m, now, out)
+			b.Lease = c.sh.lease
+			*c.m = *m
+			return nil
+		})
+		cancel()
+		if err != nil || wait == 0 {
+			if err != nil {
+				p.opts.OnError(fmt.Errorf("the books of job %s: %w", c.id, err))
+			}
+			return err
+		}
+		if !own && !deadline.IsZero() && p.opts.Now().After(deadline.Add(turnGrace)) {
+			return fmt.Errorf("its earlier request is still running past the job's deadline")
+		}
+		if !own {
+			wait = min(wait, leasePoll)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.r.Context().Done():
+			t.Stop()
+			if own {
+				c.stopped() // it held the job: the row that ends it
+			}
+			panic(http.ErrAbortHandler) // gone before its turn: nothing was decided
+		}
+	}
+}
+
+// withShared runs fn on the job's machine as its shared book holds it,
+// then keeps the machine (and fn's changes to the book's lease) with
+// the rows fn wrote, in one transaction. A sweep never makes a book: a
+// key another proxy forgot meanwhile is left forgotten. A decision
+// (admission) under a retry budget locks the budget's shared record too,
+// in the same transaction: proxies that share books share the budget,
+// and a retry's count and its row commit together; fn gets the budget
+// as the record holds it.
+func (p *Proxy) withShared(ctx context.Context, id string, admission, sweeping bool, fn func(b *book, m *admit.Job, now time.Time, out *rowOut, gate *admit.RetryBudget) error) error {
+	cfg := p.opts.Policy.Retry.Budget
+	run := func(old, sharedOld []byte, now time.Time, withBudget bool) (store.Record, []byte, []ledgerfile.Row, error) {
 		if old == nil && sweeping {
 			return store.Record{}, nil, nil, nil
 		}
-		j, err := p.openBook(id, old, now)
+		b, m, err := p.openBook(id, old, now)
 		if err != nil {
 			return store.Record{}, nil, nil, err
 		}
-		var state admit.BudgetState
-		if shared && sharedOld != nil {
-			if err := json.Unmarshal(sharedOld, &state); err != nil {
-				return store.Record{}, nil, nil, fmt.Errorf("the shared retry budget is unreadable: %w", err)
+		var gate *admit.RetryBudget
+		if withBudget {
+			var state admit.BudgetState
+			if sharedOld != nil {
+				if err := json.Unmarshal(sharedOld, &state); err != nil {
+					return store.Record{}, nil, nil, fmt.Errorf("the shared retry budget is unreadable: %w", err)
+				}
 			}
+			gate = admit.RestoreBudget(cfg, state)
 		}
 		out := rowOut{}
-		p.mu.Lock() // the breakers and the seat chain are this proxy's own
-		own := p.budget
-		if shared {
-			p.budget = admit.RestoreBudget(p.opts.Policy.Retry.Budget, state)
-		}
-		p.lostRows(j, now, &out)
-		fn(j, now, &out)
-		var budget []byte
-		if shared {
-			budget, err = json.Marshal(p.budget.State(now))
-			p.budget = own
-		}
-		p.mu.Unlock()
-		if err != nil {
+		if err := fn(b, m, now, &out, gate); err != nil {
 			return store.Record{}, nil, nil, err
 		}
-		if j.forget {
-			return store.Record{}, budget, out.rows, nil
+		var budget []byte
+		if withBudget {
+			if budget, err = json.Marshal(gate.State(now)); err != nil {
+				return store.Record{}, nil, nil, err
+			}
 		}
-		data, err := json.Marshal(p.bookOf(j))
-		due := j.deadline
-		if j.end != "" {
-			due = j.deadline.Add(p.opts.Retention)
+		p.keepBook(b, m, out.rows)
+		due := b.Deadline.Add(p.opts.Retention)
+		if b.Lease != nil {
+			due = b.Lease.Until // a lease expired is a lost attempt's row, soon
 		}
+		if sweeping && b.Lease == nil && !now.Before(b.Deadline.Add(p.opts.Retention)) {
+			return store.Record{}, budget, out.rows, nil // forgotten
+		}
+		data, err := json.Marshal(b)
 		return store.Record{Data: data, Due: due}, budget, out.rows, err
 	}
-	if admission && p.opts.Policy.Retry.Budget.Enabled() {
+	if admission {
 		return p.opts.Books.BookShared(ctx, id, budgetKey, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
-			return book(old, sharedOld, now, true)
+			return run(old, sharedOld, now, true)
 		})
 	}
 	return p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
-		rec, _, rows, err := book(old, nil, now, false)
+		rec, _, rows, err := run(old, nil, now, false)
 		return rec, rows, err
 	})
 }
@@ -170,33 +299,32 @@ func (p *Proxy) withShared(ctx context.Context, id string, sweeping, admission b
 // never a job id (printable ASCII without spaces).
 const budgetKey = "retry budget"
 
-// openBook is a job from its shared book, or a new one made at now (its
-// deadline is made here, once, and every proxy inherits it).
-func (p *Proxy) openBook(id string, old []byte, now time.Time) (*job, error) {
-	j := &job{id: id, named: true, shared: true}
+// openBook is a job's book and its machine, or a new one made at now
+// (its deadline is made here, once, and every proxy inherits it).
+func (p *Proxy) openBook(id string, old []byte, now time.Time) (*book, *admit.Job, error) {
+	m := new(admit.Job)
 	if old == nil {
-		j.start, j.deadline = now, now.Add(p.opts.Policy.Budget.Deadline)
-		return j, nil
+		m.Start(now, p.opts.Policy.Budget.Deadline)
+		return &book{JobState: m.State(nil)}, m, nil
 	}
 	var b book
 	if err := json.Unmarshal(old, &b); err != nil {
-		return nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
+		return nil, nil, fmt.Errorf("the books of job %s are unreadable: %w", id, err)
 	}
-	j.start, j.deadline, j.rows, j.end, j.final, j.queue = b.Start, b.Deadline, b.Rows, b.End, b.Final, b.Queue
-	for i := range b.Sent {
-		j.take(&b.Sent[i])
+	m.Load(b.JobState)
+	return &b, m, nil
+}
+
+// keepBook writes the machine back into its book, with the sent
+// attempts of the rows the step wrote (what the machine took).
+func (p *Proxy) keepBook(b *book, m *admit.Job, rows []ledgerfile.Row) {
+	sent := b.Sent
+	for i := range rows {
+		if !rows[i].Unsent {
+			sent = append(sent, ledgerfile.AttemptOf(&rows[i]))
+		}
 	}
-	if b.Ended && j.end == "" {
-		j.end = j.track.End() // a book an older proxy kept
-	}
-	if b.Step != nil {
-		j.step, j.stepSet = *b.Step, true
-	}
-	j.seat = p.seatIndex(b.Seat)
-	for i := range j.queue {
-		j.queue[i].Seat = p.seatIndex(j.queue[i].Base.Seat)
-	}
-	return j, nil
+	b.JobState = m.State(sent)
 }
 
 func (p *Proxy) seatIndex(name string) int {
@@ -208,84 +336,42 @@ func (p *Proxy) seatIndex(name string) int {
 	return 0
 }
 
-// lostRows writes the rows of the job's attempts whose proxy is gone
-// (past their hard timeout and flightGrace; see flightGrace), then the
-// rows that were waiting behind them.
-func (p *Proxy) lostRows(j *job, now time.Time, out *rowOut) {
-	lost := false
-	for i := range j.queue {
-		sl := &j.queue[i]
-		if !sl.Sent || sl.Row != nil || now.Before(sl.Until) {
-			continue
-		}
-		hard := sl.Until.Sub(sl.Base.TS) - flightGrace
-		obs := seat.Observation{Outcome: admit.Timeout, Elapsed: hard, Wait: hard,
-			Billing: admit.BillingOf(admit.Timeout, hard, p.opts.Policy.Retry.SlowServerAfter)}
-		var row ledgerfile.Row
-		rehearse.SentRow(&row, &sl.Base, &unobserved, &obs, 0, false,
-			"lost: the proxy that sent it stopped before its row; its outcome is unknown")
-		sl.Row = &row
-		lost = true
+// lostRow ends a lease whose holder is gone: the row of the attempt it
+// had in flight (see flightGrace), taken into the job's books as any
+// attempt, and the lease released.
+func (p *Proxy) lostRow(b *book, m *admit.Job, now time.Time, out *rowOut) {
+	l := b.Lease
+	b.Lease = nil
+	if l == nil || l.Attempt == 0 {
+		return
 	}
-	if lost {
-		p.release(j, out)
-	}
+	hard := max(l.Until.Sub(l.Base.TS)-flightGrace, 0)
+	obs := seat.Observation{Outcome: admit.Timeout, Elapsed: hard, Wait: hard,
+		Billing: admit.BillingOf(admit.Timeout, hard, p.opts.Policy.Retry.SlowServerAfter)}
+	var row ledgerfile.Row
+	rehearse.SentRow(&row, &l.Base, m.Track(), &obs, 0, false,
+		"lost: the proxy that sent it stopped before its row; its outcome is unknown")
+	a := ledgerfile.AttemptOf(&row)
+	ch := p.bookChain()
+	m.Take(&ch, p.seatIndex(l.Seat), &a, nil)
+	out.add(&row, "") // a named job's: no job_end (see call.end)
 }
 
-func (p *Proxy) bookOf(j *job) *book {
-	b := &book{Start: j.start, Deadline: j.deadline, Sent: j.sent, Final: j.final,
-		Seat: p.seats[j.seat].cfg.Name, Rows: j.rows, Queue: j.queue, Ended: j.end != "", End: j.end}
-	if j.stepSet {
-		b.Step = &j.step
+// bookChain is a chain for taking an attempt into a book outside any
+// request (a lost attempt): the seats' names and the policy's numbers;
+// no breaker or retry budget is asked.
+func (p *Proxy) bookChain() admit.Chain {
+	pol := p.opts.Policy
+	c := admit.Chain{Budget: pol.Budget, Retry: pol.Retry, Hard: pol.Timeouts.Hard, Round: ledgerfile.Resolution}
+	for s := range p.seats {
+		c.Seats = append(c.Seats, admit.ChainSeat{Name: p.seats[s].cfg.Name})
 	}
-	return b
+	return c
 }
 
-// take takes a sent attempt into the job's track; a shared book keeps
-// the attempt to rebuild the track from.
-func (j *job) take(a *admit.Attempt) {
-	j.track.Sent(a)
-	if j.shared {
-		j.sent = append(j.sent, *a)
-	}
-}
-
-// inflight is how many of the job's attempts are sent with no row yet.
-func (j *job) inflight() int {
-	n := 0
-	for i := range j.queue {
-		if j.queue[i].Sent && j.queue[i].Row == nil {
-			n++
-		}
-	}
-	return n
-}
-
-// held is how many of the job's sent attempts its books have not taken:
-// in flight, or landed behind one that is.
-func (j *job) held() int {
-	n := 0
-	for i := range j.queue {
-		if j.queue[i].Sent {
-			n++
-		}
-	}
-	return n
-}
-
-// slot is the queued attempt numbered n, or nil.
-func (j *job) slot(n int) *slot {
-	for i := range j.queue {
-		if j.queue[i].Attempt == n {
-			return &j.queue[i]
-		}
-	}
-	return nil
-}
-
-// sweepShared ends and forgets the shared jobs whose time has come, as
-// sweep does the in-process ones; any proxy on the store may do it, and
-// each job is swept once.
+// sweepShared writes the rows of lost attempts and forgets the shared
+// books whose time has come; any proxy on the store may do it, and each
+// book is swept once.
 func (p *Proxy) sweepShared() {
 	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
 	defer cancel()
@@ -295,9 +381,41 @@ func (p *Proxy) sweepShared() {
 		return
 	}
 	for _, k := range keys {
-		if err := p.withShared(ctx, k, true, false, func(j *job, now time.Time, out *rowOut) { p.sweepJob(j, now, out) }); err != nil {
+		err := p.withShared(ctx, k, false, true, func(b *book, m *admit.Job, now time.Time, out *rowOut, _ *admit.RetryBudget) error {
+			if l := b.Lease; l != nil && !now.Before(l.Until) {
+				p.lostRow(b, m, now, out)
+			}
+			return nil
+		})
+		if err != nil {
 			p.opts.OnError(fmt.Errorf("sweeping the shared books: %w", err))
 			return
 		}
 	}
+}
+
+// Sweep forgets old jobs at now, in process and in the shared books;
+// the command calls it on a ticker.
+func (p *Proxy) Sweep() {
+	p.mu.Lock()
+	p.expire(p.opts.Now()) // in-process jobs past their retention
+	p.mu.Unlock()
+	if p.opts.Books != nil {
+		p.sweepShared()
+	}
+}
+
+// Close waits for the requests in flight (each is bounded by its job's
+// deadline, so this ends) and returns once every row is in the log.
+// Every request's last row carries its job's end, so no job is left
+// without one.
+func (p *Proxy) Close() {
+	p.wg.Wait()
+	for i := range p.seats {
+		if t, ok := p.seats[i].rt.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
+	}
+	p.q.close()
+	p.events.close()
 }

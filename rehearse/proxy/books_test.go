@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,12 +75,7 @@ func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
 	dying, err := New(Options{Policy: pol, Chain: chain, Books: fb, Now: clk.Now})
 	require.NoError(t, err)
 	t.Cleanup(dying.Close)
-	req, ok := parseRequest([]byte(sharedBody))
-	require.True(t, ok)
-	a, ref, err := dying.admit(context.Background(), "lost-job", true, "", &req, "")
-	require.NoError(t, err)
-	require.Nil(t, ref)
-	require.NotNil(t, a, "admitted, then the proxy dies before sending")
+	admitThenDie(t, dying, "lost-job")
 
 	other := start(t, pol, chain, func(o *Options) { o.Books, o.Now = fb, clk.Now })
 	clk.Advance(pol.Timeouts.Hard + flightGrace + time.Second)
@@ -95,4 +93,20 @@ func TestSharedBooksLostAttemptStillCounts(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 3}, []int{rs[0].Attempt, rs[1].Attempt, rs[2].Attempt})
 	assert.Equal(t, 2, rs[2].Used, "the refusal's used is the attempts its decision counted")
 	assertReplaysUnchanged(t, pol, rs)
+}
+
+// admitThenDie is proxy p deciding a request of the named job id, whose
+// book is shared, and admitting it: then the proxy dies before it
+// sends, its lease holding the attempt in flight.
+func admitThenDie(t *testing.T, p *Proxy, id string) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(sharedBody))
+	req, ok := parseRequest([]byte(sharedBody))
+	require.True(t, ok)
+	in := &admitted{body: []byte(sharedBody), req: req, id: id, named: true}
+	c := p.newCall(httptest.NewRecorder(), r, in)
+	require.NotNil(t, c.sh, "a shared book")
+	plan, ok := c.before()
+	require.True(t, ok)
+	require.True(t, plan.Decision.Admit, "admitted, then the proxy dies before sending")
 }

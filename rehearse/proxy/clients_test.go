@@ -59,7 +59,6 @@ func TestDrainFinishesStreamInFlight(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(streamChat))
 	require.NoError(t, err)
-	req.Header.Set(headerJob, "drained")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

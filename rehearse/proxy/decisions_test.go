@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -81,67 +82,116 @@ func sdkLike(t *testing.T, url, job string, tries int) {
 // The loop and the proxy make the same decisions on the same answers:
 // each sequence of upstream answers is played by a script seat on the
 // virtual clock (rehearse) and by a seat server behind the proxy, whose
-// client retries at once; the decision columns agree. The first case is
-// the issue's: a 429 whose Retry-After (60 s) is past the 45 s deadline
-// is refused at once by both, never forwarded again.
+// one request runs the policy's loop live (its waits real, its
+// failovers inside the request); the decision and seat columns agree,
+// and a replay of the proxy's log changes none. The first case is the
+// issue's: a 429 whose Retry-After (60 s) is past the 45 s deadline is
+// refused at once by both, never forwarded again. Then the same, as
+// concurrent load: `check --policy` on the proxy's log changes nothing.
 func TestLoopAndProxyDecideAlike(t *testing.T) {
 	ok := seat.Plan{Wait: 5 * ms, Elapsed: 10 * ms, PromptTokens: 12, CompletionTokens: 8}
+	hang := seat.Plan{Hang: true, TTFB: time.Hour}
 	cases := []struct {
-		name  string
-		plans []seat.Plan
-		want  []string
+		name     string
+		plans    []seat.Plan
+		fallback bool // a second seat in the chain, answering ok
+		want     []string
+		seats    string // the rows' seats, a letter each: p(rimary), f(allback)
 	}{
-		{"429 Retry-After past the deadline", []seat.Plan{{Status: 429, Elapsed: 2 * ms, RetryAfter: 60 * time.Second, HasRetryAfter: true}},
-			[]string{"admit", "refuse: deadline"}},
-		{"429 Retry-After within the deadline", []seat.Plan{{Status: 429, Elapsed: 2 * ms, RetryAfter: 2 * time.Second, HasRetryAfter: true}, ok},
-			[]string{"admit", "admit"}},
+		{"429 Retry-After past the deadline", []seat.Plan{{Status: 429, Elapsed: 2 * ms, RetryAfter: 60 * time.Second, HasRetryAfter: true}}, false,
+			[]string{"admit", "refuse: deadline"}, "pp"},
+		{"429 Retry-After within the deadline", []seat.Plan{{Status: 429, Elapsed: 2 * ms, RetryAfter: time.Second, HasRetryAfter: true}, ok}, false,
+			[]string{"admit", "admit"}, "pp"},
 		{"429 Retry-After leaving too little for the estimate", []seat.Plan{
 			{Status: 429, Elapsed: 2 * ms, RetryAfter: time.Second, HasRetryAfter: true},
-			{Status: 429, Elapsed: 2 * ms, RetryAfter: 44 * time.Second, HasRetryAfter: true}},
-			[]string{"admit", "admit", "refuse: deadline"}},
-		{"500 fast", []seat.Plan{{Status: 500, Elapsed: 2 * ms}},
-			[]string{"admit", "admit", "admit", "refuse: attempt cap"}},
-		{"500 slow", []seat.Plan{{Status: 500, Elapsed: 80 * ms}},
-			[]string{"admit", "admit", "refuse: retry limit"}},
-		{"401", []seat.Plan{{Status: 401, Elapsed: 2 * ms}},
-			[]string{"admit", "refuse: permanent error"}},
-		{"timeout", []seat.Plan{{TTFB: 5 * ms, Wait: 20 * ms, Elapsed: time.Second, CompletionTokens: 8}},
-			[]string{"admit", "admit", "refuse: retry limit"}},
-		{"500 fast, then ok", []seat.Plan{{Status: 500, Elapsed: 2 * ms}, ok},
-			[]string{"admit", "admit"}},
+			{Status: 429, Elapsed: 2 * ms, RetryAfter: 44 * time.Second, HasRetryAfter: true}}, false,
+			[]string{"admit", "admit", "refuse: deadline"}, "ppp"},
+		{"500 fast", []seat.Plan{{Status: 500, Elapsed: 2 * ms}}, false,
+			[]string{"admit", "admit", "admit", "refuse: attempt cap"}, "pppp"},
+		{"500 slow", []seat.Plan{{Status: 500, Elapsed: 80 * ms}}, false,
+			[]string{"admit", "admit", "refuse: retry limit"}, "ppp"},
+		{"401", []seat.Plan{{Status: 401, Elapsed: 2 * ms}}, false,
+			[]string{"admit", "refuse: permanent error"}, "pp"},
+		{"timeout", []seat.Plan{hang}, false,
+			[]string{"admit", "admit", "refuse: retry limit"}, "ppp"},
+		{"timeout, then the fallback", []seat.Plan{hang}, true,
+			[]string{"admit", "admit"}, "pf"},
+		{"500 fast, then ok", []seat.Plan{{Status: 500, Elapsed: 2 * ms}, ok}, false,
+			[]string{"admit", "admit"}, "pp"},
 	}
 	pol := testPolicy()
-	pol.Budget = admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 100_000, MaxAttempts: 3, MaxWait: 200 * ms}
+	pol.Budget = admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 100_000, MaxAttempts: 3, MaxWait: time.Second}
 	pol.Timeouts = rehearse.Timeouts{Hard: 300 * ms}
 	pol.Retry = admit.RetryPolicy{BaseDelay: ms, MaxDelay: ms, SlowServerAfter: 50 * ms, HonorRetryAfter: true, TimeoutsRetried: 1}
+	letters := func(rs []ledgerfile.Row, job string) string {
+		var b strings.Builder
+		for _, r := range rs {
+			if r.Job == job {
+				b.WriteByte(r.Seat[0])
+			}
+		}
+		return b.String()
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var loopRows []ledgerfile.Row
+			specs := []rehearse.SeatSpec{{Config: seat.Config{Name: "p", Model: "m-p"}, Planner: plans(c.plans)}}
+			if c.fallback {
+				specs = append(specs, rehearse.SeatSpec{Config: seat.Config{Name: "f", Model: "m-f"}, Planner: plans{ok}})
+			}
 			l, err := rehearse.New(rehearse.Config{
 				Policy: pol, Rand: rand.New(rand.NewPCG(1, 2)), Run: 1, Jobs: 1, Prompt: "p", MaxTokens: 16,
-				Seats: []rehearse.SeatSpec{{Config: seat.Config{Name: "s", Model: "m-s"}, Planner: plans(c.plans)}},
-				Sink:  func(r *ledgerfile.Row) { loopRows = append(loopRows, *r) },
+				Seats: specs, Sink: func(r *ledgerfile.Row) { loopRows = append(loopRows, *r) },
 			})
 			require.NoError(t, err)
 			_, err = l.RunVirtual(rehearse.VirtualOptions{Jobs: 1, Start: fixedNow()})
 			require.NoError(t, err)
 			assert.Equal(t, c.want, jobDecisions(loopRows, "r1-1"), "the loop\n%s", rowsText(loopRows))
+			assert.Equal(t, c.seats, letters(loopRows, "r1-1"), "the loop's seats")
 
 			base, _ := upstreamAt(t, seatserver.OpenAI, c.plans...)
-			px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
+			chain := []seat.Config{seatCfg("p", "openai", base)}
+			if c.fallback {
+				fbase, _ := upstreamAt(t, seatserver.OpenAI, ok)
+				chain = append(chain, seatCfg("f", "openai", fbase))
+			}
+			px := start(t, pol, chain)
 			sdkLike(t, px.url, "job", 6)
 			px.stop()
 			got := px.rows.all()
 			assert.Equal(t, c.want, jobDecisions(got, "job"), "the proxy\n%s", px.rows.text())
+			assert.Equal(t, c.seats, letters(got, "job"), "the proxy's seats")
 			assertReplaysUnchanged(t, pol, got)
 		})
 	}
+	t.Run("concurrent load", func(t *testing.T) {
+		answers := []seat.Plan{{Status: 500, Elapsed: 2 * ms}, ok, {Status: 429, Elapsed: 2 * ms, RetryAfter: 0, HasRetryAfter: true},
+			{Status: 500, Elapsed: 80 * ms}, ok, {Status: 401, Elapsed: 2 * ms}, ok, hang}
+		var cycle plans
+		for range 40 {
+			cycle = append(cycle, answers...)
+		}
+		base, _ := upstreamAt(t, seatserver.OpenAI, cycle...)
+		fbase, _ := upstreamAt(t, seatserver.OpenAI, ok)
+		px := start(t, pol, []seat.Config{seatCfg("p", "openai", base), seatCfg("f", "openai", fbase)})
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() { sdkLike(t, px.url, fmt.Sprintf("load-%d", i%12), 3) })
+		}
+		wg.Wait()
+		px.stop()
+		rs := px.rows.all()
+		require.NotEmpty(t, rs)
+		assertReplaysUnchanged(t, pol, rs)
+	})
 }
 
-// Concurrent requests of one job are decided on the attempts in flight,
-// and their rows say so: six at once under a cap of three send three,
-// the refusals' rows come after the three attempts' rows (attempt
-// order) with used=3, and `check --policy` on the log changes nothing.
+// Concurrent requests of one job run one at a time: each waits for the
+// one before it to end, then continues the job as its next client
+// retry. Six at once under a cap of three send three attempts, never
+// two at once upstream; the rows are attempts 1 … 6 in order, the
+// refusals with used=3, the job's last row says it succeeded, and
+// `check --policy` on the log changes nothing.
 func TestConcurrentRequestsRowsTellTheTruth(t *testing.T) {
 	pol := testPolicy()
 	pol.Budget.MaxAttempts = 3
@@ -156,16 +206,20 @@ func TestConcurrentRequestsRowsTellTheTruth(t *testing.T) {
 	rs := px.rows.all()
 	require.Len(t, rs, 6)
 	assert.Equal(t, 3, srv.Total())
+	for i := 1; i < 3; i++ {
+		prev := rs[i-1].TS.Add(rs[i-1].Elapsed - ms) // elapsed is rounded to the millisecond
+		assert.False(t, rs[i].TS.Before(prev), "attempt %d was decided while %d was in flight", i+1, i)
+	}
 	for i, r := range rs {
 		assert.Equal(t, i+1, r.Attempt, "rows in attempt order")
+		assert.Zero(t, r.InFlight)
 		if i >= 3 {
 			assert.Equal(t, "refuse: attempt cap", r.Decision)
-			assert.Equal(t, 3, r.Used, "a refusal's used is the attempts its decision counted, in flight included")
+			assert.Equal(t, 3, r.Used, "a refusal's used is the attempts its decision counted")
 		} else {
 			assert.Equal(t, "admit", r.Decision)
 		}
 	}
-	assert.Equal(t, "succeeded", rs[5].JobEnd, "the job's last row says how it ended")
 	assertReplaysUnchanged(t, pol, rs)
 }
 
@@ -175,25 +229,4 @@ func rowsText(rs []ledgerfile.Row) string {
 		b = ledgerfile.AppendRow(b, &rs[i])
 	}
 	return string(b)
-}
-
-// A refusal's Retry-After comes from the same rule as the gate's wait:
-// with the seat's breaker open (cooldown 1 s) after a 429 asking 5 s, the
-// job's next request is refused "breaker open" with Retry-After: 5, the
-// rest of the wait its last failure asked, not the shorter cooldown.
-func TestRefusalRetryAfterIsTheRetryRulesWait(t *testing.T) {
-	pol := testPolicy()
-	pol.Budget.Deadline = 45 * time.Second
-	pol.Breaker = admit.BreakerConfig{Window: 30 * time.Second, FailureRate: 0.5, MinRequests: 1, Cooldown: time.Second, HalfOpenProbes: 1}
-	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 429, Elapsed: 2 * ms, RetryAfter: 5 * time.Second, HasRetryAfter: true})
-	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)})
-	resp, _ := post(t, px.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "ra")
-	require.Equal(t, 429, resp.StatusCode)
-	resp, body := post(t, px.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "ra")
-	assert.Equal(t, 503, resp.StatusCode)
-	assert.Contains(t, body, "refuse: breaker open")
-	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
-	assert.Equal(t, 1, srv.Total())
-	px.stop()
-	assertReplaysUnchanged(t, pol, px.rows.all())
 }

@@ -10,12 +10,24 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
+
+// This file is the last room a request passes through: its answer on
+// the way to the client. Nothing is committed to the client (no status
+// line, no header) before the answer is accepted: a stream at its first
+// content (the seat says when: seat.Request.OnContent), a whole answer
+// when it is whole, an error only when it is final. What comes before
+// is held, bounded; an attempt that fails before its commit is thrown
+// away (kept, when whole, as the provider's last answer) and the next
+// attempt begins, so a retry or a failover is invisible to the client.
 
 // hopHeaders are connection-level headers a proxy never forwards
 // (RFC 9110 §7.6.1), plus the ones the proxy owns.
@@ -48,35 +60,23 @@ func copyHeaders(dst, src http.Header) {
 	}
 }
 
-// forward is one client request on its way upstream: what the seat's
-// transport sends, and where the answer's bytes go as the seat reads them.
+// maxHeld bounds what one attempt holds before its commit: a whole
+// answer the seat reads (seat.MaxLine) and an error body's head.
+const maxHeld = seat.MaxLine + 64<<10
+
+// forward is one client request's answer: where it goes, and whether it
+// has begun (committed).
 type forward struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	client *http.Request
-	u      *upstream // the seat: the client's request-target goes to its origin
-	body   []byte
 
-	// up is the exchange with the origin once its answer's headers came
-	// (its body); seatCtx is the seat's context for it.
-	up      *tee
-	seatCtx context.Context
-
-	// errStatus: the answer is an error status. Its (bounded) body is read
-	// to the end even when the client hangs up without it, as the SDKs do
-	// before retrying: the attempt failed with that status, it was not
-	// cancelled.
-	errStatus atomic.Bool
-
-	// status is the answer's, once its headers came; wrote says they
-	// were written for the client (see RoundTrip: a stream's at once, an
-	// answer of known length's with its first byte).
-	status int
-	wrote  bool
-
-	ctx clientCtx // the attempt's parent context
-
-	writeErr error
+	// committed is the exchange whose answer the client is getting (nil:
+	// none yet); wrote says a status line went out (the proxy's own
+	// answers too).
+	committed *exchange
+	wrote     bool
+	writeErr  error
 
 	// mu orders the clocks' cuts (unblock, from their own goroutines)
 	// against the handler's write deadlines and its judgement (settle).
@@ -85,80 +85,175 @@ type forward struct {
 	settled bool // the answer is judged: only the handler sets the deadline
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, u *upstream, body []byte) *forward {
-	return &forward{w: w, rc: http.NewResponseController(w), client: r, u: u, body: body}
+func newForward(w http.ResponseWriter, r *http.Request) *forward {
+	return &forward{w: w, rc: http.NewResponseController(w), client: r}
 }
 
-type forwardKey struct{}
-
-// clientCtx is a forwarded attempt's parent context: it carries the
-// forward (the transport's only value) and ends when the client hangs up,
-// unless the answer is an error status (forward.errStatus), whose body is
-// read to its end all the same. A context made under it learns of the
-// hang-up through AfterFunc, which the context package calls for a
-// parent that has it.
-type clientCtx struct {
-	f *forward
-	r context.Context // the client's request's
+// keptAnswer is an upstream answer kept whole: the provider's last answer,
+// forwarded as it came when it turns out final.
+type keptAnswer struct {
+	status int
+	header http.Header
+	length int64 // its Content-Length; -1: none
+	body   []byte
 }
 
-func (*clientCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-
-// Done is the client's; nil (never) once the answer is an error status.
-func (c *clientCtx) Done() <-chan struct{} {
-	if c.f.errStatus.Load() {
-		return nil
+// head writes an answer's status line and headers, the upstream's but
+// hop-by-hop ones; final adds x-should-retry: false (both official SDKs
+// obey it), as on every final failure.
+func (f *forward) head(status int, h http.Header, length int64, final bool) {
+	dst := f.w.Header()
+	copyHeaders(dst, h)
+	if length >= 0 {
+		dst.Set("Content-Length", strconv.FormatInt(length, 10))
 	}
-	return c.r.Done()
-}
-
-func (c *clientCtx) Err() error {
-	if c.f.errStatus.Load() {
-		return nil
+	if final {
+		dst.Set("X-Should-Retry", "false")
 	}
-	return c.r.Err()
+	f.w.WriteHeader(status)
+	f.wrote = true
 }
 
-func (c *clientCtx) Value(key any) any {
-	if key == (forwardKey{}) {
-		return c.f
+// writeKept sends a kept answer as the final one.
+func (f *forward) writeKept(a *keptAnswer) {
+	f.head(a.status, a.header, a.length, true)
+	f.send(a.body, true)
+	f.settle(false)
+}
+
+// send writes b to the client, each write bounded by writeStall; flush
+// sends it at once.
+func (f *forward) send(b []byte, flush bool) {
+	if f.writeErr != nil {
+		return
 	}
-	return nil
-}
-
-// AfterFunc runs fn when the client hangs up, unless by then the answer
-// is an error status.
-func (c *clientCtx) AfterFunc(fn func()) (stop func() bool) {
-	return context.AfterFunc(c.r, func() {
-		if !c.f.errStatus.Load() {
-			fn()
+	if len(b) > 0 {
+		f.writeDeadline()
+		if _, err := f.w.Write(b); err != nil {
+			f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
+			return
 		}
-	})
+	}
+	if flush {
+		f.flush()
+	}
 }
 
-// transport is the seat's RoundTripper: it sends the client's own request
-// (method, request-target, headers, body) to the seat's origin through
-// the seat's own http.Transport, writes the answer's headers to the
-// client, and hands the seat a body that copies every byte to the client
-// as the seat reads it. The request has no GetBody: http.Transport never
-// sends it twice (the seat sends it again, on a new connection, only
-// when not a byte of it was written).
-type transport struct{}
-
-func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
-	f, _ := seatReq.Context().Value(forwardKey{}).(*forward)
-	if f == nil {
-		return nil, errors.New("proxy: no client request to forward")
+// flush sends what is written and not yet sent.
+func (f *forward) flush() {
+	if f.writeErr == nil && f.wrote {
+		f.writeDeadline()
+		if err := f.rc.Flush(); err != nil {
+			f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
+		}
 	}
-	// The upstream request outlives the seat's context: when the seat has
-	// read what it needs, the rest of the answer is still forwarded. It
-	// is cancelled with the seat's context (hard timeout, wait cap, client
-	// gone) until the seat closes the body. The context's values, the
-	// seat's stopwatch trace among them, are the exchange's.
+}
+
+// writeDeadline gives the next write writeStall, unless the attempt is
+// cut (unblock), whose deadline in the past it keeps.
+func (f *forward) writeDeadline() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cut {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	}
+}
+
+// unblock ends a write to the client that waits on a client no longer
+// reading, as the attempt is cut: without it, a client that stops
+// reading a stream would hold its handler (and its slot) past every
+// timeout. The answer is cut anyway, so the connection is spent. A clock
+// runs it on its own goroutine, which may come late: once the answer is
+// judged (settle) it does nothing. Before a commit nothing is being
+// written, and nothing is cut.
+func (f *forward) unblock() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.settled && f.committed != nil {
+		f.cut = true
+		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// settle is the answer judged: from here on only the handler sets the
+// write deadline, and the clocks' cuts do nothing. An answer cut mid-way
+// keeps (or gets) one in the past: its connection is aborted, and its
+// last flush must not wait on a client that stopped reading. Anything
+// else gets writeStall for what is left to write.
+func (f *forward) settle(cut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled, f.cut = true, cut
+	if cut {
+		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
+	} else {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	}
+}
+
+func (f *forward) failed() bool { return f.writeErr != nil }
+
+// errClientWrite is a write to the client that failed: it hung up, or
+// read nothing for writeStall.
+var errClientWrite = errors.New("proxy: the write to the client failed")
+
+// exchangeMode is how an answer reaches the client.
+type exchangeMode uint8
+
+const (
+	// modeWhole: held until it is whole (a JSON answer), or until it is
+	// final (an error status).
+	modeWhole exchangeMode = iota
+	// modeStream: a stream (SSE or NDJSON), framed into events, held
+	// until its first content, then forwarded event by event.
+	modeStream
+	// modePass: forwarded as it comes, from its headers on (a request
+	// the gate does not time).
+	modePass
+)
+
+// exchange is one attempt's exchange with a seat's origin: the seat's
+// RoundTripper for that attempt (it sends the client's own request), and
+// the answer's body as the seat reads it, each read held or forwarded.
+// The request has no GetBody: http.Transport never sends it twice.
+type exchange struct {
+	f    *forward
+	u    *upstream // the seat: the client's request-target goes to its origin
+	body []byte
+	pass bool // a pass-through: committed at its headers
+
+	// The answer, once its headers came.
+	status    int
+	header    http.Header
+	length    int64 // Content-Length; -1: unknown
+	mode      exchangeMode
+	up        io.ReadCloser
+	cancel    context.CancelFunc // ends the upstream request: a read in progress returns at once
+	detach    func() bool        // unhooks it from the seat's context
+	seatCtx   context.Context
+	errStatus atomic.Bool // a status past 2xx: its body is read even if the client leaves
+	eof       bool
+
+	held      bytes.Buffer // what came before the commit
+	over      bool         // held ran past maxHeld: not kept
+	pend      []byte       // a stream's event not yet whole
+	dropped   int          // malformed events dropped (modeStream)
+	committed bool
+}
+
+// RoundTrip sends the client's request (method, request-target, headers,
+// body) to the seat's origin through the seat's own http.Transport. The
+// upstream request outlives the seat's context: when the seat has read
+// what it needs, the rest of the answer is still forwarded (or kept). It
+// is cancelled with the seat's context (hard timeout, wait cap, client
+// gone) until the seat closes the body. The context's values, the seat's
+// stopwatch trace among them, are the exchange's.
+func (x *exchange) RoundTrip(seatReq *http.Request) (*http.Response, error) {
+	x.held.Reset() // the seat may send again on a new connection: nothing of the first was read
 	ctx, cancel := context.WithCancel(context.WithoutCancel(seatReq.Context()))
 	detach := context.AfterFunc(seatReq.Context(), cancel)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: interim()})
-	resp, err := f.u.rt.RoundTrip(f.request(ctx, seatReq.Header))
+	resp, err := x.u.rt.RoundTrip(x.request(ctx, seatReq.Header))
 	if err == nil && resp.StatusCode < 200 {
 		// A protocol switch nobody asked for (Upgrade is not forwarded),
 		// or a status below 100 that Go's parser takes ("000"): a
@@ -171,28 +266,30 @@ func (transport) RoundTrip(seatReq *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	f.status, f.seatCtx = resp.StatusCode, seatReq.Context()
-	// An answer of known length is one document: its headers leave with
-	// its first byte (or its end, when it has none), so an upstream that
-	// sends headers and then nothing, or a short first read, is still
-	// the proxy's 502 or 504.
-	f.up = &tee{f: f, stream: resp.ContentLength < 0, rc: resp.Body, cancel: cancel, detach: detach}
-	if resp.StatusCode > 299 {
-		f.errStatus.Store(true)
+	x.status, x.header, x.length, x.seatCtx = resp.StatusCode, resp.Header, resp.ContentLength, seatReq.Context()
+	x.up, x.cancel, x.detach = resp.Body, cancel, detach
+	x.errStatus.Store(resp.StatusCode > 299)
+	switch {
+	case x.pass && resp.ContentLength < 0:
+		x.mode = modePass
+		x.commit(false)
+	case resp.StatusCode <= 299 && streamed(resp.Header.Get("Content-Type")):
+		x.mode = modeStream
+	default:
+		x.mode = modeWhole
 	}
-	h := f.w.Header()
-	copyHeaders(h, resp.Header)
-	if resp.ContentLength >= 0 {
-		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	}
-	if f.up.stream {
-		// The SDK's stream object, before a model's first chunk: a cut
-		// from here on is a dropped connection.
-		f.head()
-		f.flush()
-	}
-	resp.Body = f.up
+	resp.Body = x
 	return resp, nil
+}
+
+// streamed says whether a 2xx answer's content type is a stream the
+// client reads event by event.
+func streamed(ct string) bool {
+	switch mediaType(ct) {
+	case "text/event-stream", "application/x-ndjson", "application/ndjson", "application/jsonl":
+		return true
+	}
+	return false
 }
 
 // interim is one exchange's hook on the informational answers before
@@ -226,32 +323,17 @@ func interim() func(int, textproto.MIMEHeader) error {
 // transport bounds a header block.
 const maxInterim = 64 << 10
 
-// head writes the answer's status line and headers for the client, once.
-func (f *forward) head() {
-	if !f.wrote {
-		f.w.WriteHeader(f.status)
-		f.wrote = true
-	}
-}
-
-// unhead clears the upstream's headers from an answer the proxy makes
-// itself instead (none of them was written).
-func (f *forward) unhead() {
-	if !f.wrote {
-		clear(f.w.Header())
-	}
-}
-
 // request is the client's request as it goes to the seat's origin: its
 // method, request-target and headers but hop-by-hop ones, the origin's
 // Host, the body. With api_key_env the seat's own key (auth, as the seat
 // sets it) replaces the client's.
-func (f *forward) request(ctx context.Context, auth http.Header) *http.Request {
-	u := *f.client.URL
-	u.Scheme, u.Host, u.User, u.Fragment = f.u.origin.Scheme, f.u.origin.Host, nil, ""
-	h := make(http.Header, len(f.client.Header)+1)
-	copyHeaders(h, f.client.Header)
-	if f.u.inject {
+func (x *exchange) request(ctx context.Context, auth http.Header) *http.Request {
+	client := x.f.client
+	u := *client.URL
+	u.Scheme, u.Host, u.User, u.Fragment = x.u.origin.Scheme, x.u.origin.Host, nil, ""
+	h := make(http.Header, len(client.Header)+1)
+	copyHeaders(h, client.Header)
+	if x.u.inject {
 		delete(h, "Authorization")
 		delete(h, "X-Api-Key")
 		for _, k := range [...]string{"Authorization", "X-Api-Key"} {
@@ -261,173 +343,187 @@ func (f *forward) request(ctx context.Context, auth http.Header) *http.Request {
 		}
 	}
 	var body io.ReadCloser = http.NoBody
-	if len(f.body) > 0 {
-		body = io.NopCloser(bytes.NewReader(f.body)) // no GetBody: never replayed
+	if len(x.body) > 0 {
+		body = io.NopCloser(bytes.NewReader(x.body)) // no GetBody: never replayed
 	}
-	req := &http.Request{Method: f.client.Method, URL: &u, Host: f.u.origin.Host,
+	req := &http.Request{Method: client.Method, URL: &u, Host: x.u.origin.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: body, ContentLength: int64(len(f.body))}
+		Header: h, Body: body, ContentLength: int64(len(x.body))}
 	return req.WithContext(ctx)
 }
 
-// tee is the upstream answer's body as the seat (then rest) reads it:
-// each read is written to the client before the reader sees it. With it
-// goes the upstream request's cancel.
-type tee struct {
-	f      *forward
-	stream bool // of unknown length: each read is flushed
-	rc     io.ReadCloser
-	cancel context.CancelFunc // ends the upstream request: a read in progress returns at once
-	detach func() bool        // unhooks it from the seat's context
-	eof    bool               // read to its end
-}
-
-func (t *tee) Read(p []byte) (int, error) {
-	n, err := t.rc.Read(p)
-	t.eof = t.eof || err == io.EOF
-	if n > 0 && (t.f.wrote || err == nil || err == io.EOF) {
+// Read is the answer's body as the seat (then rest) reads it: each read
+// is held, or, once the answer is committed, written to the client
+// before the reader sees it.
+func (x *exchange) Read(p []byte) (int, error) {
+	n, err := x.up.Read(p)
+	x.eof = x.eof || err == io.EOF
+	if n > 0 {
+		x.take(p[:n])
+	}
+	if err == io.EOF && x.mode == modeStream && len(x.pend) > 0 {
+		// An event left without its closing blank line when the stream
+		// ends cleanly is still an event, as the seat reads it.
+		x.event(x.pend)
+		x.pend = x.pend[:0]
+	}
+	if x.committed && x.mode == modeStream && err == nil {
 		// A stream's reads are flushed as they come, but the last: the
 		// handler ends at once, and the server sends it with the body's
-		// end. A body of known length is one document no client reads in
-		// part: it goes as the server's buffer fills, and its end with
-		// the handler's. A stream's bytes before a break are flushed:
-		// the client sees them, then the dropped connection. (A first
-		// read of a body of known length that comes with a break is not
-		// sent: the answer is the proxy's 502.)
-		t.f.send(p[:n], t.stream && err != io.EOF)
-	}
-	if err == io.EOF {
-		t.f.head() // an empty body
+		// end.
+		x.f.flush()
 	}
 	return n, err
 }
 
+// take is one read of the answer's body.
+func (x *exchange) take(b []byte) {
+	if x.mode != modeStream {
+		if x.committed {
+			x.f.send(b, false)
+		} else {
+			x.hold(b)
+		}
+		return
+	}
+	x.pend = append(x.pend, b...)
+	ndjson := mediaType(x.header.Get("Content-Type")) != "text/event-stream"
+	for {
+		n := eventEnd(x.pend, ndjson)
+		if n < 0 {
+			break
+		}
+		x.event(x.pend[:n])
+		x.pend = x.pend[n:]
+	}
+	if len(x.pend) > maxHeld {
+		// No event boundary in a megabyte: not a stream any client
+		// reads; forwarded as it is, the seat judges it.
+		x.event(x.pend)
+		x.pend = x.pend[:0]
+	}
+	if len(x.pend) == 0 {
+		x.pend = nil // the buffer of a long stream is not kept idle
+	}
+}
+
+// event is one whole event of a stream: dropped when its data cannot be
+// parsed (a gateway that forwarded it would end the client's stream in
+// a JSON error; the event carries nothing a client could read), else
+// held or written.
+func (x *exchange) event(ev []byte) {
+	if malformedEvent(ev, mediaType(x.header.Get("Content-Type")) != "text/event-stream") {
+		x.dropped++
+		return
+	}
+	if x.committed {
+		x.f.send(ev, false)
+		return
+	}
+	x.hold(ev)
+}
+
+// hold keeps b until the answer is committed or thrown away. A stream
+// that sends more than maxHeld before its first content is committed as
+// it is; anything else that long is not kept (a final failure then gets
+// the proxy's own answer).
+func (x *exchange) hold(b []byte) {
+	if x.over {
+		return
+	}
+	if x.held.Len()+len(b) > maxHeld {
+		if x.mode == modeStream || x.pass {
+			x.commit(false)
+			x.f.send(b, true)
+			return
+		}
+		x.over = true
+		x.held.Reset()
+		return
+	}
+	x.held.Write(b)
+}
+
+// content is the seat seeing the answer's first content
+// (seat.Request.OnContent): a stream is committed there.
+func (x *exchange) content() {
+	if x.mode == modeStream && !x.committed {
+		x.commit(false)
+	}
+}
+
+// commit sends the answer's status line, headers and what was held:
+// from here on the client has this answer, and a cut of it is a cut
+// client connection. A stream goes without a Content-Length: a dropped
+// event changes its length.
+func (x *exchange) commit(final bool) {
+	length := x.length
+	if x.mode == modeStream {
+		length = -1
+	}
+	x.committed, x.f.committed = true, x
+	x.f.head(x.status, x.header, length, final)
+	x.f.send(x.held.Bytes(), x.mode != modeWhole || x.eof)
+	x.held = bytes.Buffer{}
+}
+
+// kept is the answer as the provider's last one, when it was held whole.
+func (x *exchange) kept() *keptAnswer {
+	if x.status == 0 || x.committed || x.over || !x.eof {
+		return nil
+	}
+	body := bytes.Clone(x.held.Bytes())
+	if x.mode == modeStream {
+		body = append(body, x.pend...)
+	}
+	length := x.length
+	if length >= 0 {
+		length = int64(len(body))
+	}
+	return &keptAnswer{status: x.status, header: x.header, length: length, body: body}
+}
+
 // Close releases the upstream request from the seat's context; the
-// proxy closes the upstream body itself once the rest is forwarded. A
-// seat closing it because its context ended cancels the upstream
-// request instead, and frees a write stuck on a client that stopped
-// reading (unblock).
-func (t *tee) Close() error {
-	if t.f.seatCtx.Err() != nil {
-		t.cancel()
-		t.f.unblock()
+// proxy closes the upstream body itself once the rest is forwarded or
+// kept. A seat closing it because its context ended cancels the
+// upstream request instead, and frees a write stuck on a client that
+// stopped reading (unblock).
+func (x *exchange) Close() error {
+	if x.seatCtx.Err() != nil {
+		x.cancel()
+		x.f.unblock()
 	} else {
-		t.detach()
+		x.detach()
 	}
 	return nil
 }
 
 // end ends the exchange: a body read to its end has given its
 // connection back to the transport; one that was not closes it.
-func (t *tee) end() {
-	t.detach()
-	_ = t.rc.Close()
-	t.cancel()
-}
-
-// send writes b to the client, each write bounded by writeStall. The
-// first write of an answer of known length writes its headers and is
-// flushed: from then on its headers have left.
-func (f *forward) send(b []byte, flush bool) {
-	if f.writeErr != nil {
+func (x *exchange) end() {
+	if x.up == nil {
 		return
 	}
-	if !f.wrote {
-		f.head()
-		flush = true
-	}
-	f.writeDeadline()
-	if _, err := f.w.Write(b); err != nil {
-		f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
-		return
-	}
-	if flush {
-		f.flush()
-	}
+	x.detach()
+	_ = x.up.Close()
+	x.cancel()
 }
 
-// flush sends what is written and not yet sent (nothing before the
-// headers: a flush would send net/http's own 200).
-func (f *forward) flush() {
-	if f.writeErr == nil && f.wrote {
-		f.writeDeadline()
-		if err := f.rc.Flush(); err != nil {
-			f.writeErr = fmt.Errorf("%w: %w", errClientWrite, err)
-		}
-	}
-}
-
-// writeDeadline gives the next write writeStall, unless the attempt is
-// cut (unblock), whose deadline in the past it keeps.
-func (f *forward) writeDeadline() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.cut {
-		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
-	}
-}
-
-// finish is the handler returning: the upstream exchange is released.
-func (f *forward) finish() {
-	if f.up != nil {
-		f.up.end()
-	}
-}
-
-// unblock ends a write to the client that waits on a client no longer
-// reading, as the attempt is cut: without it, a client that stops
-// reading a stream would hold its handler (and its slot) past every
-// timeout. The answer is cut anyway, so the connection is spent. A clock
-// runs it on its own goroutine, which may come late: once the answer is
-// judged (settle) it does nothing.
-func (f *forward) unblock() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.settled {
-		f.cut = true
-		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
-	}
-}
-
-// settle is the answer judged: from here on only the handler sets the
-// write deadline, and the clocks' cuts do nothing. An answer cut mid-way
-// keeps (or gets) one in the past: its connection is aborted, and its
-// last flush must not wait on a client that stopped reading. Anything
-// else gets writeStall for what is left to write, the end of a whole
-// answer or the proxy's own 504 or 502, even after a clock's cut: one
-// that came as the answer's last byte was read failed no write, and the
-// row says the client got the answer.
-func (f *forward) settle(cut bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.settled, f.cut = true, cut
-	if cut {
-		_ = f.rc.SetWriteDeadline(time.Unix(1, 0))
-	} else {
-		_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
-	}
-}
-
-func (f *forward) failed() bool { return f.writeErr != nil }
-
-// errClientWrite is a write to the client that failed: it hung up, or
-// read nothing for writeStall.
-var errClientWrite = errors.New("proxy: the write to the client failed")
-
-// rest forwards what the seat left unread (after a stream's terminal
+// rest reads what the seat left unread (after a stream's terminal
 // event, past the seat's read bounds) until the upstream body ends,
-// parent does or until passes. It returns nil when the client got the
-// answer to its end, else why not: the context's error (the hard
-// timeout, the client gone), the write to the client that failed, or the
+// parent does or until passes: forwarded once committed, else held. It
+// returns nil when the body was read to its end (and, committed, the
+// client got it), else why not: the context's error (the hard timeout,
+// the client gone), the write to the client that failed, or the
 // upstream body's read error (a short or malformed body).
-func (f *forward) rest(parent context.Context, until time.Time) error {
-	up := f.up
-	if up == nil || up.eof {
+func (x *exchange) rest(parent context.Context, until time.Time) error {
+	f := x.f
+	if x.up == nil || x.eof {
 		return f.writeErr // the seat read it to its end (most answers): no clock
 	}
 	ctx, cancel := context.WithDeadline(parent, until)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { up.cancel(); f.unblock() })
+	stop := context.AfterFunc(ctx, func() { x.cancel(); f.unblock() })
 	defer stop()
 	// Most answers have nothing left once the seat has read its last
 	// event: a pooled buffer, not 32 KiB a request for an EOF.
@@ -443,8 +539,8 @@ func (f *forward) rest(parent context.Context, until time.Time) error {
 		}
 		return err
 	}
-	for !f.failed() {
-		_, err := up.Read(buf) // the tee: what it reads goes to the client
+	for !f.failed() && !(x.over && !x.committed) {
+		_, err := x.Read(buf)
 		if err == io.EOF && !f.failed() {
 			return nil
 		}
@@ -458,3 +554,10 @@ func (f *forward) rest(parent context.Context, until time.Time) error {
 const restBuf = 32 << 10
 
 var restBufs = sync.Pool{New: func() any { return new([restBuf]byte) }}
+
+// mediaType is a Content-Type's media type, lower-cased, without its
+// parameters.
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}

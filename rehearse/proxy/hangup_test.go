@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,14 +63,17 @@ func TestClientHangUpCancelsAttempt(t *testing.T) {
 }
 
 // An error status is an attempt that failed with that status even when
-// the client hangs up before its body: the body is read to its end (the
-// SDKs read it before retrying) and the row is the upstream's error, not
-// a cancellation.
+// the client hangs up before its body: the body is read to its end and
+// the row is the upstream's error, not a cancellation; and nothing more
+// is sent for a client that is gone (the proxy would retry a 503).
 func TestHangUpDuringErrorBodyKeepsStatus(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	hungUp := &eofListener{Listener: listen(t), eof: make(chan struct{})}
+	headers := make(chan struct{}, 1)
+	var calls atomic.Int32
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -79,17 +84,48 @@ func TestHangUpDuringErrorBodyKeepsStatus(t *testing.T) {
 	go func() { _ = up.Serve(ln) }()
 	t.Cleanup(func() { _ = up.Close() })
 	px := startOn(t, hungUp, testPolicy(), []seat.Config{seatCfg("s", "openai", "http://"+ln.Addr().String()+"/v1")})
+	// The proxy has the answer's headers once the seat reads its body.
+	px.px.seats[0].rt = bodyRead{px.px.seats[0].rt, headers}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(openaiStream))
 	req.Header.Set(headerJob, "err")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	cancel() // hang up before the body
-	resp.Body.Close()
+	go func() {
+		<-headers
+		cancel() // hang up before the body (nothing was sent to the client yet)
+	}()
+	_, err = http.DefaultClient.Do(req)
+	require.Error(t, err)
 	rs := px.rows.wait(t, 1)
 	assert.Equal(t, admit.ServerError, rs[0].Outcome)
 	assert.Equal(t, 503, rs[0].HTTPStatus)
+	px.stop()
+	assert.Len(t, px.rows.all(), 1, "no retry for a client that left")
+	assert.EqualValues(t, 1, calls.Load())
+}
+
+// bodyRead is a RoundTripper that says when an answer's body is first read.
+type bodyRead struct {
+	http.RoundTripper
+	read chan struct{}
+}
+
+func (b bodyRead) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.RoundTripper.RoundTrip(r)
+	if err == nil {
+		resp.Body = &firstRead{ReadCloser: resp.Body, read: b.read}
+	}
+	return resp, err
+}
+
+type firstRead struct {
+	io.ReadCloser
+	read chan struct{}
+	once sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { f.read <- struct{}{} })
+	return f.ReadCloser.Read(p)
 }

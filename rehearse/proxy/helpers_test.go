@@ -109,6 +109,8 @@ func testPolicy() rehearse.Policy {
 	p := rehearse.DefaultPolicy()
 	p.Budget = admit.Budget{Deadline: 10 * time.Second, TokenCeiling: 100_000, MaxAttempts: 2, MaxWait: 5 * time.Second}
 	p.Timeouts = rehearse.Timeouts{Soft: 0, Hard: 5 * time.Second}
+	// The proxy waits a retry's backoff itself: short ones keep tests short.
+	p.Retry.BaseDelay, p.Retry.MaxDelay = 10*ms, 50*ms
 	return p
 }
 
@@ -182,4 +184,32 @@ func (r *rows) wait(t testing.TB, n int) []ledgerfile.Row {
 	t.Helper()
 	require.Eventually(t, func() bool { return len(r.all()) >= n }, 5*time.Second, time.Millisecond, "want %d rows", n)
 	return r.all()
+}
+
+// breaker is the breaker of seat s sending model.
+func (p *Proxy) breaker(s int, model string) *admit.Breaker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.deployment(s, model).br
+}
+
+// done returns job's rows once the proxy is quiet: no request in flight
+// and every row it queued written (a row is written just after the
+// answer, so a client can be done a moment before it).
+func (r *running) done(t testing.TB, job string) []ledgerfile.Row {
+	t.Helper()
+	q := r.px.q
+	require.Eventually(t, func() bool {
+		q.mu.Lock()
+		idle := len(q.pending) == 0 && q.waiting
+		q.mu.Unlock()
+		return len(r.px.sem) == 0 && idle
+	}, 5*time.Second, time.Millisecond, "the proxy quiet")
+	var out []ledgerfile.Row
+	for _, row := range r.rows.all() {
+		if row.Job == job {
+			out = append(out, row)
+		}
+	}
+	return out
 }

@@ -7,16 +7,35 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrygate/retrygate/admit"
 )
 
 // The in-process job table: bounded by Options.MaxJobs in all, and by
 // Options.MaxClientJobs for the jobs one client (a remote IP) holds, so
 // one client cannot fill it. A named job is held from its first request
-// until its deadline plus Options.Retention (it answers a late retry as
-// the job it was); a request naming no job is held only while it runs.
+// until its deadline plus Options.Retention (a late retry continues the
+// job it was); a request naming no job is held only while it runs.
 // Jobs leave in the order they come due, off an expiry heap: each is
-// looked at once at its deadline (the row that ends it, when nothing
-// ended it) and once at its retention's end, never once per request.
+// looked at once at its retention's end, never once per request. Every
+// request writes its job's end on its last row, so a job leaves without
+// a row of its own.
+
+// job is one logical request between its requests: the job machine, and
+// the turn its requests take one at a time (a later request of a named
+// job waits for the one before it to end, then continues the job as its
+// next client retry).
+type job struct {
+	id     string
+	named  bool
+	client string // the remote IP of its first request
+	m      admit.Job
+	turn   chan struct{} // held by the one request running the job
+	users  int           // requests running it or waiting for its turn (under p.mu)
+	due    time.Time     // when the expiry heap looks at it next
+	at     int           // its index in the expiry heap; -1: not in it
+	gone   bool          // forgotten (drop)
+}
 
 // jobHeap is the named in-process jobs by when each is next due.
 type jobHeap []*job
@@ -41,7 +60,7 @@ func (h *jobHeap) Pop() any {
 	return j
 }
 
-// retryDue is how soon a job still in flight past its deadline is looked
+// retryDue is how soon a job still in use past its retention is looked
 // at again.
 const retryDue = time.Second
 
@@ -62,20 +81,21 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 		if len(p.expiry) > 0 {
 			first = p.expiry[0]
 		}
-		return nil, &refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: p.freedIn(first, now), noJob: true,
+		return nil, &refusal{status: http.StatusServiceUnavailable, reason: admit.ReasonProxyBusy, code: "busy", retryAfter: p.freedIn(first, now),
 			message: fmt.Sprintf("retrygate: proxy busy: %d jobs open", p.opts.MaxJobs)}
 	case h != nil && h.n >= p.opts.MaxClientJobs:
 		var first *job
 		if len(h.named) > 0 {
 			first = h.named[0]
 		}
-		return nil, &refusal{status: http.StatusTooManyRequests, code: "client_jobs", retryAfter: p.freedIn(first, now), noJob: true,
+		return nil, &refusal{status: http.StatusTooManyRequests, reason: admit.ReasonProxyBusy, code: "client_jobs", retryAfter: p.freedIn(first, now),
 			message: fmt.Sprintf("retrygate: this client holds %d jobs, its most at once (--max-client-jobs)", p.opts.MaxClientJobs)}
 	}
 	if !named {
 		id = p.nextOwnID()
 	}
-	j := &job{id: id, start: now, deadline: now.Add(p.opts.Policy.Budget.Deadline), named: named, client: client, at: -1}
+	j := &job{id: id, named: named, client: client, at: -1, turn: make(chan struct{}, 1)}
+	j.m.Start(now, p.opts.Policy.Budget.Deadline)
 	p.jobs[id] = j
 	if h == nil {
 		h = &holder{}
@@ -84,7 +104,7 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	h.n++
 	if named {
 		h.named = append(h.named, j)
-		j.due = j.deadline
+		j.due = j.m.Deadline().Add(p.opts.Retention)
 		heap.Push(&p.expiry, j)
 	}
 	return j, nil
@@ -119,21 +139,17 @@ func (p *Proxy) drop(j *job) {
 	}
 }
 
-// expire ends and forgets the in-process jobs due at now (see sweepJob),
-// in the order they come due: the cost is the jobs due, not the table.
+// expire forgets the in-process jobs due at now, in the order they come
+// due: the cost is the jobs due, not the table. A job still in use is
+// looked at again a little later.
 func (p *Proxy) expire(now time.Time) {
-	out := &p.queued
 	for len(p.expiry) > 0 && !now.Before(p.expiry[0].due) {
 		j := p.expiry[0]
-		switch {
-		case p.sweepJob(j, now, out):
+		if j.users == 0 {
 			p.drop(j)
 			continue
-		case j.inflight() > 0:
-			j.due = now.Add(retryDue)
-		default:
-			j.due = j.deadline.Add(p.opts.Retention)
 		}
+		j.due = now.Add(retryDue)
 		heap.Fix(&p.expiry, 0)
 	}
 }
@@ -146,11 +162,7 @@ func (p *Proxy) freedIn(j *job, now time.Time) time.Duration {
 	if j == nil {
 		return time.Second
 	}
-	at := j.deadline.Add(p.opts.Retention)
-	if j.due.After(at) {
-		at = j.due // in flight past its deadline
-	}
-	return max(at.Sub(now), time.Second)
+	return max(j.due.Sub(now), time.Second)
 }
 
 // ownID is the proxy's name for the k-th request of its run that named

@@ -26,7 +26,9 @@ import (
 // rows with it. Each (job, attempt) is one row.
 func TestNamedJobsNeverTakeTheProxysIDs(t *testing.T) {
 	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{Status: 500, Elapsed: 5 * ms})
-	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}) // run 7, max_attempts 2
+	pol := testPolicy()
+	pol.Breaker.FailureRate = 0                                      // each job's own failures only
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)}) // run 7, max_attempts 2
 	sent := 0
 	for i := range 6 {
 		kv := []string{headerJob, "p7-1"}

@@ -77,10 +77,10 @@ func (b *bodyBudget) give(n int64) {
 // whatever job the request named: the request never reached that job's
 // books, so its attempt numbers and budget are untouched, and the name
 // is kept as for_job. It is one attempt, not sent, decision
-// "refuse: <reason>", job_end failed, refused=<ref.code> (the answer's
-// X-Retrygate-Refused), the flag or fault in its note, and the client's
-// retry counter as client_retry.
-func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, reason admit.Reason, ref refusal) {
+// "refuse: <ref.reason>", job_end failed, refused=<ref.code> (the
+// answer's X-Retrygate-Refused), the flag or fault in its note, and the
+// client's retry counter as client_retry.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, ref refusal) {
 	ref.write(w, p.kind)
 	u := &p.seats[0]
 	p.mu.Lock()
@@ -89,15 +89,16 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, reason admit.Reas
 	p.mu.Unlock()
 	b := rehearse.RowBase{TS: now, Job: id, Attempt: 1, Seat: u.cfg.Name, Model: u.cfg.Model}
 	var row ledgerfile.Row
-	rehearse.RefusalRow(&row, &b, &admit.Track{}, admit.Refuse(reason))
+	rehearse.RefusalRow(&row, &b, &admit.Track{}, admit.Refuse(ref.reason))
 	row.JobEnd = ledgerfile.JobFailed
 	row.Note = fmt.Sprintf("answered %d: %s", ref.status, strings.TrimPrefix(ref.message, "retrygate: "))
 	row.Extra = append(row.Extra, ledgerfile.KV{Key: KeyRefused, Value: ref.code})
 	if name, named, bad := jobName(r.Header); named && bad == "" {
 		row.Extra = append(row.Extra, ledgerfile.KV{Key: KeyForJob, Value: name})
 	}
-	out := rowOut{p: p}
+	out := rowOut{}
 	out.add(&row, retryCount(r.Header))
+	p.emit(out.rows)
 }
 
 // nextOwnID numbers the proxy's next own job (ownID), under p.mu.

@@ -1,14 +1,16 @@
-// Package proxy is the gate in front of a real provider (`retrygate
-// proxy`): each client request is one attempt of its job, gated by the
-// policy's budget, timed by the seat's own stopwatch, and logged as a row.
+// Package proxy runs the policy's loop in front of a real provider
+// (`retrygate proxy`): each client request drives its job through the
+// one job machine (admit.Job), retrying, waiting and failing over inside
+// the request, timing every attempt with the seat's own stopwatch and
+// logging each as a row.
 package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -26,7 +28,7 @@ import (
 const (
 	headerJob        = "X-Retrygate-Job"
 	headerIdem       = "Idempotency-Key"
-	headerRetryCount = "X-Stainless-Retry-Count"
+	headerRetryCount = "X-Stainless-Retry-Count" // openai-go's and anthropic-sdk-go's alike
 	// KeyClientRetry is the row key holding the client's own retry
 	// counter (the official SDKs send X-Stainless-Retry-Count).
 	KeyClientRetry = "client_retry"
@@ -55,21 +57,28 @@ type Options struct {
 	// failed write is reported to OnError and answers still go out.
 	Sink    func([]ledgerfile.Row) error
 	OnError func(error)
-	// Now is the wall clock for rows' ts; durations are monotonic.
+	// Now is the wall clock for rows' ts and the jobs' deadlines;
+	// attempts are timed on the monotonic clock.
 	Now func() time.Time
-	Run int // requests naming no job become jobs r<Run>-<k>
+	Run int // requests naming no job become jobs p<Run>-<k>
 
 	// Books, when set, keeps named jobs' books in a store that several
 	// proxies share (PostgreSQL): each job's deadline, attempts, tokens and
 	// spend are read and charged there under the job's lock, so proxies
-	// in front of one database share one budget per job. Nil keeps them
-	// in this process (one proxy). Unnamed jobs stay in process either way.
+	// in front of one database share one budget per job, and a lease in
+	// the book runs one request of a job at a time across them. Nil keeps
+	// them in this process (one proxy). Unnamed jobs stay in process
+	// either way.
 	Books store.Books
 
-	// OnBreaker, when set, is told of every transition of a seat's
-	// circuit breaker (see breakerChanged). It is called under the
-	// proxy's lock: it must not block or call the proxy.
-	OnBreaker func(seat string, at time.Time, from, to admit.BreakerState)
+	// OnBreaker, when set, is told of every transition of a breaker: one
+	// per seat and model the seat is sent (a deployment: see deployment).
+	// It is called under the proxy's lock: it must not block or call the
+	// proxy.
+	OnBreaker func(seat, model string, at time.Time, from, to admit.BreakerState)
+
+	// Rand is the retry backoff's jitter; nil: seeded from the clock.
+	Rand *rand.Rand
 
 	MaxBody       int64         // request body bound (413); 0: DefaultMaxBody
 	MaxBodyTotal  int64         // bytes of request bodies held at once (503 past it); 0: DefaultMaxBodyTotal
@@ -96,13 +105,10 @@ type upstream struct {
 	origin    *url.URL          // scheme and host of base_url: the client's path is kept
 	rt        http.RoundTripper // the seat's own http.Transport
 	inject    bool
-	br        *admit.Breaker
-	opened    time.Time // when br last opened
-	priced    bool
 	fallbck   bool
 }
 
-// Proxy is the gate in front of one seat and its fallbacks: an
+// Proxy is the policy's loop in front of one seat and its fallbacks: an
 // http.Handler, which Serve serves with net/http's server.
 type Proxy struct {
 	opts  Options
@@ -116,46 +122,21 @@ type Proxy struct {
 	routes []route
 	q      *queue[ledgerfile.Row]
 	events *queue[ledgerfile.Event]
-	// queued takes decisions' rows to q (under mu: a job's rows keep
-	// their order); one for all, so a decision allocates none.
-	queued rowOut
 
-	mu   sync.Mutex // jobs, breakers, the retry budget, the unnamed counter
+	mu   sync.Mutex // the job table, the breakers, the retry budget, the jitter, the unnamed counter
 	jobs map[string]*job
 	// expiry is the named in-process jobs by when each is next due;
 	// clients, the jobs each client holds (jobs.go).
 	expiry  jobHeap
 	clients map[string]*holder
+	// deployments are the breakers, one per seat and model (deployment.go).
+	deployments map[deployKey]*deployment
 	// budget is retry.budget's window over this proxy's requests: the
 	// retries of every job together (shared books share theirs: BookShared).
 	budget *admit.RetryBudget
+	rng    *rand.Rand
 	k      int
 	wg     sync.WaitGroup // requests in flight, for Drain
-}
-
-// job is one logical request's books between its requests.
-type job struct {
-	id       string
-	start    time.Time // its first request: the deadline is made here, once
-	deadline time.Time
-	track    admit.Track
-	step     admit.RetryStep // the retry rules after its last failure
-	stepSet  bool
-	final    *admit.Decision // a refusal no later request can change
-	seat     int
-	rows     int
-	// queue is the job's attempts whose rows are not written yet, in
-	// attempt order (see release).
-	queue  []slot
-	end    string // the job_end its last row with one carried; "": none yet
-	named  bool
-	shared bool            // its books live in Options.Books
-	sent   []admit.Attempt // what track took, kept for a shared book
-	forget bool            // a sweep is done with it
-	client string          // the remote IP of its first request (in process)
-	due    time.Time       // when the expiry heap looks at it next
-	at     int             // its index in the expiry heap; -1: not in it
-	gone   bool            // forgotten (drop)
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -175,6 +156,9 @@ func New(o Options) (*Proxy, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed))
+	}
 	orDefault(&o.MaxBody, DefaultMaxBody)
 	orDefault(&o.MaxBodyTotal, DefaultMaxBodyTotal)
 	o.MaxBody = min(o.MaxBody, o.MaxBodyTotal) // a body the budget cannot hold is too large
@@ -184,7 +168,7 @@ func New(o Options) (*Proxy, error) {
 	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.MaxClientJobs, max(o.MaxJobs/4, 1))
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
-		budget: admit.NewRetryBudget(o.Policy.Retry.Budget)}
+		deployments: map[deployKey]*deployment{}, budget: admit.NewRetryBudget(o.Policy.Retry.Budget), rng: o.Rand}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
 	p.q = newQueue(o.Sink, o.OnError, maxQueued)
 	if o.Events == nil {
@@ -192,7 +176,6 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
-	p.queued = rowOut{p: p}
 	for i, c := range o.Chain {
 		switch c.Kind {
 		case "openai", "anthropic", "ollama":
@@ -210,7 +193,9 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, rt, _ := seat.WithTransport(s, func(http.RoundTripper) http.RoundTripper { return transport{} })
+		// The seat's own transport: every attempt's exchange sends
+		// through it (kept-alive connections, no resend of a written request).
+		_, rt, _ := seat.WithTransport(s, func(own http.RoundTripper) http.RoundTripper { return own })
 		var resp seat.Seat
 		if c.Kind == "openai" {
 			rc := c
@@ -218,22 +203,14 @@ func New(o Options) (*Proxy, error) {
 			if resp, err = seat.NewWithOptions(rc, seat.Options{Getenv: o.Getenv, Now: o.Now}); err != nil {
 				return nil, err
 			}
-			// Its answers go through the same transport (u.rt): its own is never used.
-			resp, _, _ = seat.WithTransport(resp, func(http.RoundTripper) http.RoundTripper { return transport{} })
 		}
 		org, err := originOf(c.BaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
-		priced := c.Priced()
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "",
-			priced: priced, fallbck: i > 0,
+			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "", fallbck: i > 0,
 		})
-	}
-	for i := range p.seats {
-		u := &p.seats[i]
-		u.br = admit.NewBreaker(o.Policy.Breaker, func(at time.Time, from, to admit.BreakerState) { p.breakerChanged(u, at, from, to) })
 	}
 	return p, nil
 }
@@ -243,35 +220,6 @@ func orDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
-}
-
-// breakerChanged is where the proxy learns of every transition of a
-// seat's breaker (under p.mu): it keeps when the breaker opened, for the
-// Retry-After of its refusals, and tells Options.OnBreaker. A transition
-// is the seat's, not any one request's: no row's note carries it.
-func (p *Proxy) breakerChanged(u *upstream, at time.Time, from, to admit.BreakerState) {
-	if to == admit.Open {
-		u.opened = at
-	}
-	if p.opts.OnBreaker != nil {
-		p.opts.OnBreaker(u.cfg.Name, at, from, to)
-	}
-}
-
-// cooldownLeft is how long until a seat from s on may let a request
-// through: the least cooldown left of an open breaker along the chain;
-// a half-open one whose probes are out, a second (their answers decide).
-func (p *Proxy) cooldownLeft(s int, now time.Time) time.Duration {
-	left := p.opts.Policy.Breaker.Cooldown
-	for ; s < len(p.seats); s++ {
-		u := &p.seats[s]
-		d := time.Second
-		if u.br.State(now) == admit.Open {
-			d = u.opened.Add(p.opts.Policy.Breaker.Cooldown).Sub(now)
-		}
-		left = min(left, d)
-	}
-	return max(left, time.Millisecond) // rounded up to whole seconds when sent
 }
 
 // originOf is the scheme and host requests to base go to.
@@ -291,47 +239,6 @@ func originOf(base string) (*url.URL, error) {
 		}
 	}
 	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
-}
-
-// serve gates, forwards and logs one request, whose body ServeHTTP has
-// read (within MaxBody: see tooLarge) in a request slot, routed by route.
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte, rt routing) {
-	if rt.how != servedGated {
-		p.passThrough(w, r, body, rt.how)
-		return
-	}
-	req, ok := parseRequest(body)
-	req.responses = p.kind == "openai" && strings.HasSuffix(rt.r.path, "/responses")
-	if !ok {
-		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusBadRequest, code: "invalid_json", message: "retrygate: request body is not a JSON object"})
-		return
-	}
-	id, named, bad := jobName(r.Header)
-	if bad != "" {
-		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusBadRequest, code: "invalid_job", message: "retrygate: " + bad})
-		return
-	}
-	clientRetry := retryCount(r.Header)
-	a, ref, err := p.admit(r.Context(), id, named, clientIP(r), &req, clientRetry)
-	if err != nil {
-		if r.Context().Err() == nil {
-			p.opts.OnError(fmt.Errorf("the books of job %s: %w", id, err))
-			refusal{status: http.StatusServiceUnavailable, code: "books_unavailable", retryAfter: time.Second,
-				message: "retrygate: the job's books are out of reach; nothing was sent"}.write(w, p.kind)
-		}
-		return
-	}
-	if ref != nil {
-		if ref.noJob {
-			// The job table is full: a limit, like --max-concurrent,
-			// refused before any job's books; its row is a job of its own.
-			p.refuse(w, r, admit.ReasonProxyBusy, *ref)
-			return
-		}
-		ref.write(w, p.kind)
-		return
-	}
-	p.send(w, r, body, &req, a)
 }
 
 // readBody reads a request body in one allocation when its length is
@@ -384,48 +291,6 @@ func retryCount(h http.Header) string {
 		return ""
 	}
 	return v
-}
-
-// passThrough forwards a request the gate does not time (GET /v1/models)
-// to the first seat's origin, ungated; its event line says so.
-func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, how served) {
-	u := &p.seats[0]
-	start, status := time.Now(), http.StatusBadGateway
-	defer func() { p.logRequest(r, how, status, "", u.cfg.Name, start) }()
-	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
-	defer cancel()
-	f := p.forward(w, r, u, body)
-	defer f.finish()
-	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(context.WithValue(ctx, forwardKey{}, f))
-	if u.inject {
-		// The seat's own key, as its wire format sends it.
-		k := p.opts.Getenv(u.cfg.APIKeyEnv)
-		if u.cfg.Kind == "anthropic" {
-			hreq.Header.Set("X-Api-Key", strings.TrimSpace(k))
-		} else {
-			hreq.Header.Set("Authorization", "Bearer "+strings.TrimSpace(k))
-		}
-	}
-	resp, err := transport{}.RoundTrip(hreq)
-	if err != nil {
-		if r.Context().Err() != nil {
-			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer
-		}
-		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
-		return
-	}
-	status = resp.StatusCode
-	_ = resp.Body.Close() // releases only
-	err = f.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard))
-	f.settle(err != nil && f.wrote)
-	if err != nil {
-		if !f.wrote && r.Context().Err() == nil {
-			f.unhead()
-			refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream answer cut short"}.write(w, p.kind)
-			return
-		}
-		panic(http.ErrAbortHandler) // a cut answer must not look whole
-	}
 }
 
 // SetRun sets the run whose number names unnamed jobs (p<run>-<k>); the

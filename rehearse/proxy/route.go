@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
 // What the proxy serves is decided here, once, before a body is read: the
@@ -229,4 +232,47 @@ func (p *Proxy) refuseRoute(w http.ResponseWriter, r *http.Request, rt routing) 
 	}
 	ref.write(w, p.kind)
 	p.logRequest(r, servedRefused, ref.status, ref.code, "", time.Now())
+}
+
+// passThrough forwards a request the gate does not time (GET /v1/models)
+// to the first seat's origin, ungated; its event line says so. An
+// answer of unknown length goes as it comes; one of known length when it
+// is whole (an upstream cut before its end is then the proxy's 502).
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, in *admitted) {
+	u := &p.seats[0]
+	start, status := time.Now(), http.StatusBadGateway
+	defer func() { p.logRequest(r, in.route.how, status, "", u.cfg.Name, start) }()
+	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Policy.Timeouts.Hard)
+	defer cancel()
+	f := newForward(w, r)
+	x := &exchange{f: f, u: u, body: in.body, pass: true}
+	hreq := (&http.Request{Method: r.Method, Header: http.Header{}}).WithContext(ctx)
+	if u.inject {
+		// The seat's own key, as its wire format sends it.
+		seat.SetAuth(hreq.Header, u.cfg.Kind, strings.TrimSpace(p.opts.Getenv(u.cfg.APIKeyEnv)))
+	}
+	resp, err := x.RoundTrip(hreq)
+	if err != nil {
+		if r.Context().Err() != nil {
+			panic(http.ErrAbortHandler) // a client that hung up gets no made-up answer
+		}
+		refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream unreachable"}.write(w, p.kind)
+		return
+	}
+	defer x.end()
+	status = resp.StatusCode
+	err = x.rest(ctx, start.Add(p.opts.Policy.Timeouts.Hard))
+	if err == nil && !x.committed {
+		x.commit(false)
+		err = f.writeErr
+	}
+	if err != nil {
+		if !x.committed && r.Context().Err() == nil {
+			refusal{status: http.StatusBadGateway, code: "upstream", message: "retrygate: upstream answer cut short"}.write(w, p.kind)
+			return
+		}
+		f.settle(true)
+		panic(http.ErrAbortHandler) // a cut answer must not look whole
+	}
+	f.settle(false)
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -69,9 +70,10 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) er
 		}
 		break
 	}
-	// Every request is bounded by its hard timeout; the grace on top lets
-	// its row be written before the connections are closed.
-	sctx, cancel := context.WithTimeout(context.Background(), p.opts.Policy.Timeouts.Hard+2*time.Second)
+	// Every request is bounded by its job's deadline (its attempts, its
+	// waits and its answer's end); the grace on top lets its last row be
+	// written before the connections are closed.
+	sctx, cancel := context.WithTimeout(context.Background(), max(p.opts.Policy.Budget.Deadline, p.opts.Policy.Timeouts.Hard)+2*time.Second)
 	defer cancel()
 	if srv.Shutdown(sctx) != nil {
 		_ = srv.Close()
@@ -83,40 +85,79 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener, errLog io.Writer) er
 	return nil
 }
 
-// ServeHTTP takes the request's limits before any of its work, in this
-// order: a request slot (MaxConcurrent), the declared body length
-// (MaxBody), room in the body budget for that length (MaxBodyTotal);
-// then it reads the body, bounded by MaxBody (413) and the body clock,
-// and serves it. A request refused at any step gets its row (refuse) and
-// its body is never read.
+// ServeHTTP moves a request forward through three rooms, never back:
+// admission (admission: every check that refuses a request before any
+// job's books), then the job machine (run: the policy's loop), then its
+// answer on the way to the client (forward.go). A request refused at
+// admission gets its row (refuse), or for a route off the allow-list its
+// event line, and its body is never read past the refusal.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in, ref := p.admission(w, r)
+	if in != nil {
+		defer p.release(in)
+	}
+	switch {
+	case ref != nil && ref.code == "":
+		p.refuseRoute(w, r, in.route)
+	case ref != nil:
+		if ref.unread {
+			unread(w)
+		}
+		p.refuse(w, r, *ref)
+	case in.route.how != servedGated:
+		p.passThrough(w, r, in)
+	default:
+		p.run(w, r, in)
+	}
+}
+
+// admitted is a request past admission: its route, its body (read
+// within MaxBody) and what the proxy read of it, its job's name, and
+// what it holds of the proxy's limits until it ends.
+type admitted struct {
+	route  routing
+	body   []byte
+	req    request
+	id     string
+	named  bool
+	client string // its remote IP
+	retry  string // the client's retry counter (X-Stainless-Retry-Count), "" when none
+	slot   bool   // it holds a request slot
+	held   int64  // bytes of the body budget it holds
+}
+
+// clientRetry says the request is its client's own retry.
+func (in *admitted) clientRetry() bool { return in.retry != "" && in.retry != "0" }
+
+// admission is the one stage of checks before a request reaches its
+// job, in this order: the protocol, CONNECT, the route, a request slot
+// (MaxConcurrent), the declared body length (MaxBody), room in the body
+// budget for that length (MaxBodyTotal), the body itself (bounded by
+// MaxBody and the body clock), then, for a generation, its JSON and its
+// job's name. It returns the admitted request (to release, when not
+// nil), or the refusal to answer; a refusal with no code is a route off
+// the allow-list (in.route says which).
+func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *refusal) {
 	switch {
 	case r.ProtoMajor != 1: // net/http hands a handler "PRI * HTTP/2.0"
-		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusHTTPVersionNotSupported, code: "http_version", message: "retrygate: the proxy speaks HTTP/1.1"})
-		return
+		return nil, &refusal{reason: admit.ReasonBadRequest, status: http.StatusHTTPVersionNotSupported, code: "http_version", message: "retrygate: the proxy speaks HTTP/1.1"}
 	case r.Method == http.MethodConnect:
-		p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusMethodNotAllowed, code: "method", message: "retrygate: a gateway, not a forward proxy: no CONNECT"})
-		return
+		return nil, &refusal{reason: admit.ReasonBadRequest, status: http.StatusMethodNotAllowed, code: "method", message: "retrygate: a gateway, not a forward proxy: no CONNECT"}
 	}
-	rt := p.route(r)
-	if rt.how == servedRefused {
-		p.refuseRoute(w, r, rt)
-		return
+	in := &admitted{route: p.route(r), client: clientIP(r), retry: retryCount(r.Header)}
+	if in.route.how == servedRefused {
+		return in, &refusal{}
 	}
 	select {
 	case p.sem <- struct{}{}:
+		in.slot = true
+		p.wg.Add(1)
 	default:
-		unread(w)
-		p.refuse(w, r, admit.ReasonProxyBusy, refusal{status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second,
-			message: fmt.Sprintf("retrygate: proxy busy: %d requests in flight (--max-concurrent)", cap(p.sem))})
-		return
+		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second, unread: true,
+			message: fmt.Sprintf("retrygate: proxy busy: %d requests in flight (--max-concurrent)", cap(p.sem))}
 	}
-	p.wg.Add(1)
-	defer func() { <-p.sem; p.wg.Done() }()
 	if r.ContentLength > p.opts.MaxBody {
-		unread(w)
-		p.tooLarge(w, r) // before reading: an Expect: 100-continue body is never sent
-		return
+		return in, p.tooLarge(true) // before reading: an Expect: 100-continue body is never sent
 	}
 	// The body's room in the budget: its declared length, else the most
 	// it may be (given back down to its length once read).
@@ -128,25 +169,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			panic(http.ErrAbortHandler) // the client is gone
 		}
-		unread(w)
-		p.refuse(w, r, admit.ReasonProxyBusy, refusal{status: http.StatusServiceUnavailable, code: "bodies_busy", retryAfter: time.Second,
-			message: fmt.Sprintf("retrygate: proxy busy: request bodies in flight hold its %d bytes (--max-body-total)", p.bodies.total)})
-		return
+		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "bodies_busy", retryAfter: time.Second, unread: true,
+			message: fmt.Sprintf("retrygate: proxy busy: request bodies in flight hold its %d bytes (--max-body-total)", p.bodies.total)}
 	}
-	defer func() { p.bodies.give(held) }()
+	in.held = held
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	body, err := readBody(http.MaxBytesReader(w, r.Body, p.opts.MaxBody), r.ContentLength, p.opts.MaxBody)
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-			p.tooLarge(w, r)
-			return
+			return in, p.tooLarge(false)
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			unread(w)
-			p.refuse(w, r, admit.ReasonBadRequest, refusal{status: http.StatusRequestTimeout, code: "request_timeout",
-				message: "retrygate: the request body took longer than " + bodyTimeout.String()})
-			return
+			return in, &refusal{reason: admit.ReasonBadRequest, status: http.StatusRequestTimeout, code: "request_timeout", unread: true,
+				message: "retrygate: the request body took longer than " + bodyTimeout.String()}
 		}
 		// The body broke off: the client is gone, nobody to answer.
 		panic(http.ErrAbortHandler)
@@ -154,9 +190,31 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetReadDeadline(time.Time{}) // the server's own read notices a hang-up from here on
 	if n := int64(cap(body)); n < held {
 		p.bodies.give(held - n) // an undeclared body holds what it took
-		held = n
+		in.held = n
 	}
-	p.serve(w, r, body, rt)
+	in.body = body
+	if in.route.how != servedGated {
+		return in, nil
+	}
+	var ok bool
+	if in.req, ok = parseRequest(body); !ok {
+		return in, &refusal{reason: admit.ReasonBadRequest, status: http.StatusBadRequest, code: "invalid_json", message: "retrygate: request body is not a JSON object"}
+	}
+	in.req.responses = p.kind == "openai" && strings.HasSuffix(in.route.r.path, "/responses")
+	var bad string
+	if in.id, in.named, bad = jobName(r.Header); bad != "" {
+		return in, &refusal{reason: admit.ReasonBadRequest, status: http.StatusBadRequest, code: "invalid_job", message: "retrygate: " + bad}
+	}
+	return in, nil
+}
+
+// release gives back what an admitted request held of the proxy's limits.
+func (p *Proxy) release(in *admitted) {
+	p.bodies.give(in.held)
+	if in.slot {
+		<-p.sem
+		p.wg.Done()
+	}
 }
 
 // unread marks an answer given before the request's body was read (or
@@ -167,9 +225,9 @@ func unread(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
 }
 
-// tooLarge is the answer to a request body over MaxBody, in the
-// provider's error shape, and its row.
-func (p *Proxy) tooLarge(w http.ResponseWriter, r *http.Request) {
-	p.refuse(w, r, admit.ReasonTooLarge, refusal{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
-		message: fmt.Sprintf("retrygate: request body over %d bytes (--max-body)", p.opts.MaxBody)})
+// tooLarge is the refusal of a request body over MaxBody, in the
+// provider's error shape (unread: refused before the body was read).
+func (p *Proxy) tooLarge(unread bool) *refusal {
+	return &refusal{reason: admit.ReasonTooLarge, status: http.StatusRequestEntityTooLarge, code: "request_too_large", unread: unread,
+		message: fmt.Sprintf("retrygate: request body over %d bytes (--max-body)", p.opts.MaxBody)}
 }

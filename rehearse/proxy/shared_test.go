@@ -65,10 +65,11 @@ func (sp *sharedPair) jobRows(t *testing.T, job string) []ledgerfile.Row {
 
 const sharedBody = `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
 
-// Two proxies on one database share one attempt cap per job: of ten
-// concurrent requests for one job, split between them, three are sent
-// and seven get 503 attempt cap, whichever proxy they reach; the log
-// holds the three attempts once each, and every row in attempt order.
+// Two proxies on one database share one attempt cap per job, and run
+// its requests one at a time (a lease in its book): of ten concurrent
+// requests for one job, split between them, three are sent and seven
+// get 503 attempt cap, whichever proxy they reach; the log holds the
+// three attempts once each, and every row in attempt order.
 func TestSharedBooksAttemptCap(t *testing.T) {
 	pol := testPolicy()
 	pol.Budget.MaxAttempts = 3
@@ -123,8 +124,7 @@ func TestSharedBooksAttemptCap(t *testing.T) {
 	assert.Equal(t, 3, sp.srv.Total())
 
 	// The rows are in attempt order, each refusal after the attempts its
-	// decision counted (in flight on either proxy), and a replay under
-	// the policy changes no decision.
+	// decision counted, and a replay under the policy changes no decision.
 	rs := sp.jobRows(t, "cap-job")
 	require.Len(t, rs, 12)
 	for i, r := range rs {
@@ -157,7 +157,7 @@ func TestSharedBooksSpendCeiling(t *testing.T) {
 	assert.Contains(t, body, "refuse: spend ceiling for job spend-job: the job spent $0.0400 of $0.0500")
 	assert.Equal(t, 2, sp.srv.Total())
 
-	// The refusal of the ended job is a row too, saying its end again.
+	// The refusal is a row of the job too.
 	rs := sp.jobRows(t, "spend-job")
 	require.Len(t, rs, 3)
 	assert.Equal(t, []int{1, 2, 3}, []int{rs[0].Attempt, rs[1].Attempt, rs[2].Attempt})
@@ -190,34 +190,33 @@ func TestSharedBooksDeadlineInherited(t *testing.T) {
 	}
 }
 
-// A job left open (its last attempt failed, its client never came back)
-// is ended at its deadline by the sweep of whichever proxy gets to it
-// first, once, and forgotten by the store after its retention.
+// A job's shared book is forgotten by the store after its deadline and
+// retention, by the sweep of whichever proxy gets to it first, once;
+// forgetting writes no row (every request's rows are the job's whole
+// story: a reader ends a named job as the writer would have).
 func TestSharedBooksSweep(t *testing.T) {
 	pol := testPolicy()
 	pol.Budget.MaxAttempts = 5
-	sp := startShared(t, pol, seatCfg("s", "openai", ""), seat.Plan{Status: 500, Elapsed: 5 * ms})
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), seat.Plan{Status: 401, Elapsed: 5 * ms})
 
 	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "open-job")
-	require.Equal(t, 500, resp.StatusCode)
-	sp.clk.Advance(pol.Budget.Deadline + time.Second)
-	var wg sync.WaitGroup
-	for _, px := range sp.px {
-		wg.Go(px.px.Sweep)
-	}
-	wg.Wait()
+	require.Equal(t, 401, resp.StatusCode, "the provider's answer: a permanent error is not retried")
 	rs := sp.jobRows(t, "open-job")
-	require.Len(t, rs, 2, "the failed attempt, then one row that ends the job")
-	assert.Equal(t, "refuse: deadline", rs[1].Decision)
-	assert.Equal(t, 2, rs[1].Attempt)
-	assert.Equal(t, "failed", rs[1].JobEnd)
+	require.Len(t, rs, 2, "the failed attempt, then the refusal that ends the request")
+	assert.Equal(t, "refuse: permanent error", rs[1].Decision)
 
 	count := func() int {
 		keys, err := sp.db.Due(context.Background(), 10)
 		require.NoError(t, err)
 		return len(keys)
 	}
-	assert.Equal(t, 0, count(), "ended: not due again until its retention is over")
+	sp.clk.Advance(pol.Budget.Deadline + time.Second)
+	var wg sync.WaitGroup
+	for _, px := range sp.px {
+		wg.Go(px.px.Sweep)
+	}
+	wg.Wait()
+	assert.Equal(t, 0, count(), "not due until its retention is over")
 	sp.clk.Advance(DefaultRetention)
 	assert.Equal(t, 1, count())
 	sp.px[1].px.Sweep()
@@ -275,12 +274,7 @@ func TestSharedBooksLostAttemptPostgres(t *testing.T) {
 	dying, err := New(Options{Policy: pol, Chain: []seat.Config{sp.px[0].px.seats[0].cfg}, Books: st, Now: sp.clk.Now})
 	require.NoError(t, err)
 	t.Cleanup(dying.Close)
-	req, ok := parseRequest([]byte(sharedBody))
-	require.True(t, ok)
-	a, ref, err := dying.admit(context.Background(), "pg-lost", true, "", &req, "")
-	require.NoError(t, err)
-	require.Nil(t, ref)
-	require.NotNil(t, a, "admitted, then the proxy dies before its row")
+	admitThenDie(t, dying, "pg-lost")
 
 	sp.clk.Advance(pol.Timeouts.Hard + flightGrace + time.Second)
 	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "pg-lost")

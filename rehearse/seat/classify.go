@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -137,8 +138,9 @@ func cutElapsed(g *guard, obs *Observation) time.Duration {
 
 // noAnswer settles an attempt whose round trip failed before the
 // response headers were whole. It reports whether the prompt may have
-// been read (the request was written and a cut ended it).
-func (s *httpSeat) noAnswer(parent, ctx context.Context, g *guard, obs *Observation, wrote bool, err error, slowAfter time.Duration) (charged bool) {
+// been read (the request was written and a cut ended it). idle says the
+// request went out on a kept-alive connection that gave nothing back.
+func (s *httpSeat) noAnswer(parent, ctx context.Context, g *guard, obs *Observation, wrote, idle bool, err error, slowAfter time.Duration) (charged bool) {
 	obs.Elapsed = time.Since(g.start)
 	if o, why := g.cancelled(parent, ctx); o != "" {
 		obs.Elapsed = cutElapsed(g, obs)
@@ -146,6 +148,11 @@ func (s *httpSeat) noAnswer(parent, ctx context.Context, g *guard, obs *Observat
 		charged = wrote
 	} else if !wrote {
 		obs.Outcome, obs.Detail = admit.ConnError, dialDetail(err)
+	} else if idle && closedIdle(err) {
+		// A kept-alive connection the server closed as the request went
+		// out on it (the close raced the write): nothing came back, and
+		// the failure table's class is the connection's.
+		obs.Outcome, obs.Detail = admit.ConnError, "kept-alive connection closed by the server before any answer"
 	} else {
 		obs.Outcome, obs.Detail = admit.ServerError, answerDetail(err)
 	}
@@ -188,6 +195,13 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 	obs.Detail = strings.TrimSpace(fmt.Sprintf("%shttp %d %s", obs.Detail, resp.StatusCode, obs.ErrorCode))
 	// The error body is the first byte of the answer (as in Resolve).
 	obs.Wait, obs.HasWait = obs.Elapsed, true
+}
+
+// closedIdle says a request's error is its connection's end (EOF, a
+// reset, a broken pipe), not an answer the server began.
+func closedIdle(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // malformedBody says a body read failed on the server's framing (a bad

@@ -114,7 +114,8 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 		obs.Connect, obs.HasConnect = time.Duration(de-ds), true
 	}
 	if err != nil {
-		if s.noAnswer(parent, ctx, g, &obs, t.wrote.Load(), err, req.Slow5xxAfter) {
+		idle := t.reused.Load() && t.firstByte.Load() == 0 // a kept-alive connection that gave nothing back
+		if s.noAnswer(parent, ctx, g, &obs, t.wrote.Load(), idle, err, req.Slow5xxAfter) {
 			s.charge(parent, ctx, &obs, newStream(s.codec), req, true, s.streams(req)) // the prompt may have been read
 		}
 		return obs
@@ -168,6 +169,9 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 	st.onContent = func() {
 		if g.answer() {
 			t.wait, t.hasWait = body.last, true
+			if req.OnContent != nil {
+				req.OnContent()
+			}
 		}
 	}
 	var readErr error

@@ -33,6 +33,11 @@ type Request struct {
 	// at least this long is billed ambiguous, not free (admit.BillingOf).
 	// 0 treats every 5xx as fast.
 	Slow5xxAfter time.Duration
+	// OnContent, when set, is called once, on the goroutine reading the
+	// answer, when its first content arrives within the wait cap (the
+	// moment Observation.Wait measures): a proxy commits a stream to its
+	// client there, and not before (HTTP seats).
+	OnContent func()
 	// Body, when set, is an HTTP seat's request body as it is (a proxy
 	// forwarding its client's own), sent in place of one built from
 	// Prompt, Messages and MaxTokens, which then build nothing; Prompt

@@ -165,7 +165,7 @@ func start(t *testing.T, pol rehearse.Policy, chain []seat.Config, to func(*test
 	px, err := proxy.New(proxy.Options{
 		Policy: pol, Chain: chain, Now: c.Now, Getenv: func(string) string { return "" },
 		Sink: m.Sink(lg.sink), Books: m.Books(lg.books),
-		OnBreaker: func(name string, at time.Time, from, to admit.BreakerState) {
+		OnBreaker: func(name, _ string, at time.Time, from, to admit.BreakerState) {
 			rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) { require.NoError(t, lg.event(ev)) })(at, from, to)
 			m.Breaker(name, at, from, to)
 		},
@@ -264,7 +264,8 @@ next:
 func agreePolicy() rehearse.Policy {
 	p := rehearse.DefaultPolicy()
 	p.Budget = admit.Budget{Deadline: 10 * time.Second, TokenCeiling: 100_000, MaxAttempts: 3, MaxWait: 5 * time.Second}
-	p.Timeouts = rehearse.Timeouts{Hard: time.Second} // the hang's timeout; an answer under load stays well within it
+	p.Timeouts = rehearse.Timeouts{Hard: time.Second}  // the hang's timeout; an answer under load stays well within it
+	p.Retry.BaseDelay, p.Retry.MaxDelay = 10*ms, 50*ms // the proxy waits a retry's backoff itself
 	p.Breaker = admit.BreakerConfig{Window: 10 * time.Second, FailureRate: 0.75, MinRequests: 4, Cooldown: 5 * time.Second, HalfOpenProbes: 1}
 	return p
 }
@@ -297,24 +298,24 @@ func agree(t *testing.T, to func(*testing.T, *clock) logTo) {
 	}
 	r := start(t, agreePolicy(), chain, to)
 
-	assert.Equal(t, 500, r.chat(t, "j1", "m-up"))
-	assert.Equal(t, 200, r.chat(t, "j1", "m-up"))
-	r.chat(t, "j2", "m-up")
-	assert.Equal(t, 200, r.chat(t, "j2", "m-up"))
-	assert.Equal(t, 504, r.chat(t, "j3", "m-up"))
-	assert.Equal(t, 200, r.chat(t, "j3", "m-up")) // on the fallback
+	// The proxy runs the policy's loop inside each request: a failure it
+	// retries is one more attempt (and row) of the same request.
+	assert.Equal(t, 200, r.chat(t, "j1", "m-up")) // a 5xx, then the answer
+	assert.Equal(t, 200, r.chat(t, "j2", "m-up")) // a 429, then the answer
+	assert.Equal(t, 200, r.chat(t, "j3", "m-up")) // a timeout, then the fallback
 	for range 3 {
 		assert.Equal(t, 200, r.chat(t, "j4", "m-up"))
 	}
 	assert.Equal(t, 503, r.chat(t, "j4", "m-up")) // attempt cap
-	r.chat(t, "j5", "m-up")
+	assert.Equal(t, 400, r.chat(t, "j5", "m-up")) // the provider's client error, not retried
 	assert.Equal(t, 503, r.chat(t, "j5", "m-up")) // permanent error
 	for i := range 9 {
 		assert.Equal(t, 200, r.chat(t, "", fmt.Sprintf("m-%d", i%3)))
 	}
 	r.clock.Advance(time.Minute) // the breaker's window holds only what follows
-	for range 4 {
-		r.chat(t, "", "m-up")
+	for range 2 {
+		// Two 5xx each (the breaker opens at the fourth), then the fallback.
+		assert.Equal(t, 200, r.chat(t, "", "m-up"))
 	}
 	assert.Equal(t, 200, r.chat(t, "", "m-up")) // up's breaker is open: the fallback answers
 	r.clock.Advance(6 * time.Second)            // past the cooldown: half-open

@@ -82,20 +82,22 @@ func TestOpenAIResponsesThroughProxy(t *testing.T) {
 	assert.NotContains(t, log.String(), "PROMPT-CANARY")
 }
 
-// A job over its attempt cap gets a 503 the Responses client reports as
-// its API error; it does not retry the refusal.
+// A job whose provider fails every call: the proxy retries it to the
+// cap and the Responses client gets the provider's last error, told not
+// to retry (it does not: its retry counter stays at 0).
 func TestOpenAIResponsesAttemptCap(t *testing.T) {
 	behind, srv := upstream(t, seatserver.OpenAI, fail500)
 	pxURL, log := front(t, "openai", behind, policy())
-	c := openaiClient(pxURL, 5, nil, option.WithHeader("X-Retrygate-Job", "job-r"))
+	c := openaiClient(pxURL, sdkDefault, nil, option.WithHeader("X-Retrygate-Job", "job-r"))
 	_, err := c.Responses.New(context.Background(), responsesParams())
 	var apiErr *openai.Error
 	require.True(t, errors.As(err, &apiErr), "a typed API error, got %v", err)
-	assert.Equal(t, 503, apiErr.StatusCode)
-	assert.Equal(t, "attempt_cap", apiErr.Code)
-	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
+	assert.Equal(t, 500, apiErr.StatusCode)
+	assert.Len(t, srv.Requests(), 2, "max_attempts")
 	rows := log.wait(t, 3)
 	require.Len(t, rows, 3)
 	assert.Equal(t, "refuse: attempt cap", rows[2].Decision)
-	assert.Equal(t, "2", extra(rows[2]))
+	for _, r := range rows {
+		assert.Equal(t, "0", extra(r))
+	}
 }

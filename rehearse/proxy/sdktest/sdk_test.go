@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +22,15 @@ import (
 	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
 
+// sdkDefault is a client's retries left at the SDK's own default
+// (max_retries 2, in both SDKs).
+const sdkDefault = -1
+
 func openaiClient(base string, retries int, rt http.RoundTripper, opts ...option.RequestOption) openai.Client {
-	o := []option.RequestOption{option.WithBaseURL(base + "/v1"), option.WithAPIKey(plantedKey), option.WithMaxRetries(retries)}
+	o := []option.RequestOption{option.WithBaseURL(base + "/v1"), option.WithAPIKey(plantedKey)}
+	if retries != sdkDefault {
+		o = append(o, option.WithMaxRetries(retries))
+	}
 	if rt != nil {
 		o = append(o, option.WithHTTPClient(&http.Client{Transport: rt}))
 	}
@@ -30,8 +38,10 @@ func openaiClient(base string, retries int, rt http.RoundTripper, opts ...option
 }
 
 func anthropicClient(origin string, retries int, rt http.RoundTripper, opts ...aoption.RequestOption) anthropic.Client {
-	o := []aoption.RequestOption{aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(origin),
-		aoption.WithAPIKey(plantedKey), aoption.WithMaxRetries(retries)}
+	o := []aoption.RequestOption{aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(origin), aoption.WithAPIKey(plantedKey)}
+	if retries != sdkDefault {
+		o = append(o, aoption.WithMaxRetries(retries))
+	}
 	if rt != nil {
 		o = append(o, aoption.WithHTTPClient(&http.Client{Transport: rt}))
 	}
@@ -148,43 +158,141 @@ func extra(r ledgerfile.Row) string {
 // fail500 is a fast 500 that asks for a short wait, so the SDKs retry soon.
 var fail500 = seat.Plan{Status: 500, Elapsed: 5 * ms, RetryAfter: 10 * ms, HasRetryAfter: true}
 
-// A job over its attempt cap gets a 503 the SDK reports as its API error,
-// with the reason in the message; the SDK's own retries are rows with
-// their retry count, and it does not retry the refusal.
-func TestOpenAIAttemptCap(t *testing.T) {
-	behind, srv := upstream(t, seatserver.OpenAI, fail500)
-	pxURL, log := front(t, "openai", behind, policy())
-	c := openaiClient(pxURL, 5, nil, option.WithHeader("X-Retrygate-Job", "job-1"))
-	_, err := c.Chat.Completions.New(context.Background(), openaiParams(false))
-	var apiErr *openai.Error
-	require.True(t, errors.As(err, &apiErr), "a typed API error, got %v", err)
-	assert.Equal(t, 503, apiErr.StatusCode)
-	assert.Equal(t, "attempt_cap", apiErr.Code)
-	assert.Contains(t, apiErr.Message, "refuse: attempt cap for job job-1: the job used 2 of 2 attempts")
-	assert.Len(t, srv.Requests(), 2, "the refusal never reached the provider")
+// ignoreShouldRetry makes a client that retries whatever the answer
+// says, as an SDK that does not read x-should-retry would: it drops the
+// header before the SDK sees it.
+func ignoreShouldRetry(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	if err == nil {
+		resp.Header.Del("X-Should-Retry")
+	}
+	return resp, err
+}
 
-	rows := log.wait(t, 3)
-	require.Len(t, rows, 3, "two sent, then the SDK's third try, refused; it stopped there")
-	for i, want := range []struct{ decision, retry, end string }{
-		{"admit", "0", ""}, {"admit", "1", ""}, {"refuse: attempt cap", "2", "failed"},
-	} {
-		assert.Equal(t, "job-1", rows[i].Job)
-		assert.Equal(t, want.decision, rows[i].Decision, "row %d", i)
-		assert.Equal(t, want.retry, extra(rows[i]), "row %d", i)
-		assert.Equal(t, want.end, rows[i].JobEnd, "row %d", i)
+// sentPerJob counts the rows of each job that went upstream.
+func sentPerJob(rows []ledgerfile.Row) map[string]int {
+	out := map[string]int{}
+	for _, r := range rows {
+		if r.WasSent() {
+			out[r.Job]++
+		}
+	}
+	return out
+}
+
+// With the official SDKs at their default retries (max_retries 2) and a
+// provider failing every call, the provider sees at most the policy's
+// max_attempts per job: the proxy retries to the cap inside the request
+// and answers the provider's last error with x-should-retry: false,
+// which both SDKs obey (their retry counter stays at 0). A client that
+// retries anyway is counted against the job: refused, never sent.
+func TestSDKsDefaultRetriesStayWithinTheCap(t *testing.T) {
+	call := map[string]func(pxURL string, job string, anyway bool) (int, error){
+		"openai": func(pxURL, job string, anyway bool) (int, error) {
+			opts := []option.RequestOption{}
+			if job != "" {
+				opts = append(opts, option.WithHeader("X-Retrygate-Job", job))
+			}
+			if anyway {
+				opts = append(opts, option.WithMiddleware(ignoreShouldRetry))
+			}
+			c := openaiClient(pxURL, sdkDefault, nil, opts...)
+			_, err := c.Chat.Completions.New(context.Background(), openaiParams(false))
+			var apiErr *openai.Error
+			if errors.As(err, &apiErr) {
+				return apiErr.StatusCode, err
+			}
+			return 0, err
+		},
+		"anthropic": func(pxURL, job string, anyway bool) (int, error) {
+			opts := []aoption.RequestOption{}
+			if job != "" {
+				opts = append(opts, aoption.WithHeader("X-Retrygate-Job", job))
+			}
+			if anyway {
+				opts = append(opts, aoption.WithMiddleware(func(req *http.Request, next aoption.MiddlewareNext) (*http.Response, error) {
+					return ignoreShouldRetry(req, next)
+				}))
+			}
+			c := anthropicClient(pxURL, sdkDefault, nil, opts...)
+			_, err := c.Messages.New(context.Background(), anthropicParams())
+			var apiErr *anthropic.Error
+			if errors.As(err, &apiErr) {
+				return apiErr.StatusCode, err
+			}
+			return 0, err
+		},
+	}
+	format := map[string]seatserver.Format{"openai": seatserver.OpenAI, "anthropic": seatserver.Anthropic}
+	for _, kind := range []string{"openai", "anthropic"} {
+		t.Run(kind, func(t *testing.T) {
+			behind, srv := upstream(t, format[kind], fail500)
+			pol := policy() // max_attempts 2
+			pol.Breaker.FailureRate = 0
+			pxURL, log := front(t, kind, behind, pol)
+
+			status, err := call[kind](pxURL, "job-1", false)
+			require.Error(t, err)
+			assert.Equal(t, 500, status, "the provider's last answer, as it came")
+			status, _ = call[kind](pxURL, "", false) // a job of its own
+			assert.Equal(t, 500, status)
+			assert.Equal(t, 4, srv.Total(), "max_attempts per job, whatever the SDK's own retries")
+
+			status, _ = call[kind](pxURL, "job-2", true) // an SDK that retries anyway
+			assert.Equal(t, 503, status, "its retries are refused: the job is at its cap")
+			assert.Equal(t, 6, srv.Total())
+
+			rows := log.wait(t, 11)
+			for job, n := range sentPerJob(rows) {
+				assert.LessOrEqual(t, n, pol.Budget.MaxAttempts, "job %s", job)
+			}
+			var retries []string
+			for _, r := range rows {
+				switch r.Job {
+				case "job-1":
+					assert.Equal(t, "0", extra(r), "the SDK did not retry: %s", ledgerfile.FormatRow(&r))
+				case "job-2":
+					retries = append(retries, extra(r))
+				}
+			}
+			assert.Equal(t, []string{"0", "0", "0", "1", "2"}, retries, "two attempts and a refusal, then the SDK's retries, refused")
+		})
 	}
 }
 
-func TestAnthropicAttemptCap(t *testing.T) {
-	behind, _ := upstream(t, seatserver.Anthropic, fail500)
-	pxURL, log := front(t, "anthropic", behind, policy())
-	c := anthropicClient(pxURL, 5, nil, aoption.WithHeader("X-Retrygate-Job", "job-2"))
-	_, err := c.Messages.New(context.Background(), anthropicParams())
-	var apiErr *anthropic.Error
-	require.True(t, errors.As(err, &apiErr), "a typed API error, got %v", err)
-	assert.Equal(t, 503, apiErr.StatusCode)
-	assert.Contains(t, apiErr.Error(), "refuse: attempt cap for job job-2")
-	assert.Len(t, log.wait(t, 3), 3)
+// A storm of unnamed SDK requests (the SDK default: no job header) that
+// retry whatever the answer says stays within the retry budget: each
+// SDK retry carries X-Stainless-Retry-Count > 0, and is judged as a
+// retry, not a new job's first attempt.
+func TestSDKRetryStormWithinTheBudget(t *testing.T) {
+	behind, srv := upstream(t, seatserver.OpenAI, fail500)
+	pol := policy()
+	pol.Breaker.FailureRate = 0
+	pol.Retry.Budget = admit.RetryBudgetConfig{Ratio: 0.2, Window: time.Minute}
+	pxURL, log := front(t, "openai", behind, pol)
+	const calls = 30
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			c := openaiClient(pxURL, sdkDefault, nil, option.WithMiddleware(ignoreShouldRetry))
+			_, err := c.Chat.Completions.New(context.Background(), openaiParams(false))
+			assert.Error(t, err)
+		})
+	}
+	wg.Wait()
+	// 30 first attempts allow 0.2 × 30 = 6 retries in all. Counted as
+	// first attempts, the SDKs' 60 retries would have allowed 18 more.
+	assert.LessOrEqual(t, srv.Total(), calls+6, "the provider saw the first attempts and the budget's retries")
+	rows := log.wait(t, calls)
+	clientRetries := 0
+	for _, r := range rows {
+		if extra(r) != "0" && r.Attempt == 1 {
+			clientRetries++
+			assert.True(t, r.HasWindow, "an SDK's retry is judged by the budget: %s", ledgerfile.FormatRow(&r))
+		}
+	}
+	assert.Positive(t, clientRetries, "the SDKs retried")
+	t.Logf("the provider saw %d requests of %d calls; the SDKs retried %d times", srv.Total(), calls, clientRetries)
 }
 
 // A job whose deadline is gone gets 504, as the SDK's typed error.
