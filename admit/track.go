@@ -115,12 +115,16 @@ func (t *Track) History() JobHistory {
 }
 
 // End is how a job that stops now ended, judged by its last sent attempt
-// (seed 004: a timeout is not proof of failure): "failed" or "unknown";
-// "cancelled" when the operator stopped the last attempt.
+// (seed 004: a timeout is not proof of failure): "succeeded" when it
+// answered, "failed" or "unknown"; "cancelled" when the operator stopped
+// it. It is the writer's rule for job_end, and the one a reader infers a
+// missing job_end by.
 func (t *Track) End() string {
 	switch {
 	case t.spent.Attempts == 0:
 		return "failed"
+	case t.last == OK:
+		return "succeeded" // its last attempt answered: the job has its answer
 	case t.last == Timeout || t.last == WaitCap || t.lastAmb:
 		return "unknown"
 	case t.last == Cancelled:

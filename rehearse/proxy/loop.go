@@ -341,7 +341,7 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 			// The client has this answer's start and no retry can follow
 			// it (a cut stream), or the client is gone: the request ends
 			// here, and its last row says how the job stands.
-			c.end(&row, jobEnd(m))
+			c.end(&row, m.End())
 		case mv.Kind == admit.Again:
 			ends = false
 		}
@@ -402,7 +402,7 @@ func (c *call) refusalRow(m *admit.Job, now time.Time, n, s int, d admit.Decisio
 	var row ledgerfile.Row
 	b := c.base(n, s, now, spent, delay, plan)
 	rehearse.RefusalRow(&row, &b, m.Track(), d)
-	c.end(&row, jobEnd(m))
+	c.end(&row, m.End())
 	return row
 }
 
@@ -483,16 +483,3 @@ func (u *upstream) readerFor(req *request) seat.Seat {
 	return u.seat
 }
 
-// jobEnd is how the job ends if its request stops now: the machine's
-// rule (admit.Job.End: failed, unknown or cancelled by its last sent
-// attempt), but succeeded when that attempt was the job's answer (a
-// named job's later request, refused or cut, does not undo it).
-// TODO(lead): admit.Job.End could say succeeded itself; the loop never
-// asks it after a success, the proxy does.
-func jobEnd(m *admit.Job) string {
-	e := m.End()
-	if _, failed := m.Step(); e == ledgerfile.JobFailed && !failed && m.Track().Spent().Attempts > 0 {
-		return ledgerfile.JobSucceeded
-	}
-	return e
-}
