@@ -482,4 +482,3 @@ func (u *upstream) readerFor(req *request) seat.Seat {
 	}
 	return u.seat
 }
-
