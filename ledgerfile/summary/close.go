@@ -1,0 +1,196 @@
+// Close: every figure computed once, from the accumulators.
+
+package summary
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/retrygate/retrygate/admit"
+)
+
+func (c *cacheAcc) figures(costRows int64) CacheFigures {
+	f := CacheFigures{
+		Retries: c.retries, Rewritten: c.rewritten, WriteRateOnRetries: ratio(float64(c.rewritten), float64(c.retries)),
+		CachedTokens: c.cached, CachedShare: ratio(float64(c.cached), float64(c.cachedOf)),
+		CacheWriteTokens: c.written,
+		ReasoningTokens:  c.reasoning, ReasoningShare: ratio(float64(c.reasoning), float64(c.reasoningOf)),
+		SavedUSD: Figure(math.NaN()), RetryTaxUncachedUSD: Figure(math.NaN()),
+	}
+	if c.savedRows > 0 {
+		f.SavedUSD = Figure(c.saved)
+	}
+	if costRows > 0 {
+		f.RetryTaxUncachedUSD = Figure(max(c.uncachedAll-c.keptUncached, 0))
+	}
+	return f
+}
+
+const (
+	// msUnit is milliseconds per second: durations are counted in the
+	// log's milliseconds, and k of them read as k/1000 s, the double
+	// nearest the log's decimal (k × 0.001 is not: 700 × 0.001 is
+	// 0.7000000000000001, and a threshold at 0.7s would fail on it).
+	msUnit    = 1000
+	countUnit = 1
+	// Figures the log holds no unit for are counted finer than any output
+	// prints them: USD to the micro-dollar (tables print 4 decimals, JSON
+	// 6), TPOT to the microsecond, output tokens/s to 0.01. Memory then
+	// follows their range, not the rows.
+	usdUnit  = 1e6
+	tpotUnit = 1e6
+	tpsUnit  = 100
+)
+
+// Close finishes the jobs still open and computes every figure, once,
+// after the last Add: every view (tables, JSON, thresholds, tune, the
+// simulator's figures) reads the one result.
+func (s *Summarizer) Close() *Summary {
+	if s.done {
+		panic("summary: Close called twice")
+	}
+	s.done = true
+	// Jobs with no job_end row (hand-written logs, a crashed run) end here.
+	for c := range s.jobs {
+		for i := range s.jobs[c] {
+			if s.jobs[c][i].open {
+				s.finishJob(&s.jobs[c][i])
+			}
+		}
+		s.jobs[c] = nil // let the chunk go as soon as it is counted
+	}
+	s.jobs, s.ids, s.free, s.ended = nil, nil, nil, nil
+	jf := JobFigures{
+		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
+		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(usdUnit),
+		AttemptsPerSuccess: s.jobAPS.sorted(countUnit), EndToEnd: s.jobE2E.sorted(msUnit),
+		DeadlineMisses: s.misses, DeadlineMissRate: ratio(float64(s.misses), float64(s.jobs1)),
+	}
+	jf.AttemptsSE = stdErr(s.jobs1, s.sumAttempts, s.sqAttempts)
+	jf.BilledSE = stdErr(s.jobs1, s.sumBilled, s.sqBilled)
+	jf.USDSE = stdErr(s.jobs1, s.sumUSD, s.sqUSD)
+	out := &Summary{By: s.opts.By, Rows: s.rows, Before: s.before, Jobs: jf,
+		RefusedRows: s.refusedRows, RefusedRate: ratio(float64(s.refusedRows), float64(s.rows)), BudgetRefused: s.budgetRefused}
+	if s.steps != nil {
+		out.Steps = s.steps.close()
+	}
+	var wait, ttfb, elapsed, tokens, itl []Sorted
+	for _, g := range s.groups {
+		out.Groups = append(out.Groups, g.finish())
+		wait, ttfb = append(wait, g.sWait), append(ttfb, g.sTTFB)
+		itl = append(itl, g.sITL)
+		elapsed, tokens = append(elapsed, g.sElapsed), append(tokens, g.sTokens)
+	}
+	if !s.opts.KeepOrder {
+		slices.SortFunc(out.Groups[s.listed:], func(a, b *Group) int { return strings.Compare(a.Key, b.Key) })
+	}
+	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
+	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
+	s.all.sITL = merge(itl...)
+	out.All = s.all.finish()
+	all, n := out.All, float64(s.jobs1)
+	jf = out.Jobs
+	jf.AttemptsPerJob, jf.BilledPerJob = ratio(float64(all.Attempts), n), ratio(float64(all.Billed), n)
+	jf.TokensPerJob, jf.WastedPerJob = ratio(float64(all.TokensTotal), n), ratio(float64(all.WastedCalls), n)
+	jf.USDPerJob, jf.USDPerSuccess = Figure(math.NaN()), Figure(math.NaN())
+	if all.RetryTax.CostRows > 0 {
+		jf.USDPerJob, jf.USDPerSuccess = ratio(float64(all.USDTotal), n), ratio(float64(all.USDTotal), float64(all.Succeeded))
+	}
+	jf.TokensPerSuccess = ratio(float64(all.TokensTotal), float64(all.Succeeded))
+	out.Jobs = jf
+	for _, k := range s.wasteKeys {
+		out.Wasted = append(out.Wasted, *s.wasted[k])
+	}
+	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
+		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Seat, b.Seat), strings.Compare(a.Outcome, b.Outcome))
+	})
+	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
+		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
+	out.Content.Wait = s.contentWait.sorted(msUnit)
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(tpotUnit)), OutputTPS: newDist(s.outTPS.sorted(tpsUnit)), ITL: newDist(s.itl.sorted(msUnit))}
+	for i := range s.asideWait {
+		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
+	}
+	out.Breaker = s.brk.result(s.opts.Since)
+	if s.good != nil {
+		gp := s.good.close()
+		out.Goodput = &gp
+	}
+	return out
+}
+
+// stdErr is the standard error of a mean over n values from their sum and
+// sum of squares; 0 with fewer than two.
+func stdErr(n int64, sum, sq float64) Figure {
+	if n < 2 {
+		return 0
+	}
+	k := float64(n)
+	m := sum / k
+	v := (sq - k*m*m) / (k - 1)
+	return Figure(math.Sqrt(max(v, 0) / k))
+}
+
+func ratio(num, den float64) Figure {
+	if den == 0 {
+		return Figure(math.NaN())
+	}
+	return Figure(num / den)
+}
+
+func (a *groupAcc) finish() *Group {
+	g := a.g
+	if !a.merged {
+		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
+		a.sITL = a.itl.sorted(msUnit)
+	}
+	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
+	if a.sITL.Len() > 0 {
+		itl := newDist(a.sITL)
+		g.ITL = &itl
+	}
+	g.Outcomes = map[string]int64{}
+	for i, n := range a.outcomes {
+		if n > 0 {
+			g.Outcomes[string(admit.Outcomes[i])] = n
+		}
+	}
+	g.Refusals = a.refusals
+	g.TokensTotal = a.tokensAll
+	g.USDTotal = Figure(math.NaN())
+	if a.costRows > 0 {
+		g.USDTotal = Figure(a.usdAll)
+	}
+	switch {
+	case g.Succeeded > 0:
+		g.AttemptsPerSuccess = Figure(float64(g.Attempts) / float64(g.Succeeded))
+	case g.Attempts > 0:
+		g.AttemptsPerSuccess = Figure(math.Inf(1)) // attempts were made and none answered
+	default:
+		g.AttemptsPerSuccess = Figure(math.NaN())
+	}
+	g.SuccessRate = ratio(float64(g.Succeeded), float64(g.Jobs))
+	g.FailedRate = ratio(float64(g.Failed), float64(g.Jobs))
+	g.AttemptFailureRate = ratio(float64(g.FailedAttempts), float64(g.Attempts))
+	g.RetryRatio = ratio(float64(g.Attempts), float64(g.Jobs))
+	taxTokens := a.tokensAll - a.keptTokens
+	g.RetryTax = Tax{
+		Tokens:      taxTokens,
+		TokensShare: ratio(float64(taxTokens), float64(a.tokensAll)),
+		USD:         Figure(math.NaN()),
+		USDShare:    Figure(math.NaN()),
+		CostRows:    a.costRows,
+	}
+	if a.costRows > 0 {
+		tax := max(a.usdAll-a.keptUSD, 0)
+		g.RetryTax.USD = Figure(tax)
+		g.RetryTax.USDShare = ratio(tax, a.usdAll)
+	}
+	g.BillableFailureRate = ratio(float64(g.BilledFailures), float64(g.FailedAttempts))
+	g.UnknownRate = ratio(float64(g.Unknown), float64(g.Jobs))
+	g.FallbackRate = ratio(float64(g.FallbackJobs), float64(g.Jobs))
+	g.Cache = a.cache.figures(a.costRows)
+	return &g
+}
