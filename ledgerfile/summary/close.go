@@ -5,6 +5,7 @@ package summary
 import (
 	"cmp"
 	"math"
+	"math/big"
 	"slices"
 	"strings"
 
@@ -18,31 +19,17 @@ func (c *cacheAcc) figures(costRows int64) CacheFigures {
 		CacheWriteTokens: c.written,
 		ReasoningTokens:  c.reasoning, ReasoningShare: ratio(float64(c.reasoning), float64(c.reasoningOf)),
 		SavedUSD: Figure(math.NaN()), RetryTaxUncachedUSD: Figure(math.NaN()),
+		cachedOf: c.cachedOf, reasoningOf: c.reasoningOf, saturated: c.saturated,
 	}
 	if c.savedRows > 0 {
-		f.SavedUSD = Figure(c.saved)
+		saved := new(big.Rat).Sub(c.savedUncached.Rat(), c.savedCost.Rat()) // negative when writes cost more than reads saved
+		f.SavedUSD = Figure(ratFloat(saved))
 	}
 	if costRows > 0 {
-		f.RetryTaxUncachedUSD = Figure(max(c.uncachedAll-c.keptUncached, 0))
+		f.RetryTaxUncachedUSD = Figure(c.taxUncached.Float64())
 	}
 	return f
 }
-
-const (
-	// msUnit is milliseconds per second: durations are counted in the
-	// log's milliseconds, and k of them read as k/1000 s, the double
-	// nearest the log's decimal (k × 0.001 is not: 700 × 0.001 is
-	// 0.7000000000000001, and a threshold at 0.7s would fail on it).
-	msUnit    = 1000
-	countUnit = 1
-	// Figures the log holds no unit for are counted finer than any output
-	// prints them: USD to the micro-dollar (tables print 4 decimals, JSON
-	// 6), TPOT to the microsecond, output tokens/s to 0.01. Memory then
-	// follows their range, not the rows.
-	usdUnit  = 1e6
-	tpotUnit = 1e6
-	tpsUnit  = 100
-)
 
 // Close finishes the jobs still open and computes every figure, once,
 // after the last Add: every view (tables, JSON, thresholds, tune, the
@@ -52,20 +39,14 @@ func (s *Summarizer) Close() *Summary {
 		panic("summary: Close called twice")
 	}
 	s.done = true
-	// Jobs with no job_end row (hand-written logs, a crashed run) end here.
-	for c := range s.jobs {
-		for i := range s.jobs[c] {
-			if s.jobs[c][i].open {
-				s.finishJob(&s.jobs[c][i])
-			}
-		}
-		s.jobs[c] = nil // let the chunk go as soon as it is counted
-	}
-	s.jobs, s.ids, s.free, s.ended = nil, nil, nil, nil
+	// The last log's jobs end here (a job with no job_end row ends as its
+	// writer would have ended it).
+	s.EndLog()
+	s.ids = nil
 	jf := JobFigures{
-		Jobs: s.jobs1, Time: s.jobTime.sorted(msUnit), TimeToSuccess: s.jobTTS.sorted(msUnit),
-		Tokens: s.jobTokens.sorted(countUnit), USD: s.jobUSD.sorted(usdUnit),
-		AttemptsPerSuccess: s.jobAPS.sorted(countUnit), EndToEnd: s.jobE2E.sorted(msUnit),
+		Jobs: s.jobs1, Time: s.jobTime.sorted(secExp), TimeToSuccess: s.jobTTS.sorted(secExp),
+		Tokens: s.jobTokens.sorted(countExp), USD: s.jobUSD.sorted(0),
+		AttemptsPerSuccess: s.jobAPS.sorted(countExp), EndToEnd: s.jobE2E.sorted(secExp),
 		DeadlineMisses: s.misses, DeadlineMissRate: ratio(float64(s.misses), float64(s.jobs1)),
 	}
 	jf.AttemptsSE = stdErr(s.jobs1, s.sumAttempts, s.sqAttempts)
@@ -96,22 +77,25 @@ func (s *Summarizer) Close() *Summary {
 	jf.TokensPerJob, jf.WastedPerJob = ratio(float64(all.TokensTotal), n), ratio(float64(all.WastedCalls), n)
 	jf.USDPerJob, jf.USDPerSuccess = Figure(math.NaN()), Figure(math.NaN())
 	if all.RetryTax.CostRows > 0 {
-		jf.USDPerJob, jf.USDPerSuccess = ratio(float64(all.USDTotal), n), ratio(float64(all.USDTotal), float64(all.Succeeded))
+		usd := s.all.usdAll.Rat()
+		jf.USDPerJob = Figure(ratFloat(quo(usd, big.NewRat(s.jobs1, 1))))
+		jf.USDPerSuccess = Figure(ratFloat(quo(usd, big.NewRat(all.Succeeded, 1))))
 	}
 	jf.TokensPerSuccess = ratio(float64(all.TokensTotal), float64(all.Succeeded))
 	out.Jobs = jf
 	for _, k := range s.wasteKeys {
-		out.Wasted = append(out.Wasted, *s.wasted[k])
+		w := s.wasted[k]
+		out.Wasted = append(out.Wasted, Wasted{Seat: k.seat, Outcome: string(admit.Outcomes[k.outcome]), Calls: w.calls, Tokens: w.tokens, USD: Figure(w.usd.Float64())})
 	}
 	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Seat, b.Seat), strings.Compare(a.Outcome, b.Outcome))
 	})
-	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(msUnit), Wait: s.okWait.sorted(msUnit),
-		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds, RateRows: s.rateRows}
-	out.Content.Wait = s.contentWait.sorted(msUnit)
-	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(tpotUnit)), OutputTPS: newDist(s.outTPS.sorted(tpsUnit)), ITL: newDist(s.itl.sorted(msUnit))}
+	out.OK = OKFigures{Elapsed: s.okElapsed.sorted(secExp), Wait: s.okWait.sorted(secExp),
+		RateTokens: s.rateTokens, RateSeconds: s.rateSeconds.Float64(), RateRows: s.rateRows}
+	out.Content.Wait = s.contentWait.sorted(secExp)
+	out.Stream = StreamFigures{TPOT: newDist(s.tpot.sorted(tpotExp)), OutputTPS: newDist(s.outTPS.sorted(tpsExp)), ITL: newDist(s.itl.sorted(secExp))}
 	for i := range s.asideWait {
-		out.Content.Aside[i] = s.asideWait[i].sorted(msUnit)
+		out.Content.Aside[i] = s.asideWait[i].sorted(secExp)
 	}
 	out.Breaker = s.brk.result(s.opts.Since)
 	if s.good != nil {
@@ -143,8 +127,8 @@ func ratio(num, den float64) Figure {
 func (a *groupAcc) finish() *Group {
 	g := a.g
 	if !a.merged {
-		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(msUnit), a.ttfb.sorted(msUnit), a.elapsed.sorted(msUnit), a.tokens.sorted(countUnit)
-		a.sITL = a.itl.sorted(msUnit)
+		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(secExp), a.ttfb.sorted(secExp), a.elapsed.sorted(secExp), a.tokens.sorted(countExp)
+		a.sITL = a.itl.sorted(secExp)
 	}
 	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
 	if a.sITL.Len() > 0 {
@@ -159,9 +143,10 @@ func (a *groupAcc) finish() *Group {
 	}
 	g.Refusals = a.refusals
 	g.TokensTotal = a.tokensAll
+	g.Saturated = a.saturated
 	g.USDTotal = Figure(math.NaN())
 	if a.costRows > 0 {
-		g.USDTotal = Figure(a.usdAll)
+		g.USDTotal = Figure(a.usdAll.Float64())
 	}
 	switch {
 	case g.Succeeded > 0:
@@ -175,18 +160,23 @@ func (a *groupAcc) finish() *Group {
 	g.FailedRate = ratio(float64(g.Failed), float64(g.Jobs))
 	g.AttemptFailureRate = ratio(float64(g.FailedAttempts), float64(g.Attempts))
 	g.RetryRatio = ratio(float64(g.Attempts), float64(g.Jobs))
-	taxTokens := a.tokensAll - a.keptTokens
+	// The tax is the sum of what the attempts that did not produce their
+	// job's kept answer cost, each as its row wrote it: never a total
+	// less the kept part (a large total swallows a small tax), and never
+	// negative. A token sum that saturated leaves its share unknown.
 	g.RetryTax = Tax{
-		Tokens:      taxTokens,
-		TokensShare: ratio(float64(taxTokens), float64(a.tokensAll)),
+		Tokens:      a.taxTokens,
+		TokensShare: ratio(float64(a.taxTokens), float64(a.tokensAll)),
 		USD:         Figure(math.NaN()),
 		USDShare:    Figure(math.NaN()),
 		CostRows:    a.costRows,
 	}
+	if a.saturated {
+		g.RetryTax.TokensShare = Figure(math.NaN())
+	}
 	if a.costRows > 0 {
-		tax := max(a.usdAll-a.keptUSD, 0)
-		g.RetryTax.USD = Figure(tax)
-		g.RetryTax.USDShare = ratio(tax, a.usdAll)
+		g.RetryTax.USD = Figure(a.taxUSD.Float64())
+		g.RetryTax.USDShare = Figure(ratFloat(quo(a.taxUSD.Rat(), a.usdAll.Rat())))
 	}
 	g.BillableFailureRate = ratio(float64(g.BilledFailures), float64(g.FailedAttempts))
 	g.UnknownRate = ratio(float64(g.Unknown), float64(g.Jobs))

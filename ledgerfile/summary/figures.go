@@ -176,6 +176,10 @@ type Group struct {
 	FallbackRate        Figure `json:"fallback_rate"`
 
 	Cache CacheFigures `json:"cache"`
+	// Saturated says a token sum of the group reached admit.MaxTokens:
+	// tokens_total and the retry tax's tokens are then lower bounds, its
+	// share is unknown (null), and a threshold on it fails.
+	Saturated bool `json:"saturated,omitempty"`
 }
 
 // CacheFigures are the prompt cache's and reasoning's figures over a
@@ -205,6 +209,9 @@ type CacheFigures struct {
 	// at price_in (uncached_usd where a row has it, else cost_usd): the
 	// figure a cache-blind estimate would give, beside RetryTax.USD.
 	RetryTaxUncachedUSD Figure `json:"retry_tax_usd_uncached"`
+
+	cachedOf, reasoningOf int64 // the shares' denominators, for exact thresholds
+	saturated             bool  // a token sum of these reached admit.MaxTokens
 }
 
 // Wasted is seed 000's wasted-call query: sent attempts before their job's

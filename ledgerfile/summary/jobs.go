@@ -4,7 +4,6 @@
 package summary
 
 import (
-	"hash/maphash"
 	"slices"
 	"time"
 
@@ -14,34 +13,22 @@ import (
 
 const jobChunk = 4096
 
-// endWindow is how many jobs may end after a job's job_end row while a
-// late row of it still rejoins its figures. The job is then counted, once,
-// as it stood, and its id forgotten (as the reader forgets it), so memory
-// follows the open jobs, never the log's rows: a row that comes later
-// than that starts a job of its own.
-const endWindow = 1 << 14
-
-// endedJob is a job past its job_end row, in the order jobs ended.
-type endedJob struct {
-	ix  int32
-	seq uint32 // the job's endSeq when it ended; a later row clears it
-}
-
 // jobState is the little a job needs remembered between its rows.
 type jobState struct {
 	groups []int32 // groups touched besides the first
 
-	hash            uint64      // its id's hash (Summarizer.ids)
-	endSeq          uint32      // set by its job_end row, cleared by any later row
-	spend           admit.Spent // ledgerfile.AddSpent over its sent rows so far
-	terms           int         // durations summed into spend.Time
-	keptTokens      int64
-	keptUSD         float64
-	keptUncachedUSD float64
-	keptTime        time.Duration // gate time to the kept answer
-	candTokens      int64
-	candUSD         float64
-	start, end      int64 // unix ns of the first row, and of the last row's end; 0 without ts
+	spend    admit.Spent   // ledgerfile.AddSpent over its sent rows so far (its USD is usd's)
+	usd      Dec           // Σ cost_usd of its sent rows, as they wrote them
+	terms    int           // durations summed into spend.Time
+	keptTime time.Duration // gate time to the kept answer
+	// The kept answer so far (the ok attempt of the highest number): its
+	// tokens and cost go into the retry tax when a later ok replaces it,
+	// or at the end when the job did not succeed.
+	keptTokens          int64
+	keptUSD, keptUncost Dec
+	candTokens          int64
+	candUSD             float64
+	start, end          int64 // unix ns of the earliest row, and of the latest end; 0 without ts
 
 	firstGroup  int32
 	lastGroup   int32
@@ -54,17 +41,22 @@ type jobState struct {
 	keptSent    int32 // sent attempts up to and including the kept one
 	candGroup   int32
 	candSeat    int32 // index into Summarizer.seats
+	sentAttempt int32 // the highest attempt number sent
 
 	// wasted-call candidate: the current last row, counted once a later attempt appears
-	open        bool // the slot holds a job that has not ended
+	open        bool // the slot holds a job of the log being read
+	hasTS       bool
 	cand        bool
 	candOutcome uint8
-	lastOutcome uint8
-	lastSent    bool
-	lastAmbig   bool
+	// The last sent attempt (the highest number sent), which the writer
+	// judges a job without an answer by (admit.EndAfter).
+	sentOutcome uint8
+	sentAmbig   bool // a slow (ambiguous) 5xx
+	anySent     bool
 	end8        uint8 // job_end of the latest row carrying one (endCodes)
 	fallback    bool
 	kept        bool
+	keptCost    bool // the kept answer's row carries cost_usd
 	keptMet     bool // the kept answer meets every per-attempt threshold (goodput)
 	allCost     bool
 	missed      bool
@@ -74,66 +66,52 @@ var endCodes = []string{"", ledgerfile.JobSucceeded, ledgerfile.JobFailed, ledge
 
 func endCode(s string) uint8 { return uint8(max(slices.Index(endCodes, s), 0)) }
 
-// jobFor finds the open job's slot, or opens one.
+// jobFor finds the slot of the log's job id, or opens one.
 func (s *Summarizer) jobFor(id string) int32 {
 	if s.hasCur && id == s.curJob {
 		return s.curIx
 	}
-	h := maphash.String(s.seed, id)
-	ix, seen := s.ids[h]
+	ix, seen := s.ids[id]
 	if !seen {
-		if n := len(s.free); n > 0 {
-			ix, s.free = s.free[n-1], s.free[:n-1]
-		} else {
-			switch {
-			case len(s.jobs) == 0:
-				// The first chunk grows as jobs come (a small log, a
-				// one-row check, costs little); later ones are whole.
-				s.jobs = append(s.jobs, make([]jobState, 0, 16))
-			case len(s.jobs[len(s.jobs)-1]) == jobChunk:
-				s.jobs = append(s.jobs, make([]jobState, 0, jobChunk))
-			}
-			c := &s.jobs[len(s.jobs)-1]
-			*c = append(*c, jobState{})
-			ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
+		switch {
+		case len(s.jobs) == 0:
+			// The first chunk grows as jobs come (a small log, a
+			// one-row check, costs little); later ones are whole.
+			s.jobs = append(s.jobs, make([]jobState, 0, 16))
+		case len(s.jobs[len(s.jobs)-1]) == jobChunk:
+			s.jobs = append(s.jobs, make([]jobState, 0, jobChunk))
 		}
-		s.jobs[ix/jobChunk][ix%jobChunk] = jobState{firstGroup: -1, open: true, hash: h}
-		s.ids[h] = ix
+		c := &s.jobs[len(s.jobs)-1]
+		*c = append(*c, jobState{firstGroup: -1, open: true})
+		ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
+		s.ids[id] = ix
 	}
 	s.curJob, s.curIx, s.hasCur = id, ix, true
 	return ix
 }
 
-// endJob takes a job past its job_end row into the window of ended jobs;
-// the oldest one there, if no row came for it since, is counted and let go.
-func (s *Summarizer) endJob(ix int32, js *jobState) {
-	s.endSeq++
-	if s.endSeq == 0 {
-		s.endSeq++ // 0 means "not ended"
+// MissesDeadline is the one deadline-miss rule: the policy stops the job
+// for its deadline. Either its decision for the row is `refuse:
+// deadline` (logged, or replayed by check), or the row is a sent attempt
+// that timed out at the end of what was left of the deadline: spent, the
+// job's spend through this attempt (ledgerfile.AddSpent; its own delay
+// and elapsed included), reaches the deadline. The writer rounds each
+// duration to its millisecond (ledgerfile.WriteResolution), so the reach
+// is judged within that rounding: half a millisecond per duration summed
+// (terms). Note text is never read.
+func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, terms int, deadline time.Duration) bool {
+	if decision == deadlineRefusal {
+		return true
 	}
-	js.endSeq = s.endSeq
-	e := endedJob{ix, s.endSeq}
-	if len(s.ended) < endWindow {
-		s.ended = append(s.ended, e)
-		return
+	if deadline <= 0 || !r.WasSent() || r.Outcome != admit.Timeout {
+		return false
 	}
-	old := s.ended[s.endHead]
-	s.ended[s.endHead] = e
-	s.endHead = (s.endHead + 1) % endWindow
-	o := &s.jobs[old.ix/jobChunk][old.ix%jobChunk]
-	if !o.open || o.endSeq != old.seq {
-		return // a later row reopened it; a later end queued it again
-	}
-	s.finishJob(o)
-	delete(s.ids, o.hash)
-	*o = jobState{}
-	s.free = append(s.free, old.ix)
-	if s.hasCur && s.curIx == old.ix {
-		s.hasCur = false
-	}
+	return spent+time.Duration(terms)*ledgerfile.WriteResolution/2 >= deadline
 }
 
-func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowFacts, decision string) {
+var deadlineRefusal = admit.Refuse(admit.ReasonDeadline).String()
+
+func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *rowFacts, decision string) {
 	js.seen++
 	attempt := int32(r.Attempt)
 	if attempt == 0 {
@@ -154,14 +132,23 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	sent, oi := f.sent, f.oi
 	waste := sent && oi != okIndex
 	if !r.TS.IsZero() {
-		ts := r.TS.UnixNano()
-		if js.seen == 1 {
-			js.start = ts
-		}
+		// The job's span: its earliest submit to its latest end, whatever
+		// order its rows come in.
+		start := r.TS.UnixNano()
+		end := start
 		if sent {
-			ts += int64(logged(r.Elapsed))
+			end += int64(ledgerfile.Kept(r.Elapsed))
 		}
-		js.end = ts
+		if !js.hasTS || start < js.start {
+			js.start = start
+		}
+		if !js.hasTS || end > js.end {
+			js.end = end
+		}
+		js.hasTS = true
+	}
+	if attempt >= js.maxAttempt {
+		js.lastGroup = gi // the job's last row decides an end that is not an answer
 	}
 
 	// Seed 000: a non-ok attempt before the job's last attempt is wasted.
@@ -172,8 +159,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 		if js.cand {
 			s.countWasted(s.seats.keys[js.candSeat], js.candOutcome, js.candGroup, js.candTokens, js.candUSD)
 		}
-		js.maxAttempt, js.lastGroup, js.lastOutcome, js.lastSent = attempt, gi, oi, sent
-		js.lastAmbig = sent && oi != okIndex && f.billing == admit.Ambiguous
+		js.maxAttempt = attempt
 		js.cand = waste
 		if waste {
 			js.candSeat, _ = s.seats.of(r.Seat)
@@ -187,12 +173,19 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	before := js.spend.Time
 	if sent {
 		ledgerfile.AddSpent(&js.spend, r)
+		if r.HasCost {
+			js.usd = js.usd.Add(f.usd)
+		}
 		js.terms += 2
 		if f.billing.Billed() {
 			js.billed++
 		}
 		if !r.HasCost {
 			js.allCost = false
+		}
+		if !js.anySent || attempt >= js.sentAttempt {
+			js.anySent, js.sentAttempt, js.sentOutcome = true, attempt, oi
+			js.sentAmbig = oi == serverErrorIndex && f.billing == admit.Ambiguous
 		}
 	}
 	if !js.missed && MissesDeadline(decision, r, js.spend.Time, js.terms, s.opts.Deadline) {
@@ -206,22 +199,28 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	} else {
 		s.asideWait[oi].addDur(r.Wait)
 	}
-	if oi == okIndex && (!js.kept || attempt > js.keptAttempt) {
+	switch {
+	case oi == okIndex && (!js.kept || attempt > js.keptAttempt):
+		if js.kept {
+			s.tax(js.keptGroup, js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost) // a later answer is kept
+		}
 		js.kept, js.keptAttempt, js.keptGroup = true, attempt, gi
-		js.keptTokens, js.keptUSD, js.keptUncachedUSD = r.Tokens, r.CostUSD, uncachedUSD(r)
+		js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost = r.Tokens, f.usd, f.uncached, r.HasCost
 		js.keptSent = int32(js.spend.Attempts)
 		if s.good != nil {
 			js.keptMet = s.good.meets(r)
 		}
 		// Elapsed holds the wait: the gate charges wait + gen = elapsed.
-		js.keptTime = admit.AddDuration(before, admit.AddDuration(logged(r.Delay), logged(r.Elapsed)))
+		js.keptTime = admit.AddDuration(before, admit.AddDuration(ledgerfile.Kept(r.Delay), ledgerfile.Kept(r.Elapsed)))
+	default:
+		s.tax(gi, r.Tokens, f.usd, f.uncached, r.HasCost)
 	}
 	if !s.opts.NoStream {
-		if x, ok := TPOT(r); ok {
-			s.tpot.addScaled(x, tpotUnit)
+		if u, ok := tpotUnits(r); ok {
+			s.tpot.addUnits(u)
 		}
-		if x, ok := OutputTPS(r); ok {
-			s.outTPS.addScaled(x, tpsUnit)
+		if u, ok := tpsUnits(r); ok {
+			s.outTPS.addUnits(u)
 		}
 		if d, ok := itlDur(r); ok {
 			s.itl.addDur(d)
@@ -232,10 +231,16 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 		s.okWait.addDur(r.Wait)
 		if r.HasSplit && r.Elapsed > r.Wait {
 			s.rateTokens = admit.AddTokens(s.rateTokens, r.CompletionTokens)
-			s.rateSeconds += (r.Elapsed - r.Wait).Seconds()
+			s.rateSeconds = s.rateSeconds.Add(DecOf(uint64(micros(r.Elapsed)-micros(r.Wait)), -secExp))
 			s.rateRows++
 		}
 	}
+}
+
+// wasteAcc sums one seat's and outcome's wasted calls.
+type wasteAcc struct {
+	calls, tokens int64
+	usd           Dec
 }
 
 func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, usd float64) {
@@ -245,39 +250,34 @@ func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, 
 	k := wasteKey{seat, oi}
 	w := s.wasted[k]
 	if w == nil {
-		w = &Wasted{Seat: seat, Outcome: string(admit.Outcomes[oi])}
+		w = &wasteAcc{}
 		s.wasted[k] = w
 		s.wasteKeys = append(s.wasteKeys, k)
 	}
-	w.Calls++
-	w.Tokens += tokens
-	w.USD += Figure(usd)
+	w.calls++
+	w.tokens = admit.AddTokens(w.tokens, tokens)
+	w.usd = w.usd.Add(decAmount(usd))
 	s.groups[gi].g.WastedCalls++
 	s.all.g.WastedCalls++
 }
 
-// jobEnd is the job's end state: job_end when a row carries it, otherwise
-// inferred as the attempt loop would have written it — an ok attempt is
-// success; a last attempt that timed out, hit the wait cap or was billed
-// ambiguous may have completed server-side, so its fate is unknown (seed
-// 004: never collapse unknown into failed); anything else failed.
+// jobEnd is the job's end state, one rule with its kept answer: job_end
+// of its last row that carries one; otherwise succeeded when it has an
+// answer, else as the writer would have written it (admit.EndAfter,
+// judged by its last sent attempt: a timeout, a wait-cap cut or a slow
+// 5xx may have completed server-side, so its fate is unknown, seed 004).
 func (js *jobState) jobEnd() string {
 	if js.end8 != 0 {
 		return endCodes[js.end8]
 	}
-	o := admit.Outcomes[js.lastOutcome]
-	switch {
-	case js.kept:
+	if js.kept {
 		return ledgerfile.JobSucceeded
-	case js.lastSent && js.lastOutcome == cancelledIndex:
-		return ledgerfile.JobCancelled
-	case js.lastSent && (o == admit.Timeout || o == admit.WaitCap || js.lastAmbig):
-		return ledgerfile.JobUnknown
 	}
-	return ledgerfile.JobFailed
+	return admit.EndAfter(js.anySent, admit.Outcomes[js.sentOutcome], js.sentAmbig)
 }
 
 func (s *Summarizer) finishJob(js *jobState) {
+	js.open = false
 	touch := func(g *groupAcc) {
 		g.g.Jobs++
 		if js.fallback {
@@ -291,11 +291,17 @@ func (s *Summarizer) finishJob(js *jobState) {
 	touch(s.all)
 
 	end := js.jobEnd()
+	if js.kept && end != ledgerfile.JobSucceeded {
+		// A job that did not succeed kept no answer (it succeeded, and
+		// then failed: a client asked again): every attempt is tax.
+		s.tax(js.keptGroup, js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost)
+		js.kept = false
+	}
 	if s.good != nil {
 		s.good.job(end == ledgerfile.JobSucceeded, js.kept && js.keptMet)
 	}
 	decider := js.lastGroup
-	if end == ledgerfile.JobSucceeded && js.kept {
+	if js.kept {
 		decider = js.keptGroup
 	}
 	for _, g := range []*groupAcc{s.groups[decider], s.all} {
@@ -311,11 +317,6 @@ func (s *Summarizer) finishJob(js *jobState) {
 		}
 	}
 	if js.kept {
-		for _, g := range []*groupAcc{s.groups[js.keptGroup], s.all} {
-			g.keptTokens += js.keptTokens
-			g.keptUSD += js.keptUSD
-			g.cache.keptUncached += js.keptUncachedUSD
-		}
 		s.jobTTS.addDur(js.keptTime)
 	}
 	if end == ledgerfile.JobSucceeded {
@@ -328,20 +329,21 @@ func (s *Summarizer) finishJob(js *jobState) {
 	if js.missed {
 		s.misses++
 	}
-	if js.start != 0 {
+	if js.hasTS {
 		s.jobE2E.addDur(time.Duration(js.end - js.start))
 	}
 	s.jobs1++
+	usd := js.usd.Float64()
 	a, b := float64(js.spend.Attempts), float64(js.billed)
 	s.sumAttempts, s.sqAttempts = s.sumAttempts+a, s.sqAttempts+a*a
 	s.sumBilled, s.sqBilled = s.sumBilled+b, s.sqBilled+b*b
-	s.sumUSD, s.sqUSD = s.sumUSD+js.spend.USD, s.sqUSD+js.spend.USD*js.spend.USD
+	s.sumUSD, s.sqUSD = s.sumUSD+usd, s.sqUSD+usd*usd
 	if js.spend.Attempts == 0 {
 		return // refused before anything went out: no time or tokens to speak of
 	}
 	s.jobTime.addDur(js.spend.Time)
 	s.jobTokens.addUnits(js.spend.Tokens)
 	if js.allCost {
-		s.jobUSD.addScaled(js.spend.USD, usdUnit)
+		s.jobUSD.addDec(js.usd)
 	}
 }

@@ -4,6 +4,7 @@
 package summary
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -18,8 +19,8 @@ func ITL(r *ledgerfile.Row) (float64, bool) {
 	return Seconds(d), ok
 }
 
-// itlDur is ITL's rule as the row's duration, which the summary counts at
-// the log's millisecond.
+// itlDur is ITL's rule as the row's duration, which the summary counts as
+// every duration, as the reader keeps it.
 func itlDur(r *ledgerfile.Row) (time.Duration, bool) {
 	if r.Unsent || !r.HasITL {
 		return 0, false
@@ -27,21 +28,57 @@ func itlDur(r *ledgerfile.Row) (time.Duration, bool) {
 	return r.ITLMean, true
 }
 
-// TPOT is a row's time per output token in seconds; false when the row
-// has none (see StreamFigures).
+// Resolutions of the figures the log holds no unit for, as powers of
+// ten: TPOT is counted to the microsecond, output tokens/s to 0.01, each
+// rounded half up from the row's exact numbers, and is that decimal in
+// every view and threshold (docs/reading.md).
+const (
+	secExp   = 6 // durations: the reader's microseconds (ledgerfile.ReadResolution)
+	countExp = 0
+	tpotExp  = 6
+	tpsExp   = 2
+)
+
+// TPOT is a row's time per output token in seconds, (elapsed − wait) ÷
+// (completion tokens − 1) to the microsecond; false when the row has
+// none (see StreamFigures).
 func TPOT(r *ledgerfile.Row) (float64, bool) {
+	u, ok := tpotUnits(r)
+	return float64(u) / 1e6, ok
+}
+
+func tpotUnits(r *ledgerfile.Row) (int64, bool) {
 	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || r.CompletionTokens < 2 || r.Elapsed < r.Wait {
 		return 0, false
 	}
-	return Seconds(r.Elapsed-r.Wait) / float64(r.CompletionTokens-1), true
+	return divRound(uint64(micros(r.Elapsed)-micros(r.Wait)), 1, uint64(r.CompletionTokens-1)), true
 }
 
-// OutputTPS is a row's output tokens per second; false when it has none.
+// OutputTPS is a row's output tokens per second, completion tokens ÷
+// elapsed to 0.01; false when it has none.
 func OutputTPS(r *ledgerfile.Row) (float64, bool) {
-	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || r.Elapsed <= 0 {
+	u, ok := tpsUnits(r)
+	return float64(u) / 100, ok
+}
+
+func tpsUnits(r *ledgerfile.Row) (int64, bool) {
+	el := micros(r.Elapsed)
+	if r.Unsent || r.Outcome != admit.OK || !r.HasSplit || el <= 0 {
 		return 0, false
 	}
-	return float64(r.CompletionTokens) / Seconds(r.Elapsed), true
+	// completion × 10^6 µs/s × 10^2 units, over elapsed in µs.
+	return divRound(uint64(admit.ClampTokens(r.CompletionTokens)), 1e8, uint64(el)), true
+}
+
+// divRound is a × b ÷ c rounded half up, for a × b within 128 bits and
+// a quotient within int64 (a ≤ 2^53, b ≤ 10^8: it is).
+func divRound(a, b, c uint64) int64 {
+	hi, lo := bits.Mul64(a, b)
+	q, r := bits.Div64(hi, lo, c)
+	if r >= c-r {
+		q++
+	}
+	return int64(q)
 }
 
 // ProducedContent reports whether a sent attempt's wait is a real first
@@ -71,10 +108,11 @@ func uncachedUSD(r *ledgerfile.Row) float64 {
 const numOutcomes = 10
 
 const (
-	okIndex         = 0
-	resetIndex      = 7
-	cancelledIndex  = 8
-	incompleteIndex = 9
+	okIndex          = 0
+	serverErrorIndex = 4
+	resetIndex       = 7
+	cancelledIndex   = 8
+	incompleteIndex  = 9
 )
 
 // outcomeIndex is a sent row's outcome as an index into admit.Outcomes.
@@ -133,49 +171,14 @@ func RefusalReason(r *ledgerfile.Row) string {
 	return "unsent"
 }
 
-// Seconds is a duration as the log writes it, in seconds: the double
-// nearest its three decimals (rounded to the millisecond first, as the
-// log rounds it), so that 0.700 reads as 0.7, the same double a
-// threshold's 0.7s, 0.7 or 700ms is.
-func Seconds(d time.Duration) float64 {
-	return float64(logged(d)/time.Millisecond) / msUnit
-}
+// Seconds is a duration as the reader keeps it, in seconds: the double
+// nearest its decimal (to the microsecond, ledgerfile.Kept), so that
+// 0.700 reads as 0.7, the same double a threshold's 0.7s, 0.7 or 700ms
+// is, and 0.0004 as 0.0004.
+func Seconds(d time.Duration) float64 { return float64(micros(d)) / 1e6 }
 
-// logged is a duration as the log keeps it: d.Round(time.Millisecond).
-// A duration read from a log is never negative nor near overflow, and
-// for those Round is the sum below (half a millisecond rounds up), which
-// the compiler inlines with a constant divisor; any other d goes to Round.
-func logged(d time.Duration) time.Duration {
-	if d < 0 || d > 1<<62 {
-		return d.Round(time.Millisecond)
-	}
-	r := d % time.Millisecond
-	if r+r < time.Millisecond {
-		return d - r
-	}
-	return d + time.Millisecond - r
-}
-
-// MissesDeadline is the one deadline-miss rule: the policy stops the job
-// for its deadline. Either its decision for the row is `refuse:
-// deadline` (logged, or replayed by check), or the row is a sent attempt
-// that timed out at the end of what was left of the deadline: spent, the
-// job's spend through this attempt (ledgerfile.AddSpent; its own delay
-// and elapsed included), reaches the deadline. AddSpent rounds each
-// duration to the log's milliseconds, so the reach is judged within that
-// rounding: half a millisecond per duration summed (terms). Note text is
-// never read.
-func MissesDeadline(decision string, r *ledgerfile.Row, spent time.Duration, terms int, deadline time.Duration) bool {
-	if decision == deadlineRefusal {
-		return true
-	}
-	if deadline <= 0 || !r.WasSent() || r.Outcome != admit.Timeout {
-		return false
-	}
-	return spent+time.Duration(terms)*time.Millisecond/2 >= deadline
-}
-
-var deadlineRefusal = admit.Refuse(admit.ReasonDeadline).String()
+// secondsDec is Seconds exactly.
+func secondsDec(d time.Duration) Dec { return DecOf(uint64(micros(d)), -secExp) }
 
 // The rules a summary counts one row under, for counters kept outside
 // a summary (the proxy's Prometheus metrics): they count what Add
@@ -187,7 +190,7 @@ func RowBilling(r *ledgerfile.Row, slowAfter time.Duration) admit.Billing {
 	if r.Billing != "" {
 		return r.Billing
 	}
-	return admit.BillingOf(r.Outcome, r.Elapsed, slowAfter)
+	return admit.BillingOf(RowOutcome(r), r.Elapsed, slowAfter) // a hand-written answer is ok, and billed
 }
 
 // RowOutcome is the outcome a sent row counts under in Group.Outcomes:

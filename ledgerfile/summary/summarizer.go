@@ -4,15 +4,14 @@ package summary
 
 import (
 	"fmt"
-	"hash/maphash"
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // Summarizer aggregates rows as they stream past (Add, then Close once):
-// it keeps exact counts of the values percentiles need and a few numbers
-// per job still open, and a hash per job id (see jobs below).
+// it keeps exact counts of the values percentiles need, exact sums, and a
+// few numbers per job of the log being read (see jobs below).
 type Summarizer struct {
 	opts         Options
 	groups       []*groupAcc
@@ -23,31 +22,25 @@ type Summarizer struct {
 	hasLastGroup bool
 	all          *groupAcc
 
-	// A job is every row that shares its id (DESIGN.md), job_end or not:
-	// a row after a job's job_end row is still that job's. Jobs live in
-	// chunks of jobChunk (growing copies at most the first), by index. A
-	// job's state is kept past its job_end row while endWindow more jobs
-	// end, so a late row rejoins it, and is counted then; only its id's
-	// 64-bit hash stays after that (ids), to count each id once: memory
-	// follows the jobs open at once and a few bytes per job id, never the
-	// rows. (Two ids of one hash would be one job: at a million ids, a
-	// chance of about 3e-8, with a seed no log can aim at.)
-	jobs    [][]jobState
-	free    []int32
-	ids     map[uint64]int32 // hash of an open job's id → its slot
-	seed    maphash.Seed
-	ended   []endedJob // ring of jobs past their job_end row, oldest first at endHead
-	endHead int
-	endSeq  uint32
+	// A job is every row of its id within one log, in any order, whatever
+	// other jobs' rows stand between them (DESIGN.md, "A job, exactly"):
+	// a row after the job's job_end row is still that job's, and the same
+	// id in another log is another job. So a job is counted when its log
+	// ends (EndLog, a row of another log, or Close), and memory follows
+	// the jobs of one log, never its rows. Jobs live in chunks of
+	// jobChunk (growing copies at most the first), by index.
+	jobs [][]jobState
+	ids  map[string]int32 // the log's job ids → their slots
+	file string           // the log being read
 	// The current job's rows are adjacent, as they are unless jobs
-	// interleave: they skip the hash.
+	// interleave: they skip the map.
 	curJob string
 	curIx  int32
 	hasCur bool
 	good   *goodput // Options.Goodput
 	seats  keyIndex // wasted-call seat names
 
-	wasted    map[wasteKey]*Wasted
+	wasted    map[wasteKey]*wasteAcc
 	wasteKeys []wasteKey
 
 	okElapsed, okWait values
@@ -57,9 +50,10 @@ type Summarizer struct {
 	// Per-job distributions, gathered as jobs end.
 	jobTime, jobTTS, jobTokens, jobUSD, jobAPS, jobE2E values
 	rateTokens                                         int64
-	rateSeconds                                        float64
+	rateSeconds                                        Dec
 	rateRows                                           int64
-	// Σ and Σ² of per-job attempts, billed attempts and USD.
+	// Σ and Σ² of per-job attempts, billed attempts and USD, for the
+	// standard errors (estimates, never compared with a limit).
 	sumAttempts, sqAttempts, sumBilled, sqBilled, sumUSD, sqUSD float64
 
 	jobs1, misses int64
@@ -83,26 +77,43 @@ type groupAcc struct {
 	sITL                            Sorted
 	outcomes                        [numOutcomes]int64
 	refusals                        map[string]int64
-	tokensAll, keptTokens           int64
-	usdAll, keptUSD                 float64
-	costRows                        int64
-	cache                           cacheAcc
+	// Sums over sent attempts, and over the ones that did not produce
+	// their job's kept answer (the retry tax), each summed as it is (a
+	// token sum saturates at admit.MaxTokens; saturated says one did).
+	tokensAll, taxTokens int64
+	usdAll, taxUSD       Dec
+	costRows             int64
+	saturated            bool
+	cache                cacheAcc
 }
 
 // cacheAcc sums CacheFigures' parts.
 type cacheAcc struct {
-	retries, rewritten        int64
-	cached, cachedOf          int64
-	written                   int64
-	reasoning, reasoningOf    int64
-	saved                     float64
-	savedRows                 int64
-	uncachedAll, keptUncached float64
+	retries, rewritten     int64
+	cached, cachedOf       int64
+	written                int64
+	reasoning, reasoningOf int64
+	// savedCost and savedUncached are Σ cost_usd and Σ uncached_usd over
+	// the rows with uncached_usd: what the cache saved is their difference.
+	savedCost, savedUncached Dec
+	savedRows                int64
+	uncachedAll, taxUncached Dec
+	saturated                bool
 }
 
-func (c *cacheAcc) add(r *ledgerfile.Row) {
+// addTokens is a + b saturating at admit.MaxTokens, setting *sat when the
+// sum reaches it.
+func addTokens(a, b int64, sat *bool) int64 {
+	n := admit.AddTokens(a, b)
+	if n == admit.MaxTokens && b > 0 {
+		*sat = true
+	}
+	return n
+}
+
+func (c *cacheAcc) add(r *ledgerfile.Row, f *rowFacts) {
 	if r.HasCacheWrite {
-		c.written = admit.AddTokens(c.written, r.CacheWriteTokens)
+		c.written = addTokens(c.written, r.CacheWriteTokens, &c.saturated)
 		if r.Attempt > 1 {
 			c.retries++
 			if r.CacheWriteTokens > 0 {
@@ -111,19 +122,20 @@ func (c *cacheAcc) add(r *ledgerfile.Row) {
 		}
 	}
 	if r.HasCached {
-		c.cached = admit.AddTokens(c.cached, r.CachedTokens)
-		c.cachedOf = admit.AddTokens(c.cachedOf, r.PromptTokens)
+		c.cached = addTokens(c.cached, r.CachedTokens, &c.saturated)
+		c.cachedOf = addTokens(c.cachedOf, r.PromptTokens, &c.saturated)
 	}
 	if r.HasReasoning {
-		c.reasoning = admit.AddTokens(c.reasoning, r.ReasoningTokens)
-		c.reasoningOf = admit.AddTokens(c.reasoningOf, r.CompletionTokens)
+		c.reasoning = addTokens(c.reasoning, r.ReasoningTokens, &c.saturated)
+		c.reasoningOf = addTokens(c.reasoningOf, r.CompletionTokens, &c.saturated)
 	}
 	if r.HasCost {
 		if r.UncachedUSD > 0 {
-			c.saved += r.UncachedUSD - r.CostUSD
+			c.savedCost = c.savedCost.Add(f.usd)
+			c.savedUncached = c.savedUncached.Add(f.uncached)
 			c.savedRows++
 		}
-		c.uncachedAll = admit.AddUSD(c.uncachedAll, uncachedUSD(r))
+		c.uncachedAll = c.uncachedAll.Add(f.uncached)
 	}
 }
 
@@ -139,9 +151,8 @@ func New(opts Options) *Summarizer {
 	}
 	s := &Summarizer{
 		opts:   opts,
-		ids:    map[uint64]int32{},
-		seed:   maphash.MakeSeed(),
-		wasted: map[wasteKey]*Wasted{},
+		ids:    map[string]int32{},
+		wasted: map[wasteKey]*wasteAcc{},
 		all:    &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
 	if opts.OnlyEndToEnd || opts.OnlyGroups {
@@ -239,10 +250,28 @@ func (x *keyIndex) of(key string) (i int32, found bool) {
 	return i, false
 }
 
-// Add counts one row under the decision it records; file names it for
-// rows without a job id (each of which is a job of its own).
+// Add counts one row under the decision it records; file names the log
+// it came from: a job is every row of its id within one log, and a row
+// without a job id is a job of its own. The rows of one log come
+// together: a row of another log ends the one before (EndLog).
 func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 	s.add(r, file, LoggedDecision(r), !r.WasSent())
+}
+
+// EndLog says the log being read has ended: its jobs are counted, and a
+// job id that comes again is a job of the next log (the same log read
+// twice is two logs).
+func (s *Summarizer) EndLog() {
+	for c := range s.jobs {
+		for i := range s.jobs[c] {
+			if s.jobs[c][i].open {
+				s.finishJob(&s.jobs[c][i])
+			}
+		}
+		s.jobs[c] = nil // let the chunk go as soon as it is counted
+	}
+	s.jobs, s.hasCur = nil, false
+	clear(s.ids)
 }
 
 // add counts one row as Add does, but judges it by decision, which may be
@@ -250,6 +279,10 @@ func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 // that decision refuses it (Refused): the refused rate and the
 // deadline-miss rule read them, every other figure what the row records.
 func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool) {
+	if file != s.file {
+		s.EndLog()
+		s.file = file
+	}
 	s.brk.addRow(r)
 	if !s.opts.Since.IsZero() && !r.TS.IsZero() && r.TS.Before(s.opts.Since) {
 		s.before++
@@ -271,43 +304,47 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 	gi := s.group(s.GroupKey(r, file))
 	g := s.groups[gi]
 	f := s.factsOf(r)
-	s.addRow(g, r, f)
-	s.addRow(s.all, r, f)
+	s.addRow(g, r, &f)
+	s.addRow(s.all, r, &f)
 
 	if r.Job == "" {
 		single := jobState{firstGroup: -1}
 		if r.HasSpent {
 			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
+			single.usd = decAmount(r.SpentUSD)
 		}
-		s.addJobRow(&single, gi, r, f, decision)
+		s.addJobRow(&single, gi, r, &f, decision)
 		s.finishJob(&single)
 		return
 	}
 	ix := s.jobFor(r.Job)
-	js := &s.jobs[ix/jobChunk][ix%jobChunk]
-	js.endSeq = 0 // a row after the job's job_end row: the job goes on
-	s.addJobRow(js, gi, r, f, decision)
-	if r.JobEnd != "" {
-		s.endJob(ix, js)
-	}
+	s.addJobRow(&s.jobs[ix/jobChunk][ix%jobChunk], gi, r, &f, decision)
 }
 
 // rowFacts are what several figures ask of a row, worked out once.
 type rowFacts struct {
-	sent    bool
-	oi      uint8
-	billing admit.Billing
+	sent          bool
+	oi            uint8
+	billing       admit.Billing
+	usd, uncached Dec // cost_usd, and uncached_usd or else cost_usd (uncachedUSD), as the row wrote them
 }
 
 func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
 	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
 	if f.sent {
 		f.billing = RowBilling(r, s.opts.SlowAfter)
+		if r.HasCost {
+			f.usd = decAmount(r.CostUSD)
+			f.uncached = f.usd
+			if r.UncachedUSD > 0 {
+				f.uncached = decAmount(r.UncachedUSD)
+			}
+		}
 	}
 	return f
 }
 
-func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
+func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f *rowFacts) {
 	g.g.Rows++
 	if r.Holdout {
 		g.g.HeldOut++
@@ -336,12 +373,12 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 	}
 	oi := f.oi
 	g.outcomes[oi]++
-	g.tokensAll = admit.AddTokens(g.tokensAll, r.Tokens)
+	g.tokensAll = addTokens(g.tokensAll, r.Tokens, &g.saturated)
 	if r.HasCost {
-		g.usdAll = admit.AddUSD(g.usdAll, r.CostUSD)
+		g.usdAll = g.usdAll.Add(f.usd)
 		g.costRows++
 	}
-	g.cache.add(r)
+	g.cache.add(r, f)
 	billed := f.billing.Billed()
 	if billed {
 		g.g.Billed++
@@ -350,6 +387,18 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f rowFacts) {
 		g.g.FailedAttempts++
 		if billed {
 			g.g.BilledFailures++
+		}
+	}
+}
+
+// tax takes a sent row that did not produce its job's kept answer into
+// its group's retry tax (and the whole's).
+func (s *Summarizer) tax(gi int32, tokens int64, usd, uncached Dec, hasCost bool) {
+	for _, g := range [...]*groupAcc{s.groups[gi], s.all} {
+		g.taxTokens = addTokens(g.taxTokens, tokens, &g.saturated)
+		if hasCost {
+			g.taxUSD = g.taxUSD.Add(usd)
+			g.cache.taxUncached = g.cache.taxUncached.Add(uncached)
 		}
 	}
 }

@@ -24,4 +24,4 @@ type DistAcc struct{ v values }
 func (a *DistAcc) AddDur(d time.Duration) { a.v.addDur(d) }
 
 // Dist finishes the distribution; the accumulator is empty afterwards.
-func (a *DistAcc) Dist() Dist { return newDist(a.v.sorted(msUnit)) }
+func (a *DistAcc) Dist() Dist { return newDist(a.v.sorted(secExp)) }
