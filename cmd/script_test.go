@@ -16,7 +16,7 @@ import (
 // the txtar scripts under testdata/script.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"github.com/retrygate/retrygate": func() {
+		"retrygate": func() {
 			if os.Getenv(parseOnlyEnv) != "" {
 				os.Exit(parseOnlyMain()) // docs_test.go: an example that is not run
 			}
