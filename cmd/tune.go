@@ -92,6 +92,7 @@ func runTune(opts *TuneOptions) error {
 		held      []ledgerfile.Row
 		heldFiles []string
 	)
+	logs.endLog = sum.EndLog
 	_, _, err := logs.scan(opts.SkipBad, func(r *ledgerfile.Row, file string) {
 		if r.Holdout {
 			held, heldFiles = append(held, *r), append(heldFiles, file)

@@ -57,11 +57,11 @@ func (s *Summarizer) Close() *Summary {
 	if s.steps != nil {
 		out.Steps = s.steps.close()
 	}
-	var wait, ttfb, elapsed, tokens, itl []Sorted
+	var wait, ttfb, elapsed, tokens, itl, gen []Sorted
 	for _, g := range s.groups {
 		out.Groups = append(out.Groups, g.finish())
 		wait, ttfb = append(wait, g.sWait), append(ttfb, g.sTTFB)
-		itl = append(itl, g.sITL)
+		itl, gen = append(itl, g.sITL), append(gen, g.sGen)
 		elapsed, tokens = append(elapsed, g.sElapsed), append(tokens, g.sTokens)
 	}
 	if !s.opts.KeepOrder {
@@ -69,7 +69,7 @@ func (s *Summarizer) Close() *Summary {
 	}
 	s.all.sWait, s.all.sTTFB = merge(wait...), merge(ttfb...)
 	s.all.sElapsed, s.all.sTokens = merge(elapsed...), merge(tokens...)
-	s.all.sITL = merge(itl...)
+	s.all.sITL, s.all.sGen = merge(itl...), merge(gen...)
 	out.All = s.all.finish()
 	all, n := out.All, float64(s.jobs1)
 	jf = out.Jobs
@@ -98,6 +98,9 @@ func (s *Summarizer) Close() *Summary {
 		out.Content.Aside[i] = s.asideWait[i].sorted(secExp)
 	}
 	out.Breaker = s.brk.result(s.opts.Since)
+	if s.draw != nil {
+		out.Drawing = s.draw.close()
+	}
 	if s.good != nil {
 		gp := s.good.close()
 		out.Goodput = &gp
@@ -128,8 +131,9 @@ func (a *groupAcc) finish() *Group {
 	g := a.g
 	if !a.merged {
 		a.sWait, a.sTTFB, a.sElapsed, a.sTokens = a.wait.sorted(secExp), a.ttfb.sorted(secExp), a.elapsed.sorted(secExp), a.tokens.sorted(countExp)
-		a.sITL = a.itl.sorted(secExp)
+		a.sITL, a.sGen = a.itl.sorted(secExp), a.gen.sorted(secExp)
 	}
+	g.Gen = newDist(a.sGen)
 	g.Wait, g.TTFB, g.Elapsed, g.Tokens = newDist(a.sWait), newDist(a.sTTFB), newDist(a.sElapsed), newDist(a.sTokens)
 	if a.sITL.Len() > 0 {
 		itl := newDist(a.sITL)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -81,6 +82,9 @@ type Options struct {
 	// length from StepsFrom (simulate --ramp: one per rate).
 	Steps     time.Duration
 	StepsFrom time.Time
+	// Draw counts what report's pictures draw beside the figures
+	// (Summary.Drawing, and each group's Gen).
+	Draw bool
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)
@@ -152,6 +156,9 @@ type Group struct {
 	// ITL is the group's sent attempts' mean ITL (docs/load.md); absent
 	// when none has one (logs written before itl_mean_s).
 	ITL *Dist `json:"itl_s,omitempty"`
+	// Gen is elapsed − wait of the group's sent attempts (Gen), counted
+	// with Options.Draw.
+	Gen Dist `json:"-"`
 
 	Outcomes map[string]int64 `json:"outcomes"`
 	Refusals map[string]int64 `json:"refusals"`
@@ -297,6 +304,8 @@ type Summary struct {
 	Goodput *Goodput `json:"goodput,omitempty"`
 	// Breaker is when each seat's breaker was open (events.go).
 	Breaker []BreakerSpan `json:"-"`
+	// Drawing is what the pictures draw beside the figures (Options.Draw).
+	Drawing *Drawing `json:"-"`
 }
 
 // StreamFigures are docs/load.md's per-attempt streaming figures over the
@@ -329,4 +338,24 @@ type OKFigures struct {
 	RateTokens  int64
 	RateSeconds float64
 	RateRows    int64
+}
+
+// SecondsText writes a figure in seconds for a person: 3 decimals, as
+// the writer writes durations, and more where the figure has them, to
+// the reader's microsecond (a hand-written 0.0004 s wait shows as
+// 0.0004, not 0.000); a figure finer still (a mean) shows 6 decimals.
+// Every view that prints seconds prints them so, and JSON writes the
+// figure whole.
+func SecondsText(v float64) string {
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	dot := strings.IndexByte(s, '.')
+	switch n := len(s) - dot - 1; {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return s
+	case dot < 0 || n <= 3:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	case n <= 6:
+		return s
+	}
+	return strconv.FormatFloat(v, 'f', 6, 64)
 }

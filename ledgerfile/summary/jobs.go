@@ -276,7 +276,8 @@ func (js *jobState) jobEnd() string {
 	return admit.EndAfter(js.anySent, admit.Outcomes[js.sentOutcome], js.sentAmbig)
 }
 
-func (s *Summarizer) finishJob(js *jobState) {
+// finishJob counts a job at the end of its log, and says how it ended.
+func (s *Summarizer) finishJob(js *jobState) string {
 	js.open = false
 	touch := func(g *groupAcc) {
 		g.g.Jobs++
@@ -339,11 +340,12 @@ func (s *Summarizer) finishJob(js *jobState) {
 	s.sumBilled, s.sqBilled = s.sumBilled+b, s.sqBilled+b*b
 	s.sumUSD, s.sqUSD = s.sumUSD+usd, s.sqUSD+usd*usd
 	if js.spend.Attempts == 0 {
-		return // refused before anything went out: no time or tokens to speak of
+		return end // refused before anything went out: no time or tokens to speak of
 	}
 	s.jobTime.addDur(js.spend.Time)
 	s.jobTokens.addUnits(js.spend.Tokens)
 	if js.allCost {
 		s.jobUSD.addDec(js.usd)
 	}
+	return end
 }

@@ -4,6 +4,7 @@ package summary
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
@@ -38,6 +39,7 @@ type Summarizer struct {
 	curIx  int32
 	hasCur bool
 	good   *goodput // Options.Goodput
+	draw   *drawAcc // Options.Draw
 	seats  keyIndex // wasted-call seat names
 
 	wasted    map[wasteKey]*wasteAcc
@@ -73,8 +75,8 @@ type groupAcc struct {
 	merged                          bool
 	wait, ttfb, elapsed, tokens     values
 	sWait, sTTFB, sElapsed, sTokens Sorted
-	itl                             values
-	sITL                            Sorted
+	itl, gen                        values
+	sITL, sGen                      Sorted
 	outcomes                        [numOutcomes]int64
 	refusals                        map[string]int64
 	// Sums over sent attempts, and over the ones that did not produce
@@ -168,6 +170,9 @@ func New(opts Options) *Summarizer {
 	}
 	if opts.Goodput {
 		s.good = newGoodput(opts.Thresholds)
+	}
+	if opts.Draw {
+		s.draw = newDrawAcc()
 	}
 	if opts.Steps > 0 {
 		s.steps = &steps{from: opts.StepsFrom, every: opts.Steps}
@@ -264,14 +269,20 @@ func (s *Summarizer) Add(r *ledgerfile.Row, file string) {
 func (s *Summarizer) EndLog() {
 	for c := range s.jobs {
 		for i := range s.jobs[c] {
-			if s.jobs[c][i].open {
-				s.finishJob(&s.jobs[c][i])
+			if js := &s.jobs[c][i]; js.open {
+				end := s.finishJob(js)
+				if s.draw != nil {
+					s.draw.finish(s.draw.traceOf(int32(c*jobChunk+i), ""), end)
+				}
 			}
 		}
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
 	s.jobs, s.hasCur = nil, false
 	clear(s.ids)
+	if s.draw != nil {
+		clear(s.draw.traces)
+	}
 }
 
 // add counts one row as Add does, but judges it by decision, which may be
@@ -306,6 +317,9 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 	f := s.factsOf(r)
 	s.addRow(g, r, &f)
 	s.addRow(s.all, r, &f)
+	if s.draw != nil {
+		s.draw.bucket(r, f.sent)
+	}
 
 	if r.Job == "" {
 		single := jobState{firstGroup: -1}
@@ -314,11 +328,19 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 			single.usd = decAmount(r.SpentUSD)
 		}
 		s.addJobRow(&single, gi, r, &f, decision)
-		s.finishJob(&single)
+		end := s.finishJob(&single)
+		if s.draw != nil {
+			t := &trace{Trace: Trace{ID: file + ":" + strconv.Itoa(r.Line)}} // a row without a job id is a job of its own
+			t.add(r, f.sent)
+			s.draw.finish(t, end)
+		}
 		return
 	}
 	ix := s.jobFor(r.Job)
 	s.addJobRow(&s.jobs[ix/jobChunk][ix%jobChunk], gi, r, &f, decision)
+	if s.draw != nil {
+		s.draw.traceOf(ix, r.Job).add(r, f.sent)
+	}
 }
 
 // rowFacts are what several figures ask of a row, worked out once.
@@ -368,6 +390,11 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f *rowFacts) {
 		if !s.opts.NoStream {
 			if d, ok := itlDur(r); ok {
 				g.itl.addDur(d)
+			}
+		}
+		if s.draw != nil {
+			if d, ok := Gen(r); ok {
+				g.gen.addDur(d)
 			}
 		}
 	}

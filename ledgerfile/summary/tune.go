@@ -66,7 +66,7 @@ func Suggest(s *Summary, margin float64) (Tuned, error) {
 		wait = 0
 	}
 	t.add(Suggestion{Key: "max_wait", Observed: wait, Value: ceilTo(wait*margin, 0.1), Rows: cw.Len(),
-		Basis: fmt.Sprintf("p95 wait_s %.3fs %s, over attempts that produced content (ok, or reset after content)", wait, m)})
+		Basis: fmt.Sprintf("p95 wait_s %ss %s, over attempts that produced content (ok, or reset after content)", SecondsText(wait), m)})
 	for i, w := range s.Content.Aside {
 		if n := w.Len(); n > 0 {
 			t.Aside = append(t.Aside, Aside{Outcome: string(admit.Outcomes[i]), Rows: n, WaitP95: Figure(w.Percentile(95))})
@@ -74,7 +74,7 @@ func Suggest(s *Summary, margin float64) (Tuned, error) {
 	}
 	tts := j.TimeToSuccess.Percentile(99)
 	t.add(Suggestion{Key: "deadline", Observed: tts, Value: ceilTo(tts*margin, 0.1), Rows: j.TimeToSuccess.Len(),
-		Basis: fmt.Sprintf("p99 time-to-success %.3fs %s, over succeeded jobs", tts, m)})
+		Basis: fmt.Sprintf("p99 time-to-success %ss %s, over succeeded jobs", SecondsText(tts), m)})
 	tok := j.Tokens.Percentile(99)
 	t.add(Suggestion{Key: "token_ceiling", Observed: tok, Value: ceilTo(tok*margin, 100), Rows: j.Tokens.Len(),
 		Basis: fmt.Sprintf("p99 tokens per job %.0f %s, over jobs", tok, m)})

@@ -1,8 +1,6 @@
 package chart
 
 import (
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -18,89 +16,59 @@ import (
 	"golang.org/x/image/font/gofont/goregular"
 )
 
-// PNG paints a chart this package drew as SVG into a PNG, at scale times
-// its size, so --png gives the same charts as --svg. It reads only the
-// elements and attributes this package writes (line, rect, path, circle,
-// text and its fill patterns), not SVG at large.
-func PNG(svg io.Reader, w io.Writer, scale float64) error {
-	var root node
-	if err := xml.NewDecoder(svg).Decode(&root); err != nil {
-		return fmt.Errorf("chart: %w", err)
+// WritePNG renders s as a PNG at scale times its size: the same scene
+// WriteSVG writes, painted with gg, so --png gives the charts --svg does.
+func WritePNG(w io.Writer, s *Scene, scale float64) error {
+	if s.W <= 0 || s.H <= 0 || s.W > 10000 || s.H > 10000 || !(scale > 0 && scale <= 8) {
+		return fmt.Errorf("chart: size %gx%g at scale %g", s.W, s.H, scale)
 	}
-	if root.XMLName.Local != "svg" {
-		return errors.New("chart: no svg element")
-	}
-	p := &painter{patterns: map[string][]node{}, faces: map[faceKey]font.Face{}, scale: scale}
-	if err := p.start(root.attrs()); err != nil {
-		return err
-	}
-	p.paint(root.Kids)
+	p := &painter{dc: gg.NewContext(int(math.Ceil(s.W*scale)), int(math.Ceil(s.H*scale))), scale: scale, faces: map[faceKey]font.Face{}}
+	p.dc.Scale(scale, scale)
+	p.dc.SetColor(color.White)
+	p.dc.Clear()
+	p.paint(s.Shapes)
 	return p.dc.EncodePNG(w)
 }
 
-// node is one element of a chart's SVG.
-type node struct {
-	XMLName xml.Name
-	Attrs   []xml.Attr `xml:",any,attr"`
-	Text    string     `xml:",chardata"`
-	Kids    []node     `xml:",any"`
-}
-
-func (n *node) attrs() map[string]string {
-	m := make(map[string]string, len(n.Attrs))
-	for _, a := range n.Attrs {
-		m[a.Name.Local] = a.Value
-	}
-	return m
-}
-
 type painter struct {
-	dc       *gg.Context
-	scale    float64
-	patterns map[string][]node // a fill pattern's marks, by id
-	faces    map[faceKey]font.Face
+	dc    *gg.Context
+	scale float64
+	faces map[faceKey]font.Face
 }
 
-// paint draws elements in document order: a title or desc is not drawn,
-// a pattern is kept to fill with, a group's elements are drawn.
-func (p *painter) paint(nodes []node) {
-	for _, n := range nodes {
-		a := n.attrs()
-		switch n.XMLName.Local {
-		case "title", "desc":
-		case "pattern":
-			p.patterns[a["id"]] = n.Kids
-		case "defs", "g":
-			p.paint(n.Kids)
-		case "text":
-			p.text(a, n.Text)
-		default:
-			p.shape(n.XMLName.Local, a)
+func (p *painter) paint(shapes []Shape) {
+	dc := p.dc
+	for _, sh := range shapes {
+		switch x := sh.(type) {
+		case Group:
+			p.paint(x.Shapes)
+		case Segment:
+			dc.DrawLine(x.X1, x.Y1, x.X2, x.Y2)
+			p.stroke(x.Stroke)
+		case Rect:
+			dc.DrawRectangle(x.X, x.Y, x.W, x.H)
+			p.fill(x.Fill, x.X, x.Y, x.W, x.H)
+			dc.DrawRectangle(x.X, x.Y, x.W, x.H)
+			p.stroke(x.Stroke)
+		case Circle:
+			dc.DrawCircle(x.X, x.Y, x.R)
+			p.fill(x.Fill, x.X-x.R, x.Y-x.R, 2*x.R, 2*x.R)
+			dc.DrawCircle(x.X, x.Y, x.R)
+			p.stroke(x.Stroke)
+		case Path:
+			p.trace(x.Steps)
+			p.fill(x.Fill, 0, 0, 0, 0) // paths are lines, or filled with a colour
+			p.trace(x.Steps)
+			p.stroke(x.Stroke)
+		case Text:
+			p.text(x)
 		}
 	}
 }
 
-func f(a map[string]string, k string) float64 {
-	v, _ := strconv.ParseFloat(a[k], 64)
-	return v
-}
-
-func (p *painter) start(a map[string]string) error {
-	w, h := f(a, "width"), f(a, "height")
-	if w <= 0 || h <= 0 || w > 10000 || h > 10000 {
-		return fmt.Errorf("chart: svg size %gx%g", w, h)
-	}
-	p.dc = gg.NewContext(int(math.Ceil(w*p.scale)), int(math.Ceil(h*p.scale)))
-	p.dc.Scale(p.scale, p.scale)
-	p.dc.SetColor(color.White)
-	p.dc.Clear()
-	return nil
-}
-
-// paint parses "#RRGGBB" (and "none", "#fff").
-func paint(s string, opacity string) (color.Color, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "none" || !strings.HasPrefix(s, "#") {
+// rgba parses "#RRGGBB" or "#RGB" at opacity (0: opaque).
+func rgba(s string, opacity float64) (color.Color, bool) {
+	if !strings.HasPrefix(s, "#") {
 		return nil, false
 	}
 	h := s[1:]
@@ -111,28 +79,22 @@ func paint(s string, opacity string) (color.Color, bool) {
 	if err != nil || len(h) != 6 {
 		return nil, false
 	}
-	al := 1.0
-	if opacity != "" {
-		al, _ = strconv.ParseFloat(opacity, 64)
+	if opacity == 0 {
+		opacity = 1
 	}
-	c := color.NRGBA{uint8(v >> 16), uint8(v >> 8), uint8(v), uint8(math.Round(al * 255))}
-	return c, true
+	return color.NRGBA{uint8(v >> 16), uint8(v >> 8), uint8(v), uint8(math.Round(opacity * 255))}, true
 }
 
-func (p *painter) stroke(a map[string]string) {
-	c, ok := paint(a["stroke"], "")
+func (p *painter) stroke(s Stroke) {
+	c, ok := rgba(s.Color, 0)
 	if !ok {
 		p.dc.ClearPath()
 		return
 	}
 	p.dc.SetColor(c)
-	wd := f(a, "stroke-width")
-	if wd == 0 {
-		wd = 1
-	}
-	p.dc.SetLineWidth(wd)
+	p.dc.SetLineWidth(cmpOr(s.Width, 1))
 	var dash []float64
-	for _, d := range strings.Fields(a["stroke-dasharray"]) {
+	for _, d := range strings.Fields(s.Dash) {
 		v, _ := strconv.ParseFloat(d, 64)
 		dash = append(dash, v)
 	}
@@ -141,97 +103,81 @@ func (p *painter) stroke(a map[string]string) {
 	p.dc.SetDash()
 }
 
-// fill fills the current path, keeping it, with a colour or one of the
-// chart's patterns (its base colour, then its marks tiled over it,
-// clipped), within the box x, y, w, h.
-func (p *painter) fill(a map[string]string, x, y, w, h float64) {
-	fl := a["fill"]
-	if strings.HasPrefix(fl, "url(#") {
-		pat, ok := p.patterns[strings.TrimSuffix(strings.TrimPrefix(fl, "url(#"), ")")]
-		if !ok {
-			return
+func cmpOr(v, or float64) float64 {
+	if v == 0 {
+		return or
+	}
+	return v
+}
+
+// fill fills the current path with a colour, or a pattern (its base
+// colour, then its marks tiled over it, clipped) within the box x, y, w, h.
+func (p *painter) fill(f Fill, x, y, w, h float64) {
+	dc := p.dc
+	if f.Pattern == "" {
+		if c, ok := rgba(f.Color, f.Opacity); ok {
+			dc.SetColor(c)
+			dc.FillPreserve()
 		}
-		p.dc.Push()
-		p.dc.Clip()
-		for tx := math.Floor(x/6) * 6; tx < x+w; tx += 6 {
-			for ty := math.Floor(y/6) * 6; ty < y+h; ty += 6 {
-				p.dc.Push()
-				p.dc.Translate(tx, ty)
-				for _, s := range pat {
-					p.shape(s.XMLName.Local, s.attrs())
-				}
-				p.dc.Pop()
-			}
-		}
-		p.dc.ResetClip()
-		p.dc.Pop()
+		dc.ClearPath()
 		return
 	}
-	if c, ok := paint(fl, a["fill-opacity"]); ok {
-		p.dc.SetColor(c)
-		p.dc.FillPreserve()
+	base, wash, width := "", 0.0, 1.3
+	var steps []Step
+	dot := false
+	if f.Pattern == genPattern {
+		base, wash, width, steps = "#fff", 0.45, 1.5, []Step{{'M', 0, 6}, {'L', 6, 0}}
 	}
-}
-
-func (p *painter) shape(name string, a map[string]string) {
-	dc := p.dc
-	switch name {
-	case "line":
-		dc.DrawLine(f(a, "x1"), f(a, "y1"), f(a, "x2"), f(a, "y2"))
-		p.stroke(a)
-	case "rect":
-		x, y, w, h := f(a, "x"), f(a, "y"), f(a, "width"), f(a, "height")
-		dc.DrawRectangle(x, y, w, h)
-		p.fill(a, x, y, w, h)
-		dc.DrawRectangle(x, y, w, h)
-		p.stroke(a)
-	case "circle":
-		cx, cy, r := f(a, "cx"), f(a, "cy"), f(a, "r")
-		dc.DrawCircle(cx, cy, r)
-		p.fill(a, cx-r, cy-r, 2*r, 2*r)
-		dc.DrawCircle(cx, cy, r)
-		p.stroke(a)
-	case "path":
-		p.path(a["d"])
-		p.fill(a, 0, 0, 0, 0) // paths are lines, or filled with a colour
-		p.stroke(a)
+	for i, pt := range patterns {
+		if pt.id != "" && pt.id == f.Pattern {
+			base, steps, dot = Color(i), pt.steps, pt.dot
+		}
 	}
-}
-
-// path traces the commands this package writes: M L H V m l, each
-// letter glued to its first number, numbers split by spaces or commas.
-func (p *painter) path(d string) {
-	var x, y float64
-	var cmd byte
-	var args []float64
-	for _, tok := range strings.FieldsFunc(d, func(r rune) bool { return r == ' ' || r == ',' }) {
-		if c := tok[0]; (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') {
-			cmd, args, tok = c, args[:0], tok[1:]
-			if tok == "" {
+	if base == "" {
+		dc.ClearPath()
+		return
+	}
+	dc.Push()
+	dc.Clip()
+	bc, _ := rgba(base, wash)
+	for tx := math.Floor(x/6) * 6; tx < x+w; tx += 6 {
+		for ty := math.Floor(y/6) * 6; ty < y+h; ty += 6 {
+			dc.DrawRectangle(tx, ty, 6, 6)
+			dc.SetColor(bc)
+			dc.Fill()
+			dc.SetColor(color.White)
+			if dot {
+				dc.DrawCircle(tx+3, ty+3, 1.2)
+				dc.Fill()
 				continue
 			}
+			dc.Push()
+			dc.Translate(tx, ty)
+			p.trace(steps)
+			dc.SetLineWidth(width)
+			dc.Stroke()
+			dc.Pop()
 		}
-		v, err := strconv.ParseFloat(tok, 64)
-		if err != nil {
-			return
+	}
+	dc.ResetClip()
+	dc.Pop()
+}
+
+// trace lays a path's steps on the context.
+func (p *painter) trace(steps []Step) {
+	var x, y float64
+	for _, s := range steps {
+		switch s.Op {
+		case 'M', 'L':
+			x, y = s.X, s.Y
+		case 'm', 'l':
+			x, y = x+s.X, y+s.Y
+		case 'H':
+			x = s.X
+		case 'V':
+			y = s.Y
 		}
-		args = append(args, v)
-		switch {
-		case cmd == 'H':
-			x = v
-		case cmd == 'V':
-			y = v
-		case len(args) < 2:
-			continue
-		case cmd == 'M' || cmd == 'L':
-			x, y = args[0], args[1]
-		case cmd == 'm' || cmd == 'l':
-			x, y = x+args[0], y+args[1]
-		default:
-			return
-		}
-		args = args[:0]
-		if cmd == 'M' || cmd == 'm' {
+		if s.Op == 'M' || s.Op == 'm' {
 			p.dc.MoveTo(x, y)
 		} else {
 			p.dc.LineTo(x, y)
@@ -260,32 +206,28 @@ func (p *painter) face(size float64, bold bool) font.Face {
 	return p.faces[k]
 }
 
-func (p *painter) text(a map[string]string, s string) {
-	if strings.TrimSpace(s) == "" {
+func (p *painter) text(t Text) {
+	if strings.TrimSpace(t.S) == "" {
 		return
 	}
-	size := f(a, "font-size")
-	if size == 0 {
-		size = 11
-	}
+	size := cmpOr(t.Size, 11)
 	// Faces are drawn at the pixel size, so text stays sharp when scaled.
 	dc := p.dc
 	dc.Push()
 	defer dc.Pop()
-	x, y := f(a, "x"), f(a, "y")
-	if tr := a["transform"]; strings.HasPrefix(tr, "translate(") {
-		var tx, ty, rot float64
-		fmt.Sscanf(tr, "translate(%g %g) rotate(%g)", &tx, &ty, &rot)
-		dc.Translate(tx, ty)
-		dc.Rotate(gg.Radians(rot))
+	x, y := t.X, t.Y
+	if t.Rotate != 0 {
+		dc.Translate(x, y)
+		dc.Rotate(gg.Radians(t.Rotate))
+		x, y = 0, 0
 	}
 	dc.Scale(1/p.scale, 1/p.scale)
-	dc.SetFontFace(p.face(size*p.scale, a["font-weight"] == "bold"))
-	c, ok := paint(a["fill"], "")
+	dc.SetFontFace(p.face(size*p.scale, t.Bold))
+	c, ok := rgba(t.Color, 0)
 	if !ok {
 		c = color.Black
 	}
 	dc.SetColor(c)
-	ax := map[string]float64{"middle": 0.5, "end": 1}[a["text-anchor"]]
-	dc.DrawStringAnchored(s, x*p.scale, y*p.scale, ax, 0)
+	ax := map[string]float64{"middle": 0.5, "end": 1}[t.Anchor]
+	dc.DrawStringAnchored(t.S, x*p.scale, y*p.scale, ax, 0)
 }

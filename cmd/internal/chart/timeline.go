@@ -4,26 +4,17 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 )
 
-// TimelineJob is one job's attempts, in seconds from its first submit.
-type TimelineJob struct {
-	ID       string
-	End      string // succeeded, failed, unknown, or "" when the log never said
-	Attempts []TimelineAttempt
-}
+// TimelineJob is one job's attempts, in seconds from its first submit,
+// as the summary traced it (summary.Drawing.Timeline).
+type TimelineJob = summary.Trace
 
-// TimelineAttempt is one row of a job: a sent attempt (wait then gen) or a
-// refusal (a mark with its reason).
-type TimelineAttempt struct {
-	Start    float64 // seconds from the job's first submit
-	Wait     float64
-	Gen      float64
-	Seat     string
-	Outcome  string
-	Fallback bool
-	Refused  string // the refusal's reason; the attempt was not sent
-}
+// TimelineAttempt is one row of a job: a sent attempt (wait then gen) or
+// a refusal (a mark with its reason).
+type TimelineAttempt = summary.TraceAttempt
 
 // Timeline draws jobs one per lane.
 type Timeline struct {
@@ -31,11 +22,14 @@ type Timeline struct {
 	Jobs  []TimelineJob
 }
 
-// Write draws the lanes: each attempt a bar, its wait solid and its gen
+// Write draws the lanes as SVG.
+func (ch Timeline) Write(w io.Writer) error { return WriteSVG(w, ch.Scene()) }
+
+// Scene draws the lanes: each attempt a bar, its wait solid and its gen
 // hatched, backoff sleeps the gaps between them, refusals a cross with
 // their reason, and attempts on a fallback seat in vermillion and marked
 // "fallback".
-func (ch Timeline) Write(w io.Writer) error {
+func (ch Timeline) Scene() *Scene {
 	hi := 0.0
 	for _, j := range ch.Jobs {
 		for _, a := range j.Attempts {
@@ -58,18 +52,21 @@ func (ch Timeline) Write(w io.Writer) error {
 		if end == "" {
 			end = "open"
 		}
-		fmt.Fprintf(&c.b, `<g class="lane" data-job="%s"><text x="%s" y="%s" text-anchor="end" fill="%s">%s · %s</text>`,
-			esc(j.ID), num(c.left-6), num(y+13), ink, esc(clip(j.ID, 14)), esc(end))
+		c.group("lane", [2]string{"job", j.ID})
+		c.add(Text{X: c.left - 6, Y: y + 13, Anchor: "end", Color: ink, S: clip(j.ID, 14) + " · " + end})
 		prevEnd := math.NaN()
 		for _, at := range j.Attempts {
 			x := c.X(at.Start)
 			if !math.IsNaN(prevEnd) && at.Start > prevEnd {
-				fmt.Fprintf(&c.b, `<line class="backoff" x1="%s" x2="%s" y1="%s" y2="%s" stroke="#777" stroke-dasharray="1 2"><title>backoff %s</title></line>`,
-					num(c.X(prevEnd)), num(x), num(y+9), num(y+9), esc(Fmt(at.Start-prevEnd, "s")))
+				c.add(Segment{Class: "backoff", X1: c.X(prevEnd), X2: x, Y1: y + 9, Y2: y + 9, Stroke: Stroke{Color: "#777", Dash: "1 2"},
+					Tip: Tip("backoff " + Fmt(at.Start-prevEnd, "s"))})
 			}
 			if at.Refused != "" {
-				fmt.Fprintf(&c.b, `<g class="refusal"><path d="M%s,%s l8,12 m0,-12 l-8,12" stroke="#D55E00" stroke-width="2.5"/><text x="%s" y="%s" fill="#A33B00" font-size="10">refuse: %s</text><title>refuse: %s</title></g>`,
-					num(x-4), num(y+3), num(x+7), num(y+13), esc(at.Refused), esc(at.Refused))
+				c.group("refusal")
+				c.tip(Tip("refuse: " + at.Refused))
+				c.add(Path{Stroke: Stroke{Color: "#D55E00", Width: 2.5}, Steps: []Step{{'M', x - 4, y + 3}, {'l', 8, 12}, {'m', 0, -12}, {'l', -8, 12}}},
+					Text{X: x + 7, Y: y + 13, Color: ruleInk, Size: 10, S: "refuse: " + at.Refused})
+				c.end()
 				continue
 			}
 			col := Palette[0]
@@ -80,25 +77,34 @@ func (ch Timeline) Write(w io.Writer) error {
 			}
 			wx := math.Max(c.X(at.Start+at.Wait)-x, 1)
 			gx := math.Max(c.X(at.Start+at.Wait+at.Gen)-x-wx, 0)
-			tip := fmt.Sprintf("%s: wait %s, gen %s, %s", label, Fmt(at.Wait, "s"), Fmt(at.Gen, "s"), at.Outcome)
-			fmt.Fprintf(&c.b, `<g class="attempt"><rect class="wait" x="%s" y="%s" width="%s" height="16" fill="%s"/><rect class="gen" x="%s" y="%s" width="%s" height="16" fill="%s" stroke="%s"/><rect x="%s" y="%s" width="%s" height="16" fill="url(#p-gen)"/><title>%s</title>`,
-				num(x), num(y+1), num(wx), col, num(x+wx), num(y+1), num(gx), col, col, num(x+wx), num(y+1), num(gx), esc(tip))
+			tip := Tip(fmt.Sprintf("%s: wait %s, gen %s, %s", label, Fmt(at.Wait, "s"), Fmt(at.Gen, "s"), at.Outcome))
+			c.group("attempt")
+			c.tip(tip)
+			c.add(Rect{Class: "wait", X: x, Y: y + 1, W: wx, H: 16, Fill: Fill{Color: col}},
+				Rect{Class: "gen", X: x + wx, Y: y + 1, W: gx, H: 16, Fill: Fill{Color: col}, Stroke: Stroke{Color: col}},
+				Rect{X: x + wx, Y: y + 1, W: gx, H: 16, Fill: Fill{Pattern: genPattern}})
 			tag := at.Outcome
 			if at.Fallback {
 				tag = "fallback · " + tag
 			}
 			if wx+gx > 60 {
-				fmt.Fprintf(&c.b, `<text x="%s" y="%s" fill="#fff" font-size="10">%s</text>`, num(x+3), num(y+13), esc(clip(tag, int((wx+gx)/6))))
+				c.add(Text{X: x + 3, Y: y + 13, Color: "#fff", Size: 10, S: clip(tag, int((wx+gx)/6))})
 			}
-			c.b.WriteString(`</g>`)
+			c.end()
 			prevEnd = at.Start + at.Wait + at.Gen
 		}
-		c.b.WriteString(`</g>`)
+		c.end()
 	}
 	// Key: wait solid, gen hatched, fallback vermillion, refusal cross.
-	fmt.Fprintf(&c.b, `<g class="legend"><rect x="%[1]s" y="25" width="18" height="11" fill="%[2]s"/><text x="%[3]s" y="35">wait</text><rect x="%[4]s" y="25" width="18" height="11" fill="%[2]s"/><rect x="%[4]s" y="25" width="18" height="11" fill="url(#p-gen)"/><text x="%[5]s" y="35">gen</text><rect x="%[6]s" y="25" width="18" height="11" fill="%[7]s"/><text x="%[8]s" y="35">fallback seat</text><path d="M%[9]s,25 l8,11 m0,-11 l-8,11" stroke="#D55E00" stroke-width="2.5"/><text x="%[10]s" y="35">refusal</text></g>`,
-		num(c.w-330), Palette[0], num(c.w-308), num(c.w-270), num(c.w-248), num(c.w-210), Palette[5], num(c.w-188), num(c.w-100), num(c.w-88))
-	return c.finish(w)
+	c.group("legend")
+	c.add(Rect{X: c.w - 330, Y: 25, W: 18, H: 11, Fill: Fill{Color: Palette[0]}}, Text{X: c.w - 308, Y: 35, S: "wait"},
+		Rect{X: c.w - 270, Y: 25, W: 18, H: 11, Fill: Fill{Color: Palette[0]}}, Rect{X: c.w - 270, Y: 25, W: 18, H: 11, Fill: Fill{Pattern: genPattern}},
+		Text{X: c.w - 248, Y: 35, S: "gen"},
+		Rect{X: c.w - 210, Y: 25, W: 18, H: 11, Fill: Fill{Color: Palette[5]}}, Text{X: c.w - 188, Y: 35, S: "fallback seat"},
+		Path{Stroke: Stroke{Color: "#D55E00", Width: 2.5}, Steps: []Step{{'M', c.w - 100, 25}, {'l', 8, 11}, {'m', 0, -11}, {'l', -8, 11}}},
+		Text{X: c.w - 88, Y: 35, S: "refusal"})
+	c.end()
+	return c.finish()
 }
 
 func clip(s string, n int) string {
