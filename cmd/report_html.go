@@ -266,7 +266,7 @@ func (p *pictures) html(path string) error {
 	files := strings.Join(p.files, ", ")
 	return writePage(path, "report", map[string]any{
 		"Title": "retrygate report: " + files, "Files": files, "Rows": fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows),
-		"Cards": cards, "PolicyLast": p.d.policy.last != "", "Hashes": p.d.policy.hashes, "PolicyKV": parsePolicyLine(p.d.policy.last),
+		"Cards": cards, "PolicyLast": p.d.policy.seen, "Hashes": p.d.policy.hashes, "PolicyKV": p.d.policy.pairs(),
 		"CapsFrom": p.capsFrom, "Charts": drawn, "By": string(p.s.By), "Percentiles": percentileTable(p),
 		"LeftOut": left > 0, "Drawn": maxDrawnGroups, "Groups": len(p.s.Groups), "Held": p.held,
 		"Sampled": p.sampled, "TimelineJobs": len(p.s.Drawing.Timeline), "Jobs": p.s.All.Jobs,
@@ -278,20 +278,20 @@ func writePictures(opts *ReportOptions, s *summary.Summary, d *drawData, files [
 	p := &pictures{s: s, held: d.held.Close(), d: d, files: files,
 		waitCap: opts.Budget.MaxWait.Seconds(), deadline: opts.Budget.Deadline.Seconds(), tokenCeiling: float64(opts.Budget.TokenCeiling),
 		capsFrom: opts.BudgetFrom}
-	if d.policy.last != "" {
-		pol := parsePolicyLine(d.policy.last)
+	if d.policy.seen {
+		pol := d.policy.last
 		from := "the log's # policy line"
-		if h := pol.get("hash"); h != "" {
+		if h := pol.Hash; h != "" {
 			from += " (hash " + h + ")"
 		}
 		read := func(key string, into *float64) {
-			if dur, err := admit.ParseDuration(pol.get(key)); err == nil {
+			if dur, err := admit.ParseDuration(pol.Get(key)); err == nil {
 				*into = dur.Seconds()
 			}
 		}
 		read("budget.max_wait", &p.waitCap)
 		read("budget.deadline", &p.deadline)
-		if n, err := strconv.ParseInt(pol.get("budget.token_ceiling"), 10, 64); err == nil {
+		if n, err := admit.ParseCount(pol.Get("budget.token_ceiling")); err == nil {
 			p.tokenCeiling = float64(admit.ClampTokens(n))
 		}
 		p.capsFrom = from

@@ -98,7 +98,11 @@ func TestReportHTMLPolicyLine(t *testing.T) {
 		}
 		_, _, err := summary.ScanEvents(r, "p.log", false, func(*ledgerfile.Row) {}, nil, w.comment)
 		require.NoError(t, err)
-		assert.Equal(t, strings.TrimSpace(pol[2:]), w.last)
+		want, ok := ledgerfile.ParsePolicy(pol)
+		require.True(t, ok)
+		assert.Equal(t, want, w.last)
+		assert.Equal(t, 1, w.last.Run)
+		assert.Equal(t, "7s", w.last.Get("budget.max_wait"))
 		assert.Equal(t, []string{"0123456789ab"}, w.hashes)
 	}
 	path := filepath.Join(t.TempDir(), "p.log")

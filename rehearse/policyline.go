@@ -1,15 +1,11 @@
 package rehearse
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-logfmt/logfmt"
-
+	"github.com/retrygate/retrygate/ledgerfile"
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
@@ -27,9 +23,8 @@ type Threshold struct {
 // Prices are per million tokens; API keys, URLs and commands are never
 // written: a seat is its name, kind and model.
 func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) string {
-	var body bytes.Buffer
-	enc := logfmt.NewEncoder(&body)
-	kv := func(k, v string) { _ = enc.EncodeKeyval(k, v) }
+	var kvs []ledgerfile.KV
+	kv := func(k, v string) { kvs = append(kvs, ledgerfile.KV{Key: k, Value: v}) }
 	dur := func(d time.Duration) string { return d.String() }
 	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	b, r, t, br := p.Budget, p.Retry, p.Timeouts, p.Breaker
@@ -84,7 +79,5 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 	for _, th := range thresholds {
 		kv("thresholds."+th.Metric, strings.Join(th.Exprs, "; "))
 	}
-	sum := sha256.Sum256(body.Bytes())
-
-	return "policy run=r" + strconv.Itoa(run) + " " + body.String() + " hash=" + hex.EncodeToString(sum[:])[:12]
+	return ledgerfile.PolicyText(run, kvs)
 }
