@@ -24,7 +24,7 @@ func retrygateBinary(t testing.TB) string {
 			binErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "github.com/retrygate/retrygate")
+		binPath = filepath.Join(dir, "retrygate")
 		// Built as README's install line builds it: static, no cgo.
 		build := exec.Command("go", "build", "-o", binPath, "..")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -139,7 +139,7 @@ func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, "") }
 // was a third of their start-up.
 func newRootCmd(f *Factory, only string) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "github.com/retrygate/retrygate",
+		Use:   "retrygate",
 		Short: "Rehearse and gate LLM retry policies before they cost you",
 		Long: `retrygate times scratch calls to LLM seats, writes every attempt to
 rehearsal.log, and runs the four-number gate (deadline, token ceiling,

@@ -13,9 +13,18 @@ import (
 
 const jobChunk = 4096
 
+// endWindow is how many jobs the replay (replay.go) lets end after a job
+// ended before it forgets that job's books. The summary keeps every job
+// of a log until the log ends (Summarizer.EndLog).
+const endWindow = 1 << 14
+
 // jobState is the little a job needs remembered between its rows.
 type jobState struct {
-	groups []int32 // groups touched besides the first
+	// second is the second group touched (a fallback seat), -1 before
+	// one: most jobs touch one or two, and a job allocates nothing for
+	// them; groups holds any after those two.
+	second int32
+	groups []int32
 
 	spend    admit.Spent   // ledgerfile.AddSpent over its sent rows so far (its USD is usd's)
 	usd      Dec           // Σ cost_usd of its sent rows, as they wrote them
@@ -82,7 +91,7 @@ func (s *Summarizer) jobFor(id string) int32 {
 			s.jobs = append(s.jobs, make([]jobState, 0, jobChunk))
 		}
 		c := &s.jobs[len(s.jobs)-1]
-		*c = append(*c, jobState{firstGroup: -1, open: true})
+		*c = append(*c, jobState{firstGroup: -1, second: -1, open: true})
 		ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
 		s.ids[id] = ix
 	}
@@ -120,8 +129,12 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 	if js.firstGroup < 0 {
 		js.firstGroup = gi
 		js.allCost = true
-	} else if gi != js.firstGroup && !slices.Contains(js.groups, gi) {
-		js.groups = append(js.groups, gi)
+	} else if gi != js.firstGroup && gi != js.second && !slices.Contains(js.groups, gi) {
+		if js.second < 0 {
+			js.second = gi
+		} else {
+			js.groups = append(js.groups, gi)
+		}
 	}
 	if r.Fallback {
 		js.fallback = true
@@ -286,6 +299,9 @@ func (s *Summarizer) finishJob(js *jobState) string {
 		}
 	}
 	touch(s.groups[js.firstGroup])
+	if js.second >= 0 {
+		touch(s.groups[js.second])
+	}
 	for _, gi := range js.groups {
 		touch(s.groups[gi])
 	}

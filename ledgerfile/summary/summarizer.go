@@ -322,7 +322,7 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 	}
 
 	if r.Job == "" {
-		single := jobState{firstGroup: -1}
+		single := jobState{firstGroup: -1, second: -1}
 		if r.HasSpent {
 			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
 			single.usd = decAmount(r.SpentUSD)

@@ -171,7 +171,7 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	// Every request's headers, in the order they always overrode each
 	// other: ours, the wire's, then the seat's headers:.
-	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"github.com/retrygate/retrygate"}}
+	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"retrygate"}}
 	w.header(base, key)
 	maps.Copy(base, headers)
 	return &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
