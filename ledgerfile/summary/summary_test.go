@@ -2,6 +2,7 @@ package summary
 
 import (
 	"math"
+	"math/big"
 	"os"
 	"slices"
 	"strconv"
@@ -271,13 +272,32 @@ func TestSuggest(t *testing.T) {
 	require.ErrorContains(t, err, "at least 1")
 }
 
-func TestCeilTo(t *testing.T) {
-	for _, c := range []struct{ v, step, want float64 }{
-		{35.625, 0.1, 35.7}, {15, 0.1, 15}, {2.1, 0.1, 2.1}, {0.7 * 3, 0.1, 2.1}, {2625, 100, 2700},
-		{2500, 100, 2500}, {0.0024 * 1.25, 0.0001, 0.003}, {0.00001, 0.0001, 0.0001},
+func TestCeilExact(t *testing.T) {
+	for _, c := range []struct {
+		x      string
+		margin float64
+		step   string
+		want   float64
+	}{
+		{"28.5", 1.25, "0.1", 35.7}, {"15", 1, "0.1", 15}, {"2.1", 1, "0.1", 2.1}, {"0.7", 3, "0.1", 2.1}, {"2100", 1.25, "100", 2700},
+		{"2000", 1.25, "100", 2500}, {"0.0024", 1.25, "0.0001", 0.003}, {"0.00001", 1, "0.0001", 0.0001}, {"0.1", 3, "0.1", 0.3},
 	} {
-		assert.InDelta(t, c.want, ceilTo(c.v, c.step), 1e-12, "%v/%v", c.v, c.step)
+		x, _ := new(big.Rat).SetString(c.x)
+		assert.Equal(t, c.want, ceilExact(x, c.margin, c.step), "%s × %v / %s", c.x, c.margin, c.step)
 	}
+}
+
+// tune's observed spend is the p99 of the jobs' USD as the rows wrote
+// it: 0.02975955, not 0.02976 (the micro-dollar it was once counted to).
+func TestSuggestObservedSpendIsExact(t *testing.T) {
+	s := summarizeText(t, "job=a wait_s=1 elapsed_s=2 tokens=10 outcome=ok cost_usd=0.02975955\n", Options{})
+	tuned, err := Suggest(s, DefaultMargin)
+	require.NoError(t, err)
+	require.Len(t, tuned.Lines, 5)
+	assert.Equal(t, "max_spend_usd", tuned.Lines[4].Key)
+	assert.Equal(t, 0.02975955, tuned.Lines[4].Observed)
+	assert.Equal(t, 0.0372, tuned.Lines[4].Value, "0.02975955 × 1.25 = 0.0371994375, up to 0.0001")
+	assert.Contains(t, tuned.Lines[4].Basis, "p99 USD per job 0.02975955 ")
 }
 
 func TestRecommendMaxTokens(t *testing.T) {
