@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
+	"unsafe"
 )
 
 // Dec is a non-negative decimal held exactly: m × 10^e, m a 128-bit
@@ -46,7 +47,18 @@ func decAmount(x float64) Dec {
 			frac++
 		}
 	}
-	exp, _ := strconv.Atoi(string(b[i+1:]))
+	exp, neg := 0, false
+	for _, c := range b[i+1:] {
+		switch {
+		case c == '-':
+			neg = true
+		case c >= '0' && c <= '9':
+			exp = exp*10 + int(c-'0')
+		}
+	}
+	if neg {
+		exp = -exp
+	}
 	return Dec{lo: m, e: int32(exp - frac)}.norm()
 }
 
@@ -85,17 +97,31 @@ func mulSmall(hi, lo, k uint64) (u128, bool) {
 	return u128{h, l}, h2 == 0 && c == 0
 }
 
-// scaleUp is d with its exponent lowered by k (m × 10^k), when it fits.
+// scaleUp is d with its exponent lowered by k (m × 10^k), when it fits:
+// at most two multiplications.
 func (d Dec) scaleUp(k int32) (Dec, bool) {
-	for ; k > 0; k-- {
-		m, ok := mulSmall(d.hi, d.lo, 10)
+	if d.IsZero() {
+		return Dec{e: d.e - k}, true
+	}
+	for k > 0 {
+		step := min(k, 19)
+		m, ok := mulSmall(d.hi, d.lo, pow10u[step])
 		if !ok {
 			return d, false
 		}
-		d.hi, d.lo, d.e = m.hi, m.lo, d.e-1
+		d.hi, d.lo, d.e, k = m.hi, m.lo, d.e-step, k-step
 	}
 	return d, true
 }
+
+// pow10u[k] is 10^k.
+var pow10u = func() (p [20]uint64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
 
 // roundDown is d with its exponent raised by one (the last digit rounded
 // half to even).
@@ -169,7 +195,38 @@ func (d Dec) Mul(n int64) Dec {
 }
 
 // Cmp compares d and x: -1, 0 or +1.
-func (d Dec) Cmp(x Dec) int { return d.Rat().Cmp(x.Rat()) }
+func (d Dec) Cmp(x Dec) int {
+	// At one exponent the mantissas compare as numbers; a Dec that cannot
+	// be brought there is larger than any that fits (past 38 digits).
+	a, b := d, x
+	if a.e > b.e {
+		if s, ok := a.scaleUp(a.e - b.e); ok {
+			a = s
+		} else {
+			return 1
+		}
+	} else if b.e > a.e {
+		if s, ok := b.scaleUp(b.e - a.e); ok {
+			b = s
+		} else {
+			return -1
+		}
+	}
+	switch {
+	case a.hi != b.hi:
+		return cmpU(a.hi, b.hi)
+	case a.lo != b.lo:
+		return cmpU(a.lo, b.lo)
+	}
+	return 0
+}
+
+func cmpU(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
 
 // Rat is d exactly.
 func (d Dec) Rat() *big.Rat {
@@ -190,7 +247,8 @@ func (d Dec) Rat() *big.Rat {
 func abs32(e int32) int32 { return max(e, -e) }
 
 // Float64 is the double nearest d: it prints as d's decimal where d has
-// no more digits than a double holds.
+// no more digits than a double holds. strconv reads the decimal written
+// out, correctly rounded, without big numbers.
 func (d Dec) Float64() float64 {
 	if d.hi == 0 && d.lo < 1<<53 && d.e >= -22 && d.e <= 22 {
 		// Both exact doubles: one division or product, correctly rounded.
@@ -199,8 +257,38 @@ func (d Dec) Float64() float64 {
 		}
 		return float64(d.lo) * pow10[d.e]
 	}
-	f, _ := d.Rat().Float64()
+	var buf [64]byte
+	b := d.appendDigits(buf[:0])
+	b = append(b, 'e')
+	b = strconv.AppendInt(b, int64(d.e), 10)
+	f, _ := strconv.ParseFloat(unsafe.String(&b[0], len(b)), 64)
 	return f
+}
+
+// appendDigits appends the mantissa's decimal digits.
+func (d Dec) appendDigits(b []byte) []byte {
+	if d.hi == 0 {
+		return strconv.AppendUint(b, d.lo, 10)
+	}
+	// (hi, lo) = q × 10^19 + r, and q, under 2^128 / 10^19, once more.
+	const e19 = 10_000_000_000_000_000_000
+	qh := d.hi / e19
+	ql, r := bits.Div64(d.hi%e19, d.lo, e19)
+	if qh == 0 {
+		return appendPadded(strconv.AppendUint(b, ql, 10), r)
+	}
+	q2, r2 := bits.Div64(qh, ql, e19)
+	return appendPadded(appendPadded(strconv.AppendUint(b, q2, 10), r2), r)
+}
+
+// appendPadded appends n as 19 digits.
+func appendPadded(b []byte, n uint64) []byte {
+	var d [19]byte
+	for i := 18; i >= 0; i-- {
+		d[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, d[:]...)
 }
 
 var pow10 = func() (p [23]float64) {

@@ -43,3 +43,21 @@ func TestDecSumsTheDecimalsWritten(t *testing.T) {
 		t.Fatalf("0.1 + 0.2 = %v", got)
 	}
 }
+
+// A Dec's double and its order need no big numbers, and agree with them
+// across the whole 128-bit range.
+func TestDecFloatAndOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		draw := func(l string) Dec {
+			return Dec{hi: rapid.Uint64Range(0, 1<<63).Draw(t, l+"hi") >> rapid.UintRange(0, 64).Draw(t, l+"shift"),
+				lo: rapid.Uint64().Draw(t, l+"lo"), e: int32(rapid.IntRange(-40, 12).Draw(t, l+"e"))}
+		}
+		a, b := draw("a"), draw("b")
+		if want, _ := a.Rat().Float64(); a.Float64() != want {
+			t.Fatalf("%+v: %v, want %v", a, a.Float64(), want)
+		}
+		if got, want := a.Cmp(b), a.Rat().Cmp(b.Rat()); got != want {
+			t.Fatalf("%+v vs %+v: %d, want %d", a, b, got, want)
+		}
+	})
+}

@@ -4,6 +4,7 @@
 package summary
 
 import (
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -22,22 +23,25 @@ const endWindow = 1 << 14
 type jobState struct {
 	// second is the second group touched (a fallback seat), -1 before
 	// one: most jobs touch one or two, and a job allocates nothing for
-	// them; groups holds any after those two.
+	// them; more is the index in Summarizer.more of any after those two
+	// (0: none). A jobState holds no pointer, so the garbage collector
+	// never scans the jobs a log holds.
 	second int32
-	groups []int32
+	more   int32
 
 	spend    admit.Spent   // ledgerfile.AddSpent over its sent rows so far (its USD is usd's)
 	usd      Dec           // Σ cost_usd of its sent rows, as they wrote them
-	terms    int           // durations summed into spend.Time
 	keptTime time.Duration // gate time to the kept answer
 	// The kept answer so far (the ok attempt of the highest number): its
-	// tokens and cost go into the retry tax when a later ok replaces it,
-	// or at the end when the job did not succeed.
+	// tokens and cost (cost_usd and uncachedUSD, read as their decimals
+	// when taxed) go into the retry tax when a later ok replaces it, or
+	// at the end when the job did not succeed.
 	keptTokens          int64
-	keptUSD, keptUncost Dec
+	keptUSD, keptUncost float64
 	candTokens          int64
 	candUSD             float64
 	start, end          int64 // unix ns of the earliest row, and of the latest end; 0 without ts
+	terms               int32 // durations summed into spend.Time
 
 	firstGroup  int32
 	lastGroup   int32
@@ -80,7 +84,8 @@ func (s *Summarizer) jobFor(id string) int32 {
 	if s.hasCur && id == s.curJob {
 		return s.curIx
 	}
-	ix, seen := s.ids[id]
+	h := maphash.String(s.seed, id)
+	ix, seen := s.ids[h]
 	if !seen {
 		switch {
 		case len(s.jobs) == 0:
@@ -93,7 +98,7 @@ func (s *Summarizer) jobFor(id string) int32 {
 		c := &s.jobs[len(s.jobs)-1]
 		*c = append(*c, jobState{firstGroup: -1, second: -1, open: true})
 		ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
-		s.ids[id] = ix
+		s.ids[h] = ix
 	}
 	s.curJob, s.curIx, s.hasCur = id, ix, true
 	return ix
@@ -129,11 +134,15 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 	if js.firstGroup < 0 {
 		js.firstGroup = gi
 		js.allCost = true
-	} else if gi != js.firstGroup && gi != js.second && !slices.Contains(js.groups, gi) {
-		if js.second < 0 {
+	} else if gi != js.firstGroup && gi != js.second && (js.more == 0 || !slices.Contains(s.more[js.more], gi)) {
+		switch {
+		case js.second < 0:
 			js.second = gi
-		} else {
-			js.groups = append(js.groups, gi)
+		case js.more == 0:
+			js.more = int32(len(s.more))
+			s.more = append(s.more, []int32{gi})
+		default:
+			s.more[js.more] = append(s.more[js.more], gi)
 		}
 	}
 	if r.Fallback {
@@ -201,7 +210,7 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 			js.sentAmbig = oi == serverErrorIndex && f.billing == admit.Ambiguous
 		}
 	}
-	if !js.missed && MissesDeadline(decision, r, js.spend.Time, js.terms, s.opts.Deadline) {
+	if !js.missed && MissesDeadline(decision, r, js.spend.Time, int(js.terms), s.opts.Deadline) {
 		js.missed = true
 	}
 	if !sent {
@@ -215,10 +224,10 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 	switch {
 	case oi == okIndex && (!js.kept || attempt > js.keptAttempt):
 		if js.kept {
-			s.tax(js.keptGroup, js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost) // a later answer is kept
+			s.taxKept(js) // a later answer is kept
 		}
 		js.kept, js.keptAttempt, js.keptGroup = true, attempt, gi
-		js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost = r.Tokens, f.usd, f.uncached, r.HasCost
+		js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost = r.Tokens, r.CostUSD, uncachedUSD(r), r.HasCost
 		js.keptSent = int32(js.spend.Attempts)
 		if s.good != nil {
 			js.keptMet = s.good.meets(r)
@@ -248,6 +257,15 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 			s.rateRows++
 		}
 	}
+}
+
+// taxKept takes a job's kept answer so far into the retry tax.
+func (s *Summarizer) taxKept(js *jobState) {
+	var usd, uncached Dec
+	if js.keptCost {
+		usd, uncached = decAmount(js.keptUSD), decAmount(js.keptUncost)
+	}
+	s.tax(js.keptGroup, js.keptTokens, usd, uncached, js.keptCost)
 }
 
 // wasteAcc sums one seat's and outcome's wasted calls.
@@ -302,8 +320,10 @@ func (s *Summarizer) finishJob(js *jobState) string {
 	if js.second >= 0 {
 		touch(s.groups[js.second])
 	}
-	for _, gi := range js.groups {
-		touch(s.groups[gi])
+	if js.more != 0 {
+		for _, gi := range s.more[js.more] {
+			touch(s.groups[gi])
+		}
 	}
 	touch(s.all)
 
@@ -311,7 +331,7 @@ func (s *Summarizer) finishJob(js *jobState) string {
 	if js.kept && end != ledgerfile.JobSucceeded {
 		// A job that did not succeed kept no answer (it succeeded, and
 		// then failed: a client asked again): every attempt is tax.
-		s.tax(js.keptGroup, js.keptTokens, js.keptUSD, js.keptUncost, js.keptCost)
+		s.taxKept(js)
 		js.kept = false
 	}
 	if s.good != nil {

@@ -172,3 +172,18 @@ func TestHandWrittenRowIsBilled(t *testing.T) {
 	assert.Equal(t, int64(1), s.All.Succeeded)
 	assert.Equal(t, int64(1), s.All.Billed)
 }
+
+// A job counts once in every group it touched, however many.
+func TestJobCountsInEveryGroupItTouched(t *testing.T) {
+	s := summarizeLog(t, `job=j attempt=1 seat=a wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+job=k attempt=1 seat=d wait_s=1 elapsed_s=2 tokens=10 outcome=ok
+job=j attempt=2 seat=b wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+job=j attempt=3 seat=c wait_s=1 elapsed_s=2 tokens=10 outcome=server_error
+job=j attempt=4 seat=a wait_s=1 elapsed_s=2 tokens=10 outcome=ok
+job=j attempt=5 seat=d wait_s=1 elapsed_s=2 tokens=10 outcome=ok
+`, Options{})
+	for key, jobs := range map[string]int64{"a": 1, "b": 1, "c": 1, "d": 2} {
+		assert.Equal(t, jobs, group(t, s, key).Jobs, key)
+	}
+	assert.Equal(t, int64(2), s.All.Jobs)
+}

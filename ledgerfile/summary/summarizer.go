@@ -4,6 +4,7 @@ package summary
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strconv"
 
 	"github.com/retrygate/retrygate/admit"
@@ -30,9 +31,14 @@ type Summarizer struct {
 	// ends (EndLog, a row of another log, or Close), and memory follows
 	// the jobs of one log, never its rows. Jobs live in chunks of
 	// jobChunk (growing copies at most the first), by index.
+	// A job id is looked up by its 64-bit hash (seed: no log can aim
+	// at it), not kept: two ids of one hash in one log would be one job,
+	// a chance of about 3e-8 at a million ids.
 	jobs [][]jobState
-	ids  map[string]int32 // the log's job ids → their slots
-	file string           // the log being read
+	ids  map[uint64]int32 // the log's job ids' hashes → their slots
+	seed maphash.Seed
+	more [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
+	file string    // the log being read
 	// The current job's rows are adjacent, as they are unless jobs
 	// interleave: they skip the map.
 	curJob string
@@ -153,7 +159,9 @@ func New(opts Options) *Summarizer {
 	}
 	s := &Summarizer{
 		opts:   opts,
-		ids:    map[string]int32{},
+		ids:    map[uint64]int32{},
+		more:   [][]int32{nil},
+		seed:   maphash.MakeSeed(),
 		wasted: map[wasteKey]*wasteAcc{},
 		all:    &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
@@ -278,7 +286,7 @@ func (s *Summarizer) EndLog() {
 		}
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
-	s.jobs, s.hasCur = nil, false
+	s.jobs, s.hasCur, s.more = nil, false, s.more[:min(len(s.more), 1)]
 	clear(s.ids)
 	if s.draw != nil {
 		clear(s.draw.traces)

@@ -1,7 +1,6 @@
 package summary
 
 import (
-	"cmp"
 	"math"
 	"math/big"
 	"slices"
@@ -25,7 +24,7 @@ import (
 type values struct {
 	dense  []uint32         // dense[k]: how many values are k steps
 	sparse map[int64]uint32 // values in units: past the dense range, below 0, or off the step
-	decs   map[Dec]uint32   // amounts (addDec)
+	decs   []Dec            // amounts (addDec), each once: sorted at the end
 	step   int64            // units a dense slot stands for: 1000 µs for durations (the writer's millisecond), else 1
 	n      int64
 	off    bool // counts nothing: a figure the summary's Options leave out
@@ -116,11 +115,8 @@ func (v *values) addDec(x Dec) {
 	if v.off {
 		return
 	}
-	if v.decs == nil {
-		v.decs = map[Dec]uint32{}
-	}
 	v.n++
-	v.decs[x.norm()]++
+	v.decs = append(v.decs, x.norm())
 }
 
 // sorted finishes the values: a counted unit is 10^-exp of the value
@@ -130,13 +126,10 @@ func (v *values) addDec(x Dec) {
 func (v *values) sorted(exp int32) Sorted {
 	var s Sorted
 	if len(v.decs) > 0 {
-		ds := make([]Dec, 0, len(v.decs))
-		for d := range v.decs {
-			ds = append(ds, d)
-		}
-		slices.SortFunc(ds, cmpDec)
-		for _, d := range ds {
-			s.push(d, int64(v.decs[d]))
+		s.grow(len(v.decs))
+		slices.SortFunc(v.decs, cmpDec)
+		for _, d := range v.decs {
+			s.push(d, 1) // push counts a repeat with the one before
 		}
 		*v = values{}
 		return s
@@ -146,6 +139,13 @@ func (v *values) sorted(exp int32) Sorted {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	distinct := len(keys)
+	for _, c := range v.dense {
+		if c > 0 {
+			distinct++
+		}
+	}
+	s.grow(distinct)
 	i := 0
 	unit := func(k int64) Dec {
 		if k < 0 {
@@ -172,11 +172,8 @@ func (v *values) sorted(exp int32) Sorted {
 	return s
 }
 
-// cmpDec orders exact values: by their doubles, and exactly where those tie.
+// cmpDec orders exact values.
 func cmpDec(a, b Dec) int {
-	if c := cmp.Compare(a.Float64(), b.Float64()); c != 0 {
-		return c
-	}
 	if a == b {
 		return 0
 	}
@@ -190,6 +187,11 @@ type Sorted struct {
 	exact []Dec
 	cum   []int64 // cum[i]: how many values are <= vals[i]
 	sum   Dec
+}
+
+// grow makes room for n more distinct values.
+func (s *Sorted) grow(n int) {
+	s.vals, s.exact, s.cum = slices.Grow(s.vals, n), slices.Grow(s.exact, n), slices.Grow(s.cum, n)
 }
 
 func (s *Sorted) push(x Dec, c int64) {
@@ -226,22 +228,22 @@ func SortedOf(xs ...float64) Sorted {
 func merge(ds ...Sorted) Sorted {
 	type pair struct {
 		v Dec
-		f float64
 		c int64
 	}
 	var ps []pair
+	total := 0
+	for _, d := range ds {
+		total += len(d.exact)
+	}
+	ps = make([]pair, 0, total)
 	for _, d := range ds {
 		for i, x := range d.exact {
-			ps = append(ps, pair{x, d.vals[i], d.count(i)})
+			ps = append(ps, pair{x, d.count(i)})
 		}
 	}
-	slices.SortStableFunc(ps, func(a, b pair) int {
-		if c := cmp.Compare(a.f, b.f); c != 0 || a.v == b.v {
-			return c
-		}
-		return a.v.Cmp(b.v)
-	})
+	slices.SortStableFunc(ps, func(a, b pair) int { return cmpDec(a.v, b.v) })
 	var out Sorted
+	out.grow(len(ps))
 	for _, p := range ps {
 		out.push(p.v, p.c)
 	}
