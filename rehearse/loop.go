@@ -311,6 +311,7 @@ func (l *Loop) Request(j *Job, a Action) seat.Request {
 		IdempotencyKey: j.ID,
 		WaitCap:        a.WaitCap,
 		SoftTimeout:    l.pol.Timeouts.Soft,
+		Stall:          l.pol.Timeouts.Stall,
 		Slow5xxAfter:   l.pol.Retry.SlowServerAfter,
 	}
 }
