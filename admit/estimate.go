@@ -5,9 +5,13 @@ import "time"
 // Estimator keeps the conservative estimate of a seat's next attempt
 // (DESIGN.md, the gate), one observation at a time:
 //
-//   - wait = the last observed wait: the wait of the last attempt that
-//     produced a content byte, or, for an attempt cut off before its
-//     first content byte (timeout, wait cap, Ctrl-C), its whole length;
+//   - wait = the last observed wait on the seat: the wait of the last
+//     attempt that produced a content byte or came back with an error
+//     answer (a 429, a 4xx, a 5xx: its wait is how long the error took
+//     to come back, and the next attempt may wait as long), or, for an
+//     attempt cut off before its first content byte (timeout, wait cap,
+//     Ctrl-C), its whole length; a reset before any content and a
+//     failed connection observe no wait;
 //   - gen = elapsed − wait of the last attempt that returned (an answer,
 //     an error body, a stream the server broke off — not our own cut-off);
 //     an answer with no content byte spent its whole elapsed;
@@ -64,6 +68,9 @@ func (e *Estimator) Observe(a *Attempt) {
 		e.observed = true
 	case cut:
 		e.wait = ClampDuration(max(a.Wait, a.Elapsed)) // at least its length
+		e.observed = true
+	case a.Outcome == RateLimited || a.Outcome == ClientError || a.Outcome == ServerError:
+		e.wait = ClampDuration(a.Wait) // the error answer's first byte
 		e.observed = true
 	}
 	if a.Returned() {

@@ -36,8 +36,9 @@ func ParseCount(s string) (int64, error) {
 // exponent, a sign.
 func ParseNumber(s string) (float64, error) {
 	s = strings.TrimSpace(s)
+	_, ok := ParseDecimal(s) // the grammar; ParseFloat then reads it
 	f, err := strconv.ParseFloat(s, 64)
-	if !isDecimal(s) || err != nil || math.IsInf(f, 0) {
+	if !ok || err != nil || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("not a number %q", Shorten(s))
 	}
 	return f, nil

@@ -325,6 +325,13 @@ type Observed struct {
 	Num    int64   // RateMetric: how many matched
 	Den    int64   // RateMetric: out of how many
 	Value  float64 // ValueMetric: the number (NaN when undefined)
+	// Exact is a ValueMetric's number exactly, when known (Value is then
+	// the double nearest it): the comparison with the limit reads it.
+	Exact *big.Rat
+	// Saturated says a sum the figure rests on reached its limit
+	// (admit.MaxTokens): the figure is then unknown, and no threshold on
+	// it passes.
+	Saturated bool
 }
 
 // Trend is a distribution a trend metric aggregates: how many values,
@@ -334,6 +341,15 @@ type Trend interface {
 	Len() int64
 	Mean() float64
 	Percentile(p float64) float64
+}
+
+// ExactTrend is a Trend that holds its values exactly (each the decimal
+// a log wrote): the comparison with a limit reads its exact mean and
+// percentiles where the doubles tie.
+type ExactTrend interface {
+	Trend
+	MeanRat() *big.Rat
+	PercentileRat(p float64) *big.Rat
 }
 
 // SortedValues is a Trend over values sorted ascending.
@@ -368,18 +384,20 @@ func (t Threshold) Label() string {
 // nothing bad did). Percentiles are Percentile's nearest rank.
 func (t Threshold) Eval(o Observed) (observed float64, pass bool) {
 	observed = t.aggregate(o)
-	if math.IsNaN(observed) {
+	if math.IsNaN(observed) || o.Saturated && t.Agg != AggCount {
 		return observed, false
 	}
 	return observed, holds(t.cmp(observed, o), t.Op)
 }
 
-// cmp compares an observed figure with the limit as exact decimals: the
-// observed one as it prints (the log's three decimals for a duration, a
-// rate's own fraction), the limit as written. Both doubles are the ones
-// nearest their decimals, and rounding keeps order, so unequal doubles
-// decide; equal ones are looked at exactly (a limit of more digits than
-// a double holds).
+// cmp compares an observed figure with the limit exactly: the observed
+// one as computed from the decimals the log wrote (an ExactTrend's mean
+// or percentile, a rate's own fraction, a value's Exact), the limit as
+// written. Both doubles are the ones nearest their exact values, and
+// rounding keeps order, so unequal doubles decide; equal ones are looked
+// at exactly (0.15 against a mean of 0.1 and 0.2; a limit of more digits
+// than a double holds). A figure known only as a double is its shortest
+// decimal.
 func (t Threshold) cmp(x float64, o Observed) int {
 	switch {
 	case x < t.Value:
@@ -391,13 +409,45 @@ func (t Threshold) cmp(x float64, o Observed) int {
 	if !ok || math.IsInf(x, 0) {
 		return 0 // a Threshold not made by ParseThreshold: its double is all it has
 	}
-	var obs *big.Rat
-	if t.Agg == AggRate && o.Den > 0 {
-		obs = big.NewRat(o.Num, o.Den)
-	} else if obs, ok = new(big.Rat).SetString(strconv.FormatFloat(x, 'g', -1, 64)); !ok {
-		return 0
+	obs := t.exactOf(o)
+	if obs == nil {
+		if obs, ok = new(big.Rat).SetString(strconv.FormatFloat(x, 'g', -1, 64)); !ok {
+			return 0
+		}
 	}
 	return obs.Cmp(lim)
+}
+
+// exactOf is the aggregation over o exactly, or nil when o holds doubles only.
+func (t Threshold) exactOf(o Observed) *big.Rat {
+	switch t.Agg {
+	case AggValue:
+		return o.Exact
+	case AggRate:
+		if o.Den > 0 {
+			return big.NewRat(o.Num, o.Den)
+		}
+		return new(big.Rat)
+	case AggCount:
+		return nil // a count is a whole number: its double is exact
+	}
+	e, ok := o.Values.(ExactTrend)
+	if !ok {
+		return nil
+	}
+	switch t.Agg {
+	case AggAvg:
+		return e.MeanRat()
+	case AggMin:
+		return e.PercentileRat(0)
+	case AggMax:
+		return e.PercentileRat(100)
+	case AggMed:
+		return e.PercentileRat(50)
+	case AggPercentile:
+		return e.PercentileRat(t.P)
+	}
+	return nil
 }
 
 // holds reads a comparison's result c (<0, 0, >0) under op.

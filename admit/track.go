@@ -115,19 +115,24 @@ func (t *Track) History() JobHistory {
 }
 
 // End is how a job that stops now ended, judged by its last sent attempt
-// (seed 004: a timeout is not proof of failure): "succeeded" when it
-// answered, "failed" or "unknown"; "cancelled" when the operator stopped
-// it. It is the writer's rule for job_end, and the one a reader infers a
-// missing job_end by.
-func (t *Track) End() string {
+// (EndAfter): "succeeded" when it answered.
+func (t *Track) End() string { return EndAfter(t.spent.Attempts > 0, t.last, t.lastAmb) }
+
+// EndAfter is the writer's rule for how a job that stops now ended,
+// judged by its last sent attempt (seed 004: a timeout is not proof of
+// failure): "succeeded" when it answered, "unknown" after a timeout, a
+// wait-cap cut or a slow (ambiguous) 5xx, "cancelled" when the operator
+// stopped it, "failed" otherwise and when nothing was sent. Every reader
+// that infers a missing job_end (the summary) asks it too.
+func EndAfter(sent bool, last Outcome, ambiguous5xx bool) string {
 	switch {
-	case t.spent.Attempts == 0:
+	case !sent:
 		return "failed"
-	case t.last == OK:
+	case last == OK:
 		return "succeeded" // its last attempt answered: the job has its answer
-	case t.last == Timeout || t.last == WaitCap || t.lastAmb:
+	case last == Timeout || last == WaitCap || ambiguous5xx:
 		return "unknown"
-	case t.last == Cancelled:
+	case last == Cancelled:
 		return "cancelled"
 	}
 	return "failed"

@@ -36,9 +36,9 @@ func TestTrackEstimatePerSeat(t *testing.T) {
 	assert.Equal(t, int64(900), n.Tokens)
 	assert.Equal(t, Next{USD: 0.25}, tr.Estimate("b", 0.25), "the fallback seat has observed nothing yet")
 
-	tr.Sent(&Attempt{Seat: "a", Outcome: ServerError, Elapsed: sec(15), Tokens: 900, Prompt: 900})
+	tr.Sent(&Attempt{Seat: "a", Outcome: ServerError, Wait: sec(15), Elapsed: sec(15), Tokens: 900, Prompt: 900})
 	n = tr.Estimate("a", 0)
-	assert.Equal(t, sec(25), n.Wait, "an error body has no content byte: the wait estimate stands")
+	assert.Equal(t, sec(15), n.Wait, "an error answer's wait is the last observed wait")
 	assert.Equal(t, sec(15), n.Gen, "an answer without content spent its whole elapsed")
 	assert.Equal(t, Spent{Time: sec(40), Tokens: 1800, Attempts: 2}, tr.Spent())
 	assert.Equal(t, JobHistory{Retries: 1, Timeouts: 1}, tr.History())

@@ -198,6 +198,7 @@ func runCheck(opts *CheckOptions) error {
 	if err != nil {
 		return badInput("%s: %v", opts.Policy, err)
 	}
+	logs.endLog = chk.EndLog
 	torn, skipped, err := logs.scan(opts.SkipBad, chk.Add)
 	if err != nil {
 		return err

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrygate/retrygate/cmd/internal/chart"
 	"github.com/retrygate/retrygate/ledgerfile/summary"
-	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
 )
 
 // writeCheckHTML writes check --html's page: the verdict, each threshold's

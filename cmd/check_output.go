@@ -148,8 +148,8 @@ func replayRows(rs []summary.Replayed, limit int) [][]string {
 			attempt = strconv.Itoa(r.Attempt)
 		}
 		rows = append(rows, []string{fmt.Sprintf("%s:%d", r.File, r.Line), orDash(r.Job), attempt, orDash(r.Seat), r.Logged, replayedNow(r),
-			strconv.FormatFloat(r.WaitS, 'f', 3, 64), strconv.FormatFloat(r.ElapsedS, 'f', 3, 64),
-			strconv.FormatInt(r.Tokens, 10), strconv.FormatFloat(r.SpentS, 'f', 3, 64),
+			summary.SecondsText(r.WaitS), summary.SecondsText(r.ElapsedS),
+			strconv.FormatInt(r.Tokens, 10), summary.SecondsText(r.SpentS),
 			strconv.FormatInt(r.SpentTokens, 10), strconv.Itoa(r.Used)})
 	}
 	return rows
@@ -183,7 +183,7 @@ func formatObserved(t admit.Threshold, v float64) string {
 	case t.Agg == admit.AggCount:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case spec.Time:
-		return strconv.FormatFloat(v, 'f', 3, 64) + "s"
+		return summary.SecondsText(v) + "s"
 	case spec.Percent && t.Unit == "%":
 		return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
 	case spec.Percent:

@@ -97,7 +97,7 @@ func TestCheckObservedValues(t *testing.T) {
 		"attempts_per_success < 2.5":       7.0 / 3,
 		"retry_ratio < 1.5":                1.4,
 		"retry_tax < 50%":                  2550.0 / 5850,
-		"refused_rate rate < 30%":          0.125, // d2 is admitted now: a slow 500 carries no wait to estimate from
+		"refused_rate rate < 30%":          0.25, // d1 flips, d2 stays refused: its wait estimate is d1's 12 s (mixed.log's header)
 		"unknown_rate rate <= 20%":         0.2,
 		"deadline_miss_rate rate == 0":     0,
 		"billable_failure_rate rate < 80%": 0.75,
@@ -114,7 +114,7 @@ func TestCheckObservedValues(t *testing.T) {
 	assert.Equal(t, int64(8), got.Rows)
 	assert.Equal(t, int64(5), got.Jobs)
 	assert.Equal(t, int64(1), got.HeldOutRows)
-	assert.Equal(t, int64(2), got.ChangesTotal)
+	assert.Equal(t, int64(1), got.ChangesTotal)
 	assert.Equal(t, 70, got.Changes[0].Line)
 	assert.Empty(t, got.HeldOutRefused)
 }
@@ -163,6 +163,8 @@ func TestCheckFormatObserved(t *testing.T) {
 		return x
 	}
 	assert.Equal(t, "12.000s", formatObserved(th("wait_s", "p(95) < 5"), 12))
+	assert.Equal(t, "0.0004s", formatObserved(th("wait_s", "max > 0"), 0.0004), "to the microsecond the log kept")
+	assert.Equal(t, "0.233333s", formatObserved(th("wait_s", "avg > 0"), 0.7/3), "a mean finer than that: 6 decimals")
 	assert.Equal(t, "62.5%", formatObserved(th("refused_rate", "rate < 30%"), 0.625))
 	assert.Equal(t, "0.6250", formatObserved(th("refused_rate", "rate < 0.3"), 0.625))
 	assert.Equal(t, "3", formatObserved(th("unknown_rate", "count < 1"), 3))

@@ -20,6 +20,10 @@ type logSet struct {
 	spool   string
 	event   func(*ledgerfile.Event)     // takes the logs' `# event` lines (report: the summary's AddEvent)
 	comment func(line int, text string) // takes their other comment lines (report --html: the # policy line)
+	// endLog is told when each log has been read: a job is every row of
+	// its id within one log, so the same id in the next log (the same
+	// file named twice too) is another job (summary.Summarizer.EndLog).
+	endLog func()
 }
 
 func (l *logSet) display(name string) string {
@@ -101,6 +105,9 @@ func (l *logSet) scan(skipBad bool, fn func(r *ledgerfile.Row, file string)) (to
 		t, s, err := summary.ScanEvents(rc, disp, skipBad, func(r *ledgerfile.Row) { fn(r, disp) }, l.event, l.comment)
 		rc.Close()
 		torn, skipped = append(torn, t...), append(skipped, s...)
+		if l.endLog != nil {
+			l.endLog()
+		}
 		for _, e := range t {
 			fmt.Fprintf(l.io.ErrOut, "retrygate: warning: %s: line %d: torn write (no newline at end of line); skipped\n", e.File, e.Line)
 		}

@@ -102,7 +102,7 @@ type dbRunLog struct {
 	l   store.Log
 }
 
-// reserve numbers the run as the file does (rehearse.HighestRun: `# run
+// reserve numbers the run as the file does (ledgerfile.HighestRun: `# run
 // rN` lines and rN-k job ids), over the log exported line by line as a
 // file would hold it, under the lock every reserve takes.
 func (d *dbRunLog) reserve(describe string) (int, error) {
@@ -114,14 +114,14 @@ func (d *dbRunLog) reserve(describe string) (int, error) {
 			defer close(done)
 			pw.CloseWithError(store.Export(d.ctx, d.l, pw))
 		}()
-		high, err := rehearse.HighestRun(pr)
+		high, err := ledgerfile.HighestRun(pr)
 		pr.Close() // an early stop ends the export too
 		<-done
 		if err != nil {
 			return "", fmt.Errorf("failed to read log %s: %w", d.l.Name(), err)
 		}
 		run = high + 1
-		return strings.TrimSpace(fmt.Sprintf("run r%d %s", run, describe)), nil
+		return ledgerfile.RunText(run, describe), nil
 	})
 	return run, err
 }

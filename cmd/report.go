@@ -171,14 +171,19 @@ func runReport(opts *ReportOptions) error {
 		return err
 	}
 	sumOpts := summary.Options{By: opts.By, Since: since, SlowAfter: opts.SlowAfter}
+	pictures := opts.HTML != "" || opts.SVGDir != "" || opts.PNGDir != ""
+	heldOpts := sumOpts
+	sumOpts.Draw = pictures
 	sum := summary.New(sumOpts)
 	add := sum.Add
 	logs.event = sum.AddEvent // the breaker's spans
+	logs.endLog = sum.EndLog
 	var draw *drawData
-	if opts.HTML != "" || opts.SVGDir != "" || opts.PNGDir != "" {
-		draw = newDrawData(sum, sumOpts)
+	if pictures {
+		draw = newDrawData(heldOpts)
 		logs.comment = draw.policy.comment
 		add = func(r *ledgerfile.Row, file string) { sum.Add(r, file); draw.add(r, file) }
+		logs.endLog = func() { sum.EndLog(); draw.endLog() }
 	}
 	torn, skipped, err := logs.scan(opts.SkipBad, add)
 	if err != nil {

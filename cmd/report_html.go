@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html"
 	"html/template"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/cmd/internal/chart"
 	"github.com/retrygate/retrygate/ledgerfile/summary"
-	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
 )
 
 // pictures is what report --html and --svg draw from: the one summary,
@@ -24,8 +23,6 @@ import (
 type pictures struct {
 	s, held      *summary.Summary
 	d            *drawData
-	gen          map[string]summary.Dist
-	genAll       summary.Dist
 	waitCap      float64 // seconds; NaN when unknown
 	deadline     float64
 	tokenCeiling float64
@@ -37,7 +34,7 @@ type pictures struct {
 // namedChart is one chart: its file name for --svg, its section on the page.
 type namedChart struct {
 	name, section string
-	write         func(io.Writer) error
+	scene         func() *chart.Scene
 }
 
 func (p *pictures) rules() []chart.Rule {
@@ -93,12 +90,7 @@ func (p *pictures) charts() []namedChart {
 		{"wait", "wait: submit → first content byte (s)", func(g *summary.Group) summary.Dist { return g.Wait }},
 		{"ttfb", "ttfb: submit → response headers (s)", func(g *summary.Group) summary.Dist { return g.TTFB }},
 		{"elapsed", "elapsed: submit → last byte (s)", func(g *summary.Group) summary.Dist { return g.Elapsed }},
-		{"gen", "gen: elapsed − wait (s)", func(g *summary.Group) summary.Dist {
-			if g == p.s.All {
-				return p.genAll
-			}
-			return p.gen[g.Key]
-		}},
+		{"gen", "gen: elapsed − wait (s)", func(g *summary.Group) summary.Dist { return g.Gen }},
 	}
 	groups, _ := groupsOf(p.s)
 	for _, m := range metrics {
@@ -112,23 +104,23 @@ func (p *pictures) charts() []namedChart {
 			}
 		}
 		cdf := chart.CDF{Title: m.key + " per " + by + " (CDF, sent attempts)", XLabel: m.label, Unit: "s", Series: series, Rules: p.rules()}
-		out = append(out, namedChart{"cdf-" + m.key, "dist", cdf.Write})
+		out = append(out, namedChart{"cdf-" + m.key, "dist", cdf.Scene})
 		hist := chart.Hist{Title: m.key + " per " + by + " (histogram, stacked)", XLabel: m.label, Unit: "s", Series: each, Rules: p.rules()}
-		out = append(out, namedChart{"hist-" + m.key, "dist", hist.Write})
+		out = append(out, namedChart{"hist-" + m.key, "dist", hist.Scene})
 	}
 	if p.held.Rows > 0 {
 		for _, m := range metrics[:3] {
 			d := m.dist(p.held.All)
 			cdf := chart.CDF{Title: m.key + ", held-out rows apart (CDF)", XLabel: m.label, Unit: "s",
 				Series: []chart.Series{{Name: "held out", Values: d.Values, Marks: marks(d)}}, Rules: p.rules()}
-			out = append(out, namedChart{"held-cdf-" + m.key, "held", cdf.Write})
+			out = append(out, namedChart{"held-cdf-" + m.key, "held", cdf.Scene})
 		}
 	}
-	tl := chart.Timeline{Title: fmt.Sprintf("The %d slowest or failed jobs", len(p.d.top)), Jobs: p.d.timeline()}
-	out = append(out, namedChart{"timeline", "timeline", tl.Write})
+	tl := chart.Timeline{Title: fmt.Sprintf("The %d slowest or failed jobs", len(p.s.Drawing.Timeline)), Jobs: p.s.Drawing.Timeline}
+	out = append(out, namedChart{"timeline", "timeline", tl.Scene})
 
-	bars, rates, spans, per := p.d.decisionBars(p.s.Breaker)
-	parts := []string{"admit"}
+	bars, rates, spans, per := decisionBars(p.s.Drawing, p.s.Breaker)
+	parts := []string{"sent"}
 	for _, r := range admit.Reasons {
 		parts = append(parts, "refuse: "+string(r))
 	}
@@ -137,14 +129,14 @@ func (p *pictures) charts() []namedChart {
 	dec := chart.Bars{Title: "Decisions over time (rows per " + chart.Fmt(per, "s") + ")", XLabel: "time of submit (UTC)",
 		YLabel: "rows (count)", Spans: spans, LabelEach: every}
 	dec.Stacks, dec.Parts = dropEmptyParts(bars, parts)
-	out = append(out, namedChart{"decisions", "time", dec.Write})
+	out = append(out, namedChart{"decisions", "time", dec.Scene})
 	rateBars := make([]chart.Stack, len(bars))
 	for i, b := range bars {
 		rateBars[i] = chart.Stack{Label: b.Label}
 	}
 	rate := chart.Bars{Title: "Attempts sent per minute, per seat", XLabel: "time of submit (UTC)", YLabel: "attempts per minute",
 		Stacks: rateBars, Lines: rates, LabelEach: every}
-	out = append(out, namedChart{"seat-rate", "time", rate.Write})
+	out = append(out, namedChart{"seat-rate", "time", rate.Scene})
 
 	var tok, usd []chart.Stack
 	for _, g := range groups {
@@ -154,17 +146,17 @@ func (p *pictures) charts() []namedChart {
 		}
 	}
 	out = append(out, namedChart{"cost-tokens", "cost", chart.Bars{Title: "Tokens sent per " + by + ": kept answer vs retry tax", XLabel: by,
-		YLabel: "tokens", Unit: "", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: tok}.Write})
+		YLabel: "tokens", Unit: "", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: tok}.Scene})
 	if len(usd) > 0 {
 		out = append(out, namedChart{"cost-usd", "cost", chart.Bars{Title: "USD sent per " + by + ": kept answer vs retry tax", XLabel: by,
-			YLabel: "US dollars ($)", Unit: "$", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: usd}.Write})
+			YLabel: "US dollars ($)", Unit: "$", Parts: []string{"kept", "wasted (retry tax)"}, Stacks: usd}.Scene})
 	}
 	jt := chart.Hist{Title: "Tokens per job (sent attempts)", XLabel: "tokens per job (tokens)", Unit: "",
 		Series: []chart.Series{{Name: "jobs", Values: p.s.Jobs.Tokens}}, Rules: []chart.Rule{{Label: "token ceiling " + chart.Fmt(p.tokenCeiling, ""), X: p.tokenCeiling}}}
-	out = append(out, namedChart{"job-tokens", "cost", jt.Write})
+	out = append(out, namedChart{"job-tokens", "cost", jt.Scene})
 	if p.s.Jobs.USD.Len() > 0 {
 		ju := chart.Hist{Title: "USD per job (sent attempts)", XLabel: "US dollars per job ($)", Unit: "$", Series: []chart.Series{{Name: "jobs", Values: p.s.Jobs.USD}}}
-		out = append(out, namedChart{"job-usd", "cost", ju.Write})
+		out = append(out, namedChart{"job-usd", "cost", ju.Scene})
 	}
 	return out
 }
@@ -194,25 +186,22 @@ func dropEmptyParts(bars []chart.Stack, parts []string) ([]chart.Stack, []string
 	return out, names
 }
 
-// writeImages writes each chart to DIR/NAME.svg (--svg) or, painted
-// from that same SVG at twice its size, DIR/NAME.png (--png).
+// writeImages writes each chart to DIR/NAME.svg (--svg) or, the same
+// scene painted at twice its size, DIR/NAME.png (--png).
 func (p *pictures) writeImages(flag, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		return badInput("%s: %v", flag, unwrapPathErr(err))
 	}
 	for _, c := range p.charts() {
 		var b bytes.Buffer
-		if err := c.write(&b); err != nil {
+		ext, write := ".svg", func() error { return chart.WriteSVG(&b, c.scene()) }
+		if flag == "--png" {
+			ext, write = ".png", func() error { return chart.WritePNG(&b, c.scene(), 2) }
+		}
+		if err := write(); err != nil {
 			return err
 		}
-		ext, data := ".svg", b.Bytes()
-		if flag == "--png" {
-			var img bytes.Buffer
-			if err := chart.PNG(&b, &img, 2); err != nil {
-				return err
-			}
-			ext, data = ".png", img.Bytes()
-		}
+		data := b.Bytes()
 		if err := writeFileAtomic(filepath.Join(dir, c.name+ext), data); err != nil {
 			return fmt.Errorf("%s: %w", flag, err)
 		}
@@ -268,7 +257,7 @@ func (p *pictures) html(path string) error {
 	drawn := map[string]template.HTML{}
 	for i, c := range p.charts() {
 		var b bytes.Buffer
-		if err := c.write(&b); err != nil {
+		if err := chart.WriteSVG(&b, c.scene()); err != nil {
 			return err
 		}
 		drawn[c.section] += figure(i, c.name, b.String())
@@ -277,37 +266,32 @@ func (p *pictures) html(path string) error {
 	files := strings.Join(p.files, ", ")
 	return writePage(path, "report", map[string]any{
 		"Title": "retrygate report: " + files, "Files": files, "Rows": fig("rows", strconv.FormatInt(p.s.Rows, 10)+" rows", p.s.Rows),
-		"Cards": cards, "PolicyLast": p.d.policy.last != "", "Hashes": p.d.policy.hashes, "PolicyKV": parsePolicyLine(p.d.policy.last),
+		"Cards": cards, "PolicyLast": p.d.policy.seen, "Hashes": p.d.policy.hashes, "PolicyKV": p.d.policy.pairs(),
 		"CapsFrom": p.capsFrom, "Charts": drawn, "By": string(p.s.By), "Percentiles": percentileTable(p),
 		"LeftOut": left > 0, "Drawn": maxDrawnGroups, "Groups": len(p.s.Groups), "Held": p.held,
-		"Sampled": p.sampled, "TimelineJobs": len(p.d.top), "Jobs": p.s.All.Jobs,
+		"Sampled": p.sampled, "TimelineJobs": len(p.s.Drawing.Timeline), "Jobs": p.s.All.Jobs,
 	})
 }
 
 // writePictures writes the page and the images, once the summary is whole.
 func writePictures(opts *ReportOptions, s *summary.Summary, d *drawData, files []string) error {
-	d.close()
-	p := &pictures{s: s, held: d.held.Close(), d: d, gen: map[string]summary.Dist{}, files: files,
+	p := &pictures{s: s, held: d.held.Close(), d: d, files: files,
 		waitCap: opts.Budget.MaxWait.Seconds(), deadline: opts.Budget.Deadline.Seconds(), tokenCeiling: float64(opts.Budget.TokenCeiling),
 		capsFrom: opts.BudgetFrom}
-	for _, k := range d.genOrder {
-		p.gen[k] = d.gen[k].Dist()
-	}
-	p.genAll = d.genAll.Dist()
-	if d.policy.last != "" {
-		pol := parsePolicyLine(d.policy.last)
+	if d.policy.seen {
+		pol := d.policy.last
 		from := "the log's # policy line"
-		if h := pol.get("hash"); h != "" {
+		if h := pol.Hash; h != "" {
 			from += " (hash " + h + ")"
 		}
 		read := func(key string, into *float64) {
-			if dur, err := admit.ParseDuration(pol.get(key)); err == nil {
+			if dur, err := admit.ParseDuration(pol.Get(key)); err == nil {
 				*into = dur.Seconds()
 			}
 		}
 		read("budget.max_wait", &p.waitCap)
 		read("budget.deadline", &p.deadline)
-		if n, err := strconv.ParseInt(pol.get("budget.token_ceiling"), 10, 64); err == nil {
+		if n, err := admit.ParseCount(pol.Get("budget.token_ceiling")); err == nil {
 			p.tokenCeiling = float64(admit.ClampTokens(n))
 		}
 		p.capsFrom = from

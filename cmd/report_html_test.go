@@ -98,7 +98,11 @@ func TestReportHTMLPolicyLine(t *testing.T) {
 		}
 		_, _, err := summary.ScanEvents(r, "p.log", false, func(*ledgerfile.Row) {}, nil, w.comment)
 		require.NoError(t, err)
-		assert.Equal(t, strings.TrimSpace(pol[2:]), w.last)
+		want, ok := ledgerfile.ParsePolicy(pol)
+		require.True(t, ok)
+		assert.Equal(t, want, w.last)
+		assert.Equal(t, 1, w.last.Run)
+		assert.Equal(t, "7s", w.last.Get("budget.max_wait"))
 		assert.Equal(t, []string{"0123456789ab"}, w.hashes)
 	}
 	path := filepath.Join(t.TempDir(), "p.log")
@@ -373,4 +377,28 @@ func TestReportImageDirSlash(t *testing.T) {
 	code, _, stderr := reportRun(t, false, "", "report", "--svg", filepath.Join(base, "no", "such")+"/", mixedLog)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "no such file or directory")
+}
+
+// The decisions chart draws what the tables count: a sent attempt the
+// wait cap cut live is an attempt sent, not a refusal (it says refuse:
+// queue wait, and counts under its outcome), so the chart's refusals
+// are the table's.
+func TestDecisionsChartCountsALiveCutAsSent(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "cut.log")
+	require.NoError(t, os.WriteFile(log, []byte(`ts=2026-01-01T00:00:00Z job=a attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok decision=admit
+ts=2026-01-01T00:00:01Z job=b attempt=1 seat=s wait_s=6 elapsed_s=6 tokens=10 outcome=wait_cap billing=ambiguous decision="refuse: queue wait"
+ts=2026-01-01T00:00:08Z job=b attempt=2 seat=s wait_s=6 elapsed_s=6 tokens=10 decision="refuse: attempt cap" sent=false
+`), 0o644))
+	dir := t.TempDir()
+	code, _, stderr := reportRun(t, false, "", "report", "--svg", dir, log)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "decisions.svg"))
+	require.NoError(t, err)
+	bars := regexp.MustCompile(`<title>[0-9:]+, ([^:<]+(?:: [a-z ]+)?): ([0-9]+)</title>`).FindAllStringSubmatch(string(b), -1)
+	got := map[string]int{}
+	for _, m := range bars {
+		n, _ := strconv.Atoi(m[2])
+		got[m[1]] += n
+	}
+	assert.Equal(t, map[string]int{"sent": 2, "refuse: attempt cap": 1}, got)
 }

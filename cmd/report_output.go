@@ -65,13 +65,13 @@ func wideRow(g *summary.Group) []string {
 	r := []string{g.Key, i(g.Rows), i(g.Attempts), i(g.Refused), i(g.HeldOut), i(g.Jobs), i(g.Succeeded), i(g.Failed), i(g.Unknown), i(g.Cancelled),
 		plainNum(g.AttemptsPerSuccess, 4), plainNum(g.RetryRatio, 4)}
 	for k, d := range []summary.Dist{g.Wait, g.TTFB, g.Elapsed, g.Tokens} {
-		digits := 3
-		if k == 3 {
-			digits = 0 // tokens are whole
-		}
 		r = append(r, strconv.FormatInt(d.N, 10))
 		for _, v := range []summary.Figure{d.P50, d.P75, d.P95, d.P99, d.Max} {
-			r = append(r, plainNum(v, digits))
+			if k == 3 {
+				r = append(r, plainNum(v, 0)) // tokens are whole
+			} else {
+				r = append(r, plainSec(v))
+			}
 		}
 	}
 	for _, o := range wideOutcomes {
@@ -108,6 +108,15 @@ func plainNum(f summary.Figure, digits int) string {
 	return strconv.FormatFloat(v, 'f', digits, 64)
 }
 
+// plainSec is a figure in seconds for scripts (summary.SecondsText), ""
+// when undefined.
+func plainSec(f summary.Figure) string {
+	if math.IsNaN(float64(f)) {
+		return ""
+	}
+	return summary.SecondsText(float64(f))
+}
+
 // Terminal formats: "-" where a figure is undefined.
 func tFixed(f summary.Figure, digits int) string {
 	if math.IsNaN(float64(f)) {
@@ -116,7 +125,13 @@ func tFixed(f summary.Figure, digits int) string {
 	return strconv.FormatFloat(float64(f), 'f', digits, 64)
 }
 
-func tSec(f summary.Figure) string { return tFixed(f, 3) }
+// tSec is a figure in seconds (summary.SecondsText), "-" when undefined.
+func tSec(f summary.Figure) string {
+	if math.IsNaN(float64(f)) {
+		return "-"
+	}
+	return summary.SecondsText(float64(f))
+}
 
 func tPct(f summary.Figure) string {
 	if math.IsNaN(float64(f)) {

@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/retrygate/retrygate/cmd/internal/chart"
 	"github.com/retrygate/retrygate/ledgerfile/summary"
-	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
 )
 
 // drawCDFs draws, for a terminal, the CDF of wait, ttfb and elapsed over

@@ -4,50 +4,44 @@ package cmd
 
 import (
 	"slices"
-	"strings"
+	"strconv"
 
-	"github.com/go-logfmt/logfmt"
+	"github.com/retrygate/retrygate/ledgerfile"
 )
 
 // policyWatch keeps the `# policy` comment lines the strict reader hands
-// on as it reads the log (ledgerfile.Reader's OnComment): the last one,
-// and every policy hash, without a second pass.
+// on as it reads the log (ledgerfile.Reader's OnComment), read by the
+// log's own decoder (ledgerfile.ParsePolicy): the last one, and every
+// policy hash, without a second pass.
 type policyWatch struct {
-	last   string
+	last   ledgerfile.PolicyLine
+	seen   bool
 	hashes []string
 }
 
 func (p *policyWatch) comment(_ int, text string) {
-	if !strings.HasPrefix(text, "# policy ") {
+	pol, ok := ledgerfile.ParsePolicy(text)
+	if !ok {
 		return
 	}
-	p.last = text[len("# "):]
-	if h := parsePolicyLine(p.last).get("hash"); h != "" && !slices.Contains(p.hashes, h) {
+	p.last, p.seen = pol, true
+	if h := pol.Hash; h != "" && !slices.Contains(p.hashes, h) {
 		p.hashes = append(p.hashes, h)
 	}
 }
 
-// policyKV is a `# policy` line's keys in their order.
-type policyKV [][2]string
-
-func (p policyKV) get(k string) string {
-	for _, kv := range p {
-		if kv[0] == k {
-			return kv[1]
-		}
+// pairs is the last policy line's keys as the page lists them: its run,
+// the policy's keys in their order, its hash.
+func (p *policyWatch) pairs() [][2]string {
+	if !p.seen {
+		return nil
 	}
-	return ""
-}
-
-// parsePolicyLine reads "policy run=r1 budget.deadline=45s … hash=…"; a
-// line it cannot read gives what it read before the fault.
-func parsePolicyLine(s string) policyKV {
-	var out policyKV
-	dec := logfmt.NewDecoder(strings.NewReader(strings.TrimPrefix(s, "policy")))
-	for dec.ScanRecord() {
-		for dec.ScanKeyval() {
-			out = append(out, [2]string{string(dec.Key()), string(dec.Value())})
-		}
+	out := [][2]string{{"run", "r" + strconv.Itoa(p.last.Run)}}
+	for _, kv := range p.last.KVs {
+		out = append(out, [2]string{kv.Key, kv.Value})
+	}
+	if p.last.Hash != "" {
+		out = append(out, [2]string{"hash", p.last.Hash})
 	}
 	return out
 }

@@ -276,3 +276,29 @@ func runReportScripts(t *testing.T, pattern string) {
 }
 
 func TestReportScripts(t *testing.T) { runReportScripts(t, "report_*.txtar") }
+
+// Two identical rehearsals in two logs are twice the jobs, at the same
+// attempts per success: rehearse's r<N>-<k> ids are unique within one
+// log only, and the same id in two logs is two jobs.
+func TestReportTwoLogsOfOneRehearsal(t *testing.T) {
+	dir := t.TempDir()
+	code, _, errOut := rehearseRun(t, dir, nil, "--config", repoPath(t, "testdata/policies/bad-day-gate.yaml"), "--jobs", "40", "--seed", "3", "--log", "a.log")
+	require.Equal(t, ExitOK, code, errOut)
+	b, err := os.ReadFile(filepath.Join(dir, "a.log"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.log"), b, 0o644))
+	read := func(logs ...string) reportJSON {
+		code, out, errOut := reportRun(t, false, "", append([]string{"report", "--json"}, logs...)...)
+		require.Equal(t, 0, code, errOut)
+		var r reportJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		return r
+	}
+	one, two := read(filepath.Join(dir, "a.log")), read(filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log"))
+	assert.Equal(t, int64(40), one.All.Jobs)
+	assert.Equal(t, int64(80), two.All.Jobs)
+	assert.Equal(t, 2*one.All.Succeeded, two.All.Succeeded)
+	assert.Equal(t, one.All.AttemptsPerSuccess, two.All.AttemptsPerSuccess)
+	// The same file named twice is two logs too.
+	assert.Equal(t, int64(80), read(filepath.Join(dir, "a.log"), filepath.Join(dir, "a.log")).All.Jobs)
+}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrygate/retrygate/cmd/internal/chart"
 	"github.com/retrygate/retrygate/ledgerfile/summary"
-	"github.com/retrygate/retrygate/ledgerfile/summary/chart"
 	"github.com/retrygate/retrygate/rehearse/model"
 )
 

@@ -36,16 +36,16 @@ func newTuneCmd(f *Factory, runF func(*TuneOptions) error) *cobra.Command {
                  or a reset after content) × margin; an error's wait is
                  how long the error took, so error rows are shown beside
                  the suggestion, never read into it
-  deadline       p99 of time-to-success × margin (earlier attempts' delay
-                 + elapsed, then the kept attempt's wait + elapsed: what
-                 the gate charges a job that succeeds)
+  deadline       p99 of time-to-success × margin (each attempt's delay +
+                 elapsed up to and including the kept one; elapsed holds
+                 its wait: what the gate charges a job that succeeds)
   token_ceiling  p99 of tokens per job × margin
   max_attempts   p95 of attempts per succeeded job (a count: no margin), at least 1
   max_spend_usd  p99 of USD per job × margin, over jobs whose every sent
                  attempt carries cost_usd
 
-Percentiles are nearest rank; durations are rounded up to 0.1s, tokens to
-100, USD to 0.0001. The suggestion is written to stdout as a policy
+Percentiles are nearest rank, read exactly from the decimals the log
+wrote; durations are rounded up to 0.1s, tokens to 100, USD to 0.0001. The suggestion is written to stdout as a policy
 snippet (a YAML budget: block) with, on each line, the percentile it read
 and how many values it rests on.
 
@@ -92,6 +92,7 @@ func runTune(opts *TuneOptions) error {
 		held      []ledgerfile.Row
 		heldFiles []string
 	)
+	logs.endLog = sum.EndLog
 	_, _, err := logs.scan(opts.SkipBad, func(r *ledgerfile.Row, file string) {
 		if r.Holdout {
 			held, heldFiles = append(held, *r), append(heldFiles, file)

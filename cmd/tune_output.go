@@ -65,7 +65,7 @@ func writeTuneYAML(s *IOStreams, sum *summary.Summary, t summary.Tuned, ho summa
 		fmt.Fprintln(w, "# Beside max_wait, not in it: attempts that produced no content (their wait is how")
 		fmt.Fprintln(w, "# long the error took, not how long an answer waits):")
 		for _, a := range t.Aside {
-			fmt.Fprintf(w, "#   %-13s %d %s, p95 wait_s %.3fs\n", a.Outcome, a.Rows, plural(int(a.Rows), "attempt", "attempts"), float64(a.WaitP95))
+			fmt.Fprintf(w, "#   %-13s %d %s, p95 wait_s %ss\n", a.Outcome, a.Rows, plural(int(a.Rows), "attempt", "attempts"), summary.SecondsText(float64(a.WaitP95)))
 		}
 	}
 	switch {
@@ -86,8 +86,9 @@ func writeTuneYAML(s *IOStreams, sum *summary.Summary, t summary.Tuned, ho summa
 			if r.Attempt > 0 {
 				attempt = strconv.Itoa(r.Attempt)
 			}
-			fmt.Fprintf(w, "#   %s:%d job=%s attempt=%s  %s  wait_s=%.3f elapsed_s=%.3f tokens=%d spent_s=%.3f spent_tokens=%d used=%d\n",
-				r.File, r.Line, orDash(r.Job), attempt, replayedNow(r), r.WaitS, r.ElapsedS, r.Tokens, r.SpentS, r.SpentTokens, r.Used)
+			fmt.Fprintf(w, "#   %s:%d job=%s attempt=%s  %s  wait_s=%s elapsed_s=%s tokens=%d spent_s=%s spent_tokens=%d used=%d\n",
+				r.File, r.Line, orDash(r.Job), attempt, replayedNow(r), summary.SecondsText(r.WaitS), summary.SecondsText(r.ElapsedS), r.Tokens,
+				summary.SecondsText(r.SpentS), r.SpentTokens, r.Used)
 		}
 		fmt.Fprintln(w, "# Believe the refusal: explain it in one sentence, raise the cap in public,")
 		fmt.Fprintln(w, "# or shrink the job; do not widen the caps until the held-out run passes.")

@@ -115,3 +115,12 @@ func TestTuneMargin(t *testing.T) {
 }
 
 func TestTuneScripts(t *testing.T) { runReportScripts(t, "tune_*.txtar") }
+
+// tune --help says what the deadline's time-to-success charges: each
+// attempt's delay + elapsed up to the kept one, as the code counts it.
+func TestTuneHelpSaysDelayPlusElapsed(t *testing.T) {
+	code, out, _ := reportRun(t, false, "", "tune", "--help")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "each attempt's delay +\n                 elapsed up to and including the kept one")
+	assert.NotContains(t, out, "wait + elapsed")
+}

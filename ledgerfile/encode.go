@@ -96,7 +96,7 @@ func Normalize(r *Row) {
 	r.Window.Retries = min(max(r.Window.Retries, 0), maxWindowCount)
 	r.InFlight = min(max(r.InFlight, 0), admit.MaxAttempts)
 	for _, d := range [...]*time.Duration{&r.Wait, &r.Elapsed, &r.TTFB, &r.Connect, &r.ITLMean, &r.ITLMax, &r.RetryAfter, &r.RateLimit.Reset, &r.Delay, &r.SpentS} {
-		*d = admit.ClampDuration(*d).Round(time.Millisecond)
+		*d = Resolution(*d)
 	}
 	for _, n := range [...]*int64{&r.Tokens, &r.PromptTokens, &r.CompletionTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.RateLimit.RemainingRequests, &r.RateLimit.RemainingTokens, &r.SpentTokens} {
 		*n = admit.ClampTokens(*n)
@@ -247,9 +247,10 @@ func FormatRow(r *Row) string {
 	return string(b[:len(b)-1])
 }
 
-// appendSeconds writes d as seconds with exactly 3 decimals: 1.2s → "1.200".
+// appendSeconds writes d as seconds with exactly 3 decimals (the
+// WriteResolution): 1.2s → "1.200".
 func appendSeconds(dst []byte, d time.Duration) []byte {
-	ms := d.Round(time.Millisecond).Milliseconds()
+	ms := d.Round(WriteResolution).Milliseconds()
 	if ms < 0 {
 		dst = append(dst, '-')
 		ms = -ms
@@ -270,11 +271,33 @@ func formatUSD(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// Resolution rounds d to what the log holds (milliseconds) and into
-// [0, admit.MaxDuration]. The attempt loop decides on rounded numbers, so
-// a replay of its log sees exactly what it saw.
+// WriteResolution is the unit the writer writes durations in: seconds
+// with 3 decimals (DESIGN.md). Every store of rows keeps them at it
+// (pgstore's *_ms columns), and the attempt loop decides on durations
+// rounded to it (Resolution), so a replay of its log sees what it saw.
+const WriteResolution = time.Millisecond
+
+// ReadResolution is the finest duration the reader keeps: a row written
+// by hand with more decimals than the writer writes (wait_s=0.0004) is
+// read to the microsecond, rounded half up past it, and every figure of
+// a summary counts it so (docs/log.md).
+const ReadResolution = time.Microsecond
+
+// resolutionDigits is ReadResolution as decimals of a second.
+const resolutionDigits = 6
+
+// Resolution rounds d to what the writer writes (WriteResolution) and
+// into [0, admit.MaxDuration]. The attempt loop decides on rounded
+// numbers, so a replay of its log sees exactly what it saw.
 func Resolution(d time.Duration) time.Duration {
-	return admit.ClampDuration(d.Round(time.Millisecond))
+	return admit.ClampDuration(d.Round(WriteResolution))
+}
+
+// Kept is d as the reader keeps it: rounded to ReadResolution (half up,
+// as the reader rounds a written decimal) and into [0, admit.MaxDuration].
+// A row built in memory is counted by a summary as its line would be read.
+func Kept(d time.Duration) time.Duration {
+	return admit.ClampDuration(d.Round(ReadResolution))
 }
 
 // Pairs is r's keys and values as the writer writes them, in its order,

@@ -392,3 +392,49 @@ func BenchmarkRead1M(b *testing.B) {
 		}
 	}
 }
+
+// The log's numbers are admit's: plain decimals as a person writes them,
+// never hex floats, underscores, inf or nan (admit.ParseNumber refuses
+// them, and so does the reader, in every number key).
+func TestReaderNumbersAreAdmitsGrammar(t *testing.T) {
+	for _, v := range []string{"0x1p1", "1_0", "0x10", "Inf", "+Inf", "infinity", "nan", "1e", "1.2.3", "", ".", "0b1", "1__0", "１"} {
+		for _, key := range []string{"wait_s", "elapsed_s", "ttfb_s", "delay_s", "cost_usd", "spent_usd"} {
+			line := "wait_s=1 elapsed_s=1 tokens=1"
+			line = strings.Replace(line, key+"=1", "", 1) + " " + key + "=" + v
+			var r Row
+			err := ParseLine([]byte(line), &r)
+			require.Error(t, err, "%s", line)
+			_, aerr := admit.ParseNumber(v)
+			assert.Error(t, aerr, "admit's grammar refuses %q too", v)
+		}
+	}
+	for _, v := range []string{"2", "2.", "2.000", "2e0", "2E+0", "0.2e1", "+2", "0002.0", "20e-1"} {
+		var r Row
+		require.NoError(t, ParseLine([]byte("wait_s="+v+" elapsed_s=2 tokens=1 cost_usd="+v), &r), v)
+		assert.Equal(t, 2*time.Second, r.Wait, v)
+		assert.Equal(t, 2.0, r.CostUSD, v)
+	}
+}
+
+// The reader keeps what a row says to the microsecond, rounding half up
+// past it, by the decimal digits (no float in between): a hand-written
+// row with more decimals than the writer writes is read exactly.
+func TestReaderKeepsMicroseconds(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"0.0004":            400 * time.Microsecond,
+		"0.0015":            1500 * time.Microsecond,
+		"1.2345675":         1_234_568 * time.Microsecond,
+		"1.2345665":         1_234_567 * time.Microsecond,
+		"1.2345674999":      1_234_567 * time.Microsecond,
+		"0.0000005":         time.Microsecond,
+		"0.0000004":         0,
+		"1e-6":              time.Microsecond,
+		"2.5e3":             2500 * time.Second,
+		"999999999.9999994": 999_999_999_999_999 * time.Microsecond,
+		"1000000000":        admit.MaxDuration,
+	} {
+		var r Row
+		require.NoError(t, ParseLine([]byte("wait_s="+in+" elapsed_s=1 tokens=1"), &r), in)
+		assert.Equal(t, want, r.Wait, in)
+	}
+}

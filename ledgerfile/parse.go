@@ -515,36 +515,40 @@ func partSource(v string, p *parser) (string, error) {
 	return p.str(v), nil
 }
 
-// parseSeconds reads seconds as the log writes them (3 decimals), to the
-// microsecond: a double holds any decimal of up to 6 places within
-// admit.MaxDuration closer than half a microsecond, so what the writer
-// wrote in milliseconds reads back as the same duration.
+// parseSeconds reads seconds as the log writes them, in admit's number
+// grammar (admit.ParseDecimal), to the reader's resolution (a
+// microsecond, rounded half up), from the decimal digits themselves: no
+// float in between, so what a row says is what the reader keeps.
 func parseSeconds(s string) (time.Duration, error) {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	d, ok := admit.ParseDecimal(s)
+	if !ok {
 		return 0, fmt.Errorf("not a number %q", truncate(s))
 	}
-	if f < 0 {
+	n, ok := d.Scaled(resolutionDigits, uint64(admit.MaxDuration/ReadResolution))
+	switch {
+	case d.Neg && !d.Zero():
 		return 0, fmt.Errorf("negative seconds %q", truncate(s))
-	}
-	if f > admit.MaxDuration.Seconds() {
+	case !ok:
 		return 0, fmt.Errorf("more than %.0f seconds %q", admit.MaxDuration.Seconds(), truncate(s))
 	}
-	return time.Duration(math.Round(f*1e6)) * time.Microsecond, nil
+	return time.Duration(n) * ReadResolution, nil
 }
 
+// parseUSD reads an amount in admit's number grammar, as the double
+// nearest the decimal written.
 func parseUSD(s string) (float64, error) {
+	d, ok := admit.ParseDecimal(s)
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	if !ok || err != nil || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("not a number %q", truncate(s))
 	}
-	if f < 0 {
+	if d.Neg && !d.Zero() {
 		return 0, fmt.Errorf("negative amount %q", truncate(s))
 	}
 	if f > admit.MaxUSD {
 		return 0, fmt.Errorf("amount over %.0f %q", admit.MaxUSD, truncate(s))
 	}
-	return f, nil
+	return max(f, 0), nil // -0 is 0
 }
 
 func parseBool(s string) (bool, error) {

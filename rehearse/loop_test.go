@@ -295,25 +295,6 @@ func TestRehearseSoftTimeoutNote(t *testing.T) {
 	assert.Equal(t, t0.Add(9*time.Second), clock.Now())
 }
 
-func TestRehearseHighestRun(t *testing.T) {
-	for _, tc := range []struct {
-		log  string
-		want int
-	}{
-		{"", 0},
-		{ledgerfile.Header + "\n# run r3 seed=1\n", 3},
-		{"ts=2025-01-01T00:00:00Z job=r7-01 attempt=1 wait_s=1 elapsed_s=1 tokens=1\n# run r2\n", 7},
-		{"job=\"r12-1\" wait_s=1 elapsed_s=1 tokens=1\n", 12},
-		{"job=run-1 wait_s=1\nmyjob=r99-1\nwait_s=18.0 elapsed_s=9.0 tokens=2400 decision=refuse: queue wait\n", 0},
-		{"job=r1234567890123-1\n", 0},
-		{"job=r5-1 torn without newline", 5},
-	} {
-		got, err := HighestRun(strings.NewReader(tc.log))
-		require.NoError(t, err)
-		assert.Equal(t, tc.want, got, tc.log)
-	}
-}
-
 func TestRehearseReserveRun(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rehearsal.log")
 	w := ledgerfile.NewWriter(path, false)

@@ -1,14 +1,9 @@
 package rehearse
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
 	"strings"
 
-	"github.com/go-logfmt/logfmt"
-
+	"github.com/retrygate/retrygate/ledgerfile"
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
@@ -26,9 +21,8 @@ type Threshold struct {
 // Prices are per million tokens; API keys, URLs and commands are never
 // written: a seat is its name, kind and model.
 func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) string {
-	var body bytes.Buffer
-	enc := logfmt.NewEncoder(&body)
-	kv := func(k, v string) { _ = enc.EncodeKeyval(k, v) }
+	var kvs []ledgerfile.KV
+	kv := func(k, v string) { kvs = append(kvs, ledgerfile.KV{Key: k, Value: v}) }
 	for i := range Keys {
 		if k := &Keys[i]; k.Field != nil && k.Logged(&p, nil) {
 			kv(k.Name, FormatValue(k.Field(&p)))
@@ -49,7 +43,5 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 	for _, th := range thresholds {
 		kv(strings.Replace(KeyThresholds, "*", th.Metric, 1), strings.Join(th.Exprs, "; "))
 	}
-	sum := sha256.Sum256(body.Bytes())
-
-	return "policy run=r" + strconv.Itoa(run) + " " + body.String() + " hash=" + hex.EncodeToString(sum[:])[:12]
+	return ledgerfile.PolicyText(run, kvs) // the line's one encoder
 }

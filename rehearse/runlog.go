@@ -9,8 +9,9 @@ import (
 )
 
 // ReserveRun picks the new run's number — one more than the highest in
-// the log w appends to — and writes `# run rN <describe>` there, both under
-// the log's lock, so two runs into one log never share job ids.
+// the log w appends to (ledgerfile.HighestRun) — and writes its `# run`
+// line there (ledgerfile.RunText), both under the log's lock, so two runs
+// into one log never share job ids.
 func ReserveRun(w *ledgerfile.Writer, describe string) (int, error) {
 	run := 0
 	err := w.CommentLocked(func() (string, error) {
@@ -21,16 +22,12 @@ func ReserveRun(w *ledgerfile.Writer, describe string) (int, error) {
 		high := 0
 		if f != nil {
 			defer f.Close()
-			if high, err = HighestRun(f); err != nil {
+			if high, err = ledgerfile.HighestRun(f); err != nil {
 				return "", fmt.Errorf("failed to read log %q: %w", w.Path(), err)
 			}
 		}
 		run = high + 1
-		text := fmt.Sprintf("run r%d", run)
-		if describe != "" {
-			text += " " + describe
-		}
-		return text, nil
+		return ledgerfile.RunText(run, describe), nil
 	})
 	return run, err
 }

@@ -187,7 +187,7 @@ func TestWriteBenchLog(t *testing.T) {
 
 // BenchmarkExactValues1M weighs the ways to keep a million durations for
 // exact percentiles: copy and sort them (slices.Sort), or count them at
-// the log's millisecond resolution, as values does.
+// the reader's microsecond resolution, as values does.
 func BenchmarkExactValues1M(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	ds := make([]time.Duration, 1_000_000)
@@ -212,7 +212,7 @@ func BenchmarkExactValues1M(b *testing.B) {
 			for _, d := range ds {
 				v.addDur(d)
 			}
-			if v.sorted(msUnit).Percentile(50) <= 0 {
+			if v.sorted(secExp).Percentile(50) <= 0 {
 				b.Fatal("no median")
 			}
 		}

@@ -3,6 +3,7 @@ package summary
 import (
 	"errors"
 	"math"
+	"math/big"
 	"slices"
 	"time"
 
@@ -178,11 +179,12 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 	case "tokens":
 		return admit.Observed{Values: all.Tokens.Values}, all.Tokens.N
 	case "attempts_per_success":
-		return admit.Observed{Value: float64(all.AttemptsPerSuccess)}, all.Succeeded
+		return admit.Observed{Value: float64(all.AttemptsPerSuccess), Exact: exactRatio(all.Attempts, all.Succeeded)}, all.Succeeded
 	case "retry_ratio":
-		return admit.Observed{Value: float64(all.RetryRatio)}, all.Jobs
+		return admit.Observed{Value: float64(all.RetryRatio), Exact: exactRatio(all.Attempts, all.Jobs)}, all.Jobs
 	case "retry_tax":
-		return admit.Observed{Value: float64(all.RetryTax.TokensShare)}, all.Attempts
+		return admit.Observed{Value: float64(all.RetryTax.TokensShare), Exact: exactRatio(all.RetryTax.Tokens, all.TokensTotal),
+			Saturated: all.Saturated}, all.Attempts
 	case "refused_rate":
 		return admit.Observed{Num: s.RefusedRows, Den: s.Rows}, s.Rows
 	case "retry_budget_refusals":
@@ -201,17 +203,33 @@ func (s *Summary) Observed(metric string) (admit.Observed, int64) {
 		if s.Goodput == nil {
 			return admit.Observed{Value: math.NaN()}, 0
 		}
-		return admit.Observed{Value: float64(s.Goodput.PerSecond)}, s.Goodput.Jobs
+		// Good jobs per second of the window, exactly: good × 10^9 ÷ its nanoseconds.
+		var exact *big.Rat
+		if w := int64(s.Goodput.Window); w > 0 {
+			exact = new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(s.Goodput.Good), big.NewInt(1e9)), big.NewInt(w))
+		}
+		return admit.Observed{Value: float64(s.Goodput.PerSecond), Exact: exact}, s.Goodput.Jobs
 	case "billable_failure_rate":
 		return admit.Observed{Num: all.BilledFailures, Den: all.FailedAttempts}, all.FailedAttempts
 	case "cache_write_rate_on_retries":
 		return admit.Observed{Num: all.Cache.Rewritten, Den: all.Cache.Retries}, all.Cache.Retries
 	case "cached_share":
-		return admit.Observed{Value: float64(all.Cache.CachedShare)}, all.Cache.CachedTokens
+		return admit.Observed{Value: float64(all.Cache.CachedShare), Exact: exactRatio(all.Cache.CachedTokens, all.Cache.cachedOf),
+			Saturated: all.Cache.saturated}, all.Cache.CachedTokens
 	case "reasoning_share":
-		return admit.Observed{Value: float64(all.Cache.ReasoningShare)}, all.Cache.ReasoningTokens
+		return admit.Observed{Value: float64(all.Cache.ReasoningShare), Exact: exactRatio(all.Cache.ReasoningTokens, all.Cache.reasoningOf),
+			Saturated: all.Cache.saturated}, all.Cache.ReasoningTokens
 	}
 	return admit.Observed{Value: math.NaN()}, 0
+}
+
+// exactRatio is num ÷ den exactly, nil when den is 0 (the figure is then
+// NaN or infinite, and its double says so).
+func exactRatio(num, den int64) *big.Rat {
+	if den == 0 {
+		return nil
+	}
+	return big.NewRat(num, den)
 }
 
 // StreamMetric reports whether a threshold metric reads the summary's
@@ -248,3 +266,7 @@ func Evaluate(ts []Threshold, s *Summary) []ThresholdResult {
 	}
 	return out
 }
+
+// EndLog says the log being read has ended (Summarizer.EndLog): a job id
+// that comes again is a job of the next log.
+func (c *Check) EndLog() { c.sum.EndLog() }

@@ -3,6 +3,7 @@ package summary
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,4 +113,73 @@ func TestFiguresPrintTheLogsDecimals(t *testing.T) {
 	b, err := json.Marshal(Evaluate([]Threshold{{Threshold: th}}, sum)[0])
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"limit":0.7,`)
+}
+
+func checkOf(t *testing.T, log string, thresholds map[string]string) *CheckResult {
+	t.Helper()
+	var ts []Threshold
+	for metric, expr := range thresholds {
+		ts = append(ts, Threshold{Threshold: mustThreshold(t, metric, expr), Where: metric})
+	}
+	c, err := NewCheck(CheckOptions{Budget: admit.Budget{Deadline: time.Hour, TokenCeiling: admit.MaxTokens, MaxAttempts: 10, MaxWait: time.Hour},
+		Thresholds: ts})
+	require.NoError(t, err)
+	_, _, err = Scan(strings.NewReader(log), "t.log", false, func(r *ledgerfile.Row) { c.Add(r, "t.log") })
+	require.NoError(t, err)
+	return c.Close()
+}
+
+// avg is the exact mean of the decimals the rows wrote: 0.100 and 0.200
+// average 0.15, not 0.15000000000000002, so `avg <= 150ms` holds and
+// `avg < 450ms` over 0.300 and 0.600 does not.
+func TestAvgIsTheExactMean(t *testing.T) {
+	const log = "job=a wait_s=0.100 elapsed_s=0.300 tokens=1 outcome=ok\njob=b wait_s=0.200 elapsed_s=0.600 tokens=1 outcome=ok\n"
+	res := checkOf(t, log, map[string]string{"wait_s": "avg <= 150ms"})
+	require.Len(t, res.Thresholds, 1)
+	assert.True(t, res.Thresholds[0].Pass, "avg 0.15 <= 150ms")
+	assert.Equal(t, 0.15, *res.Thresholds[0].Observed)
+	res = checkOf(t, log, map[string]string{"elapsed_s": "avg < 450ms"})
+	assert.False(t, res.Thresholds[0].Pass, "avg 0.45 < 450ms does not hold")
+	assert.Equal(t, 0.45, *res.Thresholds[0].Observed)
+	res = checkOf(t, log, map[string]string{"elapsed_s": "avg == 0.45"})
+	assert.True(t, res.Thresholds[0].Pass)
+}
+
+// The reader keeps what a row says to the microsecond, and so do the
+// figures: a 0.4 ms wait is not 0, a 1.5 ms elapsed not 2 ms.
+func TestSubMillisecondFiguresAreKept(t *testing.T) {
+	const log = "job=a seat=s wait_s=0.0004 elapsed_s=0.0015 tokens=12 prompt_tokens=10 completion_tokens=2 outcome=ok\n"
+	s := summarizeLog(t, log, Options{})
+	assert.Equal(t, Figure(0.0004), s.All.Wait.Max)
+	assert.Equal(t, Figure(0.0015), s.All.Elapsed.Max)
+	assert.Equal(t, Figure(0.0011), s.Stream.TPOT.Max, "(0.0015 − 0.0004) ÷ (2 − 1)")
+	assert.Equal(t, Figure(1333.33), s.Stream.OutputTPS.Max, "2 ÷ 0.0015, counted to 0.01 tokens/s")
+	res := checkOf(t, log, map[string]string{"wait_s": "max > 0s"})
+	assert.True(t, res.Thresholds[0].Pass, "a 0.4 ms wait is more than nothing")
+	s = summarizeLog(t, "job=a seat=s wait_s=1.2345675 elapsed_s=2 tokens=1 outcome=ok\n", Options{})
+	assert.Equal(t, Figure(1.234568), s.All.Wait.Max, "to the microsecond, half up")
+}
+
+// The retry tax in USD is the sum of the retries' own costs: a large
+// kept total does not swallow a small tax.
+func TestRetryTaxUSDIsTheRetriesCost(t *testing.T) {
+	s := summarizeLog(t, `job=a seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok cost_usd=123456.789012
+job=b attempt=1 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=server_error cost_usd=0.000000001
+job=b attempt=2 seat=s wait_s=1 elapsed_s=2 tokens=10 outcome=ok cost_usd=99999.5
+`, Options{})
+	assert.Equal(t, Figure(1e-9), s.All.RetryTax.USD)
+	assert.Equal(t, Figure(223456.289012001), s.All.USDTotal, "the total is exact too")
+}
+
+// A token sum that reaches admit.MaxTokens saturates; the retry tax is
+// never negative, and a threshold that reads a saturated figure fails.
+func TestSaturatedTokenSumsNeverGoNegative(t *testing.T) {
+	log := "job=a seat=s wait_s=1 elapsed_s=2 tokens=" + strconv.FormatInt(admit.MaxTokens, 10) + " outcome=ok\n" +
+		"job=b seat=s wait_s=1 elapsed_s=2 tokens=4300 outcome=ok\n"
+	s := summarizeLog(t, log, Options{})
+	assert.Zero(t, s.All.RetryTax.Tokens, "no retry in the log")
+	assert.True(t, s.All.Saturated)
+	assert.True(t, math.IsNaN(float64(s.All.RetryTax.TokensShare)), "a share of a saturated sum is unknown, not negative")
+	res := checkOf(t, log, map[string]string{"retry_tax": "< 50%"})
+	assert.False(t, res.Thresholds[0].Pass, "a share of a saturated sum cannot pass")
 }

@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"math/big"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -54,18 +55,30 @@ func newGoodput(ts []Threshold) *goodput {
 	return g
 }
 
-// attemptValue is one sent attempt's value of a per-attempt metric.
-type attemptValue func(r *ledgerfile.Row) (float64, bool)
+// attemptValue is one sent attempt's value of a per-attempt metric,
+// exactly as the summary counts it.
+type attemptValue func(r *ledgerfile.Row) (Dec, bool)
 
 // attemptValues are the per-attempt metrics, by name.
 var attemptValues = map[string]attemptValue{
-	"wait_s":     func(r *ledgerfile.Row) (float64, bool) { return Seconds(r.Wait), true },
-	"ttfb_s":     func(r *ledgerfile.Row) (float64, bool) { return Seconds(r.TTFB), r.HasTTFB },
-	"elapsed_s":  func(r *ledgerfile.Row) (float64, bool) { return Seconds(r.Elapsed), true },
-	"tokens":     func(r *ledgerfile.Row) (float64, bool) { return float64(r.Tokens), true },
-	"tpot_s":     TPOT,
-	"output_tps": OutputTPS,
-	"itl_s":      ITL,
+	"wait_s":     func(r *ledgerfile.Row) (Dec, bool) { return secondsDec(r.Wait), true },
+	"ttfb_s":     func(r *ledgerfile.Row) (Dec, bool) { return secondsDec(r.TTFB), r.HasTTFB },
+	"elapsed_s":  func(r *ledgerfile.Row) (Dec, bool) { return secondsDec(r.Elapsed), true },
+	"tokens":     func(r *ledgerfile.Row) (Dec, bool) { return DecOf(uint64(admit.ClampTokens(r.Tokens)), 0), true },
+	"tpot_s":     units(tpotUnits, tpotExp),
+	"output_tps": units(tpsUnits, tpsExp),
+	"itl_s": func(r *ledgerfile.Row) (Dec, bool) {
+		d, ok := itlDur(r)
+		return secondsDec(d), ok
+	},
+}
+
+// units is a per-attempt metric counted in units of 10^-exp.
+func units(fn func(*ledgerfile.Row) (int64, bool), exp int32) attemptValue {
+	return func(r *ledgerfile.Row) (Dec, bool) {
+		u, ok := fn(r)
+		return DecOf(uint64(max(u, 0)), -exp), ok
+	}
 }
 
 // window takes a row's time into the run's window: first row's ts to the
@@ -76,7 +89,7 @@ func (g *goodput) window(r *ledgerfile.Row) {
 	}
 	end := r.TS
 	if r.WasSent() {
-		end = r.TS.Add(logged(r.Elapsed))
+		end = r.TS.Add(ledgerfile.Kept(r.Elapsed))
 	}
 	if !g.has || r.TS.Before(g.first) {
 		g.first = r.TS
@@ -95,7 +108,7 @@ func (g *goodput) meets(r *ledgerfile.Row) bool {
 		if !ok {
 			return false
 		}
-		g.one = oneValue(x)
+		g.one = oneValue{x, x.Float64()}
 		if _, pass := g.ts[i].Eval(admit.Observed{Values: g.oneTrend}); !pass {
 			return false
 		}
@@ -112,15 +125,20 @@ func (g *goodput) job(succeeded, keptMet bool) {
 	}
 }
 
-// oneValue is admit.SortedValues{x} without the arithmetic: the mean of
-// one value and each of its nearest-rank percentiles are that value (x/1
-// and sorted[0]), so a threshold judges one attempt's value as it would
-// judge a one-value distribution.
-type oneValue float64
+// oneValue is a one-value distribution without the arithmetic: the
+// mean of one value and each of its nearest-rank percentiles are that
+// value, so a threshold judges one attempt's value as it would judge a
+// one-value distribution, exactly.
+type oneValue struct {
+	d Dec
+	f float64 // d's double
+}
 
-func (*oneValue) Len() int64                   { return 1 }
-func (v *oneValue) Mean() float64              { return float64(*v) }
-func (v *oneValue) Percentile(float64) float64 { return float64(*v) }
+func (*oneValue) Len() int64                       { return 1 }
+func (v *oneValue) Mean() float64                  { return v.f }
+func (v *oneValue) Percentile(float64) float64     { return v.f }
+func (v *oneValue) MeanRat() *big.Rat              { return v.d.Rat() }
+func (v *oneValue) PercentileRat(float64) *big.Rat { return v.d.Rat() }
 
 func (g *goodput) close() Goodput {
 	out := Goodput{Good: g.good, Jobs: g.of, Share: ratio(float64(g.good), float64(g.of))}

@@ -2,7 +2,9 @@ package summary
 
 import (
 	"fmt"
+	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,25 +75,27 @@ func TestStreamFiguresITL(t *testing.T) {
 	assert.ErrorContains(t, err, "itl", "a typo is refused as today")
 }
 
-// ITL counted at the log's millisecond reads back as exactly the values
-// ITL gives each row, counted as floats, sum and all, whatever
-// nanoseconds a row carries.
+// ITL counted as every duration reads back as exactly the values ITL
+// gives each row, sum and all, whatever nanoseconds a row carries.
 func TestITLValuesAreEachRowsITL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	s := New(Options{})
-	var want values
+	var want []float64
+	var sum int64 // µs
 	for i := range 5000 {
 		r := ledgerfile.Row{Job: fmt.Sprint(i), Attempt: 1, Seat: "s", Outcome: admit.OK, Decision: "admit", JobEnd: ledgerfile.JobSucceeded,
 			HasITL: i%7 != 0, ITLMean: time.Duration(rng.Int64N(int64(40 * time.Second)))}
 		if x, ok := ITL(&r); ok {
-			want.addScaled(x, msUnit)
+			want = append(want, x)
+			sum += r.ITLMean.Round(time.Microsecond).Microseconds()
 		}
 		s.Add(&r, "t.log")
 	}
-	sum := s.Close()
-	w := want.sorted(msUnit)
-	for _, got := range []Sorted{sum.Stream.ITL.Values, sum.All.ITL.Values, sum.Groups[0].ITL.Values} {
-		assert.Equal(t, w.Values(), got.Values())
-		assert.Equal(t, w.Mean(), got.Mean())
+	got := s.Close()
+	slices.Sort(want)
+	mean := big.NewRat(sum, int64(len(want))*1e6)
+	for _, d := range []Sorted{got.Stream.ITL.Values, got.All.ITL.Values, got.Groups[0].ITL.Values} {
+		assert.Equal(t, want, d.Values())
+		assert.Zero(t, mean.Cmp(d.MeanRat()), "the exact mean of the values ITL gives")
 	}
 }

@@ -68,5 +68,5 @@ func secs(v float64) string {
 	if math.IsNaN(v) {
 		return "-"
 	}
-	return fmt.Sprintf("%.3fs", v)
+	return SecondsText(v) + "s"
 }

@@ -31,9 +31,11 @@ func TestReplay(t *testing.T) {
 			assert.Equal(t, 1, res.Spent.Attempts)
 		}
 		if r.Job == "d" && r.Attempt == 2 {
-			// d1, a slow 500, returned no content after 12 s: a repeat
-			// takes 12 s, and 20 − 12 = 8 s are left.
-			assert.Equal(t, "refuse: deadline", res.Now)
+			// d1, a slow 500, came back after 12 s: the next attempt's
+			// wait is that last observed wait, past the 5 s cap; and a
+			// repeat takes 12 s where 20 − 12 = 8 s are left.
+			assert.Equal(t, "refuse: queue wait", res.Now)
+			assert.Contains(t, res.Also, "deadline")
 		}
 	})
 	require.NoError(t, err)
@@ -219,6 +221,34 @@ func TestReplayAfterClientHangUp(t *testing.T) {
 		`job=j attempt=1 seat=s wait_s=0.050 elapsed_s=0.100 tokens=0 outcome=cancelled spent_s=0 spent_tokens=0 used=0 decision=admit`,
 		`job=j attempt=2 seat=s wait_s=0.050 elapsed_s=0.050 tokens=10 outcome=ok delay_s=1 spent_s=0.100 spent_tokens=0 used=1 decision=admit`)
 	assert.Equal(t, []string{"admit", "admit"}, got)
+}
+
+// The next attempt's wait is the last observed wait on its seat, an
+// error answer's included: after a 500 that took 12 s, a retry refused
+// for the queue wait stays refused under an 8 s wait cap.
+func TestReplayEstimatesTheWaitOfAnErrorAnswer(t *testing.T) {
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 2, MaxWait: 8 * time.Second}
+	got := replayLines(t, b, admit.RetryPolicy{},
+		`job=d attempt=1 seat=scratch wait_s=12.000 elapsed_s=12.000 tokens=800 outcome=server_error http_status=500 billing=ambiguous spent_s=0.000 spent_tokens=0 used=0 decision=admit`,
+		`job=d attempt=2 seat=scratch wait_s=12.000 elapsed_s=12.000 tokens=800 spent_s=12.000 spent_tokens=800 used=1 decision="refuse: queue wait" sent=false job_end=failed`)
+	assert.Equal(t, []string{"refuse: queue wait", "refuse: queue wait"}, got)
+}
+
+// mixed.log's header works check with pass.yaml out by hand: d1 flips to
+// a refusal, d2 stays refused, refused_rate 2/8.
+func TestMixedLogHeaderAgreesWithCheck(t *testing.T) {
+	f, err := os.Open("../../testdata/logs/mixed.log")
+	require.NoError(t, err)
+	defer f.Close()
+	c, err := NewCheck(CheckOptions{Budget: admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 2, MaxWait: 8 * time.Second},
+		Retry:      admit.RetryPolicy{BaseDelay: 500 * time.Millisecond, MaxDelay: 8 * time.Second, SlowServerAfter: 10 * time.Second, HonorRetryAfter: true, TimeoutsRetried: 1},
+		Thresholds: []Threshold{{Threshold: mustThreshold(t, "refused_rate", "rate < 30%")}}})
+	require.NoError(t, err)
+	_, _, err = Scan(f, "mixed.log", false, func(r *ledgerfile.Row) { c.Add(r, "mixed.log") })
+	require.NoError(t, err)
+	res := c.Close()
+	assert.Equal(t, 0.25, *res.Thresholds[0].Observed, "refused_rate 2/8")
+	assert.Equal(t, int64(1), res.ChangesTotal, "d1 flips; d2 stays refused")
 }
 
 // A job is every row of its id, whatever rows stand between them: its

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"math"
+	"math/big"
 	"os"
 	"slices"
 	"strconv"
@@ -271,13 +272,32 @@ func TestSuggest(t *testing.T) {
 	require.ErrorContains(t, err, "at least 1")
 }
 
-func TestCeilTo(t *testing.T) {
-	for _, c := range []struct{ v, step, want float64 }{
-		{35.625, 0.1, 35.7}, {15, 0.1, 15}, {2.1, 0.1, 2.1}, {0.7 * 3, 0.1, 2.1}, {2625, 100, 2700},
-		{2500, 100, 2500}, {0.0024 * 1.25, 0.0001, 0.003}, {0.00001, 0.0001, 0.0001},
+func TestCeilExact(t *testing.T) {
+	for _, c := range []struct {
+		x      string
+		margin float64
+		step   string
+		want   float64
+	}{
+		{"28.5", 1.25, "0.1", 35.7}, {"15", 1, "0.1", 15}, {"2.1", 1, "0.1", 2.1}, {"0.7", 3, "0.1", 2.1}, {"2100", 1.25, "100", 2700},
+		{"2000", 1.25, "100", 2500}, {"0.0024", 1.25, "0.0001", 0.003}, {"0.00001", 1, "0.0001", 0.0001}, {"0.1", 3, "0.1", 0.3},
 	} {
-		assert.InDelta(t, c.want, ceilTo(c.v, c.step), 1e-12, "%v/%v", c.v, c.step)
+		x, _ := new(big.Rat).SetString(c.x)
+		assert.Equal(t, c.want, ceilExact(x, c.margin, c.step), "%s × %v / %s", c.x, c.margin, c.step)
 	}
+}
+
+// tune's observed spend is the p99 of the jobs' USD as the rows wrote
+// it: 0.02975955, not 0.02976 (the micro-dollar it was once counted to).
+func TestSuggestObservedSpendIsExact(t *testing.T) {
+	s := summarizeText(t, "job=a wait_s=1 elapsed_s=2 tokens=10 outcome=ok cost_usd=0.02975955\n", Options{})
+	tuned, err := Suggest(s, DefaultMargin)
+	require.NoError(t, err)
+	require.Len(t, tuned.Lines, 5)
+	assert.Equal(t, "max_spend_usd", tuned.Lines[4].Key)
+	assert.Equal(t, 0.02975955, tuned.Lines[4].Observed)
+	assert.Equal(t, 0.0372, tuned.Lines[4].Value, "0.02975955 × 1.25 = 0.0371994375, up to 0.0001")
+	assert.Contains(t, tuned.Lines[4].Basis, "p99 USD per job 0.02975955 ")
 }
 
 func TestRecommendMaxTokens(t *testing.T) {
@@ -325,10 +345,10 @@ func TestValuesExact(t *testing.T) {
 		for range n {
 			d := gen.Draw(t, "d")
 			vals.addDur(d)
-			want = append(want, float64(d.Round(time.Millisecond)/time.Millisecond)/msUnit) // the log's resolution
+			want = append(want, float64(d.Round(time.Microsecond)/time.Microsecond)/1e6) // the reader's resolution
 		}
 		slices.Sort(want)
-		got := vals.sorted(msUnit)
+		got := vals.sorted(secExp)
 		if !slices.Equal(want, got.Values()) {
 			t.Fatalf("counted values differ from the sorted list")
 		}
@@ -342,16 +362,16 @@ func TestValuesExact(t *testing.T) {
 			t.Fatalf("merging a distribution with itself changes its median")
 		}
 
-		// Amounts (USD) are counted to the micro-dollar: cents exactly.
+		// Amounts (USD) are counted as the decimals they are.
 		var usd values
 		amounts := make([]float64, 0, n)
 		for range n {
-			x := float64(rapid.IntRange(0, 50).Draw(t, "cents")) / 100
-			usd.addScaled(x, usdUnit)
+			x := float64(rapid.IntRange(0, 5000).Draw(t, "cents")) / rapid.SampledFrom([]float64{100, 1e6, 1e9, 3}).Draw(t, "per")
+			usd.addDec(decAmount(x))
 			amounts = append(amounts, x)
 		}
 		slices.Sort(amounts)
-		if !slices.Equal(amounts, usd.sorted(usdUnit).Values()) {
+		if !slices.Equal(amounts, usd.sorted(0).Values()) {
 			t.Fatalf("counted amounts differ from the sorted list")
 		}
 	})
@@ -420,8 +440,10 @@ job=e attempt=1 wait_s=1 elapsed_s=2 tokens=10 outcome=ok job_end=succeeded
 }
 
 // A summary made while rows are written equals the summary of the log
-// they were written to: durations are counted at the log's milliseconds,
-// so every figure a run reports is the figure check reads back.
+// they were written to: the loop's rows hold durations at what the
+// writer writes (ledgerfile.Resolution), the summary counts them as the
+// reader keeps them, so every figure a run reports is the figure check
+// reads back.
 func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		deadline := time.Duration(rapid.IntRange(1, 60).Draw(t, "deadline_s")) * time.Second
@@ -434,7 +456,7 @@ func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
 			n := rapid.IntRange(1, 4).Draw(t, "attempts")
 			for a := 1; a <= n; a++ {
 				dur := func(label string) time.Duration {
-					return time.Duration(rapid.Int64Range(0, int64(30*time.Second)).Draw(t, label))
+					return ledgerfile.Resolution(time.Duration(rapid.Int64Range(0, int64(30*time.Second)).Draw(t, label)))
 				}
 				wait := dur("wait")
 				r := ledgerfile.Row{TS: ts, Job: "j" + strconv.Itoa(j), Attempt: a, Seat: "s" + strconv.Itoa(a%2),
@@ -485,26 +507,34 @@ func TestSummaryOfRowsEqualsSummaryOfTheirLog(t *testing.T) {
 	})
 }
 
-// Figures with no unit of the log's (USD, TPOT, output TPS) are counted
-// at their resolution: each value as the nearest multiple of it, in
-// order, and the distinct values kept are bounded by the range.
+// Figures with no unit of the log's (TPOT, output TPS) are counted at
+// their resolution: a row's value rounded half up from its exact numbers,
+// the same in the distribution as for the row alone, and the distinct
+// values kept are bounded by the range.
 func TestScaledValuesCountedAtTheirResolution(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var got values
+		s := New(Options{})
 		var want []float64
-		for range rapid.IntRange(0, 2000).Draw(t, "n") {
-			x := rapid.Float64Range(0, 0.05).Draw(t, "x")
-			got.addScaled(x, tpotUnit)
-			want = append(want, math.Round(x*tpotUnit)/tpotUnit)
+		for i := range rapid.IntRange(0, 2000).Draw(t, "n") {
+			wait := time.Duration(rapid.Int64Range(0, 50_000).Draw(t, "wait_us")) * time.Microsecond
+			gen := time.Duration(rapid.Int64Range(0, 50_000).Draw(t, "gen_us")) * time.Microsecond
+			r := ledgerfile.Row{Job: strconv.Itoa(i), Seat: "s", Wait: wait, Elapsed: wait + gen, Tokens: 12, PromptTokens: 10,
+				CompletionTokens: rapid.Int64Range(2, 1000).Draw(t, "completion"), HasSplit: true, Outcome: admit.OK}
+			x, ok := TPOT(&r)
+			den := r.CompletionTokens - 1
+			if u := (2*gen.Microseconds() + den) / (2 * den); !ok || x != float64(u)/1e6 {
+				t.Fatalf("TPOT %g is not (%v − %v) ÷ %d to the microsecond, half up", x, r.Elapsed, r.Wait, den)
+			}
+			want = append(want, x)
+			s.Add(&r, "t.log")
 		}
-		got.addScaled(math.NaN(), tpotUnit) // not counted
 		slices.Sort(want)
-		g := got.sorted(tpotUnit)
+		g := s.Close().Stream.TPOT.Values
 		if !slices.Equal(want, g.Values()) {
 			t.Fatalf("values %v, want %v", g.Values(), want)
 		}
-		if len(g.vals) > 0.05*tpotUnit+1 {
-			t.Fatalf("%d distinct values kept for a range of %g units", len(g.vals), 0.05*tpotUnit)
+		if len(g.vals) > 0.05*1e6+1 {
+			t.Fatalf("%d distinct values kept for a range of %g units", len(g.vals), 0.05*1e6)
 		}
 	})
 }

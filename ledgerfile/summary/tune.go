@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"strconv"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -60,23 +62,26 @@ func Suggest(s *Summary, margin float64) (Tuned, error) {
 	t := Tuned{Margin: margin}
 	m := fmt.Sprintf("× %g", margin)
 
+	// Each cap is the percentile read, exactly, times margin, rounded up:
+	// the observed figure is the decimal the log wrote (a spend of
+	// 0.02975955 is that, not 0.02976), and the cap is computed from it.
 	cw := s.Content.Wait
-	wait := cw.Percentile(95)
+	wait, waitR := cw.Percentile(95), cw.PercentileRat(95)
 	if cw.Len() == 0 {
-		wait = 0
+		wait, waitR = 0, new(big.Rat)
 	}
-	t.add(Suggestion{Key: "max_wait", Observed: wait, Value: ceilTo(wait*margin, 0.1), Rows: cw.Len(),
-		Basis: fmt.Sprintf("p95 wait_s %.3fs %s, over attempts that produced content (ok, or reset after content)", wait, m)})
+	t.add(Suggestion{Key: "max_wait", Observed: wait, Value: ceilExact(waitR, margin, "0.1"), Rows: cw.Len(),
+		Basis: fmt.Sprintf("p95 wait_s %ss %s, over attempts that produced content (ok, or reset after content)", SecondsText(wait), m)})
 	for i, w := range s.Content.Aside {
 		if n := w.Len(); n > 0 {
 			t.Aside = append(t.Aside, Aside{Outcome: string(admit.Outcomes[i]), Rows: n, WaitP95: Figure(w.Percentile(95))})
 		}
 	}
 	tts := j.TimeToSuccess.Percentile(99)
-	t.add(Suggestion{Key: "deadline", Observed: tts, Value: ceilTo(tts*margin, 0.1), Rows: j.TimeToSuccess.Len(),
-		Basis: fmt.Sprintf("p99 time-to-success %.3fs %s, over succeeded jobs", tts, m)})
+	t.add(Suggestion{Key: "deadline", Observed: tts, Value: ceilExact(j.TimeToSuccess.PercentileRat(99), margin, "0.1"), Rows: j.TimeToSuccess.Len(),
+		Basis: fmt.Sprintf("p99 time-to-success %ss %s, over succeeded jobs", SecondsText(tts), m)})
 	tok := j.Tokens.Percentile(99)
-	t.add(Suggestion{Key: "token_ceiling", Observed: tok, Value: ceilTo(tok*margin, 100), Rows: j.Tokens.Len(),
+	t.add(Suggestion{Key: "token_ceiling", Observed: tok, Value: ceilExact(j.Tokens.PercentileRat(99), margin, "100"), Rows: j.Tokens.Len(),
 		Basis: fmt.Sprintf("p99 tokens per job %.0f %s, over jobs", tok, m)})
 	aps := j.AttemptsPerSuccess.Percentile(95)
 	t.add(Suggestion{Key: "max_attempts", Observed: aps, Value: max(1, math.Ceil(aps)), Rows: j.AttemptsPerSuccess.Len(),
@@ -84,8 +89,9 @@ func Suggest(s *Summary, margin float64) (Tuned, error) {
 	if j.USD.Len() > 0 {
 		usd := j.USD.Percentile(99)
 		if usd > 0 {
-			t.add(Suggestion{Key: "max_spend_usd", Observed: usd, Value: ceilTo(usd*margin, 0.0001), Rows: j.USD.Len(),
-				Basis: fmt.Sprintf("p99 USD per job %.6f %s, over %d of %d jobs whose every attempt has cost_usd", usd, m, j.USD.Len(), j.Jobs)})
+			t.add(Suggestion{Key: "max_spend_usd", Observed: usd, Value: ceilExact(j.USD.PercentileRat(99), margin, "0.0001"), Rows: j.USD.Len(),
+				Basis: fmt.Sprintf("p99 USD per job %s %s, over %d of %d jobs whose every attempt has cost_usd",
+					strconv.FormatFloat(usd, 'f', -1, 64), m, j.USD.Len(), j.Jobs)})
 		}
 	}
 	// A log of instant zero-token answers still needs a budget the gate accepts.
@@ -113,15 +119,17 @@ func (t *Tuned) add(s Suggestion) { t.Lines = append(t.Lines, s) }
 
 func seconds(v float64) time.Duration { return time.Duration(math.Round(v * 1e9)) }
 
-// ceilTo rounds v up to a multiple of step, forgiving float noise
-// (0.7 × 3 must stay 2.1, not become 2.2).
-func ceilTo(v, step float64) float64 {
-	q := v / step
-	r := math.Round(q)
-	if math.Abs(q-r) < 1e-9 {
-		q = r
+// ceilExact is x × margin rounded up to a multiple of step, exactly (x
+// as the log wrote it, margin and step as written: 0.7 × 3 is 2.1, not
+// 2.2), as the double nearest that multiple.
+func ceilExact(x *big.Rat, margin float64, step string) float64 {
+	m, _ := new(big.Rat).SetString(strconv.FormatFloat(margin, 'g', -1, 64))
+	st, _ := new(big.Rat).SetString(step)
+	q := new(big.Rat).Quo(new(big.Rat).Mul(x, m), st)
+	n := new(big.Int).Quo(q.Num(), q.Denom()) // floor, for q >= 0
+	if !q.IsInt() {
+		n.Add(n, big.NewInt(1))
 	}
-	out := math.Ceil(q) * step
-	// Trim float noise in the printed value (0.30000000000000004).
-	return math.Round(out*1e6) / 1e6
+	f, _ := new(big.Rat).Mul(new(big.Rat).SetInt(n), st).Float64()
+	return f
 }

@@ -15,13 +15,3 @@ func Gen(r *ledgerfile.Row) (time.Duration, bool) {
 	}
 	return r.Elapsed - r.Wait, true
 }
-
-// DistAcc gathers one more distribution of durations beside a summary's
-// (gen, for report --html), counted and read exactly as the summary's own.
-type DistAcc struct{ v values }
-
-// AddDur counts one duration.
-func (a *DistAcc) AddDur(d time.Duration) { a.v.addDur(d) }
-
-// Dist finishes the distribution; the accumulator is empty afterwards.
-func (a *DistAcc) Dist() Dist { return newDist(a.v.sorted(msUnit)) }

@@ -28,8 +28,13 @@ const insertRow = `INSERT INTO retrygate_rows (` + rowColumns + `) VALUES
 	($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 	 $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40)`
 
-// ms is a duration as the file writes it: whole milliseconds.
-func ms(d time.Duration) int64 { return d.Round(time.Millisecond).Milliseconds() }
+// ms is a duration as the file writes it (ledgerfile.Resolution), in the
+// *_ms columns' unit.
+func ms(d time.Duration) int64 { return int64(ledgerfile.Resolution(d) / time.Millisecond) }
+
+// The *_ms columns hold what the writer writes: a change of
+// ledgerfile.WriteResolution must change them too (this fails to compile).
+var _ = [1]struct{}{}[ledgerfile.WriteResolution-time.Millisecond]
 
 func str(s string) *string {
 	if s == "" {

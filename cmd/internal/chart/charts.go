@@ -47,8 +47,11 @@ func Sampled(s summary.Sorted) bool {
 	return n > MaxPoints
 }
 
-// Write draws the chart.
-func (ch CDF) Write(w io.Writer) error {
+// Write draws the chart as SVG.
+func (ch CDF) Write(w io.Writer) error { return WriteSVG(w, ch.Scene()) }
+
+// Scene draws the chart.
+func (ch CDF) Scene() *Scene {
 	sampled := false
 	hi := xRange(ch.Series, ch.Rules)
 	c := newCanvas(640, 300, ch.Title, "cumulative share of values at or under each "+ch.XLabel)
@@ -68,17 +71,16 @@ func (ch CDF) Write(w io.Writer) error {
 			sampled = true
 			step = max(1, n/MaxPoints)
 		}
-		fmt.Fprintf(&c.b, `<path class="cdf-line" data-series="%s" fill="none" stroke="%s" stroke-width="2"%s d="M%s,%s`,
-			esc(s.Name), Color(i), dashAttr(i), num(c.X(s.Values.Min())), num(c.Y(0)))
+		segs := []Step{{Op: 'M', X: c.X(s.Values.Min()), Y: c.Y(0)}}
 		var seen, next int64
 		s.Values.Each(func(v float64, k int64) {
 			seen += k
 			if seen >= next || seen == n {
-				fmt.Fprintf(&c.b, " H%s V%s", num(c.X(v)), num(c.Y(float64(seen)/float64(n))))
+				segs = append(segs, Step{Op: 'H', X: c.X(v)}, Step{Op: 'V', Y: c.Y(float64(seen) / float64(n))})
 				next = seen + step
 			}
 		})
-		c.b.WriteString(`"/>`)
+		c.add(Path{Class: "cdf-line", Data: [][2]string{{"series", s.Name}}, Stroke: Stroke{Color: Color(i), Width: 2, Dash: dash(i)}, Steps: segs})
 		// Each mark is a circle on the line; the figures are written out
 		// in the lower right, one row per series, where a CDF leaves room.
 		var text []string
@@ -87,15 +89,16 @@ func (ch CDF) Write(w io.Writer) error {
 				continue
 			}
 			q := share(s.Values, m.X)
-			fmt.Fprintf(&c.b, `<circle class="mark" cx="%s" cy="%s" r="3.5" fill="#fff" stroke="%s" stroke-width="2"><title>%s %s %s</title></circle>`,
-				num(c.X(m.X)), num(c.Y(q)), Color(i), esc(s.Name), esc(m.Label), esc(Fmt(m.X, ch.Unit)))
+			c.add(Circle{Class: "mark", X: c.X(m.X), Y: c.Y(q), R: 3.5, Fill: Fill{Color: "#fff"}, Stroke: Stroke{Color: Color(i), Width: 2},
+				Tip: Tip(s.Name + " " + m.Label + " " + Fmt(m.X, ch.Unit))})
 			text = append(text, m.Label+" "+Fmt(m.X, ch.Unit))
 		}
 		if len(text) > 0 {
 			y := c.top + c.ph - 8 - 14*float64(len(ch.Series)-1-i)
-			fmt.Fprintf(&c.b, `<g class="figures"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s" stroke-width="2"%s/><text x="%s" y="%s" text-anchor="end" fill="%s" font-size="10">%s: %s</text></g>`,
-				num(c.left+c.pw-18), num(c.left+c.pw-4), num(y-3), num(y-3), Color(i), dashAttr(i), num(c.left+c.pw-22), num(y), ink,
-				esc(s.Name), esc(strings.Join(text, " · ")))
+			c.group("figures")
+			c.add(Segment{X1: c.left + c.pw - 18, X2: c.left + c.pw - 4, Y1: y - 3, Y2: y - 3, Stroke: Stroke{Color: Color(i), Width: 2, Dash: dash(i)}},
+				Text{X: c.left + c.pw - 22, Y: y, Anchor: "end", Color: ink, Size: 10, S: s.Name + ": " + strings.Join(text, " · ")})
+			c.end()
 		}
 	}
 	for _, r := range ch.Rules {
@@ -105,7 +108,7 @@ func (ch CDF) Write(w io.Writer) error {
 	if sampled {
 		c.note("lines drawn through at most 400 points; marked figures are exact")
 	}
-	return c.finish(w)
+	return c.finish()
 }
 
 // share is the fraction of values at or under x.
@@ -123,8 +126,11 @@ func share(s summary.Sorted, x float64) float64 {
 // figures drawn as bins.
 type Hist CDF
 
-// Write draws the histogram: about 20 bins of a round width from 0.
-func (ch Hist) Write(w io.Writer) error {
+// Write draws the histogram as SVG.
+func (ch Hist) Write(w io.Writer) error { return WriteSVG(w, ch.Scene()) }
+
+// Scene draws the histogram: about 20 bins of a round width from 0.
+func (ch Hist) Scene() *Scene {
 	hi := xRange(ch.Series, ch.Rules)
 	step := niceStep(math.Max(hi, 1e-9) / 20)
 	bins := max(1, int(math.Ceil(hi/step-1e-9))+1)
@@ -162,9 +168,8 @@ func (ch Hist) Write(w io.Writer) error {
 			}
 			x0, x1 := c.X(float64(b)*step), c.X(float64(b+1)*step)
 			y0, y1 := c.Y(base), c.Y(base+float64(k))
-			fmt.Fprintf(&c.b, `<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="%s" stroke-width="0.5"><title>%s %s–%s: %d</title></rect>`,
-				num(x0), num(y1), num(math.Max(x1-x0-1, 0.5)), num(y0-y1), areaFill(i), Color(i),
-				esc(ch.Series[i].Name), esc(Fmt(float64(b)*step, ch.Unit)), esc(Fmt(float64(b+1)*step, ch.Unit)), k)
+			c.add(Rect{Class: "bar", X: x0, Y: y1, W: math.Max(x1-x0-1, 0.5), H: y0 - y1, Fill: areaFill(i), Stroke: Stroke{Color: Color(i), Width: 0.5},
+				Tip: Tip(fmt.Sprintf("%s %s–%s: %d", ch.Series[i].Name, Fmt(float64(b)*step, ch.Unit), Fmt(float64(b+1)*step, ch.Unit), k))})
 			base += float64(k)
 		}
 	}
@@ -172,7 +177,7 @@ func (ch Hist) Write(w io.Writer) error {
 		c.rule(r.X, r.Label)
 	}
 	c.legend(names, false)
-	return c.finish(w)
+	return c.finish()
 }
 
 // Stack is one bar of a stacked bar chart: a label and a value per part.
@@ -205,8 +210,11 @@ type Line struct {
 	Values []float64
 }
 
-// Write draws the bars.
-func (ch Bars) Write(w io.Writer) error {
+// Write draws the bars as SVG.
+func (ch Bars) Write(w io.Writer) error { return WriteSVG(w, ch.Scene()) }
+
+// Scene draws the bars.
+func (ch Bars) Scene() *Scene {
 	most := 0.0
 	for _, s := range ch.Stacks {
 		t := 0.0
@@ -227,8 +235,10 @@ func (ch Bars) Write(w io.Writer) error {
 	c.axes(ch.XLabel, ch.YLabel, nil, yt, nil, func(v float64) string { return Fmt(v, ch.Unit) })
 	for i, sp := range ch.Spans {
 		x0, x1 := c.X(float64(sp.From)), c.X(float64(sp.To+1))
-		fmt.Fprintf(&c.b, `<g class="span"><rect x="%s" y="%s" width="%s" height="%s" fill="#000" fill-opacity="0.08" stroke="#000" stroke-dasharray="2 2"><title>%s</title></rect><text x="%s" y="%s" font-size="10" fill="%s">%s</text></g>`,
-			num(x0), num(c.top), num(x1-x0), num(c.ph), esc(sp.Label), num(x0+2), num(c.top+12+12*float64(i%3)), ink, esc(sp.Label))
+		c.group("span")
+		c.add(Rect{X: x0, Y: c.top, W: x1 - x0, H: c.ph, Fill: Fill{Color: "#000", Opacity: 0.08}, Stroke: Stroke{Color: "#000", Dash: "2 2"}, Tip: Tip(sp.Label)},
+			Text{X: x0 + 2, Y: c.top + 12 + 12*float64(i%3), Size: 10, Color: ink, S: sp.Label})
+		c.end()
 	}
 	bw := c.pw / float64(n)
 	every := max(ch.LabelEach, 1)
@@ -239,32 +249,30 @@ func (ch Bars) Write(w io.Writer) error {
 				continue
 			}
 			y0, y1 := c.Y(base), c.Y(base+v)
-			fmt.Fprintf(&c.b, `<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="%s" stroke-width="0.5"><title>%s, %s: %s</title></rect>`,
-				num(c.X(float64(j))+bw*0.1), num(y1), num(math.Max(bw*0.8, 0.5)), num(y0-y1), areaFill(i), Color(i),
-				esc(s.Label), esc(ch.Parts[i]), esc(Fmt(v, ch.Unit)))
+			c.add(Rect{Class: "bar", X: c.X(float64(j)) + bw*0.1, Y: y1, W: math.Max(bw*0.8, 0.5), H: y0 - y1, Fill: areaFill(i),
+				Stroke: Stroke{Color: Color(i), Width: 0.5}, Tip: Tip(s.Label + ", " + ch.Parts[i] + ": " + Fmt(v, ch.Unit))})
 			base += v
 		}
 		if j%every == 0 {
-			fmt.Fprintf(&c.b, `<text x="%s" y="%s" text-anchor="middle" fill="%s" font-size="10">%s</text>`,
-				num(c.X(float64(j))+bw/2), num(c.top+c.ph+15), ink, esc(s.Label))
+			c.add(Text{X: c.X(float64(j)) + bw/2, Y: c.top + c.ph + 15, Anchor: "middle", Color: ink, Size: 10, S: s.Label})
 		}
 	}
 	for li, l := range ch.Lines {
 		i := len(ch.Parts) + li
-		fmt.Fprintf(&c.b, `<path class="rate-line" fill="none" stroke="%s" stroke-width="2"%s d="`, Color(i), dashAttr(i))
+		var segs []Step
 		for j, v := range l.Values {
-			cmd := "L"
+			op := byte('L')
 			if j == 0 {
-				cmd = "M"
+				op = 'M'
 			}
-			fmt.Fprintf(&c.b, "%s%s,%s ", cmd, num(c.X(float64(j))+bw/2), num(c.Y(v)))
+			segs = append(segs, Step{Op: op, X: c.X(float64(j)) + bw/2, Y: c.Y(v)})
 		}
-		c.b.WriteString(`"/>`)
+		c.add(Path{Class: "rate-line", Stroke: Stroke{Color: Color(i), Width: 2, Dash: dash(i)}, Steps: segs})
 	}
 	names := append([]string{}, ch.Parts...)
 	for _, l := range ch.Lines {
 		names = append(names, l.Name)
 	}
 	c.legend(names, false)
-	return c.finish(w)
+	return c.finish()
 }

@@ -1,12 +1,10 @@
 // Package chart draws a summary's distributions, job timelines and counts
-// as small self-contained SVG (no scripts, no fonts, no network), for
-// report --html and report --svg. It draws; it never computes a figure.
+// for report --html, --svg and --png: each chart is one Scene, rendered
+// as SVG or PNG (scene.go). It draws; it never computes a figure.
 package chart
 
 import (
-	"fmt"
 	"html"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -20,24 +18,21 @@ var Palette = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#
 // dashes back the palette on lines: series i is drawn with dashes[i%len].
 var dashes = []string{"", "7 3", "2 2", "9 3 2 3", "4 4", "1 3", "12 4", "5 2 1 2"}
 
-// patterns back the palette on areas: series i is filled with pattern
-// i%len, its id and the white marks drawn over its colour ("" id: plain;
-// p-dots is a dot, the others these strokes).
-var patterns = []struct{ id, d string }{{"", ""}, {"p-diag", "M0,6 L6,0"}, {"p-dots", ""}, {"p-cross", "M0,6 L6,0 M0,0 L6,6"},
-	{"p-vert", "M3,0 L3,6"}, {"p-horiz", "M0,3 L6,3"}, {"p-rdiag", "M0,0 L6,6"}, {"p-grid", "M3,0 L3,6 M0,3 L6,3"}}
-
 const (
 	fontCSS = `font-family="sans-serif" font-size="11"`
 	ink     = "#222"
 	grid    = "#ddd"
+	ruleInk = "#A33B00"
 )
 
 // Color is series i's colour.
 func Color(i int) string { return Palette[i%len(Palette)] }
 
-// canvas is one SVG document being written.
+// canvas is one chart being drawn: its scene, the plot area and the
+// data range, and the groups open.
 type canvas struct {
-	b      strings.Builder
+	scene  Scene
+	open   []*Group // groups being filled, innermost last
 	w, h   float64
 	left   float64 // plot area
 	top    float64
@@ -48,34 +43,41 @@ type canvas struct {
 }
 
 func newCanvas(w, h float64, title, desc string) *canvas {
-	c := &canvas{w: w, h: h, left: 64, top: 44}
+	c := &canvas{w: w, h: h, left: 64, top: 44, scene: Scene{W: w, H: h, Title: title, Desc: desc}}
 	c.pw, c.ph = w-c.left-20, h-c.top-48 // title and legend above, axis below
-	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %s %s" width="%s" height="%s" role="img" aria-labelledby="t d" %s>`,
-		num(w), num(h), num(w), num(h), fontCSS)
-	fmt.Fprintf(&c.b, `<title id="t">%s</title><desc id="d">%s</desc>`, esc(title), esc(desc))
-	c.b.WriteString(`<defs>`)
-	for i, p := range patterns {
-		switch p.id {
-		case "":
-		case "p-dots":
-			fmt.Fprintf(&c.b, `<pattern id="%s" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="%s"/><circle cx="3" cy="3" r="1.2" fill="#fff"/></pattern>`, p.id, Color(i))
-		default:
-			fmt.Fprintf(&c.b, `<pattern id="%s" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="%s"/><path d="%s" stroke="#fff" stroke-width="1.3"/></pattern>`, p.id, Color(i), p.d)
-		}
-	}
-	// Gen segments are hatched in whichever colour their seat has.
-	c.b.WriteString(`<pattern id="p-gen" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#fff" fill-opacity="0.45"/><path d="M0,6 L6,0" stroke="#fff" stroke-width="1.5"/></pattern>`)
-	c.b.WriteString(`</defs>`)
-	fmt.Fprintf(&c.b, `<text class="chart-title" x="%s" y="18" font-size="13" font-weight="bold" fill="%s">%s</text>`, num(c.left), ink, esc(title))
+	c.add(Text{Class: "chart-title", X: c.left, Y: 18, Size: 13, Bold: true, Color: ink, S: title})
 	return c
 }
 
-// areaFill is the fill of series i's bars: plain colour, or its pattern.
-func areaFill(i int) string {
-	if p := patterns[i%len(patterns)].id; p != "" {
-		return "url(#" + p + ")"
+// add draws a shape, in the innermost open group.
+func (c *canvas) add(s ...Shape) {
+	if n := len(c.open); n > 0 {
+		c.open[n-1].Shapes = append(c.open[n-1].Shapes, s...)
+		return
 	}
-	return Color(i)
+	c.scene.Shapes = append(c.scene.Shapes, s...)
+}
+
+// tip sets the tooltip of the innermost open group.
+func (c *canvas) tip(t Tip) { c.open[len(c.open)-1].Tip = t }
+
+// group opens a group; end closes it.
+func (c *canvas) group(class string, data ...[2]string) {
+	c.open = append(c.open, &Group{Class: class, Data: data})
+}
+
+func (c *canvas) end() {
+	g := c.open[len(c.open)-1]
+	c.open = c.open[:len(c.open)-1]
+	c.add(*g)
+}
+
+// areaFill is the fill of series i's bars: plain colour, or its pattern.
+func areaFill(i int) Fill {
+	if p := patterns[i%len(patterns)].id; p != "" {
+		return Fill{Pattern: p}
+	}
+	return Fill{Color: Color(i)}
 }
 
 func (c *canvas) X(v float64) float64 {
@@ -95,26 +97,27 @@ func (c *canvas) Y(v float64) float64 {
 // axes draws both axes with ticks, grid lines and their labels; xfmt and
 // yfmt format tick values.
 func (c *canvas) axes(xlabel, ylabel string, xt, yt []float64, xfmt, yfmt func(float64) string) {
-	c.b.WriteString(`<g class="grid">`)
+	c.group("grid")
 	for _, v := range yt {
-		fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"/>`, num(c.left), num(c.left+c.pw), num(c.Y(v)), num(c.Y(v)), grid)
+		c.add(Segment{X1: c.left, X2: c.left + c.pw, Y1: c.Y(v), Y2: c.Y(v), Stroke: Stroke{Color: grid}})
 	}
-	c.b.WriteString(`</g><g class="axis x-axis">`)
-	fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"/>`, num(c.left), num(c.left+c.pw), num(c.top+c.ph), num(c.top+c.ph), ink)
+	c.end()
+	c.group("axis x-axis")
+	c.add(Segment{X1: c.left, X2: c.left + c.pw, Y1: c.top + c.ph, Y2: c.top + c.ph, Stroke: Stroke{Color: ink}})
 	for _, v := range xt {
 		x := c.X(v)
-		fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"/><text x="%s" y="%s" text-anchor="middle" fill="%s">%s</text>`,
-			num(x), num(x), num(c.top+c.ph), num(c.top+c.ph+4), ink, num(x), num(c.top+c.ph+16), ink, esc(xfmt(v)))
+		c.add(Segment{X1: x, X2: x, Y1: c.top + c.ph, Y2: c.top + c.ph + 4, Stroke: Stroke{Color: ink}},
+			Text{X: x, Y: c.top + c.ph + 16, Anchor: "middle", Color: ink, S: xfmt(v)})
 	}
-	fmt.Fprintf(&c.b, `<text class="axis-label" x="%s" y="%s" text-anchor="middle" fill="%s">%s</text>`, num(c.left+c.pw/2), num(c.h-8), ink, esc(xlabel))
-	c.b.WriteString(`</g><g class="axis y-axis">`)
-	fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="%s"/>`, num(c.left), num(c.left), num(c.top), num(c.top+c.ph), ink)
+	c.add(Text{Class: "axis-label", X: c.left + c.pw/2, Y: c.h - 8, Anchor: "middle", Color: ink, S: xlabel})
+	c.end()
+	c.group("axis y-axis")
+	c.add(Segment{X1: c.left, X2: c.left, Y1: c.top, Y2: c.top + c.ph, Stroke: Stroke{Color: ink}})
 	for _, v := range yt {
-		y := c.Y(v)
-		fmt.Fprintf(&c.b, `<text x="%s" y="%s" text-anchor="end" fill="%s">%s</text>`, num(c.left-5), num(y+4), ink, esc(yfmt(v)))
+		c.add(Text{X: c.left - 5, Y: c.Y(v) + 4, Anchor: "end", Color: ink, S: yfmt(v)})
 	}
-	fmt.Fprintf(&c.b, `<text class="axis-label" transform="translate(14 %s) rotate(-90)" text-anchor="middle" fill="%s">%s</text>`, num(c.top+c.ph/2), ink, esc(ylabel))
-	c.b.WriteString(`</g>`)
+	c.add(Text{Class: "axis-label", X: 14, Y: c.top + c.ph/2, Rotate: -90, Anchor: "middle", Color: ink, S: ylabel})
+	c.end()
 }
 
 // rule draws a labelled vertical line at x (a cap, a deadline).
@@ -122,12 +125,13 @@ func (c *canvas) rule(x float64, label string) {
 	if math.IsNaN(x) || x < c.x0 {
 		return
 	}
+	c.group("rule")
+	defer c.end()
 	if x > c.x1 {
 		// Far past the data: said at the right edge rather than drawn,
 		// so the data keeps the width.
 		c.rules++
-		fmt.Fprintf(&c.b, `<g class="rule"><text x="%s" y="%s" text-anchor="end" fill="#A33B00">%s →</text></g>`,
-			num(c.left+c.pw), num(c.top+10+12*float64(c.rules-1)), esc(label))
+		c.add(Text{X: c.left + c.pw, Y: c.top + 10 + 12*float64(c.rules-1), Anchor: "end", Color: ruleInk, S: label + " →"})
 		return
 	}
 	c.rules++
@@ -138,45 +142,42 @@ func (c *canvas) rule(x float64, label string) {
 	if px-c.left < 6.5*float64(len([]rune(label))) {
 		tx, anchor = px+3, "start"
 	}
-	fmt.Fprintf(&c.b, `<g class="rule"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#D55E00" stroke-width="1.5" stroke-dasharray="5 3"/><text x="%s" y="%s" text-anchor="%s" fill="#A33B00">%s</text></g>`,
-		num(px), num(px), num(c.top), num(c.top+c.ph), num(tx), num(c.top+10+12*float64(c.rules-1)), anchor, esc(label))
+	c.add(Segment{X1: px, X2: px, Y1: c.top, Y2: c.top + c.ph, Stroke: Stroke{Color: "#D55E00", Width: 1.5, Dash: "5 3"}},
+		Text{X: tx, Y: c.top + 10 + 12*float64(c.rules-1), Anchor: anchor, Color: ruleInk, S: label})
 }
 
 // legend writes one entry per name at the top right: a swatch drawn the
 // way the series is (dash or pattern) and the name.
 func (c *canvas) legend(names []string, lines bool) {
 	x := c.left + c.pw
-	c.b.WriteString(`<g class="legend">`)
+	c.group("legend")
 	for i := len(names) - 1; i >= 0; i-- {
 		w := 7*float64(len([]rune(names[i]))) + 30
 		x -= w
 		if lines {
-			fmt.Fprintf(&c.b, `<line x1="%s" x2="%s" y1="31" y2="31" stroke="%s" stroke-width="2"%s/>`, num(x), num(x+20), Color(i), dashAttr(i))
+			c.add(Segment{X1: x, X2: x + 20, Y1: 31, Y2: 31, Stroke: Stroke{Color: Color(i), Width: 2, Dash: dash(i)}})
 		} else {
-			fmt.Fprintf(&c.b, `<rect x="%s" y="25" width="18" height="11" fill="%s" stroke="%s"/>`, num(x), areaFill(i), Color(i))
+			c.add(Rect{X: x, Y: 25, W: 18, H: 11, Fill: areaFill(i), Stroke: Stroke{Color: Color(i)}})
 		}
-		fmt.Fprintf(&c.b, `<text x="%s" y="35" fill="%s">%s</text>`, num(x+23), ink, esc(names[i]))
+		c.add(Text{X: x + 23, Y: 35, Color: ink, S: names[i]})
 	}
-	c.b.WriteString(`</g>`)
+	c.end()
 }
 
 func (c *canvas) note(text string) {
-	fmt.Fprintf(&c.b, `<text class="note" x="%s" y="16" text-anchor="end" fill="#555" font-size="10">%s</text>`, num(c.w-6), esc(text))
+	c.add(Text{Class: "note", X: c.w - 6, Y: 16, Anchor: "end", Color: "#555", Size: 10, S: text})
 }
 
-func (c *canvas) finish(w io.Writer) error {
-	c.b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, c.b.String())
-	return err
-}
-
-// dashAttr is series i's stroke-dasharray attribute ("" for solid).
-func dashAttr(i int) string {
-	if d := dashes[i%len(dashes)]; d != "" {
-		return ` stroke-dasharray="` + d + `"`
+// finish is the chart's scene, every group closed.
+func (c *canvas) finish() *Scene {
+	for len(c.open) > 0 {
+		c.end()
 	}
-	return ""
+	return &c.scene
 }
+
+// dash is series i's dash array ("" for solid).
+func dash(i int) string { return dashes[i%len(dashes)] }
 
 // num writes a coordinate with at most one decimal: enough for a screen,
 // and it keeps a page of many charts small.
@@ -188,6 +189,9 @@ func num(v float64) string {
 }
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// num2 writes a width or an opacity as it is (0.45, 1.3).
+func num2(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // niceTicks picks about n round tick values covering [lo, hi] and the
 // range they span.
@@ -231,7 +235,7 @@ func Fmt(v float64, unit string) string {
 	}
 	switch unit {
 	case "s":
-		return trim(strconv.FormatFloat(v, 'f', 3, 64)) + "s"
+		return trim(strconv.FormatFloat(v, 'f', 6, 64)) + "s" // to the log's microsecond
 	case "$":
 		return "$" + trim(strconv.FormatFloat(v, 'f', 6, 64))
 	case "%":
