@@ -123,10 +123,10 @@ func (g *JobGate) Next(rules Rules, seat string, next admit.Next, window *admit.
 	if window != nil {
 		r.Window, r.HasWindow = *window, true
 	}
-	g.chain(rules, &r)
+	ch := g.chain(rules, &r)
 	// With a window the next attempt is a retry (the job has rows): the
 	// retry budget judges it.
-	p := g.m.Before(&g.ch, admit.Ask{Estimate: &next, ClientRetry: window != nil})
+	p := g.m.Before(ch, admit.Ask{Estimate: &next, ClientRetry: window != nil})
 	return p.Decision
 }
 
@@ -216,12 +216,9 @@ func (*rowBudget) Sent(time.Time, bool) {}
 // books without them, each counted as used with the estimate as spent, as
 // that proxy decided it.
 type JobGate struct {
-	m      admit.Job
-	ch     admit.Chain
-	seat   [1]admit.ChainSeat
-	budget rowBudget
-	rules  Rules
-	begun  bool
+	m     admit.Job
+	sc    *GateScratch
+	begun bool
 	// restored: the job's earlier rows are not in the books (see start).
 	restored bool
 	// held are sent rows judged and not yet taken into the books, in
@@ -229,21 +226,39 @@ type JobGate struct {
 	held []admit.Attempt
 }
 
+// GateScratch is the machine's chain for one row at a time: gates that
+// judge one row at a time (a replay's jobs) share one, so a job's books
+// are small.
+type GateScratch struct {
+	ch     admit.Chain
+	seat   [1]admit.ChainSeat
+	budget rowBudget
+	rules  Rules
+}
+
+// Share makes g judge on sc (nil: a scratch of its own).
+func (g *JobGate) Share(sc *GateScratch) { g.sc = sc }
+
 // Reset empties the gate for another job's rows, keeping its room.
 func (g *JobGate) Reset() {
 	g.m.Reset()
-	*g = JobGate{m: g.m, held: g.held[:0]}
+	*g = JobGate{m: g.m, sc: g.sc, held: g.held[:0]}
 }
 
 // chain points the machine's chain at row r's seat under rules.
-func (g *JobGate) chain(rules Rules, r *Row) {
-	g.rules = rules
-	g.seat[0] = admit.ChainSeat{Name: r.Seat, Reserve: r.ReserveUSD}
-	g.ch = admit.Chain{Budget: rules.Budget, Retry: rules.Retry, Seats: g.seat[:]}
-	if rules.Retry.Budget.Enabled() {
-		g.budget = rowBudget{rules: &g.rules, r: r}
-		g.ch.RetryGate = &g.budget
+func (g *JobGate) chain(rules Rules, r *Row) *admit.Chain {
+	if g.sc == nil {
+		g.sc = new(GateScratch)
 	}
+	sc := g.sc
+	sc.rules = rules
+	sc.seat[0] = admit.ChainSeat{Name: r.Seat, Reserve: r.ReserveUSD}
+	sc.ch = admit.Chain{Budget: rules.Budget, Retry: rules.Retry, Seats: sc.seat[:]}
+	if rules.Retry.Budget.Enabled() {
+		sc.budget = rowBudget{rules: &sc.rules, r: r}
+		sc.ch.RetryGate = &sc.budget
+	}
+	return &sc.ch
 }
 
 // settle takes the held attempts into the books until at most n remain:
@@ -305,8 +320,7 @@ func (g *JobGate) take(rules Rules, r *Row) {
 // judged by them. The row that follows says what came next.
 func (g *JobGate) sent(rules Rules, a *admit.Attempt) {
 	r := Row{Seat: a.Seat}
-	g.chain(rules, &r)
-	g.m.Take(&g.ch, 0, a, nil)
+	g.m.Take(g.chain(rules, &r), 0, a, nil)
 }
 
 // Decide is the decision for the job's next row r after its earlier rows
@@ -333,7 +347,7 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision,
 		// (a hand-written row, or the log starts mid-job): keep theirs.
 		return admit.Refuse(reason), g.m.Track().Spent()
 	}
-	g.chain(rules, r)
+	ch := g.chain(rules, r)
 	g.m.Renumber(r.Attempt)
 	ask := admit.Ask{Waited: r.Delay, Held: r.InFlight, ClientRetry: r.ClientRetry()}
 	t := g.m.Track()
@@ -350,7 +364,7 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision,
 		ask.Estimate = &admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.ReserveUSD}
 	}
 	spent := t.Spent()
-	p := g.m.Before(&g.ch, ask)
+	p := g.m.Before(ch, ask)
 	d := p.Decision
 	if a != nil {
 		d = admit.LiveWaitCap(rules.Budget, d, a)

@@ -17,32 +17,21 @@ import (
 // happened, not a re-simulation: a refusal now does not remove the rows
 // that followed it.
 //
-// A job is every row of its id (DESIGN.md, "A job, exactly"), whatever
-// other jobs' rows stand between them: a job's books are kept when
-// another job's row interrupts it, ended or not. An ended job's books are
-// kept while endWindow more jobs end, as the summary keeps its figures,
-// so memory follows the jobs open at once, not the log.
+// A job is every row of its id within one log (DESIGN.md, "A job,
+// exactly"), whatever other jobs' rows stand between them and whether or
+// not a job_end came before: a job's books are kept until its log ends
+// (EndLog, or a row of another log), as the summary keeps its figures,
+// and the same id in the next log is another job.
 type Replayer struct {
 	rules ledgerfile.Rules
-	open  map[string]*ledgerfile.JobGate // jobs another job's rows interrupted before their end
-	// The current job's books: own, while its rows are adjacent (as they
-	// are unless jobs interleave), so that most jobs are never allocated
-	// or put in a map.
+	jobs  map[string]*ledgerfile.JobGate // every job of the log being read
+	// cur is the current job's books: most rows follow their job's
+	// previous row, and skip the map.
 	cur    *ledgerfile.JobGate
 	curJob string
-	own    ledgerfile.JobGate
 	single ledgerfile.JobGate // a row without a job id: a job of its own
-	ended  bool               // the current job's last row so far carried job_end
-	// ring holds the books of jobs past their job_end row, reused in
-	// place; once full, head is the oldest; endedAt finds a job's slot.
-	ring    []ringJob
-	head    int
-	endedAt map[string]int
-}
-
-type ringJob struct {
-	id string
-	g  ledgerfile.JobGate
+	file   string
+	sc     ledgerfile.GateScratch // the gates judge one row at a time
 }
 
 // Replayed is one row's two decisions.
@@ -83,12 +72,18 @@ func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
 	if r.Budget.Enabled() {
 		rules.Window = admit.NewRetryBudget(r.Budget)
 	}
-	return &Replayer{rules: rules, open: map[string]*ledgerfile.JobGate{}, endedAt: map[string]int{}}
+	p := &Replayer{rules: rules, jobs: map[string]*ledgerfile.JobGate{}}
+	p.single.Share(&p.sc)
+	return p
 }
 
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own.
 func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
+	if file != p.file {
+		p.EndLog()
+		p.file = file
+	}
 	d, before := p.judge(r)
 	return replayed(r, file, d, before, LoggedDecision(r))
 }
@@ -98,10 +93,14 @@ func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {
 func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
 	d, before := p.gate(r.Job).Judge(p.rules, r)
 	p.rules.Counted(r)
-	if r.Job != "" {
-		p.ended = r.JobEnd != ""
-	}
 	return d, before
+}
+
+// EndLog says the log being read has ended: its jobs' books go, and a job
+// id that comes again is a job of the next log.
+func (p *Replayer) EndLog() {
+	clear(p.jobs)
+	p.cur, p.curJob = nil, ""
 }
 
 // replayed is one row's two decisions, the logged one and d.
@@ -122,71 +121,19 @@ func replayed(r *ledgerfile.Row, file string, d admit.Decision, before admit.Spe
 // gate is the books of job, which becomes the current job.
 func (p *Replayer) gate(job string) *ledgerfile.JobGate {
 	if job == "" {
-		p.single = ledgerfile.JobGate{}
+		p.single.Reset()
 		return &p.single
 	}
 	if p.cur != nil && job == p.curJob {
 		return p.cur
 	}
-	p.stash()
-	p.ended = false
-	switch g, ok := p.open[job]; {
-	case ok:
-		p.cur = g
-	default:
-		if i, ok := p.endedAt[job]; ok {
-			// A row after its job's end: the job goes on, with its books.
-			p.own, p.ring[i].g = p.ring[i].g, p.own
-			p.ring[i].id = ""
-			delete(p.endedAt, job)
-		} else {
-			p.own.Reset()
-		}
-		p.cur = &p.own
+	g, ok := p.jobs[job]
+	if !ok {
+		job = strings.Clone(job) // a row's strings live until the next row
+		g = new(ledgerfile.JobGate)
+		g.Share(&p.sc)
+		p.jobs[job] = g
 	}
-	p.curJob = strings.Clone(job) // a row's strings live until the next row
-	return p.cur
-}
-
-// stash puts the current job's books away as another job's row comes:
-// an ended job's into the ring, an open one's into open.
-func (p *Replayer) stash() {
-	if p.cur == nil || p.cur == &p.single {
-		return
-	}
-	switch {
-	case !p.ended && p.cur == &p.own:
-		g := new(ledgerfile.JobGate)
-		*g, p.own = p.own, ledgerfile.JobGate{} // the books take their room with them
-		p.open[p.curJob] = g
-	case p.ended:
-		if p.cur != &p.own {
-			delete(p.open, p.curJob)
-		}
-		p.retire(p.cur)
-	}
-	p.cur = nil
-}
-
-// retire keeps an ended job's books in the ring, in the oldest slot once
-// it holds endWindow jobs.
-func (p *Replayer) retire(g *ledgerfile.JobGate) {
-	var i int
-	if len(p.ring) < endWindow {
-		p.ring = append(p.ring, ringJob{})
-		i = len(p.ring) - 1
-	} else {
-		i, p.head = p.head, (p.head+1)%endWindow // the oldest
-	}
-	slot := &p.ring[i]
-	if slot.id != "" {
-		delete(p.endedAt, slot.id)
-	}
-	slot.id = p.curJob
-	if g == &p.own {
-		slot.g, p.own = p.own, slot.g // the slot's old room becomes own's
-	} else {
-		slot.g = *g
-	}
-	p.endedAt[slot.id] = i
+	p.cur, p.curJob = g, job
+	return g
 }
