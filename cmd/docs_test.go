@@ -414,7 +414,7 @@ type shellCommand struct {
 // isRetrygate: the installed command or the binary the README builds
 // (./retrygate).
 func (c shellCommand) isRetrygate() bool {
-	return len(c.words) > 0 && (c.words[0] == "github.com/retrygate/retrygate" || c.words[0] == "./retrygate")
+	return len(c.words) > 0 && (c.words[0] == "retrygate" || c.words[0] == "./retrygate")
 }
 
 // shellCommands splits a sh line (or script) into its simple commands,
@@ -561,7 +561,7 @@ func parseOnly(ts *testscript.TestScript, script string) error {
 		}
 		found = true
 		ts.Setenv(parseOnlyEnv, "1")
-		err := ts.Exec("github.com/retrygate/retrygate", c.words[1:]...)
+		err := ts.Exec("retrygate", c.words[1:]...)
 		ts.Setenv(parseOnlyEnv, "")
 		if err != nil {
 			return fmt.Errorf("%s: %v\n%s", strings.Join(c.words, " "), err, ts.ReadFile("stderr"))

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3"
+// Version is set at build time with -ldflags "-X github.com/retrygate/retrygate/cmd.Version=v1.2.3"
 // (the GitHub Action sets it to the ref it was used at); else it comes
 // from the module's build info.
 var Version = ""
@@ -37,7 +37,7 @@ func version() string {
 const develVersion = "(devel)"
 
 // buildVersion is the version the build info names: the module version
-// `go install retrygate@v1.2.3` (or a VCS-stamped go build) records, else
+// `go install github.com/retrygate/retrygate@v1.2.3` (or a VCS-stamped go build) records, else
 // the commit a go build in a git checkout was made from (+dirty when the
 // tree had changes), else (devel).
 func buildVersion(bi *debug.BuildInfo) string {
@@ -139,7 +139,7 @@ func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, "") }
 // was a third of their start-up.
 func newRootCmd(f *Factory, only string) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "github.com/retrygate/retrygate",
+		Use:   "retrygate",
 		Short: "Rehearse and gate LLM retry policies before they cost you",
 		Long: `retrygate times scratch calls to LLM seats, writes every attempt to
 rehearsal.log, and runs the four-number gate (deadline, token ceiling,

@@ -205,7 +205,7 @@ func TestActionInputsNeverInScripts(t *testing.T) {
 		if strings.Contains(s.Run, `go -C "$GITHUB_ACTION_PATH" build`) {
 			// The version is the ref of uses: OWNER/retrygate@REF (docs/ci.md).
 			assert.Equal(t, "${{ github.action_ref }}", s.Env["ACTION_REF"])
-			assert.Contains(t, s.Run, `-ldflags "-X retrygate/cmd.Version=${ACTION_REF:-(devel)}"`)
+			assert.Contains(t, s.Run, `-ldflags "-X github.com/retrygate/retrygate/cmd.Version=${ACTION_REF:-(devel)}"`)
 			assert.Contains(t, s.Run, `"$RUNNER_TEMP/retrygate" --version`)
 		}
 	}
