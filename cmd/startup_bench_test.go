@@ -17,7 +17,7 @@ import (
 //
 //	go test ./cmd -run '^$' -bench Startup -benchtime 200x
 func BenchmarkStartup(b *testing.B) {
-	bin := retrygateBinary(b)
+	bin := realBinary(b)
 	dir := b.TempDir()
 	hello := buildHello(b, dir)
 	log := filepath.Join(dir, "rehearsal.log")
