@@ -203,12 +203,10 @@ func runReport(opts *ReportOptions) error {
 	if s.Rows == 0 {
 		warnings = append(warnings, "no rows to report")
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
-	}
-	switch {
-	case opts.JSON:
-		// The lists are copied into empty ones: JSON writes [] for none, not null.
+	if opts.JSON {
+		// The warnings are the document's own, beside the figures they
+		// are about. The lists are copied into empty ones: JSON writes []
+		// for none, not null.
 		out := reportJSON{
 			Files: displayNames(logs), By: string(s.By), Rows: s.Rows, RowsBeforeSince: s.Before,
 			Groups: append([]*summary.Group{}, s.Groups...), All: s.All, WastedCalls: append([]summary.Wasted{}, s.Wasted...),
@@ -218,6 +216,22 @@ func runReport(opts *ReportOptions) error {
 			out.Since = since.Format(time.RFC3339Nano)
 		}
 		return printJSON(opts.IO.Out, out)
+	}
+	// The suggested timeouts are in the terminal's tables only: their
+	// warnings follow the output there, once. Elsewhere only an empty
+	// log is worth one.
+	if tables := !opts.CSV && opts.Hist == "" && opts.IO.OutTTY; !tables {
+		warnings = nil
+		if s.Rows == 0 {
+			warnings = append(warnings, "no rows to report")
+		}
+	}
+	defer func() {
+		for _, w := range warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
+		}
+	}()
+	switch {
 	case opts.CSV:
 		w := csv.NewWriter(opts.IO.Out)
 		_ = w.Write(wideHeader())

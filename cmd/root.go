@@ -105,6 +105,7 @@ func Run(f *Factory, args []string) (code int) {
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	err := root.ExecuteContext(f.Ctx)
+	f.IO.sayLeftOut()
 	if err == nil {
 		return ExitOK
 	}
@@ -157,6 +158,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 	}
 	root.SetVersionTemplate("retrygate {{.Version}}\n")
 	root.PersistentFlags().StringVar(&f.ConfigFile, "config", "", "config `file` (default ./retrygate.yaml when present)")
+	root.PersistentFlags().BoolVar(&f.IO.Wide, "wide", false, "on a terminal, print every column of a table, however wide (piped output always has them all)")
 	root.SetFlagErrorFunc(flagError)
 	root.DisableSuggestions = true // unknownCommand suggests, as flags and config keys do
 	// An explicit --config is checked here, once, for every command: an

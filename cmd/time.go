@@ -196,9 +196,19 @@ func runTime(o *TimeOptions) error {
 	}
 	t := newTimeJSON(obs, sc, clock, o)
 	if o.JSON {
-		return printJSON(o.IO.Out, t)
+		err = printJSON(o.IO.Out, t)
+	} else {
+		err = printTable(o.IO, []string{"field", "value"}, t.rows())
 	}
-	return printTable(o.IO, []string{"field", "value"}, t.rows())
+	if err != nil {
+		return err
+	}
+	// A wrong port or a wrong key is said as rehearse says it, after the
+	// attempt's figures.
+	var tally seatTally
+	tally.add(sc.Name, obs.Outcome, obs.HTTPStatus)
+	tally.warn(o.IO.ErrOut, []seat.Config{sc})
+	return nil
 }
 
 // timeJSON is the --json shape; the names are rehearsal.log's keys.

@@ -109,15 +109,16 @@ func runTune(opts *TuneOptions) error {
 	}
 	ho := summary.ReplayHeldOut(tuned.Budget, opts.Retry, held, heldFiles)
 	warnings := tuneWarnings(tuned, ho)
-	for _, w := range warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
-	}
 	if opts.JSON {
+		// The document carries its warnings.
 		if err := printTuneJSON(opts, logs, s, tuned, ho, warnings); err != nil {
 			return err
 		}
 	} else {
 		writeTuneYAML(opts.IO, s, tuned, ho)
+		for _, w := range warnings { // once, after the suggestions they are about
+			fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
+		}
 	}
 	if !ho.Agree() {
 		fmt.Fprintf(opts.IO.ErrOut, "retrygate: the suggested budget refuses %d of %d held-out %s: the held-out rows disagree\n",

@@ -416,6 +416,7 @@ type Summarizer struct {
 
 	wasted    map[wasteKey]*Wasted
 	wasteKeys []wasteKey
+	wastePaid map[wasteKey]bool // a row of it had a cost: else its USD is unknown, not 0
 
 	okElapsed, okWait values
 	tpot, outTPS, itl values
@@ -616,11 +617,12 @@ func New(opts Options) *Summarizer {
 		opts.By = BySeat
 	}
 	s := &Summarizer{
-		opts:   opts,
-		ids:    map[uint64]int32{},
-		seed:   maphash.MakeSeed(),
-		wasted: map[wasteKey]*Wasted{},
-		all:    &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
+		opts:      opts,
+		ids:       map[uint64]int32{},
+		seed:      maphash.MakeSeed(),
+		wasted:    map[wasteKey]*Wasted{},
+		wastePaid: map[wasteKey]bool{},
+		all:       &groupAcc{g: Group{Key: AllGroup}, refusals: map[string]int64{}, merged: true},
 	}
 	if opts.OnlyEndToEnd || opts.OnlyGroups {
 		for _, v := range []*values{&s.okElapsed, &s.okWait, &s.contentWait, &s.jobTime, &s.jobTTS, &s.jobTokens, &s.jobUSD, &s.jobAPS} {
@@ -1023,9 +1025,16 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 			js.candSeat, _ = s.seats.of(r.Seat)
 			js.candOutcome, js.candGroup, js.candTokens = oi, gi, r.Tokens
 			js.candUSD = r.CostUSD
+			if !r.HasCost {
+				js.candUSD = math.NaN() // unpriced: countWasted knows it so
+			}
 		}
 	case waste:
-		s.countWasted(r.Seat, oi, gi, r.Tokens, r.CostUSD)
+		usd := r.CostUSD
+		if !r.HasCost {
+			usd = math.NaN()
+		}
+		s.countWasted(r.Seat, oi, gi, r.Tokens, usd)
 	}
 
 	before := js.spend.Time
@@ -1095,7 +1104,10 @@ func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, 
 	}
 	w.Calls++
 	w.Tokens += tokens
-	w.USD += Figure(usd)
+	if !math.IsNaN(usd) { // NaN: the row had no cost
+		w.USD += Figure(usd)
+		s.wastePaid[k] = true
+	}
 	s.groups[gi].g.WastedCalls++
 	s.all.g.WastedCalls++
 }
@@ -1263,7 +1275,11 @@ func (s *Summarizer) Close() *Summary {
 	jf.TokensPerSuccess = ratio(float64(all.TokensTotal), float64(all.Succeeded))
 	out.Jobs = jf
 	for _, k := range s.wasteKeys {
-		out.Wasted = append(out.Wasted, *s.wasted[k])
+		w := *s.wasted[k]
+		if !s.wastePaid[k] {
+			w.USD = Figure(math.NaN()) // no row of it had a cost: unknown, not free
+		}
+		out.Wasted = append(out.Wasted, w)
 	}
 	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Seat, b.Seat), strings.Compare(a.Outcome, b.Outcome))
