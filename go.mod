@@ -14,7 +14,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mattn/go-isatty v0.0.24
 	github.com/mattn/go-runewidth v0.0.19
-	github.com/olekukonko/tablewriter v1.0.9 // not v1.1: its init builds an 8,192-entry width cache, 0.3 ms and 160 page faults on every run (docs/speed.md)
+	github.com/olekukonko/tablewriter v1.0.9 // not v1.1: its init builds an 8,192-entry width cache, 0.3 ms and 160 page faults on every run (docs/dev/speed.md)
 	github.com/pelletier/go-toml/v2 v2.2.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -74,7 +74,7 @@ func TestDocs(t *testing.T) {
 			continue
 		}
 		n += count
-		name := strings.TrimSuffix(filepath.Base(f), ".md") + ".txtar"
+		name := strings.ReplaceAll(strings.TrimSuffix(docRel(f), ".md"), "/", "_") + ".txtar"
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -109,13 +109,17 @@ func TestDocs(t *testing.T) {
 	})
 }
 
-// docFiles is README.md and docs/*.md.
+// docFiles is README.md, docs/*.md and the maintainers' docs/dev/*.md.
 func docFiles(t *testing.T, root string) []string {
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	files := []string{filepath.Join(root, "README.md")}
+	for _, dir := range []string{"docs", filepath.Join("docs", "dev")} {
+		more, err := filepath.Glob(filepath.Join(root, dir, "*.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, more...)
 	}
-	return append([]string{filepath.Join(root, "README.md")}, files...)
+	return files
 }
 
 var (
@@ -448,7 +452,8 @@ func docMatch(want, out, errs []string, times bool) bool {
 
 var (
 	timestampRE  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
-	unixTimeRE   = regexp.MustCompile(`"created":\d+`) // an OpenAI chunk's creation time, in seconds
+	unixTimeRE   = regexp.MustCompile(`"created":\d+`)        // an OpenAI chunk's creation time, in seconds
+	realSeedRE   = regexp.MustCompile(`seed \d+, real clock`) // a real-clock run's seed comes from the clock too
 	measuredRE   = regexp.MustCompile(`\d+\.\d+(ms|s)?|\d+(ms|s)\b`)
 	bareMillisRE = regexp.MustCompile(`^\d+$`)
 	padRE        = regexp.MustCompile(` +`)
@@ -460,6 +465,7 @@ var (
 func maskTimes(s string) string {
 	s = timestampRE.ReplaceAllString(s, "<ts>")
 	s = unixTimeRE.ReplaceAllString(s, `"created":<ts>`)
+	s = realSeedRE.ReplaceAllString(s, "seed <seed>, real clock")
 	s = measuredRE.ReplaceAllString(s, "<t>")
 	s = bareMillisRE.ReplaceAllString(s, "<t>") // claim's milliseconds
 	s = ruleRE.ReplaceAllString(s, "─")
@@ -780,10 +786,14 @@ func hasHeading(t *testing.T, file, anchor string) bool {
 	return false
 }
 
-// docRel names a doc by its path in the repository: README.md, docs/x.md.
+// docRel names a doc by its path in the repository: README.md,
+// docs/x.md, docs/dev/x.md.
 func docRel(path string) string {
 	if filepath.Base(path) == "README.md" {
 		return "README.md"
+	}
+	if filepath.Base(filepath.Dir(path)) == "dev" {
+		return "docs/dev/" + filepath.Base(path)
 	}
 	return "docs/" + filepath.Base(path)
 }

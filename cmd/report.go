@@ -46,8 +46,10 @@ func newReportCmd(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report [FILE...|-]",
 		Short: "Turn rehearsal.log into the figures that matter: percentiles, retry tax, wasted calls",
-		Long: `Report reads rehearsal.log (or the named logs; - is stdin) and prints,
-per group (--by seat, model, job or outcome):
+		Long: `Report reads rehearsal.log (or the named logs; - is stdin) and prints
+what it says, per seat (or --by model, job or outcome).
+
+Per group:
 
   attempts (sent), refused (never sent), jobs, and how jobs ended;
   exact nearest-rank percentiles p50 p75 p95 p99 max of wait_s, ttfb_s,

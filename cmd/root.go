@@ -142,11 +142,18 @@ func newRootCmd(f *Factory, only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "retrygate",
 		Short: "Rehearse and gate LLM retry policies before they cost you",
-		Long: `retrygate times scratch calls to LLM seats, writes every attempt to
-rehearsal.log, and runs the four-number gate (deadline, token ceiling,
-attempt cap, wait cap) before every attempt. It reports what retries
-cost, fails CI when a policy change would break the budget, and asks
-what-if before anyone pays for it.
+		Long: `retrygate rehearses an LLM retry policy on scratch seats, with the gate
+(deadline, token ceiling, attempt cap, wait cap) before every attempt,
+logs every attempt to rehearsal.log, and gates policy changes in CI.
+
+Where to start:
+  retrygate rehearse              the built-in demo: no key, no network
+  retrygate time --seat NAME      one call to a seat described in retrygate.yaml
+  retrygate rehearse --jobs 20    20 jobs under the policy, every attempt logged
+  retrygate report                what the log says: percentiles, retry tax, timeouts
+  retrygate check --policy FILE   the CI gate: exit 1 when the logs break the policy
+The words (seat, job, attempt, budget, wait, ttfb, elapsed, gen) are in
+docs/concepts.md.
 
 Settings resolve as flags > environment (RETRYGATE_<SECTION>_<KEY>, e.g.
 RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
@@ -157,6 +164,8 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("retrygate {{.Version}}\n")
+	root.SetHelpTemplate(helpTemplate)
+	root.AddGroup(commandGroups...)
 	root.PersistentFlags().StringVar(&f.ConfigFile, "config", "", "config `file` (default ./retrygate.yaml when present)")
 	root.PersistentFlags().BoolVar(&f.IO.Wide, "wide", false, "on a terminal, print every column of a table, however wide (piped output always has them all)")
 	root.SetFlagErrorFunc(flagError)

@@ -51,11 +51,12 @@ func newSimulateCmd(f *Factory, runF func(*SimulateOptions) error) *cobra.Comman
 		Short: "Play a policy against a latency model on the virtual clock: what would it cost?",
 		Long: `Run a policy's attempt loop — the same one 'retrygate rehearse' runs —
 against a latency model on the virtual clock, for many jobs, and say what
-the policy would do: how many jobs succeed, fail or end unknown, how long
-they take end to end, how many attempts they make and pay for, and what
-the retries cost. With --vs, a second policy runs against the same model
-and seed, side by side, with the difference: what a change costs before
-any traffic pays for it.
+it would cost before any traffic pays for it.
+
+The table says how many jobs succeed, fail or end unknown, how long they
+take end to end, how many attempts they make and pay for, and what the
+retries cost. With --vs, a second policy runs against the same model and
+seed, side by side, with the difference.
 
 Every seat of the policy's fallback chain plays --model. Without --model,
 each seat must be a script seat, and plays its own script. A model is:

@@ -12,7 +12,7 @@ import (
 // BenchmarkStartup runs the commands a shell retry loop calls many times a
 // second as whole processes, beside a hello-world Go binary built the same
 // way, and reports each one's wall and CPU time per run and its ratio to
-// hello-world (issue 11's goal is 1.5×; docs/speed.md says what stands
+// hello-world (issue 11's goal is 1.5×; docs/dev/speed.md says what stands
 // between).
 //
 //	go test ./cmd -run '^$' -bench Startup -benchtime 200x

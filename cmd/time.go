@@ -42,9 +42,10 @@ func newTimeCmd(f *Factory, runF func(*TimeOptions) error) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "time --seat NAME",
 		Short: "Time one attempt against one seat",
-		Long: `Send one attempt to one seat from the config and print what happened, so
-you can check a seat before rehearsing on it:
+		Long: `Send one attempt to one seat from the config and print what it measured,
+so you can check a seat before rehearsing on it.
 
+The fields:
   connect_s     the new connection's set-up ("-" when a kept-alive one
                 was reused; seats.NAME.cold: true opens one every time)
   ttfb_s        submit → response headers

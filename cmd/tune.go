@@ -30,7 +30,10 @@ func newTuneCmd(f *Factory, runF func(*TuneOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tune [LOG...]",
 		Short: "Suggest the budget's caps from the log, then test them on the held-out rows",
-		Long: `Tune reads the rows NOT marked holdout=true and suggests the budget:
+		Long: `Tune reads the rows NOT marked holdout=true, suggests the budget's caps,
+and tests them on the held-out rows.
+
+The caps:
 
   max_wait       p95 of wait_s over attempts that produced content (ok,
                  or a reset after content) × margin; an error's wait is
