@@ -189,6 +189,11 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		p[0].Label, p[1].Label = p[0].File, p[1].File
 	}
 	for _, sp := range o.Policies {
+		if o.Model == nil && sp.File == "" {
+			// The built-in defaults name no seat with a script to play.
+			return withHint(badInput("--model: required without a config: no seat has a script to play"),
+				`pass a latency model, e.g. --model "lognormal p50=2.1s p99=14s hang=0.3%", or --model script:FILE; or --policy FILE whose seats are script seats`)
+		}
 		if _, err := model.Planners(sp.Chain, o.Model, o.Seed); err != nil {
 			var se *model.SeatError
 			if errors.As(err, &se) {
