@@ -95,8 +95,13 @@ func (b *Breaker) set(now time.Time, s BreakerState) {
 	}
 }
 
-// State reports the state at now, moving open to half-open after the cooldown.
+// State reports the state at now, moving open to half-open after the
+// cooldown. A nil breaker (a seat with none) is always closed, as are the
+// other methods' answers on one.
 func (b *Breaker) State(now time.Time) BreakerState {
+	if b == nil {
+		return Closed
+	}
 	if b.state == Open && !now.Before(b.openedAt.Add(b.cfg.Cooldown)) {
 		b.set(now, HalfOpen)
 	}
@@ -109,7 +114,7 @@ func (b *Breaker) Allow(now time.Time) bool {
 	if !b.Ready(now) {
 		return false
 	}
-	if b.state == HalfOpen {
+	if b != nil && b.state == HalfOpen {
 		b.probes++
 	}
 	return true
@@ -121,7 +126,7 @@ func (b *Breaker) Allow(now time.Time) bool {
 // refuses never uses up a probe (which would leave the breaker half-open
 // with no probe ever recorded).
 func (b *Breaker) Ready(now time.Time) bool {
-	if !b.cfg.Enabled() {
+	if b == nil || !b.cfg.Enabled() {
 		return true
 	}
 	switch b.State(now) {
@@ -135,7 +140,7 @@ func (b *Breaker) Ready(now time.Time) bool {
 
 // Record tells the breaker how a request that Allow admitted ended.
 func (b *Breaker) Record(now time.Time, failed bool) {
-	if !b.cfg.Enabled() {
+	if b == nil || !b.cfg.Enabled() {
 		return
 	}
 	switch b.State(now) {

@@ -74,6 +74,9 @@ func (t *Track) estimator(seat string) *Estimator {
 			return &t.seats[i].est
 		}
 	}
+	if t.seats == nil {
+		t.seats = make([]seatEstimate, 0, 4) // a chain is a few seats: grow once
+	}
 	t.seats = append(t.seats, seatEstimate{name: seat})
 	return &t.seats[len(t.seats)-1].est
 }

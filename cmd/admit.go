@@ -29,6 +29,9 @@ type AdmitOptions struct {
 	// keep them (empty without --log): its retry rules decide with the
 	// gate, so admit --log prints the decision record would write.
 	Books ledgerfile.JobGate
+	// Rules are the policy's budget and retry rules --log's rows are read
+	// under.
+	Rules ledgerfile.Rules
 	// RetryBudget and Window are the policy's retry budget and its counts
 	// now, from --log's rows of every job, when the next attempt is a
 	// retry (the job has rows); HasWindow false leaves the budget out.
@@ -140,7 +143,8 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		if err != nil {
 			return err
 		}
-		o.Books.Books(ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}, rows)
+		o.Rules = ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}
+		o.Books.Books(o.Rules, rows)
 		o.Spent, o.Next = o.Books.Estimate(o.Seat)
 		if o.RetryBudget = pol.Retry.Budget; o.RetryBudget.Enabled() && len(rows) > 0 && !isDBLog(o.LogPath) {
 			// The next attempt is a retry: the budget counts the log's
@@ -223,9 +227,16 @@ func runAdmit(o *AdmitOptions) error {
 	if o.NoRows {
 		fmt.Fprintf(o.IO.ErrOut, "no rows for job %q in %s: nothing observed yet (a first attempt)\n", o.Job, logDisplay(o.LogPath))
 	}
-	d := o.Books.Before(o.Budget, o.Spent, o.Next)
-	if o.HasWindow {
-		d = o.RetryBudget.Apply(d, true, o.Window)
+	// Without --log, the spend and the next attempt are the flags': the
+	// gate alone. With it, the job machine decides on the job's books.
+	d := admit.Decide(o.Budget, o.Spent, o.Next)
+	if o.LogPath != "" {
+		var w *admit.BudgetWindow
+		if o.HasWindow {
+			w = &o.Window
+		}
+		o.Rules.Budget = o.Budget
+		d = o.Books.Next(o.Rules, o.Seat, o.Next, w)
 	}
 	b, s, n, r := o.Budget, o.Spent, o.Next, d.Remaining
 	spend := b.HasSpendCeiling()

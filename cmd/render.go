@@ -185,8 +185,11 @@ func wrapText(s string, width int) string {
 	for _, para := range strings.Split(s, "\n") {
 		line := ""
 		for _, word := range strings.Fields(para) {
-			for runewidth.StringWidth(word) > width { // a word too long for a line: cut it
+			for runewidth.StringWidth(word) > width { // a word too long for a line: cut it, after a . / _ - where it can
 				head := runewidth.Truncate(word, width, "")
+				if i := strings.LastIndexAny(head, "./_-"); i > 0 && i < len(head)-1 {
+					head = head[:i+1]
+				}
 				if line != "" {
 					lines, line = append(lines, line), ""
 				}

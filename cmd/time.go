@@ -54,8 +54,15 @@ The fields:
                 one, at least the elapsed, as the log writes it
   elapsed_s     submit → last byte (or the cancellation)
   prompt_tokens, completion_tokens, tokens_from
-                from the response's usage field, or counted locally with a
-                tokenizer when it has none ("script" for script seats)
+                from the response's usage field, or counted with a
+                tokenizer when it has none (seats.NAME.tokenizer: server
+                asks the server's), or an estimate for an attempt that was
+                cut ("script" for script seats); mixed names each count's
+                source in prompt_tokens_from and completion_tokens_from
+  cached_tokens, cache_write_tokens, reasoning_tokens
+                the parts of the counts the provider reported (input read
+                from and written to its prompt cache, reasoning inside the
+                completion); shown only when reported
   http_status, retry_after_s, error_code, bytes
   outcome       ok, conn_error, rate_limited, client_error, server_error,
                 timeout, wait_cap, reset or cancelled
@@ -231,13 +238,19 @@ type timeJSON struct {
 	CompletionTokens int64         `json:"completion_tokens"`
 	Tokens           int64         `json:"tokens"`
 	TokensFrom       string        `json:"tokens_from,omitempty"`
-	RetryAfterS      *float64      `json:"retry_after_s"`
-	ErrorCode        string        `json:"error_code,omitempty"`
-	Bytes            int64         `json:"bytes"`
-	CostUSD          *float64      `json:"cost_usd,omitempty"`
-	Note             string        `json:"note,omitempty"`
-	HardTimeoutS     float64       `json:"hard_timeout_s"`
-	WaitCapS         *float64      `json:"wait_cap_s"` // null: no cap
+	PromptFrom       string        `json:"prompt_tokens_from,omitempty"`
+	CompletionFrom   string        `json:"completion_tokens_from,omitempty"`
+	// The parts the provider reported; absent when it did not.
+	CachedTokens     *int64   `json:"cached_tokens,omitempty"`
+	CacheWriteTokens *int64   `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  *int64   `json:"reasoning_tokens,omitempty"`
+	RetryAfterS      *float64 `json:"retry_after_s"`
+	ErrorCode        string   `json:"error_code,omitempty"`
+	Bytes            int64    `json:"bytes"`
+	CostUSD          *float64 `json:"cost_usd,omitempty"`
+	Note             string   `json:"note,omitempty"`
+	HardTimeoutS     float64  `json:"hard_timeout_s"`
+	WaitCapS         *float64 `json:"wait_cap_s"` // null: no cap
 }
 
 // seconds is d as the log writes it (3 decimals, one formatter).
@@ -266,6 +279,10 @@ func newTimeJSON(obs seat.Observation, sc seat.Config, clock string, o *TimeOpti
 	if clock == "real" {
 		t.Job = o.Job
 	}
+	t.PromptFrom, t.CompletionFrom = obs.PromptFrom, obs.CompletionFrom
+	t.CachedTokens = countPtr(obs.CachedTokens, obs.HasCached)
+	t.CacheWriteTokens = countPtr(obs.CacheWriteTokens, obs.HasCacheWrite)
+	t.ReasoningTokens = countPtr(obs.ReasoningTokens, obs.HasReasoning)
 	if obs.HTTPStatus != 0 {
 		st := obs.HTTPStatus
 		t.HTTPStatus = &st
@@ -274,6 +291,23 @@ func newTimeJSON(obs seat.Observation, sc seat.Config, clock string, o *TimeOpti
 		t.CostUSD = &usd
 	}
 	return t
+}
+
+// countPtr is n when reported, else nil (left out of --json).
+func countPtr(n int64, ok bool) *int64 {
+	if !ok {
+		return nil
+	}
+	return &n
+}
+
+// countString is a reported count's text; "" when not reported (the
+// table leaves its row out, as the log leaves its key out).
+func countString(p *int64) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.FormatInt(*p, 10)
 }
 
 // rows is the table: one field per line, in the log's key names, "-" for
@@ -308,6 +342,20 @@ func (t timeJSON) rows() [][]string {
 		{"prompt_tokens", strconv.FormatInt(t.PromptTokens, 10)},
 		{"completion_tokens", strconv.FormatInt(t.CompletionTokens, 10)},
 		{"tokens_from", orDash(t.TokensFrom)},
+	}...)
+	for _, p := range []struct {
+		key string
+		v   string
+	}{
+		{"prompt_tokens_from", t.PromptFrom}, {"completion_tokens_from", t.CompletionFrom},
+		{"cached_tokens", countString(t.CachedTokens)}, {"cache_write_tokens", countString(t.CacheWriteTokens)},
+		{"reasoning_tokens", countString(t.ReasoningTokens)},
+	} {
+		if p.v != "" {
+			rows = append(rows, []string{p.key, p.v})
+		}
+	}
+	rows = append(rows, [][]string{
 		{"retry_after_s", secs(t.RetryAfterS)},
 		{"error_code", orDash(t.ErrorCode)},
 		{"bytes", strconv.FormatInt(t.Bytes, 10)},

@@ -2,7 +2,10 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -175,4 +178,35 @@ func TestTimeHelp(t *testing.T) {
 	assert.Equal(t, ExitOK, code)
 	assert.Contains(t, out, "EXIT STATUS")
 	assert.Contains(t, out, "--hard-timeout")
+}
+
+// time shows the token parts the provider reported (a llama-server that
+// reported 766 of 767 prompt tokens cached showed none), and leaves out
+// the ones it did not.
+func TestTimeShowsTokenParts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}`+"\n\n"+
+			`data: {"choices":[],"usage":{"prompt_tokens":767,"completion_tokens":40,"prompt_tokens_details":{"cached_tokens":766},"completion_tokens_details":{"reasoning_tokens":12}}}`+"\n\ndata: [DONE]\n\n")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	path := filepath.Join(t.TempDir(), "retrygate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("seats:\n  llama: {kind: openai, base_url: \"http://"+ln.Addr().String()+"/v1\", model: m}\n"), 0o644))
+
+	code, out, errOut := seatRun(t, context.Background(), nil, "time", "--config", path, "--seat", "llama")
+	require.Equal(t, ExitOK, code, errOut)
+	assert.Contains(t, out, "\nprompt_tokens\t767\ncompletion_tokens\t40\ntokens_from\tusage\ncached_tokens\t766\nreasoning_tokens\t12\nretry_after_s\t-\n")
+	assert.NotContains(t, out, "cache_write_tokens")
+
+	code, out, errOut = seatRun(t, context.Background(), nil, "time", "--config", path, "--seat", "llama", "--json")
+	require.Equal(t, ExitOK, code, errOut)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Equal(t, 766.0, got["cached_tokens"])
+	assert.Equal(t, 12.0, got["reasoning_tokens"])
+	assert.NotContains(t, got, "cache_write_tokens")
 }

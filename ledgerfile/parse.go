@@ -391,7 +391,7 @@ var fields = [...]field{
 	count("reasoning_tokens", func(r *Row) (*int64, *bool) { return &r.ReasoningTokens, &r.HasReasoning }),
 	{key: "tokens_from", set: func(r *Row, v string, p *parser) error {
 		if !knownSource(v, true) {
-			return fmt.Errorf("unknown source %q (want usage, tokenizer, script, hand or mixed)", truncate(v))
+			return fmt.Errorf("unknown source %q (want usage, tokenizer, estimate, script, hand or mixed)", truncate(v))
 		}
 		r.TokensFrom = p.str(v)
 		return nil
@@ -510,7 +510,7 @@ func SetField(r *Row, key, value string) (known bool, err error) {
 
 func partSource(v string, p *parser) (string, error) {
 	if !knownSource(v, false) {
-		return "", fmt.Errorf("unknown source %q (want usage, tokenizer, script or hand)", truncate(v))
+		return "", fmt.Errorf("unknown source %q (want usage, tokenizer, estimate, script or hand)", truncate(v))
 	}
 	return p.str(v), nil
 }

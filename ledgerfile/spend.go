@@ -68,7 +68,7 @@ func AddSpent(s *admit.Spent, r *Row) {
 func JobSpend(rows []Row) admit.Spent {
 	var g JobGate
 	g.Books(Rules{}, rows)
-	return g.track.Spent()
+	return g.m.Track().Spent()
 }
 
 // MaxBookRows is how far back a reader of one job's last rows goes for
@@ -93,7 +93,7 @@ func BookRows() func(*Row) bool {
 
 // Books takes a job's rows in file order into the gate's books: its spend,
 // its retry history and its per-seat estimates. admit --log reads a job
-// this way, then asks Before about its next attempt.
+// this way, then asks Next about its next attempt.
 func (g *JobGate) Books(rules Rules, rows []Row) {
 	for i := range rows {
 		g.take(rules, &rows[i])
@@ -103,28 +103,47 @@ func (g *JobGate) Books(rules Rules, rows []Row) {
 // Estimate is the job's spend so far and the conservative estimate of its
 // next attempt on seat (the seat of its last sent attempt when seat is "").
 func (g *JobGate) Estimate(seat string) (admit.Spent, admit.Next) {
+	t := g.m.Track()
 	if seat == "" {
-		seat = g.track.LastSeat()
+		seat = t.LastSeat()
 	}
-	return g.track.Spent(), g.track.Estimate(seat, 0)
+	return t.Spent(), t.Estimate(seat, 0)
 }
 
-// Before is the decision on the job's next attempt, given the spend and
-// the numbers the gate sees (admit --log passes its flags' overrides):
-// the retry rules' refusal of a retry after the job's last sent failure,
-// with the gate's failing checks listed beside it, else the gate. It is
-// the decision record writes and the attempt loop makes at that point.
-func (g *JobGate) Before(b admit.Budget, s admit.Spent, n admit.Next) admit.Decision {
-	return g.ruled(admit.Decide(b, s, n))
+// Next is the job machine's decision on the job's next attempt on seat
+// after the rows taken (admit --log): the retry rules' refusal after its
+// last sent failure, the gate on next (the estimate, or admit's flags),
+// and the retry budget on window when it is set (a retry: the job has
+// rows). It is the decision record writes and the loop makes there.
+func (g *JobGate) Next(rules Rules, seat string, next admit.Next, window *admit.BudgetWindow) admit.Decision {
+	if seat == "" {
+		seat = g.m.Track().LastSeat()
+	}
+	r := Row{Seat: seat, Window: admit.BudgetWindow{}}
+	if window != nil {
+		r.Window, r.HasWindow = *window, true
+	}
+	g.chain(rules, &r)
+	// With a window the next attempt is a retry (the job has rows): the
+	// retry budget judges it.
+	p := g.m.Before(&g.ch, admit.Ask{Estimate: &next, ClientRetry: window != nil})
+	return p.Decision
 }
 
-// ruled puts the retry rules' refusal, when there is one, before the
-// gate's decision d: the loop asks the retry rules first.
-func (g *JobGate) ruled(d admit.Decision) admit.Decision {
-	if g.stepSet && !g.step.Retry {
-		return admit.RefuseFirst(g.step.Reason, d)
+// KeyClientRetry is the row key holding a proxied request's client retry
+// counter (the official SDKs send X-Stainless-Retry-Count): a request
+// naming no job that carries one is a retry, not a first attempt.
+const KeyClientRetry = "client_retry"
+
+// ClientRetry reports whether r records a client's retry (client_retry
+// above 0).
+func (r *Row) ClientRetry() bool {
+	for _, kv := range r.Extra {
+		if kv.Key == KeyClientRetry {
+			return kv.Value != "" && kv.Value != "0"
+		}
 	}
-	return d
+	return false
 }
 
 // Rules are what a replay judges rows by: the budget and the retry rules.
@@ -138,53 +157,71 @@ type Rules struct {
 }
 
 // Budgeted is the retry budget (retry.budget) on the decision d for r,
-// checked last as the loop and the proxy check it: a retry (attempt 2 or
-// later) that everything else admits is refused when its window is over
-// budget. The window is the counts the writer kept on the row
-// (window_firsts, window_retries), so a log replayed under the policy that
-// wrote it flips nothing; a row without them (written without a budget)
-// is judged on rules.Window, the counts of the rows read before it. That
-// is a counterfactual and an approximation: a row is written when its
-// attempt ends, so the attempts in flight when the retry was decided may
-// come after it in the log.
-func (rules Rules) Budgeted(d admit.Decision, r *Row) admit.Decision {
+// checked last as the job machine checks it: a retry that everything else
+// admits is refused when its window is over budget. The window is the
+// counts the writer kept on the row (window_firsts, window_retries), so a
+// log replayed under the policy that wrote it flips nothing; a row
+// without them (written without a budget) is judged on rules.Window, the
+// counts of the rows read before it. That is a counterfactual and an
+// approximation: a row is written when its attempt ends, so the attempts
+// in flight when the retry was decided may come after it in the log.
+func (rules Rules) Budgeted(d admit.Decision, retry bool, r *Row) (admit.Decision, admit.BudgetWindow) {
 	rb := rules.Retry.Budget
-	if !rb.Enabled() || r.Attempt < 2 || !d.Admit {
-		return d
+	if !rb.Enabled() || !retry || !d.Admit {
+		return d, r.Window
 	}
 	w := r.Window
 	if !r.HasWindow {
 		if rules.Window == nil || r.TS.IsZero() {
-			return d
+			return d, w
 		}
 		w = rules.Window.Window(r.TS)
 	}
-	return rb.Apply(d, true, w)
+	return rb.Apply(d, true, w), w
 }
 
 // Counted takes a sent row into rules.Window, when there is one.
 func (rules Rules) Counted(r *Row) {
 	if rules.Window != nil && r.WasSent() && !r.TS.IsZero() && r.Attempt > 0 {
-		rules.Window.Sent(r.TS, r.Attempt >= 2)
+		rules.Window.Sent(r.TS, r.Attempt >= 2 || r.ClientRetry())
 	}
 }
 
-// JobGate judges one job's rows in file order, making each decision the
-// attempt loop makes at that point: the retry rules after a failure
-// (permanent error, retry limit), then the gate on the job's spend and the
-// seat's estimate, with the backoff slept before the attempt charged to
-// the deadline (so a Retry-After past the deadline is refused before the
-// sleep, as the loop does), and the wait cap enforced live on a sent row.
-// A refusal does not remove the rows that follow it: each row is judged
-// on what happened before it. A row decided while earlier attempts of its
-// job were in flight (a proxy's concurrent requests: its inflight key) is
-// judged on the books without them, each counted as used with the
-// estimate as spent, as the proxy decided it.
+// rowBudget is the retry budget as one row recorded it, for the job
+// machine (admit.RetryGate): a replay counts sends from the log itself
+// (Rules.Counted), not from its own decisions.
+type rowBudget struct {
+	rules *Rules
+	r     *Row
+}
+
+func (b *rowBudget) Decide(d admit.Decision, retry bool, _ time.Time) (admit.Decision, admit.BudgetWindow) {
+	return b.rules.Budgeted(d, retry, b.r)
+}
+
+func (*rowBudget) Sent(time.Time, bool) {}
+
+// JobGate replays one job's rows in file order through the job machine
+// (admit.Job), making at each row the decision the attempt loop and the
+// proxy made there: the retry rules after a failure (permanent error,
+// retry limit), the gate on the job's spend and the row seat's estimate,
+// with the wait before the attempt charged to the deadline (so a
+// Retry-After past the deadline is refused before the sleep, as the loop
+// does), the retry budget on the window the row recorded, and the wait
+// cap enforced live on a sent row. The machine's chain is the row's seat
+// alone: the rows say where each attempt went. A refusal does not remove
+// the rows that follow it: each row is judged on what happened before it.
+// A row decided while earlier attempts of its job were in flight (an
+// older proxy's concurrent requests: its inflight key) is judged on the
+// books without them, each counted as used with the estimate as spent, as
+// that proxy decided it.
 type JobGate struct {
-	track   admit.Track
-	step    admit.RetryStep
-	stepSet bool // a sent failure has been judged by the retry rules
-	begun   bool
+	m      admit.Job
+	ch     admit.Chain
+	seat   [1]admit.ChainSeat
+	budget rowBudget
+	rules  Rules
+	begun  bool
 	// restored: the job's earlier rows are not in the books (see start).
 	restored bool
 	// held are sent rows judged and not yet taken into the books, in
@@ -194,8 +231,19 @@ type JobGate struct {
 
 // Reset empties the gate for another job's rows, keeping its room.
 func (g *JobGate) Reset() {
-	g.track.Reset()
-	*g = JobGate{track: g.track, held: g.held[:0]}
+	g.m.Reset()
+	*g = JobGate{m: g.m, held: g.held[:0]}
+}
+
+// chain points the machine's chain at row r's seat under rules.
+func (g *JobGate) chain(rules Rules, r *Row) {
+	g.rules = rules
+	g.seat[0] = admit.ChainSeat{Name: r.Seat, Reserve: r.ReserveUSD}
+	g.ch = admit.Chain{Budget: rules.Budget, Retry: rules.Retry, Seats: g.seat[:]}
+	if rules.Retry.Budget.Enabled() {
+		g.budget = rowBudget{rules: &g.rules, r: r}
+		g.ch.RetryGate = &g.budget
+	}
 }
 
 // settle takes the held attempts into the books until at most n remain:
@@ -216,12 +264,10 @@ func (g *JobGate) Judge(rules Rules, r *Row) (admit.Decision, admit.Spent) {
 	g.start(r)
 	g.settle(rules, r.InFlight)
 	if !r.WasSent() {
-		d, before := g.decide(rules, r, nil)
-		return rules.Budgeted(d, r), before
+		return g.decide(rules, r, nil)
 	}
 	a := AttemptOf(r) // once, for the decision and the books
 	d, before := g.decide(rules, r, &a)
-	d = rules.Budgeted(d, r)
 	g.held = append(g.held, a) // taken by the next row's settle
 	return d, before
 }
@@ -237,7 +283,7 @@ func (g *JobGate) start(r *Row) {
 		// The spend a row carries counts the attempts it was decided
 		// with in flight; the replay counts those again (inflight).
 		s := admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: max(r.Used-r.InFlight, 0), USD: r.SpentUSD}
-		g.track.Restore(s)
+		g.m.Restore(s)
 		g.restored = true
 	}
 }
@@ -252,19 +298,15 @@ func (g *JobGate) take(rules Rules, r *Row) {
 	g.sent(rules, &a)
 }
 
-// sent takes the attempt a sent row records into the books.
-// A cancelled attempt (its client hung up: the proxy's client may come
-// back under the same job) leaves the retry rules' last judgement as it
-// was, as the proxy does.
+// sent takes the attempt a sent row records into the machine's books
+// (admit.Job.Take): a success clears the retry rules; a cancelled attempt
+// (its client hung up: the proxy's client may come back under the same
+// job) leaves their last judgement as it was; any other failure is
+// judged by them. The row that follows says what came next.
 func (g *JobGate) sent(rules Rules, a *admit.Attempt) {
-	g.track.Sent(a)
-	switch a.Outcome {
-	case admit.OK:
-		g.step, g.stepSet = admit.RetryStep{Retry: true}, false
-	case admit.Cancelled:
-	default:
-		g.step, g.stepSet = g.track.Retry(rules.Retry, a, nil), true
-	}
+	r := Row{Seat: a.Seat}
+	g.chain(rules, &r)
+	g.m.Take(&g.ch, 0, a, nil)
 }
 
 // Decide is the decision for the job's next row r after its earlier rows
@@ -285,41 +327,41 @@ func (g *JobGate) decide(rules Rules, r *Row, a *admit.Attempt) (admit.Decision,
 		// Other jobs' failures open a breaker, the operator stops a run,
 		// and the proxy's limits refuse a request before its books: none
 		// is this job's rows' to decide.
-		return admit.Refuse(reason), g.track.Spent()
-	case !g.stepSet && !r.WasSent() && (reason == admit.ReasonPermanentError || reason == admit.ReasonRetryLimit):
+		return admit.Refuse(reason), g.m.Track().Spent()
+	case !g.hasStep() && !r.WasSent() && (reason == admit.ReasonPermanentError || reason == admit.ReasonRetryLimit):
 		// The failure the retry rules judged is not in the rows read
 		// (a hand-written row, or the log starts mid-job): keep theirs.
-		return admit.Refuse(reason), g.track.Spent()
+		return admit.Refuse(reason), g.m.Track().Spent()
 	}
-	b := rules.Budget
-	// The gate charges the wait before the attempt to the deadline:
-	// spent_s + delay_s, as the loop does, and at least the delay the
-	// retry rules set after the job's last failure (a Retry-After they
-	// honour): a retry sent sooner is judged as if it had waited.
-	s := g.track.Spent()
-	delay := r.Delay
-	if g.stepSet {
-		delay = g.step.Charged(delay)
-	}
-	s.Time = admit.AddDuration(s.Time, delay)
-	if r.Outcome == "" && !r.Unsent {
+	g.chain(rules, r)
+	g.m.Renumber(r.Attempt)
+	ask := admit.Ask{Waited: r.Delay, Held: r.InFlight, ClientRetry: r.ClientRetry()}
+	t := g.m.Track()
+	switch {
+	case r.Outcome == "" && !r.Unsent:
 		// The hand-written form (no outcome, no sent key): its own
 		// numbers were the gate's next attempt.
-		return g.Before(b, s, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}), g.track.Spent()
-	}
-	var d admit.Decision
-	var before admit.Spent
-	if g.restored && a == nil && !g.track.Observed(r.Seat) {
+		ask.Estimate = &admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.CostUSD}
+	case g.restored && a == nil && !t.Observed(r.Seat):
 		// The job's earlier rows are not in the books (a log read from
 		// the middle, or a row of a job after the end that let its books
 		// go): nothing is observed, and the refused row's numbers are
 		// the estimate the gate saw.
-		d, before = admit.DecideHeld(b, g.track.Spent(), s.Time, admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.ReserveUSD}, r.InFlight)
-	} else {
-		d, before = g.track.BeforeHeld(b, r.Seat, s.Time, r.ReserveUSD, r.InFlight)
+		ask.Estimate = &admit.Next{Wait: r.Wait, Gen: r.Gen(), Tokens: r.Tokens, USD: r.ReserveUSD}
 	}
+	spent := t.Spent()
+	p := g.m.Before(&g.ch, ask)
+	d := p.Decision
 	if a != nil {
-		d = admit.LiveWaitCap(b, d, a)
+		d = admit.LiveWaitCap(rules.Budget, d, a)
 	}
-	return g.ruled(d), before
+	if r.Outcome == "" && !r.Unsent {
+		return d, spent
+	}
+	return d, p.Spent
+}
+
+func (g *JobGate) hasStep() bool {
+	_, ok := g.m.Step()
+	return ok
 }

@@ -88,30 +88,21 @@ type Action struct {
 	Sleep   time.Duration // Sleep: the backoff
 }
 
-// Job is one logical request's state between the loop's calls. Drivers
+// Job is one logical request's state between the loop's calls: the job
+// machine (admit.Job: its books, its retry rules' answer, its seat and
+// deadline) and what the driver keeps of the attempt in flight. Drivers
 // own the memory and reuse it: Start resets everything.
 type Job struct {
 	ID  string // r<run>-<k>, the Idempotency-Key of every attempt
 	End string // job_end once Finished
 
-	start, deadline time.Time
-	seat            int // current seat in the chain
-	rows            int // rows written (attempt numbers count refusals too)
-	// track is the job's books: spend, retry history, per-seat estimates,
-	// fed from the rows as written, exactly as a replay of the log reads them.
-	track admit.Track
+	m     admit.Job
 	delay time.Duration // slept before the next row's attempt
 
-	// the attempt in flight
-	submit   time.Time
-	spent    admit.Spent
-	sendSeat int
-	probe    bool // sent as a half-open breaker's probe
-	// window is the retry budget's counts when it judged the attempt
-	// (hasWindow), for its row.
-	window    admit.BudgetWindow
-	hasWindow bool
-	prompt    int // index into the loop's prompts
+	// the attempt in flight, as the machine planned it
+	submit time.Time
+	plan   admit.Plan
+	prompt int // index into the loop's prompts
 
 	obs  seat.Observation // the virtual driver's resolved attempt
 	free *Job             // the virtual driver's free list
@@ -123,9 +114,8 @@ type seatState struct {
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
-	calls   int       // plans drawn (the virtual driver's PlanFor index)
-	busy    int       // the virtual driver's calls in flight (a LoadPlanner's load)
-	reserve []float64 // per prompt: USD a first attempt here reserves under a spend ceiling
+	calls   int // plans drawn (the virtual driver's PlanFor index)
+	busy    int // the virtual driver's calls in flight (a LoadPlanner's load)
 }
 
 // loopPrompt is one prompt as the loop sends and logs it.
@@ -154,8 +144,12 @@ type Loop struct {
 	row     ledgerfile.Row
 	events  func(*ledgerfile.Event)
 	ends    Ends
-	budget  *admit.RetryBudget // retry.budget: the retries of every job together
-	idbuf   []byte
+	// chains are the job machine's view of the fallback chain, one per
+	// prompt (a first attempt's spend reservation depends on the prompt);
+	// they share the seats' breakers and the retry budget (retry.budget:
+	// the retries of every job together).
+	chains []admit.Chain
+	idbuf  []byte
 	// idPrefix is "r<run>-", made once.
 	idPrefix []byte
 
@@ -177,8 +171,7 @@ func New(c Config) (*Loop, error) {
 	l := &Loop{
 		pol: c.Policy, rng: c.Rand, sink: c.Sink, events: c.Events, run: c.Run,
 		order: c.PromptOrder, seed: c.PromptSeed, holdout: c.Holdout,
-		width:  len(strconv.Itoa(max(c.Jobs, 1))),
-		budget: admit.NewRetryBudget(c.Policy.Retry.Budget),
+		width: len(strconv.Itoa(max(c.Jobs, 1))),
 	}
 	if l.sink == nil {
 		l.sink = func(*ledgerfile.Row) {}
@@ -206,20 +199,43 @@ func New(c Config) (*Loop, error) {
 			return nil, fmt.Errorf("fallback: seat %q is named twice", name)
 		}
 		seen[name] = true
-		reserve := make([]float64, len(l.prompts))
-		if s.Config.Priced() && c.Policy.Budget.HasSpendCeiling() {
-			for i, p := range l.prompts {
-				reserve[i] = admit.Reservation(s.Config.Prices(),
-					seat.PromptTokens(s.Config, seat.RequestText(p.prompt, p.messages)), int64(p.maxTokens))
-			}
-		}
 		l.seats = append(l.seats, seatState{
-			name: name, cfg: s.Config,
-			seat: s.Seat, planner: s.Planner, reserve: reserve,
+			name: name, cfg: s.Config, seat: s.Seat, planner: s.Planner,
 			br: admit.NewBreaker(c.Policy.Breaker, BreakerEvents(name, l.events)),
 		})
 	}
+	var gate admit.RetryGate
+	if c.Policy.Retry.Budget.Enabled() {
+		gate = admit.NewRetryBudget(c.Policy.Retry.Budget)
+	}
+	for _, p := range l.prompts {
+		ch := NewChain(c.Policy, gate)
+		for i := range l.seats {
+			st := &l.seats[i]
+			ch.Seats = append(ch.Seats, ChainSeat(st.name, st.cfg, st.br, c.Policy.Budget, p.prompt, p.messages, p.maxTokens))
+		}
+		l.chains = append(l.chains, ch)
+	}
 	return l, nil
+}
+
+// NewChain is the job machine's chain for pol, without its seats: the
+// budget, the retry rules, the hard timeout, the retry budget (gate: nil
+// without one) and the log's resolution. The loop and the proxy build
+// theirs with it.
+func NewChain(pol Policy, gate admit.RetryGate) admit.Chain {
+	return admit.Chain{Budget: pol.Budget, Retry: pol.Retry, Hard: pol.Timeouts.Hard, RetryGate: gate, Round: ledgerfile.Resolution}
+}
+
+// ChainSeat is the job machine's view of one seat for one prompt: its
+// name, breaker and prices, and what a first attempt there reserves under
+// a spend ceiling (price × (the prompt counted locally + max_tokens)).
+func ChainSeat(name string, cfg seat.Config, br *admit.Breaker, b admit.Budget, prompt string, msgs []seat.Message, maxTokens int) admit.ChainSeat {
+	cs := admit.ChainSeat{Name: name, Breaker: br, Prices: cfg.Prices(), Priced: cfg.Priced()}
+	if cs.Priced && b.HasSpendCeiling() {
+		cs.Reserve = admit.Reservation(cs.Prices, seat.PromptTokens(cfg, seat.RequestText(prompt, msgs)), int64(maxTokens))
+	}
+	return cs
 }
 
 // Breaker is the chain's i-th seat's breaker (for reports and tests).
@@ -227,10 +243,10 @@ func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
 
 // Start begins job k (1-based) at now: the deadline is made here, once.
 func (l *Loop) Start(j *Job, k int, now time.Time) Action {
-	free, track := j.free, j.track
-	track.Reset() // a reused Job keeps its books' memory
-	*j = Job{ID: l.jobID(k), start: now, deadline: now.Add(l.pol.Budget.Deadline), free: free,
-		prompt: pickPrompt(l.order, l.seed, k, len(l.prompts)), track: track}
+	j.m.Start(now, l.pol.Budget.Deadline) // a reused Job keeps its books' memory
+	j.ID, j.End, j.delay = l.jobID(k), "", 0
+	j.submit, j.plan = time.Time{}, admit.Plan{}
+	j.prompt = pickPrompt(l.order, l.seed, k, len(l.prompts))
 	return l.next(j, now)
 }
 
@@ -266,70 +282,23 @@ func (l *Loop) Woke(j *Job, now time.Time) Action { return l.next(j, now) }
 // cancelled carries job_end=cancelled. An attempt in flight is ended by
 // passing Done an observation with outcome cancelled instead.
 func (l *Loop) Cancel(j *Job, now time.Time) Action {
-	st := &l.seats[j.seat]
-	l.refusalRow(j, now, st, admit.Refuse(reasonCancelled), l.spent(j), j.delay)
+	l.refusalRow(j, now, j.m.Number(), j.m.Seat(), admit.Refuse(reasonCancelled), j.m.Track().Spent(), j.delay, admit.Plan{})
 	l.row.Outcome = admit.Cancelled
 	l.row.Note = "stopped before this attempt"
 	return l.finish(j, ledgerfile.JobCancelled)
 }
 
-// spent is the job's spend before its next attempt: the sums of its rows
-// as written (spent_s is Σ delay_s + elapsed_s of its sent rows), so the
-// gate decides on exactly the numbers a replay of the log reads. The
-// real-time driver's own overhead between attempts is not charged to the
-// job; the hard timeout still runs on the clock.
-func (l *Loop) spent(j *Job) admit.Spent { return j.track.Spent() }
-
-// before is the gate before the job's next attempt on seat st, after a
-// backoff of delay: the sleep is charged to the deadline.
-func (l *Loop) before(j *Job, st *seatState, delay time.Duration) admit.Decision {
-	return j.track.Before(l.pol.Budget, st.name, admit.AddDuration(j.track.Spent().Time, delay), st.reserve[j.prompt])
-}
-
-// next runs the checks before an attempt: the breakers along the chain,
-// then the gate with the conservative estimate for the seat it lands on.
+// next asks the job machine about the job's next attempt after the wait
+// j.delay (the sleep is charged to the deadline): a refusal ends the job
+// with its row; an admission is sent.
 func (l *Loop) next(j *Job, now time.Time) Action {
-	j.hasWindow = false
-	s := j.seat
-	for s < len(l.seats) && !l.seats[s].br.Ready(now) {
-		s++
+	p := j.m.Before(&l.chains[j.prompt], admit.Ask{Now: now, Waited: j.delay})
+	if !p.Decision.Admit {
+		l.refusalRow(j, now, p.Attempt, p.Seat, p.Decision, p.Spent, p.Delay, p)
+		return l.finish(j, j.m.End())
 	}
-	if s == len(l.seats) {
-		st := &l.seats[j.seat]
-		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonBreakerOpen), l.spent(j), j.delay)
-		return l.finish(j, j.track.End())
-	}
-	j.seat = s
-	st := &l.seats[s]
-	spent := l.spent(j)
-	if d := l.before(j, st, j.delay); !d.Admit {
-		l.refusalRow(j, now, st, d, spent, j.delay)
-		return l.finish(j, j.track.End())
-	}
-	hard := min(l.pol.Timeouts.Hard, j.deadline.Sub(now))
-	if hard <= 0 {
-		// Less than the log's resolution is left: the gate saw a
-		// millisecond that the clock has already spent.
-		l.refusalRow(j, now, st, admit.Refuse(admit.ReasonDeadline), spent, j.delay)
-		return l.finish(j, j.track.End())
-	}
-	// Last, the retry budget: a retry everything else admits, when the
-	// retries of every job are over it. A first attempt only counts.
-	retry := j.rows > 0
-	if l.pol.Retry.Budget.Enabled() && retry {
-		var d admit.Decision
-		d, j.window = l.budget.Decide(admit.Decision{Admit: true}, true, now)
-		j.hasWindow = true
-		if !d.Admit {
-			l.refusalRow(j, now, st, d, spent, j.delay)
-			return l.finish(j, j.track.End())
-		}
-	}
-	l.budget.Sent(now, retry)
-	j.probe = st.br.State(now) == admit.HalfOpen
-	st.br.Allow(now)
-	j.submit, j.spent, j.sendSeat = now, spent, s
-	return Action{Kind: Send, Seat: s, Hard: hard, WaitCap: l.pol.Budget.MaxWait}
+	j.submit, j.plan = now, p
+	return Action{Kind: Send, Seat: p.Seat, Hard: p.Hard, WaitCap: l.pol.Budget.MaxWait}
 }
 
 // Request is the seat request for a job's attempt (the real-time driver's).
@@ -342,63 +311,42 @@ func (l *Loop) Request(j *Job, a Action) seat.Request {
 		IdempotencyKey: j.ID,
 		WaitCap:        a.WaitCap,
 		SoftTimeout:    l.pol.Timeouts.Soft,
+		Stall:          l.pol.Timeouts.Stall,
 		Slow5xxAfter:   l.pol.Retry.SlowServerAfter,
 	}
 }
 
-// Done takes the observation of the job's attempt in flight at now, writes
-// its row, and applies the retry rules.
+// Done takes the observation of the job's attempt in flight at now: the
+// job machine settles it (billing, cost, breaker), its row is written,
+// and the machine takes the row into the job's books and says what
+// comes next.
 func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
-	st := &l.seats[j.sendSeat]
-	if obs.Billing == "" {
-		obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, l.pol.Retry.SlowServerAfter)
-	}
-	cost, priced := st.cfg.Cost(obs.Usage())
-
-	note := RecordBreaker(st.br, now, obs, j.probe)
-	l.sentRow(j, obs, st, cost, priced, note)
-	j.hasWindow = false
-	a := ledgerfile.AttemptOf(&l.row)
-	j.track.Sent(&a)
-
-	switch obs.Outcome {
-	case admit.OK:
-		return l.finish(j, ledgerfile.JobSucceeded)
-	case admit.Cancelled:
-		return l.finish(j, ledgerfile.JobCancelled)
-	}
-	step := j.track.Retry(l.pol.Retry, &a, l.rng)
-	if !step.Retry {
-		l.emit(j)
-		l.refusalRow(j, now, st, admit.Refuse(step.Reason), l.spent(j), 0)
-		return l.finish(j, j.track.End())
-	}
-	// The delay the gate charges is the sleep (the proxy's client, which
-	// keeps its own clock, is charged at least the same: Charged).
-	step.Delay = ledgerfile.Resolution(step.Charged(0))
-	next := j.sendSeat
-	if step.Fallback && next+1 < len(l.seats) {
-		next++ // seed 001: retry a timeout at most once, and elsewhere
-	}
-	// Before sleeping: an attempt the gate must refuse after the sleep
-	// (the cap is reached, or the sleep leaves too little of the deadline
-	// for the estimate) is refused now, not after a pointless wait.
-	if d := l.before(j, &l.seats[next], step.Delay); d.Final() {
+	c := &l.chains[j.prompt]
+	p := &j.plan
+	a := admit.Attempt{Outcome: obs.Outcome, Billing: obs.Billing, Elapsed: obs.Elapsed}
+	priced, note := j.m.Settle(c, p.Seat, now, &a, obs.Usage(), p.Probe)
+	obs.Billing = a.Billing
+	l.sentRow(j, obs, a.USD, priced, JoinNote(note, obs.Detail))
+	taken := ledgerfile.AttemptOf(&l.row)
+	mv := j.m.Take(c, p.Seat, &taken, l.rng)
+	switch mv.Kind {
+	case admit.Ended:
+		return l.finish(j, mv.End)
+	case admit.Refused:
 		l.emit(j)
 		// The row carries the sleep this refusal saved: the gate charged it.
-		l.refusalRow(j, now, &l.seats[next], d, l.spent(j), step.Delay)
-		if step.Delay > 0 {
+		l.refusalRow(j, now, mv.Attempt, mv.Seat, mv.Decision, mv.Spent, mv.Delay, admit.Plan{})
+		if mv.Delay > 0 {
 			l.row.Note = JoinNote("refused before sleeping", l.row.Note)
 		}
-		return l.finish(j, j.track.End())
+		return l.finish(j, mv.End)
 	}
 	l.emit(j)
-	j.seat = next
-	j.delay = step.Delay
-	if step.Delay <= 0 {
+	j.delay = mv.Delay
+	if mv.Delay <= 0 {
 		return l.next(j, now)
 	}
-	return Action{Kind: Sleep, Sleep: step.Delay}
+	return Action{Kind: Sleep, Sleep: mv.Delay}
 }
 
 // finish writes the pending row with job_end.
@@ -421,29 +369,34 @@ func (l *Loop) finish(j *Job, end string) Action {
 
 func (l *Loop) emit(j *Job) {
 	l.sink(&l.row)
-	j.rows++
 	j.delay = 0
 }
 
-func (l *Loop) base(j *Job, ts time.Time, st *seatState, spent admit.Spent, delay time.Duration) RowBase {
+// base is what a row of job j's attempt n on the chain's seat s carries
+// before its numbers; p is the plan it was admitted or refused by (its
+// retry budget window).
+func (l *Loop) base(j *Job, ts time.Time, n, s int, spent admit.Spent, delay time.Duration, p *admit.Plan) RowBase {
+	st := &l.seats[s]
+	pr := &l.prompts[j.prompt]
 	return RowBase{
-		TS: ts, Job: j.ID, Attempt: j.rows + 1, Seat: st.name, Model: st.cfg.Model,
-		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: st != &l.seats[0],
-		PromptSHA: l.prompts[j.prompt].sha, Tags: l.prompts[j.prompt].tags, Reserve: st.reserve[j.prompt],
-		Window: j.window, HasWindow: j.hasWindow,
+		TS: ts, Job: j.ID, Attempt: n, Seat: st.name, Model: st.cfg.Model,
+		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: s > 0,
+		PromptSHA: pr.sha, Tags: pr.tags, Reserve: l.chains[j.prompt].Seats[s].Reserve,
+		Window: p.Window, HasWindow: p.HasWindow,
 	}
 }
 
-// refusalRow fills the row for an attempt refused before sending: its
-// numbers are the estimate the gate saw.
-func (l *Loop) refusalRow(j *Job, now time.Time, st *seatState, d admit.Decision, spent admit.Spent, delay time.Duration) {
-	b := l.base(j, now, st, spent, delay)
-	RefusalRow(&l.row, &b, &j.track, d)
+// refusalRow fills the row for attempt n refused before sending on seat
+// s: its numbers are the estimate the gate saw.
+func (l *Loop) refusalRow(j *Job, now time.Time, n, s int, d admit.Decision, spent admit.Spent, delay time.Duration, p admit.Plan) {
+	b := l.base(j, now, n, s, spent, delay, &p)
+	RefusalRow(&l.row, &b, j.m.Track(), d)
 }
 
-// sentRow fills the row for an attempt that was sent.
-func (l *Loop) sentRow(j *Job, o *seat.Observation, st *seatState, cost float64, priced bool, note string) {
-	b := l.base(j, j.submit, st, j.spent, j.delay)
-	SentRow(&l.row, &b, &j.track, o, cost, priced, note)
-	PriceCache(&l.row, st.cfg, o)
+// sentRow fills the row for the attempt in flight.
+func (l *Loop) sentRow(j *Job, o *seat.Observation, cost float64, priced bool, note string) {
+	p := &j.plan
+	b := l.base(j, j.submit, p.Attempt, p.Seat, p.Spent, p.Delay, p)
+	SentRow(&l.row, &b, j.m.Track(), o, cost, priced, note)
+	PriceCache(&l.row, l.seats[p.Seat].cfg, o)
 }

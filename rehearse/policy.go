@@ -7,10 +7,13 @@ import (
 	"github.com/retrygate/retrygate/admit"
 )
 
-// Timeouts are seed 002's two numbers: soft shows "still waiting", hard cancels.
+// Timeouts are seed 002's two numbers: soft shows "still waiting", hard
+// cancels; and the stall window: once content has started, no byte for
+// this long cuts the attempt (0: off).
 type Timeouts struct {
-	Soft time.Duration
-	Hard time.Duration
+	Soft  time.Duration
+	Hard  time.Duration
+	Stall time.Duration
 }
 
 // Policy is everything the attempt loop obeys.
@@ -69,6 +72,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("retry.timeouts_retried: must not be negative, got %d", r.TimeoutsRetried)
 	case p.Timeouts.Hard <= 0:
 		return fmt.Errorf("timeouts.hard: must be positive, got %s", p.Timeouts.Hard)
+	case p.Timeouts.Stall < 0:
+		return fmt.Errorf("timeouts.stall: must not be negative, got %s", p.Timeouts.Stall)
 	case p.Timeouts.Soft > p.Timeouts.Hard:
 		return fmt.Errorf("timeouts.soft: %s is past timeouts.hard %s", p.Timeouts.Soft, p.Timeouts.Hard)
 	}

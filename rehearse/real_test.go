@@ -97,7 +97,7 @@ func TestRehearseLiveRetryAfterBackoffAndFallback(t *testing.T) {
 		seat.Plan{Status: 429, ErrorCode: "rate_limit_exceeded", RetryAfter: 300 * time.Millisecond, HasRetryAfter: true, Elapsed: 10 * time.Millisecond},
 		okFast,
 		seat.Plan{Status: 503, Elapsed: 10 * time.Millisecond},
-		seat.Plan{Hang: true, TTFB: 10 * time.Millisecond, Wait: 20 * time.Millisecond, PromptTokens: 20},
+		seat.Plan{Hang: true, TTFB: 10 * time.Millisecond, Wait: time.Minute, PromptTokens: 20}, // headers, then nothing: the soft note is for no content yet
 	)
 	backup := serveSeat(t, okFast)
 

@@ -180,7 +180,7 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			continue
 		case evDone:
 			j := ev.job
-			l.seats[j.sendSeat].busy--
+			l.seats[j.plan.Seat].busy--
 			v.apply(j, l.Done(j, &j.obs, v.start.Add(time.Duration(ev.at))))
 		case evWake:
 			v.apply(ev.job, l.Woke(ev.job, v.start.Add(time.Duration(ev.at))))
@@ -298,7 +298,7 @@ func (v *vrun) cancelAll() {
 		j := ev.job
 		switch ev.kind {
 		case evDone:
-			v.l.seats[j.sendSeat].busy--
+			v.l.seats[j.plan.Seat].busy--
 			j.obs = cutShort(j.obs, now.Sub(j.submit))
 			v.l.Done(j, &j.obs, now)
 		case evWake:

@@ -48,7 +48,7 @@ func rss(pid int) (cur, hwm int) {
 }
 
 func main() {
-	bin := flag.String("bin", "github.com/retrygate/retrygate", "retrygate binary")
+	bin := flag.String("bin", "retrygate", "retrygate binary")
 	conns := flag.Int("c", 300, "connections")
 	size := flag.Int("size", 8<<20, "body bytes")
 	vlimit := flag.Int("ulimit-v", 2500000, "ulimit -v (KiB)")

@@ -2,6 +2,8 @@
 package summary
 
 import (
+	"strings"
+
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
 )
@@ -14,17 +16,33 @@ import (
 // wrote it changes no decision. It is a per-row counterfactual over what
 // happened, not a re-simulation: a refusal now does not remove the rows
 // that followed it.
+//
+// A job is every row of its id (DESIGN.md, "A job, exactly"), whatever
+// other jobs' rows stand between them: a job's books are kept when
+// another job's row interrupts it, ended or not. An ended job's books are
+// kept while endWindow more jobs end, as the summary keeps its figures,
+// so memory follows the jobs open at once, not the log.
 type Replayer struct {
 	rules ledgerfile.Rules
-	jobs  map[string]*ledgerfile.JobGate // open jobs that another job's rows interrupted
+	open  map[string]*ledgerfile.JobGate // jobs another job's rows interrupted before their end
 	// The current job's books: own, while its rows are adjacent (as they
 	// are unless jobs interleave), so that most jobs are never allocated
-	// or put in the map; once interrupted, its books move to the map.
+	// or put in a map.
 	cur    *ledgerfile.JobGate
 	curJob string
 	own    ledgerfile.JobGate
 	single ledgerfile.JobGate // a row without a job id: a job of its own
 	ended  bool               // the current job's last row so far carried job_end
+	// ring holds the books of jobs past their job_end row, reused in
+	// place; once full, head is the oldest; endedAt finds a job's slot.
+	ring    []ringJob
+	head    int
+	endedAt map[string]int
+}
+
+type ringJob struct {
+	id string
+	g  ledgerfile.JobGate
 }
 
 // Replayed is one row's two decisions.
@@ -65,7 +83,7 @@ func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
 	if r.Budget.Enabled() {
 		rules.Window = admit.NewRetryBudget(r.Budget)
 	}
-	return &Replayer{rules: rules, jobs: map[string]*ledgerfile.JobGate{}}
+	return &Replayer{rules: rules, open: map[string]*ledgerfile.JobGate{}, endedAt: map[string]int{}}
 }
 
 // Add re-decides one row. Rows must come in log order. A row without a job
@@ -81,16 +99,7 @@ func (p *Replayer) judge(r *ledgerfile.Row) (admit.Decision, admit.Spent) {
 	d, before := p.gate(r.Job).Judge(p.rules, r)
 	p.rules.Counted(r)
 	if r.Job != "" {
-		p.ended = false
-	}
-	if r.Job != "" && r.JobEnd != "" {
-		// job_end is on a job's last row: its books are let go, but kept
-		// while the job stays the current one, for a row of it right
-		// after its end (a job is every row of its id).
-		if p.cur != &p.own {
-			delete(p.jobs, r.Job)
-		}
-		p.ended = true
+		p.ended = r.JobEnd != ""
 	}
 	return d, before
 }
@@ -117,25 +126,67 @@ func (p *Replayer) gate(job string) *ledgerfile.JobGate {
 		return &p.single
 	}
 	if p.cur != nil && job == p.curJob {
-		if p.ended && p.cur != &p.own {
-			p.jobs[job] = p.cur // its books were let go at its end: they are in use again
-		}
 		return p.cur
 	}
-	if p.cur == &p.own && !p.ended {
-		// Jobs interleave: the current one's books move to the map (and
-		// take their room with them).
-		g := new(ledgerfile.JobGate)
-		*g = p.own
-		p.jobs[p.curJob] = g
-		p.own = ledgerfile.JobGate{}
-	}
-	if g, ok := p.jobs[job]; ok {
+	p.stash()
+	p.ended = false
+	switch g, ok := p.open[job]; {
+	case ok:
 		p.cur = g
-	} else {
-		p.own.Reset()
+	default:
+		if i, ok := p.endedAt[job]; ok {
+			// A row after its job's end: the job goes on, with its books.
+			p.own, p.ring[i].g = p.ring[i].g, p.own
+			p.ring[i].id = ""
+			delete(p.endedAt, job)
+		} else {
+			p.own.Reset()
+		}
 		p.cur = &p.own
 	}
-	p.curJob = job
+	p.curJob = strings.Clone(job) // a row's strings live until the next row
 	return p.cur
+}
+
+// stash puts the current job's books away as another job's row comes:
+// an ended job's into the ring, an open one's into open.
+func (p *Replayer) stash() {
+	if p.cur == nil || p.cur == &p.single {
+		return
+	}
+	switch {
+	case !p.ended && p.cur == &p.own:
+		g := new(ledgerfile.JobGate)
+		*g, p.own = p.own, ledgerfile.JobGate{} // the books take their room with them
+		p.open[p.curJob] = g
+	case p.ended:
+		if p.cur != &p.own {
+			delete(p.open, p.curJob)
+		}
+		p.retire(p.cur)
+	}
+	p.cur = nil
+}
+
+// retire keeps an ended job's books in the ring, in the oldest slot once
+// it holds endWindow jobs.
+func (p *Replayer) retire(g *ledgerfile.JobGate) {
+	var i int
+	if len(p.ring) < endWindow {
+		p.ring = append(p.ring, ringJob{})
+		i = len(p.ring) - 1
+	} else {
+		i, p.head = p.head, (p.head+1)%endWindow // the oldest
+	}
+	slot := &p.ring[i]
+	if slot.id != "" {
+		delete(p.endedAt, slot.id)
+	}
+	slot.id = p.curJob
+	if g == &p.own {
+		slot.g, p.own = p.own, slot.g // the slot's old room becomes own's
+	} else {
+		slot.g = *g
+	}
+	p.endedAt[slot.id] = i
 }

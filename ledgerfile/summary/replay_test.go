@@ -220,3 +220,43 @@ func TestReplayAfterClientHangUp(t *testing.T) {
 		`job=j attempt=2 seat=s wait_s=0.050 elapsed_s=0.050 tokens=10 outcome=ok delay_s=1 spent_s=0.100 spent_tokens=0 used=1 decision=admit`)
 	assert.Equal(t, []string{"admit", "admit"}, got)
 }
+
+// A job is every row of its id, whatever rows stand between them: its
+// books survive another job's row, even after a job_end (the issue's
+// replay that forgot X's first attempt because Y's row came between).
+func TestReplayInterleavedJobKeepsItsBooks(t *testing.T) {
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 8000, MaxAttempts: 1, MaxWait: 5 * time.Second}
+	lines := []string{
+		`job=X attempt=1 seat=s wait_s=0.5 elapsed_s=1 tokens=10 outcome=ok decision=admit job_end=succeeded`,
+		`job=Y attempt=1 seat=s wait_s=0.5 elapsed_s=1 tokens=10 outcome=ok decision=admit job_end=succeeded`,
+		`job=X attempt=2 seat=s wait_s=0.5 elapsed_s=1 tokens=10 outcome=ok decision=admit job_end=succeeded`,
+	}
+	for _, order := range [][]int{{0, 1, 2}, {0, 2}} {
+		p := NewReplayer(b, admit.RetryPolicy{})
+		var now []string
+		for _, i := range order {
+			var r ledgerfile.Row
+			require.NoError(t, ledgerfile.ParseLine([]byte(lines[i]), &r))
+			now = append(now, p.Add(&r, "x.log").Now)
+		}
+		assert.Equal(t, "refuse: attempt cap", now[len(now)-1], "rows %v: X's attempt 2 under max_attempts 1", order)
+	}
+
+	// An open job interrupted many times keeps its books too, and a job
+	// past endWindow other jobs' ends is one the replay no longer knows.
+	var rows []string
+	rows = append(rows, `job=A attempt=1 seat=s wait_s=0.5 elapsed_s=1 tokens=10 outcome=server_error decision=admit`)
+	for i := range 3 {
+		rows = append(rows, fmt.Sprintf(`job=o%d attempt=1 seat=s wait_s=0.5 elapsed_s=1 tokens=10 outcome=ok decision=admit job_end=succeeded`, i))
+	}
+	rows = append(rows, `job=A attempt=2 seat=s wait_s=0.5 elapsed_s=1 tokens=10 outcome=ok decision=admit job_end=succeeded`)
+	p := NewReplayer(b, admit.RetryPolicy{})
+	var last Replayed
+	for _, l := range rows {
+		var r ledgerfile.Row
+		require.NoError(t, ledgerfile.ParseLine([]byte(l), &r))
+		last = p.Add(&r, "x.log")
+	}
+	assert.Equal(t, "refuse: attempt cap", last.Now)
+	assert.Equal(t, 1, last.Spent.Attempts)
+}

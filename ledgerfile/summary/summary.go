@@ -566,7 +566,11 @@ type endedJob struct {
 
 // jobState is the little a job needs remembered between its rows.
 type jobState struct {
-	groups []int32 // groups touched besides the first
+	// second is the second group touched (a fallback seat), -1 before
+	// one: most jobs touch one or two, and a job allocates nothing for
+	// them; groups holds any after those two.
+	second int32
+	groups []int32
 
 	hash            uint64      // its id's hash (Summarizer.ids)
 	endSeq          uint32      // set by its job_end row, cleared by any later row
@@ -797,7 +801,7 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 	s.addRow(s.all, r, f)
 
 	if r.Job == "" {
-		single := jobState{firstGroup: -1}
+		single := jobState{firstGroup: -1, second: -1}
 		if r.HasSpent {
 			single.spend = admit.Spent{Time: r.SpentS, Tokens: r.SpentTokens, Attempts: r.Used, USD: r.SpentUSD}
 		}
@@ -837,7 +841,7 @@ func (s *Summarizer) jobFor(id string) int32 {
 			*c = append(*c, jobState{})
 			ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
 		}
-		s.jobs[ix/jobChunk][ix%jobChunk] = jobState{firstGroup: -1, open: true, hash: h}
+		s.jobs[ix/jobChunk][ix%jobChunk] = jobState{firstGroup: -1, second: -1, open: true, hash: h}
 		s.ids[h] = ix
 	}
 	s.curJob, s.curIx, s.hasCur = id, ix, true
@@ -988,8 +992,12 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f rowF
 	if js.firstGroup < 0 {
 		js.firstGroup = gi
 		js.allCost = true
-	} else if gi != js.firstGroup && !slices.Contains(js.groups, gi) {
-		js.groups = append(js.groups, gi)
+	} else if gi != js.firstGroup && gi != js.second && !slices.Contains(js.groups, gi) {
+		if js.second < 0 {
+			js.second = gi
+		} else {
+			js.groups = append(js.groups, gi)
+		}
 	}
 	if r.Fallback {
 		js.fallback = true
@@ -1141,6 +1149,9 @@ func (s *Summarizer) finishJob(js *jobState) {
 		}
 	}
 	touch(s.groups[js.firstGroup])
+	if js.second >= 0 {
+		touch(s.groups[js.second])
+	}
 	for _, gi := range js.groups {
 		touch(s.groups[gi])
 	}

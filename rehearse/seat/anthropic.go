@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/buger/jsonparser"
-
-	"github.com/retrygate/retrygate/admit"
 )
 
 // anthropicWire speaks the Messages API: POST {base_url}/messages with
@@ -33,9 +31,7 @@ func (anthropicWire) ndjson() bool { return false }
 func (anthropicWire) header(h http.Header, key string) {
 	h.Set("Accept", "text/event-stream")
 	h.Set("Anthropic-Version", "2023-06-01")
-	if key != "" {
-		h.Set("X-Api-Key", key)
-	}
+	SetAuth(h, "anthropic", key)
 }
 
 func (anthropicWire) body(model string, req Request) []byte {
@@ -88,9 +84,7 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 	switch et {
 	case "message_start":
 		if u, ok, _ := member(msg, jsonparser.Object, "usage"); ok {
-			if n, ok := anthropicInput(u, st); ok {
-				st.usagePrompt(n)
-			}
+			anthropicInput(u, st)
 			// Its output_tokens is a provisional count; message_delta
 			// carries the total.
 		}
@@ -112,7 +106,10 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 		}
 	case "message_delta":
 		if hasUsage {
-			anthropicTotals(usage, st) // cumulative: replaces message_start's numbers
+			anthropicTotals(usage, st) // cumulative, and maybe partial: merged by field
+		}
+		if r, ok := stringMember(delta, "stop_reason"); ok && r != "" {
+			st.finished = true // the answer says it ended; message_stop follows
 		}
 	case "message_stop":
 		st.done = true
@@ -126,31 +123,27 @@ func (anthropicWire) event(typ string, data []byte, st *stream) {
 // (a running total) or a whole answer's.
 func anthropicTotals(u []byte, st *stream) {
 	if n, ok := countOf(u, "output_tokens"); ok {
-		st.usageCompletion(n)
+		st.usage.set(uCompletion, n)
 	}
-	if n, ok := anthropicInput(u, st); ok {
-		st.usagePrompt(n)
-	}
+	anthropicInput(u, st)
 }
 
-// anthropicInput is every prompt token a usage object bills: fresh,
-// cache writes and cache reads; ok is false when it names none. The
-// cache fields sit beside input_tokens (docs/log.md), so the prompt is
-// their sum, and each is also kept as its part: cache_read_input_tokens
-// as cached_tokens, cache_creation_input_tokens as cache_write_tokens.
-func anthropicInput(u []byte, st *stream) (n int64, ok bool) {
-	for i, k := range [...]string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} {
-		if v, present := countOf(u, k); present {
-			n, ok = admit.AddTokens(n, v), true
-			switch i {
-			case 1:
-				st.usageCacheWrite(v)
-			case 2:
-				st.usageCached(v)
-			}
+// anthropicInput takes a usage object's input counts: fresh
+// (input_tokens), cache writes and cache reads. The cache fields sit
+// beside input_tokens (docs/log.md), so the prompt is their sum
+// (usage.prompt), and each is also kept as its part:
+// cache_read_input_tokens as cached_tokens, cache_creation_input_tokens
+// as cache_write_tokens.
+func anthropicInput(u []byte, st *stream) {
+	st.usage.beside = true
+	for _, f := range [...]struct {
+		key string
+		to  usageField
+	}{{"input_tokens", uInput}, {"cache_creation_input_tokens", uCacheWrite}, {"cache_read_input_tokens", uCached}} {
+		if v, ok := countOf(u, f.key); ok {
+			st.usage.set(f.to, v)
 		}
 	}
-	return n, ok
 }
 
 // whole reads a non-streamed answer, a Message, as event reads its

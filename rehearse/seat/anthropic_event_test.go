@@ -3,39 +3,35 @@ package seat
 import (
 	"encoding/json"
 	"testing"
-
-	"github.com/retrygate/retrygate/admit"
 )
 
 type anthropicUsage struct {
-	InputTokens         *jsonInt `json:"input_tokens"`
-	CacheCreationTokens *jsonInt `json:"cache_creation_input_tokens"`
-	CacheReadTokens     *jsonInt `json:"cache_read_input_tokens"`
-	OutputTokens        *jsonInt `json:"output_tokens"`
+	InputTokens         *jsonCount `json:"input_tokens"`
+	CacheCreationTokens *jsonCount `json:"cache_creation_input_tokens"`
+	CacheReadTokens     *jsonCount `json:"cache_read_input_tokens"`
+	OutputTokens        *jsonCount `json:"output_tokens"`
 }
 
-// input is every prompt token the request was billed for: fresh, cache
-// writes and cache reads; ok is false when the usage named none.
-func (u *anthropicUsage) input(st *stream) (n int64, ok bool) {
-	for _, p := range []*jsonInt{u.InputTokens, u.CacheCreationTokens, u.CacheReadTokens} {
-		if p.present() {
-			n, ok = admit.AddTokens(n, p.value()), true
+// take merges the usage's counts into st, field by field, the cache
+// fields beside input_tokens.
+func (u *anthropicUsage) take(st *stream) {
+	st.usage.beside = true
+	for _, f := range []struct {
+		v  *jsonCount
+		to usageField
+	}{{u.InputTokens, uInput}, {u.CacheCreationTokens, uCacheWrite}, {u.CacheReadTokens, uCached}, {u.OutputTokens, uCompletion}} {
+		if f.v.present() {
+			st.usage.set(f.to, f.v.value())
 		}
 	}
-	if u.CacheCreationTokens.present() {
-		st.usageCacheWrite(u.CacheCreationTokens.value())
-	}
-	if u.CacheReadTokens.present() {
-		st.usageCached(u.CacheReadTokens.value())
-	}
-	return n, ok
 }
 
 type anthropicBlock struct {
-	Type        string   `json:"type"`
-	Text        jsonText `json:"text"`
-	Thinking    jsonText `json:"thinking"`
-	PartialJSON jsonText `json:"partial_json"` // tool-use input, streamed
+	Type        string          `json:"type"`
+	Text        jsonText        `json:"text"`
+	Thinking    jsonText        `json:"thinking"`
+	PartialJSON jsonText        `json:"partial_json"` // tool-use input, streamed
+	StopReason  json.RawMessage `json:"stop_reason"`  // message_delta's
 }
 
 type anthropicEvent struct {
@@ -65,11 +61,9 @@ func referenceAnthropic(_ anthropicWire, typ string, data []byte, st *stream) {
 	switch e.Type {
 	case "message_start":
 		if e.Message != nil && e.Message.Usage != nil {
-			if n, ok := e.Message.Usage.input(st); ok {
-				st.usagePrompt(n)
-			}
-			// Its output_tokens is a provisional count; message_delta
-			// carries the total.
+			u := *e.Message.Usage
+			u.OutputTokens = nil // a provisional count; message_delta carries the total
+			u.take(st)
 		}
 	case "content_block_start":
 		if b := e.ContentBlock; b != nil {
@@ -89,13 +83,10 @@ func referenceAnthropic(_ anthropicWire, typ string, data []byte, st *stream) {
 		}
 	case "message_delta":
 		if u := e.Usage; u != nil {
-			// Cumulative: replace message_start's numbers, never add.
-			if u.OutputTokens.present() {
-				st.usageCompletion(u.OutputTokens.value())
-			}
-			if n, ok := u.input(st); ok {
-				st.usagePrompt(n)
-			}
+			u.take(st) // cumulative, and maybe partial: merged by field
+		}
+		if d := e.Delta; d != nil && nonEmptyString(d.StopReason) {
+			st.finished = true
 		}
 	case "message_stop":
 		st.done = true
@@ -148,12 +139,7 @@ func referenceAnthropicWhole(data []byte, st *stream) {
 		st.text(string(b.Thinking))
 	}
 	if u := e.Usage; u != nil {
-		if n, ok := u.input(st); ok {
-			st.usagePrompt(n)
-		}
-		if u.OutputTokens.present() {
-			st.usageCompletion(u.OutputTokens.value())
-		}
+		u.take(st)
 	}
 	st.done = e.Type == "message"
 }

@@ -93,7 +93,7 @@ func TestCancellation(t *testing.T) {
 					assert.GreaterOrEqual(t, obs.Elapsed, tt.limit-lateTol)
 					assert.Less(t, obs.Elapsed, tt.limit+slack)
 					if tt.content {
-						assert.Equal(t, FromTokenizer, obs.TokensFrom)
+						assert.Equal(t, FromEstimate, obs.TokensFrom)
 						assert.Positive(t, obs.CompletionTokens, "output so far is counted")
 					}
 				})

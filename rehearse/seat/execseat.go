@@ -74,6 +74,7 @@ func (o *execOut) Write(p []byte) (int, error) {
 	if o.n == 0 && o.g.answer() {
 		o.wait, o.hasWait = now, true
 	}
+	o.g.touch(now)
 	o.st.itl.chunk(now) // a read of stdout is a chunk for ITL
 	o.n += int64(len(p))
 	o.st.counter.add(string(p))
@@ -110,7 +111,7 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	g := new(guard)
-	g.init(start, req, cancel)
+	g.init(start, ctx, req, cancel)
 	defer g.stop()
 
 	st := &stream{counter: streamCounter{codec: s.codec, stop: stopCounting(ctx)}}
@@ -125,7 +126,7 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 
 	if err := cmd.Start(); err != nil {
 		obs.Elapsed = time.Since(start)
-		if o, why := cancelled(parent, ctx); o != "" {
+		if o, why := g.cancelled(parent, ctx); o != "" {
 			obs.Outcome, obs.Detail = o, why+" before the command started"
 		} else {
 			obs.Outcome, obs.Detail = admit.ConnError, "command could not start"
@@ -146,11 +147,15 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	st.content = out.n > 0
 
 	var exitErr *exec.ExitError
-	switch o, why := cancelled(parent, ctx); {
+	cut := false
+	switch o, why := g.cancelled(parent, ctx); {
 	case o != "":
-		obs.Outcome, obs.Detail = o, why
+		obs.Outcome, obs.Detail, cut = o, why, true
 		if obs.HasWait {
 			obs.Detail = why + " mid-output"
+		}
+		if at, ok := g.cutInstant(); ok {
+			obs.Elapsed = max(at, obs.Wait)
 		}
 	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState.Success():
 		obs.Outcome = admit.OK
@@ -161,8 +166,31 @@ func (s *execSeat) Do(parent context.Context, req Request) Observation {
 	}
 	if obs.Outcome != admit.ServerError || st.content {
 		out.usage(st)
-		fillTokens(&obs, st, s.codec, req.Text())
+		execTokens(&obs, st, s.codec, req.Text(), cut)
 	}
 	obs.Billing = admit.BillingOf(obs.Outcome, obs.Elapsed, req.Slow5xxAfter)
 	return obs
+}
+
+// execTokens fills an exec attempt's counts: its usage line's, else the
+// local tokenizer's; a cut attempt's counts without usage are what was
+// seen, marked estimate (a command's output has no rate to go on).
+func execTokens(obs *Observation, st *stream, codec *lazyCodec, prompt string, cut bool) {
+	from := FromTokenizer
+	if cut {
+		from = FromEstimate
+	}
+	p, hasP := st.usage.prompt()
+	pFrom := FromUsage
+	if !hasP {
+		p, pFrom = countText(codec, []byte(prompt), st.counter.stop), from
+	}
+	c, hasC := st.usage.completion()
+	cFrom := FromUsage
+	if !hasC {
+		c, cFrom = st.counter.total(), from
+	}
+	obs.PromptTokens, obs.CompletionTokens = p, c
+	setSources(obs, pFrom, cFrom)
+	st.usage.parts(obs, hasP, hasC)
 }

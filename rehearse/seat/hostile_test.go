@@ -167,7 +167,7 @@ func TestHostileServers(t *testing.T) {
 			check: func(t *testing.T, obs Observation) {
 				assert.True(t, obs.HasWait)
 				assert.Positive(t, obs.CompletionTokens)
-				assert.Equal(t, FromTokenizer, obs.TokensFrom)
+				assert.Equal(t, FromEstimate, obs.TokensFrom)
 			},
 		},
 		{

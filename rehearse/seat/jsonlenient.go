@@ -52,17 +52,29 @@ func textsAt(obj []byte, st *stream, keys ...string) {
 	}
 }
 
-// countOf reads a token count leniently: any JSON number, clamped into
-// [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
-// server has sent); anything else is absent.
+// countOf reads the token count at keys in obj (see TokenCount).
 func countOf(obj []byte, keys ...string) (int64, bool) {
 	v, t, _, err := jsonparser.Get(obj, keys...)
 	if err != nil || t != jsonparser.Number {
 		return 0, false
 	}
+	return TokenCount(v)
+}
+
+// TokenCount reads a token count leniently from one JSON value, as it
+// stands in a body: any JSON number, clamped into [0, admit.MaxTokens]
+// (9e18, -3, 2.5 and 1e400 are all counts a broken server or client has
+// sent); anything else (a string, null, nothing) is no count. Every
+// reader of a count in a body calls it: the seat's usage, the proxy's
+// client bodies.
+func TokenCount(raw []byte) (int64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return 0, false
+	}
 	// ParseFloat gives ±Inf with a range error past float64: clamped too.
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil && !math.IsInf(f, 0) {
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil && !math.IsInf(f, 0) || math.IsNaN(f) {
 		return 0, false
 	}
 	return admit.ClampTokensFloat(f), true

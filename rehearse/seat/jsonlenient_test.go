@@ -3,17 +3,13 @@ package seat
 import (
 	"bytes"
 	"encoding/json"
-	"math"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/retrygate/retrygate/admit"
 )
 
-// The reference decoders' lenient fields, as the targeted readers read
-// them (textOf, countOf).
+// The reference decoders' lenient fields, read as the targeted readers
+// read theirs (textOf, TokenCount).
 
 // jsonText is a text field read leniently: a string, or an array of
 // parts whose "text" members are joined (some compatible servers send
@@ -48,33 +44,24 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonInt is a token count read leniently: any JSON number, clamped into
+// jsonCount is a token count read leniently: any JSON number, clamped into
 // [0, admit.MaxTokens] (9e18, -3, 2.5 and 1e400 are all counts a broken
 // server has sent); anything else is absent.
-type jsonInt struct {
+type jsonCount struct {
 	n  int64
 	ok bool
 }
 
-func (i *jsonInt) UnmarshalJSON(b []byte) error {
-	*i = jsonInt{}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || !(b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
-		return nil
-	}
-	// ParseFloat gives ±Inf with a range error past float64: clamped too.
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return nil
-	}
-	*i = jsonInt{n: admit.ClampTokensFloat(f), ok: true}
+func (i *jsonCount) UnmarshalJSON(b []byte) error {
+	n, ok := TokenCount(b)
+	*i = jsonCount{n: n, ok: ok}
 	return nil
 }
 
 // present reports a count the answer actually gave.
-func (i *jsonInt) present() bool { return i != nil && i.ok }
+func (i *jsonCount) present() bool { return i != nil && i.ok }
 
-func (i *jsonInt) value() int64 {
+func (i *jsonCount) value() int64 {
 	if i == nil {
 		return 0
 	}

@@ -157,7 +157,7 @@ func TestOneWritePerAttempt(t *testing.T) {
 		assert.Equal(t, "/base/v1/chat/completions?tenant=a", r.path)
 		assert.Equal(t, key, r.idem)
 		assert.Equal(t, "application/json", r.ctype)
-		assert.Equal(t, "github.com/retrygate/retrygate", r.agent)
+		assert.Equal(t, "retrygate", r.agent)
 		assert.Equal(t, "Bearer "+testEnv(testKeyEnv), r.auth)
 		assert.Contains(t, r.body, `"Say hello in five words."`)
 		assert.Equal(t, int64(len(r.body)), r.length)

@@ -146,6 +146,9 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	if err := CheckAPI(cfg.Kind, cfg.API); err != nil {
 		return nil, fmt.Errorf("%s: %w", at("api"), err)
 	}
+	if err := CheckTokenizer(cfg.Kind, cfg.Tokenizer); err != nil {
+		return nil, fmt.Errorf("%s: %w", at("tokenizer"), err)
+	}
 	var w wire
 	switch {
 	case cfg.Kind == "openai" && cfg.API == APIResponses:
@@ -171,11 +174,32 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	// Every request's headers, in the order they always overrode each
 	// other: ours, the wire's, then the seat's headers:.
-	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"github.com/retrygate/retrygate"}}
+	base := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"retrygate"}}
 	w.header(base, key)
 	maps.Copy(base, headers)
-	return &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
-		extra: extra, base: base}, nil
+	s := &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
+		extra: extra, base: base, rate: new(seatRate)}
+	if cfg.Tokenizer == TokenizerServer {
+		root, _ := checkBaseURL(cfg.BaseURL) // checked above
+		s.tok = newServerTokenizer(root, s.rt, base, cfg.Model)
+	}
+	return s, nil
+}
+
+// SetAuth sets key on h as a seat of kind sends it: X-Api-Key for
+// anthropic, Authorization: Bearer for openai and ollama (an Ollama
+// behind an auth proxy). An empty key sets nothing. Every request that
+// carries a seat's key sets it here: the seat's own, and the proxy's
+// for a seat that injects its key.
+func SetAuth(h http.Header, kind, key string) {
+	if key == "" {
+		return
+	}
+	if kind == "anthropic" {
+		h.Set("X-Api-Key", key)
+		return
+	}
+	h.Set("Authorization", "Bearer "+key)
 }
 
 // checkBaseURL accepts an absolute http(s) URL with a host and no

@@ -27,9 +27,7 @@ func (ollamaWire) ndjson() bool { return true }
 
 func (ollamaWire) header(h http.Header, key string) {
 	h.Set("Accept", "application/x-ndjson")
-	if key != "" {
-		h.Set("Authorization", "Bearer "+key) // e.g. an Ollama behind an auth proxy
-	}
+	SetAuth(h, "ollama", key)
 }
 
 func (ollamaWire) body(model string, req Request) []byte {
@@ -80,10 +78,10 @@ func (ollamaWire) event(_ string, data []byte, st *stream) {
 		// prompt_eval_count is left out when the whole prompt came from
 		// Ollama's cache; the tokenizer fills in then.
 		if n, ok := countOf(obj, "prompt_eval_count"); ok {
-			st.usagePrompt(n)
+			st.usage.set(uPrompt, n)
 		}
 		if n, ok := countOf(obj, "eval_count"); ok {
-			st.usageCompletion(n)
+			st.usage.set(uCompletion, n)
 		}
 		st.done = true
 	}

@@ -16,8 +16,8 @@ type ollamaLine struct {
 	} `json:"message"`
 	Response        jsonText        `json:"response"` // /api/generate's field, harmless here
 	Done            bool            `json:"done"`
-	PromptEvalCount *jsonInt        `json:"prompt_eval_count"`
-	EvalCount       *jsonInt        `json:"eval_count"`
+	PromptEvalCount *jsonCount      `json:"prompt_eval_count"`
+	EvalCount       *jsonCount      `json:"eval_count"`
 	Error           json.RawMessage `json:"error"`
 }
 
@@ -41,10 +41,10 @@ func referenceOllama(data []byte, st *stream) {
 	st.text(string(l.Response))
 	if l.Done {
 		if l.PromptEvalCount.present() {
-			st.usagePrompt(l.PromptEvalCount.value())
+			st.usage.set(uPrompt, l.PromptEvalCount.value())
 		}
 		if l.EvalCount.present() {
-			st.usageCompletion(l.EvalCount.value())
+			st.usage.set(uCompletion, l.EvalCount.value())
 		}
 		st.done = true
 	}

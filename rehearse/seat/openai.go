@@ -50,9 +50,7 @@ func (openaiWire) ndjson() bool { return false }
 
 func (openaiWire) header(h http.Header, key string) {
 	h.Set("Accept", "text/event-stream")
-	if key != "" {
-		h.Set("Authorization", "Bearer "+key)
-	}
+	SetAuth(h, "openai", key)
 }
 
 func (w openaiWire) body(model string, req Request) []byte {
@@ -74,15 +72,20 @@ func (w openaiWire) body(model string, req Request) []byte {
 }
 
 func (w openaiWire) event(typ string, data []byte, st *stream) {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
-		st.done = true
-		return
-	}
 	if typ == "error" {
 		st.fail(errorCode(data))
 		return
 	}
-	w.chunk(data, st)
+	w.eventWith(data, st, w.chunk)
+}
+
+// eventWith reads one event's data: [DONE], or a chunk read by chunk.
+func (openaiWire) eventWith(data []byte, st *stream, chunk func([]byte, *stream)) {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		st.done = true
+		return
+	}
+	chunk(data, st)
 }
 
 func (w openaiWire) whole(data []byte, st *stream) {
@@ -111,6 +114,9 @@ func (openaiWire) chunk(data []byte, st *stream) {
 		if bad || t != jsonparser.Object {
 			bad = bad || t != jsonparser.Null
 			return
+		}
+		if fr, ok := stringMember(ch, "finish_reason"); ok && fr != "" {
+			st.finished = true // the answer says it ended; usage and [DONE] may follow
 		}
 		d, present, wrong := member(ch, jsonparser.Object, "message") // a non-streamed answer
 		if !present && !wrong {
@@ -152,20 +158,19 @@ var (
 
 // read takes a usage object's counts and parts into st.
 func (n usageNames) read(usage []byte, st *stream) {
-	if v, ok := countOf(usage, n.prompt); ok {
-		st.usagePrompt(v)
-	}
-	if v, ok := countOf(usage, n.completion); ok {
-		st.usageCompletion(v)
-	}
-	if v, ok := countOf(usage, n.promptDetails, "cached_tokens"); ok {
-		st.usageCached(v)
-	}
-	if v, ok := countOf(usage, n.promptDetails, "cache_write_tokens"); ok {
-		st.usageCacheWrite(v)
-	}
-	if v, ok := countOf(usage, n.completionDetails, "reasoning_tokens"); ok {
-		st.usageReasoning(v)
+	for _, f := range [...]struct {
+		keys []string
+		to   usageField
+	}{
+		{[]string{n.prompt}, uPrompt},
+		{[]string{n.completion}, uCompletion},
+		{[]string{n.promptDetails, "cached_tokens"}, uCached},
+		{[]string{n.promptDetails, "cache_write_tokens"}, uCacheWrite},
+		{[]string{n.completionDetails, "reasoning_tokens"}, uReasoning},
+	} {
+		if v, ok := countOf(usage, f.keys...); ok {
+			st.usage.set(f.to, v)
+		}
 	}
 }
 

@@ -20,8 +20,15 @@ type Request struct {
 	MaxTokens      int
 	IdempotencyKey string        // the job id: the logical request (seed 001)
 	WaitCap        time.Duration // 0: none. No first content by then → cancel, outcome wait_cap
-	SoftTimeout    time.Duration // 0: none. OnSoft is called once when it passes
-	OnSoft         func(elapsed time.Duration)
+	// SoftTimeout: OnSoft is called once when it passes with no answer
+	// begun (no content, no error body). 0: none.
+	SoftTimeout time.Duration
+	OnSoft      func(elapsed time.Duration)
+	// Stall is the stall window (the policy's timeouts.stall): once the
+	// answer began, no byte for this long cuts the attempt, outcome
+	// reset (a stream that stopped mid-answer is a lost one, billable
+	// for what it sent, as a dropped connection is). 0: none.
+	Stall time.Duration
 	// Slow5xxAfter is the policy's retry.slow_5xx_after: a 5xx that took
 	// at least this long is billed ambiguous, not free (admit.BillingOf).
 	// 0 treats every 5xx as fast.
@@ -162,7 +169,8 @@ func (p Plan) promptParts(o *Observation) {
 
 // Resolve is the virtual-time stopwatch: what a client with the given
 // hard timeout, wait cap and slow-5xx threshold would observe of plan.
-// hard <= 0 and waitCap <= 0 mean none.
+// hard <= 0 and waitCap <= 0 mean none. Its outcome and billing follow
+// the rule Do's classify follows (ending.settle).
 func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o := Observation{TokensFrom: FromScript, PromptTokens: p.PromptTokens}
 	p.promptParts(&o) // they go with the prompt count, kept or cleared with it
@@ -184,19 +192,18 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 		ttfb = p.Elapsed
 	}
 	end := p.Elapsed
-	endOutcome := admit.OK
-	if status != 200 || p.ErrorCode != "" {
-		endOutcome = admit.ClassifyHTTP(status, p.ErrorCode)
-	}
+	// A plan streams to its end, or ends in an error status or event.
+	e := ending{whole: true, incomplete: p.Incomplete != "", status: status, code: p.ErrorCode,
+		errored: status != 200 || p.ErrorCode != ""}
 	hung := p.Hang
 	// A reset at the last byte's moment still drops the connection: the
 	// client never sees the stream's end.
 	if p.ResetAfter > 0 && (hung || p.ResetAfter <= end) {
-		end, endOutcome, hung = p.ResetAfter, admit.Reset, false
+		end, e.cut, hung = p.ResetAfter, admit.Reset, false
 	}
 	// Which limit fires first: wait cap (no content yet), hard timeout, or the end.
 	contentAt := p.Wait
-	hasContent := status == 200 && p.ErrorCode == "" && (hung || contentAt <= end)
+	hasContent := !e.errored && (hung || contentAt <= end)
 	type limit struct {
 		at      time.Duration
 		outcome admit.Outcome
@@ -223,7 +230,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	}
 	if cut != nil {
 		o.Elapsed = cut.at
-		o.Outcome = cut.outcome
+		e.cut = cut.outcome
 		if ttfb <= cut.at && status == 200 {
 			o.TTFB, o.HasTTFB = ttfb, true
 		}
@@ -233,7 +240,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 			o.CompletionTokens = partialTokens(p, cut.at)
 			o.ITLMean, o.ITLMax, o.HasITL = planITL(p, cut.at)
 		}
-		o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
+		o.Outcome, o.Billing, _ = e.settle(o.Elapsed, slowAfter)
 		o.HTTPStatus = 0
 		if o.HasTTFB {
 			o.HTTPStatus = status
@@ -243,20 +250,20 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	o.Elapsed = end
 	o.TTFB, o.HasTTFB = ttfb, true
 	o.HTTPStatus = status
-	o.Outcome = endOutcome
 	o.ErrorCode = p.ErrorCode
 	o.RetryAfter, o.HasRetryAfter = p.RetryAfter, p.HasRetryAfter
 	o.RateLimit = p.RateLimit
-	if endOutcome == admit.OK && p.Incomplete != "" {
-		o.Outcome, o.ErrorCode = admit.Incomplete, p.Incomplete
+	var charged bool
+	o.Outcome, o.Billing, charged = e.settle(o.Elapsed, slowAfter)
+	if o.Outcome == admit.Incomplete {
+		o.ErrorCode = p.Incomplete
 	}
-	switch endOutcome {
-	case admit.OK:
-		o.Wait, o.HasWait = contentAt, true
-		o.CompletionTokens = p.CompletionTokens
-		o.ReasoningTokens, o.HasReasoning = p.ReasoningTokens, p.HasReasoning
-		o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
-	case admit.Reset:
+	switch {
+	case !charged:
+		o.Wait, o.HasWait = end, true // the error body is the first byte
+		o.PromptTokens = 0
+		Plan{}.promptParts(&o)
+	case e.cut == admit.Reset:
 		if hasContent && contentAt <= end {
 			o.Wait, o.HasWait = contentAt, true
 			o.CompletionTokens = partialTokens(p, end)
@@ -269,11 +276,11 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 			o.RateLimit = admit.RateLimit{}
 		}
 	default:
-		o.Wait, o.HasWait = end, true // the error body is the first byte
-		o.PromptTokens = 0
-		Plan{}.promptParts(&o)
+		o.Wait, o.HasWait = contentAt, true
+		o.CompletionTokens = p.CompletionTokens
+		o.ReasoningTokens, o.HasReasoning = p.ReasoningTokens, p.HasReasoning
+		o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
 	}
-	o.Billing = admit.BillingOf(o.Outcome, o.Elapsed, slowAfter)
 	return o
 }
 
@@ -332,8 +339,13 @@ type Config struct {
 	Command   []string // exec: argv
 	Script    string   // script: path to the YAML script
 	Encoding  string   // tokenizer encoding override (e.g. cl100k_base, o200k_base)
-	PriceIn   float64  // USD per 1M prompt tokens (0: unknown)
-	PriceOut  float64  // USD per 1M completion tokens (0: unknown)
+	// Tokenizer is what counts an answer that has no usage: "" or
+	// "local", the local encoding; "server", the server's own /tokenize
+	// (llama.cpp's llama-server, vLLM), chat template included, with the
+	// local encoding when the server does not answer (CheckTokenizer).
+	Tokenizer string
+	PriceIn   float64 // USD per 1M prompt tokens (0: unknown)
+	PriceOut  float64 // USD per 1M completion tokens (0: unknown)
 	// PriceCachedIn and PriceCacheWrite are USD per 1M input tokens read
 	// from and written to the provider's prompt cache; nil: PriceIn.
 	PriceCachedIn, PriceCacheWrite *float64

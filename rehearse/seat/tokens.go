@@ -198,7 +198,13 @@ func (c *streamCounter) add(s string) {
 
 // total counts what is held and extrapolates the rest.
 func (c *streamCounter) total() int64 {
-	n := countText(c.codec, c.held, c.stop)
+	return c.extrapolate(countText(c.codec, c.held, c.stop))
+}
+
+// extrapolate is the whole text's count from n, the held text's: the
+// text past the hold at the held text's own tokens per byte. It empties
+// the counter.
+func (c *streamCounter) extrapolate(n int64) int64 {
 	if c.over > 0 && len(c.held) > 0 {
 		hi, lo := bits.Mul64(uint64(n), uint64(c.over))
 		if hi < uint64(len(c.held)) {

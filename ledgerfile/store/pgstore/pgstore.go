@@ -134,7 +134,7 @@ func connect(rawURL string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "github.com/retrygate/retrygate"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "retrygate"
 	s.server = fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
