@@ -1,7 +1,8 @@
 package main
 
 import (
-	"crypto/rand"
+	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -12,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
+	"golang.org/x/mod/sumdb/dirhash"
 	"golang.org/x/mod/zip"
 )
 
@@ -25,6 +28,13 @@ import (
 // dependency, and the installed binary runs the demo. No network: the
 // proxy is a directory, and the dependencies come from the module cache's
 // own download directory.
+//
+// The version is the checkout's content (a pseudo-version dated
+// 2000-01-01 whose revision is a hash of the module zip), so an unchanged
+// tree installs from the module and build caches in seconds; the module
+// cache keeps that one version of the test's, and a run with other
+// content replaces it. One run at a time on a machine (a lock), since
+// each may drop the others' version.
 func TestGoInstallFromAModuleProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles retrygate from a module zip")
@@ -44,15 +54,28 @@ func TestGoInstallFromAModuleProxy(t *testing.T) {
 		t.Errorf("README.md does not give the install line `go install %s@latest` (%v)", path, err)
 	}
 
-	// A version of its own per run: the module cache keeps what it
-	// downloaded, and the same version with other bytes would not verify.
-	// It is removed from the module cache when the test ends.
-	at := time.Now().UTC()
-	var rev [6]byte
-	_, _ = rand.Read(rev[:])
-	version := module.PseudoVersion("v0", "", at, hex.EncodeToString(rev[:]))
+	lock := flock.New(filepath.Join(os.TempDir(), "retrygate-install-test.lock"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if ok, err := lock.TryLockContext(ctx, 100*time.Millisecond); !ok {
+		t.Fatalf("another run of this test holds its lock: %v", err)
+	}
+	defer func() { _ = lock.Unlock() }()
+
+	// The version is the content: a zip under a placeholder version is
+	// hashed first.
+	work := t.TempDir()
+	content := filepath.Join(work, "content.zip")
+	writeModuleZip(t, content, module.Version{Path: path, Version: "v0.0.0"})
+	h, err := dirhash.HashZip(content, dirhash.Hash1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(h))
+	at := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // marks the test's versions
+	version := module.PseudoVersion("v0", "", at, hex.EncodeToString(sum[:6]))
 	mv := module.Version{Path: path, Version: version}
-	t.Cleanup(func() { dropFromModCache(t, modCache, mv) })
+	dropOtherTestVersions(t, modCache, mv, at)
 
 	proxy := t.TempDir()
 	dir := filepath.Join(proxy, filepath.FromSlash(path), "@v")
@@ -71,18 +94,9 @@ func TestGoInstallFromAModuleProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	z, err := os.Create(filepath.Join(dir, version+".zip"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := zip.CreateFromDir(z, mv, "."); err != nil {
-		t.Fatalf("the module zip: %v", err)
-	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeModuleZip(t, filepath.Join(dir, version+".zip"), mv)
 
-	bin, work := t.TempDir(), t.TempDir()
+	bin := t.TempDir()
 	install := exec.Command(goBin, "install", path+"@latest")
 	install.Dir = work // outside any module, as a user's shell is
 	install.Env = append(os.Environ(),
@@ -122,29 +136,52 @@ func goEnv(t *testing.T, goBin, key string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// dropFromModCache removes one version of a module from the module cache:
-// its extracted tree (read-only, as the go command leaves it) and its
-// downloaded files.
-func dropFromModCache(t *testing.T, modCache string, mv module.Version) {
-	esc, err := module.EscapePath(mv.Path)
+// writeModuleZip writes the checkout as the module zip of mv, as the
+// go command and a module proxy lay it out (no nested module, no .git).
+func writeModuleZip(t *testing.T, name string, mv module.Version) {
+	t.Helper()
+	z, err := os.Create(name)
 	if err != nil {
-		t.Error(err)
-		return
+		t.Fatal(err)
 	}
-	tree := filepath.Join(modCache, filepath.FromSlash(esc)+"@"+mv.Version)
-	_ = filepath.WalkDir(tree, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o755)
+	if err := zip.CreateFromDir(z, mv, "."); err != nil {
+		t.Fatalf("the module zip: %v", err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dropOtherTestVersions removes from the module cache every version of
+// the module this test made (dated at) but keep: their extracted trees
+// (read-only, as the go command leaves them) and their downloaded files.
+func dropOtherTestVersions(t *testing.T, modCache string, keep module.Version, at time.Time) {
+	esc, err := module.EscapePath(keep.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "v0.0.0-" + at.Format("20060102150405") + "-"
+	trees, _ := filepath.Glob(filepath.Join(modCache, filepath.FromSlash(esc)+"@"+prefix+"*"))
+	for _, tree := range trees {
+		if strings.HasSuffix(tree, "@"+keep.Version) {
+			continue
 		}
-		return nil
-	})
-	if err := os.RemoveAll(tree); err != nil {
-		t.Error(err)
-	}
-	dl, _ := filepath.Glob(filepath.Join(modCache, "cache", "download", filepath.FromSlash(esc), "@v", mv.Version+".*"))
-	for _, f := range dl {
-		if err := os.Remove(f); err != nil {
+		_ = filepath.WalkDir(tree, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(p, 0o755)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(tree); err != nil {
 			t.Error(err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(modCache, "cache", "download", filepath.FromSlash(esc), "@v", prefix+"*"))
+	for _, f := range files {
+		if !strings.HasPrefix(filepath.Base(f), keep.Version+".") {
+			if err := os.Remove(f); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 }
