@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,19 +139,54 @@ func goEnv(t *testing.T, goBin, key string) string {
 
 // writeModuleZip writes the checkout as the module zip of mv, as the
 // go command and a module proxy lay it out (no nested module, no .git).
+// In a git checkout it holds the files git would commit (tracked, and new
+// files not ignored: not the README's ./retrygate build or the demo's
+// rehearsal.log); else every file under the directory.
 func writeModuleZip(t *testing.T, name string, mv module.Version) {
 	t.Helper()
 	z, err := os.Create(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := zip.CreateFromDir(z, mv, "."); err != nil {
+	listed, err := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		err = zip.CreateFromDir(z, mv, ".")
+	} else {
+		var files []zip.File
+		nested := map[string]bool{} // directories that hold a module of their own
+		paths := strings.Split(strings.TrimSuffix(string(listed), "\x00"), "\x00")
+		for _, p := range paths {
+			if d := filepath.Dir(p); filepath.Base(p) == "go.mod" && d != "." {
+				nested[d] = true
+			}
+		}
+	next:
+		for _, p := range paths {
+			for d := filepath.Dir(p); d != "."; d = filepath.Dir(d) {
+				if nested[d] {
+					continue next
+				}
+			}
+			if _, err := os.Lstat(p); err == nil { // not deleted in the working tree
+				files = append(files, diskFile(p))
+			}
+		}
+		err = zip.Create(z, mv, files)
+	}
+	if err != nil {
 		t.Fatalf("the module zip: %v", err)
 	}
 	if err := z.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// diskFile is a file of the checkout, for zip.Create.
+type diskFile string
+
+func (f diskFile) Path() string                 { return filepath.ToSlash(string(f)) }
+func (f diskFile) Lstat() (os.FileInfo, error)  { return os.Lstat(string(f)) }
+func (f diskFile) Open() (io.ReadCloser, error) { return os.Open(string(f)) }
 
 // dropOtherTestVersions removes from the module cache every version of
 // the module this test made (dated at) but keep: their extracted trees
