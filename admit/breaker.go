@@ -1,9 +1,6 @@
 package admit
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // BreakerConfig is the breaker section of a policy (seed 002).
 type BreakerConfig struct {
@@ -21,15 +18,15 @@ func (c BreakerConfig) Enabled() bool { return c.FailureRate > 0 && c.Window > 0
 func (c BreakerConfig) Validate() error {
 	switch {
 	case c.FailureRate < 0 || c.FailureRate > 1 || c.FailureRate != c.FailureRate:
-		return fmt.Errorf("breaker.failure_rate: must be between 0 and 1, got %g", c.FailureRate)
+		return KeyErrorf("breaker.failure_rate", "must be between 0 and 1, got %g", c.FailureRate)
 	case c.Window < 0:
-		return fmt.Errorf("breaker.window: must not be negative, got %s", c.Window)
+		return KeyErrorf("breaker.window", "must not be negative, got %s", c.Window)
 	case c.Cooldown < 0:
-		return fmt.Errorf("breaker.cooldown: must not be negative, got %s", c.Cooldown)
+		return KeyErrorf("breaker.cooldown", "must not be negative, got %s", c.Cooldown)
 	case c.MinRequests < 0:
-		return fmt.Errorf("breaker.min_requests: must not be negative, got %d", c.MinRequests)
+		return KeyErrorf("breaker.min_requests", "must not be negative, got %d", c.MinRequests)
 	case c.HalfOpenProbes < 0:
-		return fmt.Errorf("breaker.half_open_probes: must not be negative, got %d", c.HalfOpenProbes)
+		return KeyErrorf("breaker.half_open_probes", "must not be negative, got %d", c.HalfOpenProbes)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package admit
 
 import (
-	"fmt"
 	"math"
 	"time"
 )
@@ -29,13 +28,13 @@ func (c RetryBudgetConfig) Enabled() bool { return c.Window > 0 }
 func (c RetryBudgetConfig) Validate() error {
 	switch {
 	case c.Window < 0:
-		return fmt.Errorf("retry.budget.window: must not be negative, got %s", c.Window)
+		return KeyErrorf("retry.budget.window", "must not be negative, got %s", c.Window)
 	case c.Ratio < 0 || math.IsNaN(c.Ratio) || math.IsInf(c.Ratio, 0):
-		return fmt.Errorf("retry.budget.ratio: must be a fraction of at least 0, got %g", c.Ratio)
+		return KeyErrorf("retry.budget.ratio", "must be a fraction of at least 0, got %g", c.Ratio)
 	case c.MinPerSecond < 0 || math.IsNaN(c.MinPerSecond) || math.IsInf(c.MinPerSecond, 0):
-		return fmt.Errorf("retry.budget.min_per_s: must not be negative, got %g", c.MinPerSecond)
+		return KeyErrorf("retry.budget.min_per_s", "must not be negative, got %g", c.MinPerSecond)
 	case c.Window == 0 && (c.Ratio > 0 || c.MinPerSecond > 0):
-		return fmt.Errorf("retry.budget.window: must be positive when retry.budget.ratio or min_per_s is set")
+		return KeyErrorf("retry.budget.window", "must be positive when retry.budget.ratio or min_per_s is set")
 	}
 	return nil
 }

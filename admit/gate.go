@@ -24,15 +24,15 @@ func (b Budget) HasSpendCeiling() bool { return b.MaxSpendUSD > 0 }
 func (b Budget) Validate() error {
 	switch {
 	case b.Deadline <= 0:
-		return fmt.Errorf("budget.deadline: must be positive, got %s", b.Deadline)
+		return KeyErrorf("budget.deadline", "must be positive, got %s", b.Deadline)
 	case b.TokenCeiling <= 0:
-		return fmt.Errorf("budget.token_ceiling: must be positive, got %d", b.TokenCeiling)
+		return KeyErrorf("budget.token_ceiling", "must be positive, got %d", b.TokenCeiling)
 	case b.MaxAttempts <= 0:
-		return fmt.Errorf("budget.max_attempts: must be at least 1, got %d", b.MaxAttempts)
+		return KeyErrorf("budget.max_attempts", "must be at least 1, got %d", b.MaxAttempts)
 	case b.MaxWait <= 0:
-		return fmt.Errorf("budget.max_wait: must be positive, got %s", b.MaxWait)
+		return KeyErrorf("budget.max_wait", "must be positive, got %s", b.MaxWait)
 	case b.MaxSpendUSD < 0:
-		return fmt.Errorf("budget.max_spend_usd: must not be negative, got %g", b.MaxSpendUSD)
+		return KeyErrorf("budget.max_spend_usd", "must not be negative, got %g", b.MaxSpendUSD)
 	}
 	return nil
 }

@@ -21,6 +21,16 @@ const (
 	MaxAttempts = 1 << 20
 )
 
+// The largest attempt a script or a latency model plays: a day, a billion
+// tokens, a billion tokens a second. They are far below the limits above,
+// so a simulation's sums of millions of such attempts stay exact; no real
+// model call comes near them.
+const (
+	MaxStep       = 24 * time.Hour
+	MaxStepTokens = 1_000_000_000
+	MaxTokenRate  = 1e9
+)
+
 // ClampTokens brings an outside count into [0, MaxTokens].
 func ClampTokens(n int64) int64 { return min(max(n, 0), MaxTokens) }
 

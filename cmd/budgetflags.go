@@ -10,23 +10,30 @@ import (
 )
 
 // budgetFlags adds the four numbers (and the spend ceiling) as flags,
-// from the settings table, and returns their config keys for loadConfig
-// to bind.
+// from the key table (rehearse.Keys), and returns their config keys for
+// loadConfig to bind.
 func budgetFlags(c *cobra.Command) map[string]string {
 	keys := map[string]string{}
-	p := rehearse.DefaultPolicy()
-	for _, s := range settings {
-		if s.flag == "" {
-			continue
+	for _, k := range rehearse.Keys {
+		if k.Flag != "" {
+			maps.Copy(keys, keyFlag(c, k.Name, k.Help))
 		}
-		def := "none"
-		if d := s.defaultValue(&p); d != 0.0 {
-			def = fmt.Sprint(d)
-		}
-		c.Flags().String(s.flag, "", fmt.Sprintf("%s (default %s; config %s)", s.help, def, s.key))
-		keys[s.key] = s.flag
 	}
 	return keys
+}
+
+// keyFlag adds the flag that sets key, as the key table names it, with
+// help saying its default and its key; it returns key → flag for
+// loadConfig to bind.
+func keyFlag(c *cobra.Command, key, help string) map[string]string {
+	k := rehearse.KeyNamed(key)
+	p := rehearse.DefaultPolicy()
+	def := rehearse.FormatValue(k.Field(&p))
+	if def == "0" {
+		def = "none"
+	}
+	c.Flags().String(k.Flag, "", fmt.Sprintf("%s (default %s; config %s)", help, def, k.Name))
+	return map[string]string{k.Name: k.Flag}
 }
 
 // mergeFlags joins flag→key maps.

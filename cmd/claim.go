@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrygate/retrygate/admit"
-	"github.com/retrygate/retrygate/ledgerfile/claims"
 	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
@@ -20,7 +19,7 @@ import (
 type ClaimOptions struct {
 	IO      *IOStreams
 	Ctx     context.Context
-	Clock   claims.Clock // the wall clock, the boot-time clock and the boot id
+	Clock   store.Clock // the wall clock, the boot-time clock and the boot id
 	Job     string
 	State   string
 	Budget  admit.Budget
@@ -30,7 +29,8 @@ type ClaimOptions struct {
 }
 
 func newClaimCmd(f *Factory, runF func(*ClaimOptions) error) *cobra.Command {
-	opts := &ClaimOptions{IO: f.IO, Ctx: f.Ctx, Clock: claims.SystemClock}
+	opts := &ClaimOptions{IO: f.IO, Ctx: f.Ctx, Clock: store.SystemClock}
+	var claimKeys map[string]string
 	c := &cobra.Command{
 		Use:   "claim --job ID",
 		Short: "Reserve one attempt of a job and print the milliseconds it may use",
@@ -42,27 +42,36 @@ The first claim for a job starts its deadline (a deadline made once,
 inherited by every attempt); a retry never gets a fresh timeout, only
 what survived the attempts before it.
 
-When the attempt cap or the deadline is spent, claim prints
-"refuse: attempt cap" or "refuse: deadline" on stderr and exits 1.
+When the job's budget is spent, claim prints the gate's refusal on
+stderr ("refuse: attempt cap", "refuse: deadline", ...) and exits 1.
 
-The decision is the gate's (the same checks, order and words as admit),
-over the two numbers claim keeps: attempts and deadline.
+The decision is the job machine's, as admit's, rehearse's and the
+proxy's are: the gate (the same checks, order and words as admit) on
+the job's spend, each attempt granted and not yet recorded counted as
+used. A file knows only the attempts and the deadline; in PostgreSQL
+the rows recorded for the job's attempts (record --log with the same
+URL, the same job id) settle their tokens and spend, so the token and
+spend ceilings hold too, and an attempt whose timeout passed with no row
+counts as spent.
 
-Time is measured on the machine's boot-time clock, which setting the
-wall clock back or forward does not move: a clock set back gives a job no
-time back, and a clock set forward forgets nothing. After a reboot, or
-when the state file is shared by machines, the time since a job's last
-claim is measured on the wall clock instead, and a wall clock that went
-back counts as no time passed.
+A job's books live at --state: one file, or a postgres:// URL, where
+the proxies that share that database keep their jobs' books too (under
+their own keys: a claim and a proxy request of one job id are two
+budgets). In a file, time is measured on the machine's boot-time clock,
+which setting the wall clock back or forward does not move: a clock set
+back gives a job no time back, and a clock set forward forgets nothing.
+After a reboot, or when the file is shared by machines, the time since
+the last claim is measured on the wall clock instead, and a wall clock
+that went back counts as no time passed.
 
-State lives in one file (--state), locked itself, so that two claimers
-never both receive the last attempt. A cleanup that deletes it (or its
-directory) mid-run cannot make two claimers grant from one state: each
-checks, after locking and after writing, that the file it holds is still
-the one at the path, and a claimer that held the deleted file carries its
-jobs into the new one. A state deleted while no claimer holds it forgets
-its jobs, as claim --done forgets one. Jobs whose deadline ended a day
-ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --done)", "refuse: the attempt cap or the deadline is spent"),
+The file is locked itself, so that two claimers never both receive the
+last attempt. A cleanup that deletes it (or its directory) mid-run
+cannot make two claimers grant from one state: each checks, after
+locking and after writing, that the file it holds is still the one at
+the path, and a claimer that held the deleted file carries its jobs
+into the new one. A file deleted while no claimer holds it forgets its
+jobs, as claim --done forgets one. Jobs whose deadline ended a day ago
+are forgotten on their own (PostgreSQL keeps them until --done).` + exitStatus("an attempt was reserved (or --done)", "refuse: the job's budget is spent (the reason is on stderr)"),
 		Example: `  # a retry loop where every attempt inherits what is left of one 45 s deadline
   id=summarize-$RANDOM
   while s=$(retrygate claim --job "$id" --deadline 45s --max-attempts 3 --hard-timeout 20s --seconds); do
@@ -70,20 +79,20 @@ ago are forgotten on their own.` + exitStatus("an attempt was reserved (or --don
   done
   retrygate claim --job "$id" --done`,
 		Args: cobra.NoArgs,
-		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c) }, runF, runClaim),
+		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, claimKeys) }, runF, runClaim),
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Job, "job", "", "job `id` (required)")
-	fl.StringVar(&opts.State, "state", filepath.Join(".retrygate", "claims.json"), "claim state `file`")
-	fl.String("deadline", "", "the job's deadline, set by its first claim (default 45s; config budget.deadline)")
-	fl.String("max-attempts", "", "attempt cap, set by the job's first claim (default 2; config budget.max_attempts)")
+	fl.StringVar(&opts.State, "state", filepath.Join(".retrygate", "claims.json"), "where the jobs' books live: a `file`, or a postgres:// URL")
+	claimKeys = mergeFlags(keyFlag(c, "budget.deadline", "the job's deadline, set by its first claim"),
+		keyFlag(c, "budget.max_attempts", "attempt cap, set by the job's first claim"))
 	fl.String("hard-timeout", "", "cap each attempt's time at this `duration`")
 	fl.BoolVar(&opts.Done, "done", false, "forget the job: it finished")
 	fl.BoolVar(&opts.Seconds, "seconds", false, "print seconds with 3 decimals (for curl --max-time) instead of milliseconds")
 	return c
 }
 
-func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
+func (o *ClaimOptions) fill(f *Factory, c *cobra.Command, claimKeys map[string]string) error {
 	if strings.TrimSpace(o.Job) == "" {
 		return badInput("--job: required")
 	}
@@ -93,7 +102,7 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	if st, err := os.Stat(o.State); err == nil && st.IsDir() {
 		return badInput("--state %q: is a directory", o.State)
 	}
-	cfg, err := loadConfig(f, c, map[string]string{"budget.deadline": "deadline", "budget.max_attempts": "max-attempts"})
+	cfg, err := loadConfig(f, c, claimKeys)
 	if err != nil {
 		return err
 	}
@@ -109,18 +118,20 @@ func (o *ClaimOptions) fill(f *Factory, c *cobra.Command) error {
 	return nil
 }
 
-// runClaim asks the claim store at --state, a file or a database: the
-// one decision for both is store.Decide.
+// runClaim claims on the books at --state, a file or a database: the
+// job machine decides on both (store.Claims).
 func runClaim(o *ClaimOptions) error {
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cs, err := openClaims(ctx, o.State, o.Clock)
+	cs, closer, err := openClaims(ctx, o.State, o.Clock)
 	if err != nil {
 		return err
 	}
-	defer cs.Close()
+	if closer != nil {
+		defer closer.Close()
+	}
 	var g store.Grant
 	if o.Done {
 		err = cs.Done(ctx, o.Job)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // settingWords are the first words of a RETRYGATE_ variable that make it a
@@ -21,10 +22,10 @@ var settingWords = []string{"BUDGET", "RETRY", "TIMEOUTS", "TIMEOUT", "BREAKER",
 // is none: a typo there would otherwise be ignored without a word.
 func checkEnviron(environ []string) error {
 	var known, tails []string // each setting's variable, and its key past the section ("" for log)
-	for _, s := range settings {
-		if s.env {
-			_, tail, _ := strings.Cut(s.key, ".")
-			known, tails = append(known, envName(s.key)), append(tails, tail)
+	for _, k := range rehearse.Keys {
+		if k.Env {
+			_, tail, _ := strings.Cut(k.Name, ".")
+			known, tails = append(known, envName(k.Name)), append(tails, tail)
 		}
 	}
 	var bad []string

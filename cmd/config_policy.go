@@ -4,10 +4,10 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,77 +18,51 @@ import (
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
-// apply sets the policy's field of every setting under section ("" for
-// every section), each parsed by its kind and checked against its cap
-// and, where the table says so, for a positive value.
-func (c *config) apply(p *rehearse.Policy, section string) error {
-	for _, s := range settings {
-		if s.pol == nil || !strings.HasPrefix(s.key, section) {
-			continue
-		}
-		v, err := c.value(s.key)
-		if err != nil {
-			return err
-		}
-		if n, ok := v.(int64); ok && s.max > 0 && n > s.max {
-			return badInput("%s: %d is too large (at most %d)", c.where(s.key), n, s.max)
-		}
-		if s.pos && reflect.ValueOf(v).Int() <= 0 {
-			return badInput("%s: must be positive", c.where(s.key))
-		}
-		setField(s.pol(p), v)
-	}
-	return nil
-}
-
-// setField stores a parsed value in the field dst points to: a count
-// in an int too, and a price that defaults to another when unset (a
-// *float64) as a pointer to it.
-func setField(dst, v any) {
-	d, val := reflect.ValueOf(dst).Elem(), reflect.ValueOf(v)
-	if d.Kind() == reflect.Pointer {
-		d.Set(reflect.New(val.Type()))
-		d = d.Elem()
-	}
-	d.Set(val.Convert(d.Type()))
-}
-
 // budget resolves the budget section.
 func (c *config) budget() (admit.Budget, error) {
-	p := rehearse.DefaultPolicy()
-	err := c.apply(&p, "budget.")
-	return p.Budget, err
+	r, err := c.resolve()
+	if err != nil {
+		return admit.Budget{}, err
+	}
+	return r.policy.Budget, c.keyError(r.policy.Budget.Validate())
+}
+
+// keyError names where a key a policy's Validate refused was set.
+func (c *config) keyError(err error) error {
+	var ke *admit.KeyError
+	if errors.As(err, &ke) {
+		return badInput("%s: %v", c.where(ke.Key), ke.Err)
+	}
+	return badInputErr(err)
 }
 
 // policy resolves the whole policy and its seats. Seats named in
 // fallback must exist; the first fallback seat is where jobs start.
 func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
-	p := rehearse.DefaultPolicy()
-	if err := c.apply(&p, ""); err != nil {
-		return p, nil, err
+	r, err := c.resolve()
+	if err != nil {
+		return rehearse.DefaultPolicy(), nil, err
 	}
+	p := r.policy
 	if err := p.Validate(); err != nil {
-		key, _, _ := strings.Cut(err.Error(), ":")
-		return p, nil, badInput("%s:%s", c.where(key), strings.TrimPrefix(err.Error(), key+":"))
+		return p, nil, c.keyError(err)
 	}
-	seats, err := c.seats()
+	seats, err := c.seats(r.seats)
 	if err != nil {
 		return p, nil, err
 	}
-	if p.Fallback, err = c.list("fallback", c.v.Get("fallback")); err != nil {
-		return p, nil, err
-	}
+	p.Fallback = slices.Clone(r.fallback)
 	for i, name := range p.Fallback {
 		ln := strings.ToLower(name)
 		if _, ok := seats[ln]; !ok {
-			err := badInput("%s[%d]: no seat named %q under seats", c.where("fallback"), i, name)
+			err := badInput("%s[%d]: no seat named %q under seats", c.where(rehearse.KeyFallback), i, name)
 			if s, ok := admit.Closest(ln, slices.Sorted(maps.Keys(seats))); ok {
 				return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
 			}
 			return p, nil, withHint(err, seatList(seats))
 		}
 		if j := slices.Index(p.Fallback[:i], ln); j >= 0 {
-			return p, nil, withHint(badInput("%s[%d]: seat %q is already fallback[%d]", c.where("fallback"), i, name, j),
+			return p, nil, withHint(badInput("%s[%d]: seat %q is already fallback[%d]", c.where(rehearse.KeyFallback), i, name, j),
 				"a chain names each seat once; a seat is retried under the budget's max_attempts")
 		}
 		p.Fallback[i] = ln
@@ -102,44 +76,13 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 	return p, seats, nil
 }
 
-// seatMap is the file's seats section (seats come from the file only).
-func (c *config) seatMap() map[string]any {
-	m, _ := c.v.Get("seats").(map[string]any)
-	return m
-}
-
-// seats resolves the seats map. A seat's kind decides which keys it needs.
-func (c *config) seats() (map[string]seat.Config, error) {
+// seats checks the decoded seats: a seat's kind decides which keys it
+// needs, and each is checked before any output.
+func (c *config) seats(decoded map[string]seat.Config) (map[string]seat.Config, error) {
 	out := map[string]seat.Config{}
-	for name, raw := range c.seatMap() {
+	for _, name := range slices.Sorted(maps.Keys(decoded)) {
+		sc := decoded[name]
 		key := "seats." + name
-		sc := seat.Config{Name: name}
-		m, _ := raw.(map[string]any)
-		for _, s := range settings {
-			k, ok := strings.CutPrefix(s.key, "seats.*.")
-			if !ok || m[k] == nil || s.seat == nil {
-				continue
-			}
-			if words, ok := m[k].(string); ok && k == "command" {
-				sc.Command = strings.Fields(words)
-				continue
-			}
-			v, err := c.parse(s.kind, key+"."+k, m[k])
-			if err != nil {
-				return nil, err
-			}
-			setField(s.seat(&sc), v)
-		}
-		if h, ok := m["headers"].(map[string]any); ok {
-			sc.Headers = map[string]string{}
-			for k, v := range h {
-				s, ok := valueString(v)
-				if !ok {
-					return nil, badInput("%s: expected a single value, got %T", c.where(key+".headers."+k), v)
-				}
-				sc.Headers[k] = s
-			}
-		}
 		if sc.APIKeyEnv != "" && !envVarName().MatchString(sc.APIKeyEnv) || looksLikeKey(sc.APIKeyEnv) {
 			// Never echo it: it may be the key itself.
 			return nil, withHint(badInput("%s: holds something that looks like a key, not a variable name", c.where(key+".api_key_env")),
@@ -148,10 +91,16 @@ func (c *config) seats() (map[string]seat.Config, error) {
 		if err := seat.CheckAPI(sc.Kind, sc.API); err != nil {
 			return nil, badInput("%s: %v", c.where(key+".api"), err)
 		}
+		if err := seat.CheckTokenizer(sc.Kind, sc.Tokenizer); err != nil {
+			return nil, badInput("%s: %v", c.where(key+".tokenizer"), err)
+		}
 		switch sc.Kind {
 		case "openai", "anthropic", "ollama":
 			if sc.BaseURL == "" {
 				return nil, badInput("%s: a %s seat needs base_url", c.where(key+".kind"), sc.Kind)
+			}
+			if _, err := seat.CheckBaseURL(sc.BaseURL); err != nil {
+				return nil, badInput("%s: %v", c.where(key+".base_url"), err)
 			}
 		case "exec":
 			if len(sc.Command) == 0 {
@@ -173,6 +122,44 @@ func (c *config) seats() (map[string]seat.Config, error) {
 		out[name] = sc
 	}
 	return out, nil
+}
+
+// keyPlaces is where each key of a chain's seats was written (file:line:
+// key), for an error met only when a seat opens, at run: a key variable
+// that is not set, a header's. A key the file leaves out is placed at its
+// seat's line.
+type keyPlaces map[string]string
+
+func (c *config) places(chain []seat.Config) keyPlaces {
+	p := keyPlaces{}
+	place := func(name, key string) {
+		if c.lines[key] > 0 {
+			p[key] = c.where(key)
+		} else {
+			p[key] = ref(c.file, c.lines["seats."+name], key)
+		}
+	}
+	for _, sc := range chain {
+		for _, k := range rehearse.Keys {
+			if k.SeatField != nil {
+				place(sc.Name, k.Seat(sc.Name))
+			}
+		}
+		for h := range sc.Headers {
+			place(sc.Name, "seats."+sc.Name+".headers."+strings.ToLower(h))
+		}
+	}
+	return p
+}
+
+// located is a seat's error in the one shape of a config error, where
+// its key was written; any other error as it is.
+func (p keyPlaces) located(err error) error {
+	var ke *admit.KeyError
+	if errors.As(err, &ke) && p[ke.Key] != "" {
+		return badInput("%s: %v", p[ke.Key], ke.Err)
+	}
+	return badInputErr(err)
 }
 
 // scriptPath resolves a script seat's file: relative to the config file
@@ -237,15 +224,13 @@ type thresholdEntry struct {
 
 // thresholds reads the thresholds section in file order.
 func (c *config) thresholds() ([]thresholdEntry, error) {
-	raw, _ := c.v.Get("thresholds").(map[string]any)
+	r, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
 	var out []thresholdEntry
-	for metric, v := range raw {
-		key := "thresholds." + metric
-		exprs, err := c.list(key, v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, thresholdEntry{Metric: metric, Exprs: exprs, Where: c.where(key)})
+	for metric, exprs := range r.thresholds {
+		out = append(out, thresholdEntry{Metric: metric, Exprs: exprs, Where: c.where("thresholds." + metric)})
 	}
 	slices.SortFunc(out, func(a, b thresholdEntry) int {
 		return c.byLine("thresholds."+a.Metric, "thresholds."+b.Metric)
@@ -257,7 +242,7 @@ func (c *config) thresholds() ([]thresholdEntry, error) {
 // resolved config: where to log, the policy and its seats, and the
 // thresholds its run writes on the # policy line.
 func (c *config) runSettings() (log string, p rehearse.Policy, seats map[string]seat.Config, ths []rehearse.Threshold, err error) {
-	if log, err = c.str("log"); err != nil {
+	if log, err = c.str(rehearse.KeyLog); err != nil {
 		return
 	}
 	if strings.TrimSpace(log) == "" {

@@ -1,6 +1,8 @@
-// The config file: read bounded, its keys checked in one pass over the
-// parsed nodes (lines kept, unknown keys and keys that differ only in
-// case refused), then handed to viper.
+// The config file: read bounded, its nesting bounded before any parser
+// sees it, then one pass over its parsed nodes that keeps what viper
+// cannot: each key's line, a refusal of keys given twice in any case, of
+// unknown keys and of literal API keys, and each value as written, so
+// that a number is read by admit's parsers alike from every source.
 
 package cmd
 
@@ -16,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -25,13 +28,16 @@ import (
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // maxConfigValues bounds the nodes a config expands to (YAML aliases can
 // multiply a small file).
 const maxConfigValues = 1 << 21
 
-// maxConfigDepth bounds nesting; a real config nests three levels.
+// maxConfigDepth bounds nesting, in the bytes before any parser reads
+// them and in the nodes after (an alias inside itself); a real config
+// nests a few levels, a tool's JSON schema under extra_body a dozen.
 const maxConfigDepth = 32
 
 var literalKey = sync.OnceValue(func() *regexp.Regexp {
@@ -79,59 +85,64 @@ type fileKey struct {
 	table   int    // TOML: which [[array table]] it is in (0: none)
 }
 
-// keyCollision is two keys of one mapping that are the same key once case
-// is ignored (or the same key twice).
-type keyCollision struct{ first, second string }
-
-func (e *keyCollision) Error() string {
-	return fmt.Sprintf("%s: the same key as %s (keys ignore case; each may be given once)", e.second, e.first)
+// fileError is an error at a line of the config file, about a key when
+// one can be named (shown as written): every config error has this one
+// shape, file:line: key: message.
+type fileError struct {
+	line int
+	key  string
+	msg  string
 }
 
-// load checks a config file's keys and gives its bytes to viper.
+func (e *fileError) Error() string { return e.msg }
+
+func errAt(line int, key, format string, a ...any) *fileError {
+	return &fileError{line: line, key: key, msg: fmt.Sprintf(format, a...)}
+}
+
+// fileTree is what one pass over a config file's nodes gives: its keys
+// (dotted, lower-case) and its values for viper, each scalar as written.
+type fileTree struct {
+	file string
+	keys map[string]fileKey
+	root map[string]any
+}
+
+// load checks a config file's keys and gives its values to viper.
 func (c *config) load(path, ext string, data []byte) error {
-	var keys map[string]fileKey
-	var root map[string]any
-	var err error
-	switch ext {
-	case "toml":
-		keys, err = tomlKeys(path, data)
-	case "json":
-		keys, err = jsonKeys(path, data)
-	default:
-		keys, root, err = yamlKeys(path, data)
-	}
-	switch {
-	case err != nil:
-	case ext == "yaml":
-		// Already parsed: viper's own YAML decoding checks every key of
-		// a mapping against every other (40,000 seats took a minute).
-		err = c.v.MergeConfigMap(root)
-	default:
-		c.v.SetConfigType(ext)
-		err = c.v.ReadConfig(bytes.NewReader(data))
+	t := &fileTree{file: path, keys: map[string]fileKey{}, root: map[string]any{}}
+	err := checkNesting(data, ext)
+	if err == nil {
+		switch ext {
+		case "toml":
+			err = t.readTOML(data)
+		case "json":
+			err = t.readJSON(data)
+		default:
+			err = t.readYAML(data)
+		}
 	}
 	if err != nil {
-		var kc *keyCollision
-		if errors.As(err, &kc) {
-			return badInput("%v", err)
+		var fe *fileError
+		if !errors.As(err, &fe) {
+			return badInput("config %q: %v", path, err)
 		}
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, _ := de.Position()
-			err = fmt.Errorf("line %d: %s", row, de.Error())
+		if fe.key == "" {
+			fe.key = keyAt(data, ext, fe.line)
 		}
-		return badInput("config %q: %v", path, err)
+		return badInput("%s: %s", ref(path, fe.line, fe.key), fe.msg)
 	}
 	c.file = path
-	for k, fk := range keys {
+	for k, fk := range t.keys {
 		c.lines[k] = fk.line
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(keys), c.byLine) {
-		if err := c.checkKey(k, keys[k]); err != nil {
+	for _, k := range slices.SortedFunc(maps.Keys(t.keys), c.byLine) {
+		if err := c.checkKey(k, t.keys[k]); err != nil {
 			return err
 		}
 	}
-	return nil
+	// The values are decoded once (config.resolve), with admit's parsers.
+	return c.v.MergeConfigMap(t.root)
 }
 
 // byLine orders keys as the file has them, then by name.
@@ -151,10 +162,13 @@ func (c *config) checkKey(k string, fk fileKey) error {
 	if fk.section {
 		return nil // its keys are checked
 	}
-	if fk.null && (slices.Contains(sections, k) || strings.HasPrefix(k, "seats.") && strings.Count(k, ".") == 1) {
+	if fk.null && (isSection(k) || strings.HasPrefix(k, "seats.") && strings.Count(k, ".") == 1) {
 		return nil // an empty section
 	}
-	if lookupSetting(k) == nil {
+	if rehearse.KeyNamed(k) == nil {
+		if isSection(k) {
+			return badInput("%s: expected a mapping of keys, got a single value", c.fileRef(k))
+		}
 		err := badInput("%s: unknown key", c.fileRef(k))
 		if s, ok := suggestKey(k); ok {
 			return withHint(err, fmt.Sprintf("did you mean %s?", s))
@@ -167,13 +181,19 @@ func (c *config) checkKey(k string, fk fileKey) error {
 	return nil
 }
 
+// isSection reports whether k is a mapping of the table's keys (budget,
+// retry.budget, seats, thresholds), not a key of its own.
+func isSection(k string) bool {
+	return slices.ContainsFunc(rehearse.Keys, func(s rehearse.Key) bool { return strings.HasPrefix(s.Name, k+".") })
+}
+
 // suggestKey finds the known key nearest a mistyped one, keeping the
 // user's seat or metric name in place of '*'.
 func suggestKey(k string) (string, bool) {
 	parts := strings.Split(k, ".")
 	var cands []string
-	for _, s := range settings {
-		np := strings.Split(s.key, ".")
+	for _, s := range rehearse.Keys {
+		np := strings.Split(s.Name, ".")
 		if len(np) == len(parts) {
 			for i, p := range np {
 				if p == "*" {
@@ -193,51 +213,74 @@ func joinKey(prefix, k string) string {
 	return prefix + "." + k
 }
 
-// noteKey records a key, refusing one given twice in any case in one
+// note records a key, refusing one given twice in any case in one
 // mapping (each table of a TOML array of tables is a mapping of its own).
-func noteKey(file string, keys map[string]fileKey, full string, fk fileKey) error {
-	if first, dup := keys[full]; dup && first.table == fk.table {
-		return &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, fk.line, fk.shown)}
+func (t *fileTree) note(full string, fk fileKey) error {
+	if first, dup := t.keys[full]; dup && first.table == fk.table {
+		return errAt(fk.line, fk.shown, "the same key as %s (keys ignore case; each may be given once)", ref(t.file, first.line, first.shown))
 	}
-	keys[full] = fk
+	t.keys[full] = fk
 	return nil
 }
 
-// yamlKeys walks a YAML document's nodes once: every dotted key
-// (lowercased), its line, a refusal of keys given twice in any case, and
-// the values, for viper.
-func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, error) {
-	keys, root := map[string]fileKey{}, map[string]any{}
+// inMap reports whether the value at key lies under a Map key (a seat's
+// headers or extra_body), whose values go to the seat as they are typed.
+func inMap(key string) bool {
+	k := rehearse.KeyNamed(key)
+	return k != nil && k.Kind == rehearse.Map
+}
+
+// decimalValue is a number under a Map key (extra_body's temperature):
+// written as a plain decimal, read as one (010 is ten), an integer when
+// it is whole; hex, octal, binary, underscores, inf and nan are refused,
+// as everywhere else.
+func decimalValue(text string) (any, error) {
+	if s := strings.TrimPrefix(text, "+"); s != "" && strings.Trim(strings.TrimPrefix(s, "-"), "0123456789") == "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	f, err := admit.ParseNumber(text)
+	if err != nil {
+		return nil, fmt.Errorf("not a decimal number %q", admit.Shorten(text))
+	}
+	return f, nil
+}
+
+// readYAML walks a YAML document's nodes once.
+func (t *fileTree) readYAML(data []byte) error {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return keys, root, nil // an empty file
+			return nil // an empty file
 		}
-		return nil, nil, err
+		return yamlError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, nil, fmt.Errorf("line %d: a second YAML document (a config is one document)", extra.Line)
+		return errAt(extra.Line, "", "a second YAML document (a config is one document)")
+	} else if !errors.Is(err, io.EOF) {
+		return yamlError(err)
 	}
 	n := &doc
 	if len(n.Content) == 0 {
-		return keys, root, nil
+		return nil
 	}
 	if n = n.Content[0]; n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return keys, root, nil
+		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, nil, fmt.Errorf("line %d: the config must be a mapping of sections (budget:, seats:, …)", n.Line)
+		return errAt(n.Line, "", "the config must be a mapping of sections (budget:, seats:, …)")
 	}
 	budget := maxConfigValues
 	var walk func(n *yaml.Node, key, shown string, depth int) (any, error)
 	walk = func(n *yaml.Node, key, shown string, depth int) (any, error) {
 		if budget--; budget < 0 {
-			return nil, fmt.Errorf("more than %d values (aliases expanding?)", maxConfigValues)
+			return nil, errAt(n.Line, shown, "more than %d values (aliases expanding?)", maxConfigValues)
 		}
 		if depth > maxConfigDepth {
-			return nil, fmt.Errorf("line %d: nested deeper than %d levels (an alias inside itself?)", n.Line, maxConfigDepth)
+			return nil, errAt(n.Line, shown, "nested deeper than %d levels (an alias inside itself?)", maxConfigDepth)
 		}
 		switch n.Kind {
 		case yaml.AliasNode:
@@ -253,23 +296,19 @@ func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, err
 			}
 			return out, nil
 		case yaml.ScalarNode:
-			var v any
-			if err := n.Decode(&v); err != nil {
-				return nil, fmt.Errorf("line %d: %s: %v", n.Line, shown, err)
-			}
-			return v, nil
+			return yamlScalar(n, key, shown)
 		case yaml.MappingNode:
 			m := make(map[string]any, len(n.Content)/2)
 			seen := map[string]fileKey{}
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				kn, vn := n.Content[i], n.Content[i+1]
 				if kn.Kind != yaml.ScalarNode {
-					return nil, fmt.Errorf("line %d: a key must be a plain word", kn.Line)
+					return nil, errAt(kn.Line, shown, "a key must be a plain word")
 				}
 				lk := strings.ToLower(kn.Value)
 				full, fullShown := joinKey(key, lk), joinKey(shown, kn.Value)
 				if first, dup := seen[lk]; dup {
-					return nil, &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, kn.Line, fullShown)}
+					return nil, errAt(kn.Line, fullShown, "the same key as %s (keys ignore case; each may be given once)", ref(t.file, first.line, first.shown))
 				}
 				v := vn
 				for v.Kind == yaml.AliasNode && v.Alias != nil && depth < maxConfigDepth {
@@ -277,7 +316,7 @@ func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, err
 				}
 				fk := fileKey{line: kn.Line, shown: fullShown, section: v.Kind == yaml.MappingNode && len(v.Content) > 0,
 					null: v.Kind == yaml.ScalarNode && v.Tag == "!!null" || v.Kind == yaml.MappingNode && len(v.Content) == 0}
-				seen[lk], keys[full] = fk, fk
+				seen[lk], t.keys[full] = fk, fk
 				var err error
 				if m[lk], err = walk(vn, full, fullShown, depth+1); err != nil {
 					return nil, err
@@ -285,13 +324,41 @@ func yamlKeys(file string, data []byte) (map[string]fileKey, map[string]any, err
 			}
 			return m, nil
 		}
-		return nil, fmt.Errorf("line %d: %s: unexpected YAML", n.Line, shown)
+		return nil, errAt(n.Line, shown, "unexpected YAML")
 	}
 	v, err := walk(n, "", "", 0)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return keys, v.(map[string]any), nil
+	t.root = v.(map[string]any)
+	return nil
+}
+
+// yamlScalar is a scalar's value for viper: as written (admit's parsers
+// read it, as they read a flag or a variable: 010 is ten, 0x10 no
+// number), or typed under a Map key.
+func yamlScalar(n *yaml.Node, key, shown string) (any, error) {
+	if n.Tag == "!!null" {
+		return nil, nil
+	}
+	if !inMap(key) {
+		return n.Value, nil
+	}
+	switch n.Tag {
+	case "!!int", "!!float":
+		v, err := decimalValue(n.Value)
+		if err != nil {
+			return nil, errAt(n.Line, shown, "%v", err)
+		}
+		return v, nil
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return nil, errAt(n.Line, shown, "%v", err)
+		}
+		return b, nil
+	}
+	return n.Value, nil
 }
 
 // lineAt maps a byte offset of data to its line.
@@ -307,83 +374,100 @@ func lineAt(data []byte) func(off int64) int {
 	}
 }
 
-// jsonKeys is yamlKeys for JSON, read by encoding/json's tokens (YAML
-// does not read every JSON string: "\/" is JSON's, not YAML's).
-func jsonKeys(file string, data []byte) (map[string]fileKey, error) {
-	keys := map[string]fileKey{}
+// readJSON is readYAML for JSON, read by encoding/json's tokens: YAML does
+// not read every JSON string ("\/", "\ud83d\ude00") and lets text after
+// the closing brace through.
+func (t *fileTree) readJSON(data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return keys, nil
+		return nil
 	}
 	line := lineAt(data)
 	dec := json.NewDecoder(bytes.NewReader(data))
-	fail := func(err error) error {
+	dec.UseNumber()
+	fail := func(shown string, err error) error {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("line %d: %v", line(dec.InputOffset()), err)
+		return errAt(line(dec.InputOffset()), shown, "%v", err)
 	}
-	// value reads one value; it reports a non-empty object and a null.
-	var value func(key, shown string, depth int) (bool, bool, error)
-	value = func(key, shown string, depth int) (bool, bool, error) {
+	var value func(key, shown string, depth int) (any, error)
+	value = func(key, shown string, depth int) (any, error) {
 		if depth > maxConfigDepth {
-			return false, false, fmt.Errorf("line %d: nested deeper than %d levels", line(dec.InputOffset()), maxConfigDepth)
+			return nil, errAt(line(dec.InputOffset()), shown, "nested deeper than %d levels", maxConfigDepth)
 		}
 		tok, err := dec.Token()
 		if err != nil {
-			return false, false, fail(err)
+			return nil, fail(shown, err)
 		}
-		switch tok {
-		case json.Delim('{'):
+		switch tok := tok.(type) {
+		case json.Delim:
+			if tok == '[' {
+				out := []any{}
+				for dec.More() {
+					v, err := value(key, shown, depth+1)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, v)
+				}
+				_, err := dec.Token()
+				return out, err
+			}
+			m := map[string]any{}
 			seen := map[string]fileKey{}
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
-					return false, false, fail(err)
+					return nil, fail(shown, err)
 				}
 				k := kt.(string) // the decoder gives only strings as object keys
 				lk, ln := strings.ToLower(k), line(dec.InputOffset())
 				full, fullShown := joinKey(key, lk), joinKey(shown, k)
 				if first, dup := seen[lk]; dup {
-					return false, false, &keyCollision{first: ref(file, first.line, first.shown), second: ref(file, ln, fullShown)}
+					return nil, errAt(ln, fullShown, "the same key as %s (keys ignore case; each may be given once)", ref(t.file, first.line, first.shown))
 				}
-				section, null, err := value(full, fullShown, depth+1)
-				if err != nil {
-					return false, false, err
+				if m[lk], err = value(full, fullShown, depth+1); err != nil {
+					return nil, err
 				}
-				seen[lk] = fileKey{line: ln, shown: fullShown, section: section, null: null}
-				keys[full] = seen[lk]
+				sub, _ := m[lk].(map[string]any)
+				seen[lk] = fileKey{line: ln, shown: fullShown, section: len(sub) > 0, null: m[lk] == nil || sub != nil && len(sub) == 0}
+				t.keys[full] = seen[lk]
 			}
 			_, err := dec.Token()
-			return len(seen) > 0, len(seen) == 0, err
-		case json.Delim('['):
-			for dec.More() {
-				if _, _, err := value(key, shown, depth+1); err != nil {
-					return false, false, err
-				}
+			return m, err
+		case json.Number:
+			if !inMap(key) {
+				return tok.String(), nil
 			}
-			_, err := dec.Token()
-			return false, false, err
+			v, err := decimalValue(tok.String())
+			if err != nil {
+				return nil, errAt(line(dec.InputOffset()), shown, "%v", err)
+			}
+			return v, nil
 		}
-		return false, tok == nil, nil
+		return tok, nil // a string, a bool, or nil
 	}
 	if bytes.TrimSpace(data)[0] != '{' {
-		return nil, errors.New("the config must be an object of sections (budget, seats, …)")
+		return errAt(1, "", "the config must be an object of sections (budget, seats, …)")
 	}
-	if _, _, err := value("", "", 0); err != nil {
-		return nil, err
+	v, err := value("", "", 0)
+	if err != nil {
+		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("line %d: text after the config's closing brace", line(dec.InputOffset()))
+		return errAt(line(dec.InputOffset()), "", "text after the config's closing brace")
 	}
-	return keys, nil
+	t.root = v.(map[string]any)
+	return nil
 }
 
-// tomlKeys notes the line of every key of a TOML file and refuses a key
-// given twice in any case, naming both lines. Syntax errors are left to
-// the decoder, which names their line.
-func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
-	keys := map[string]fileKey{}
+// readTOML notes the line of every key of a TOML file, refuses a key
+// given twice in any case (naming both lines) and a number under a Map
+// key that is not a plain decimal, and keeps every number and date as
+// written; go-toml's decoder gives the rest of the values.
+func (t *fileTree) readTOML(data []byte) error {
 	lineOf := lineAt(data)
+	raw := map[string]string{} // dotted key → a number or date as written
 	// Each [[array table]] is numbered; its keys, and those of the tables
 	// under it, carry the number of the array table they are in.
 	arrays, tables, table := map[string]int{}, 0, 0
@@ -396,14 +480,33 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 		}
 		return prefix, shown, line
 	}
+	// checkNumbers refuses, under a Map key, a number that is not a
+	// plain decimal, wherever it is in v (an array, an inline table).
+	var checkNumbers func(v *unstable.Node, key, shown string) error
+	checkNumbers = func(v *unstable.Node, key, shown string) error {
+		switch v.Kind {
+		case unstable.Integer, unstable.Float:
+			if _, err := decimalValue(string(v.Data)); err != nil && inMap(key) {
+				return errAt(lineOf(int64(v.Raw.Offset)), shown, "%v", err)
+			}
+		case unstable.Array:
+			for it := v.Children(); it.Next(); {
+				if err := checkNumbers(it.Node(), key, shown); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	var keyval func(n *unstable.Node, prefix, shown string) error
 	keyval = func(n *unstable.Node, prefix, shown string) error {
 		full, fullShown, line := keyOf(n, prefix, shown)
 		v := n.Value()
-		if err := noteKey(file, keys, full, fileKey{line: line, shown: fullShown, section: v.Kind == unstable.InlineTable, table: table}); err != nil {
+		if err := t.note(full, fileKey{line: line, shown: fullShown, section: v.Kind == unstable.InlineTable, table: table}); err != nil {
 			return err
 		}
-		if v.Kind == unstable.InlineTable {
+		switch v.Kind {
+		case unstable.InlineTable:
 			for it := v.Children(); it.Next(); {
 				if c := it.Node(); c.Kind == unstable.KeyValue {
 					if err := keyval(c, full, fullShown); err != nil {
@@ -411,8 +514,12 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 					}
 				}
 			}
+		case unstable.Integer, unstable.Float, unstable.LocalDate, unstable.LocalTime, unstable.LocalDateTime, unstable.DateTime:
+			if table == 0 && !inMap(full) {
+				raw[full] = string(v.Data)
+			}
 		}
-		return nil
+		return checkNumbers(v, full, fullShown)
 	}
 	p := unstable.Parser{}
 	p.Reset(data)
@@ -432,28 +539,66 @@ func tomlKeys(file string, data []byte) (map[string]fileKey, error) {
 				tables++
 				arrays[prefix], table = tables, tables
 			} else {
-				if err := noteKey(file, keys, prefix, fileKey{line: line, shown: shown, section: true, table: table}); err != nil {
-					return nil, err
+				if err := t.note(prefix, fileKey{line: line, shown: shown, section: true, table: table}); err != nil {
+					return err
 				}
 			}
 		case unstable.KeyValue:
 			if err := keyval(e, prefix, shown); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
+	var pe *unstable.ParserError
+	if errors.As(p.Error(), &pe) {
+		r := p.Range(pe.Highlight)
+		msg := pe.Message
+		if leadingZero(data, int(r.Offset)) {
+			msg = "a number with a leading zero: TOML has none (write it without, or quote it: \"010\" reads as 10, as everywhere)"
+		}
+		line := p.Shape(r).Start.Line
+		return errAt(line, "", "%s", msg) // keyAt names the key
+	}
 	// A table with no key under it is an empty mapping, judged as YAML's {}.
 	parents := map[string]bool{}
-	for k := range keys {
+	for k := range t.keys {
 		if i := strings.LastIndexByte(k, '.'); i > 0 {
 			parents[k[:i]] = true
 		}
 	}
-	for k, fk := range keys {
+	for k, fk := range t.keys {
 		if fk.section && !parents[k] {
 			fk.section, fk.null = false, true
-			keys[k] = fk
+			t.keys[k] = fk
 		}
 	}
-	return keys, nil
+	if err := toml.Unmarshal(data, &t.root); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, _ := de.Position()
+			return errAt(line, strings.Join(de.Key(), "."), "%s", de.Error())
+		}
+		return err
+	}
+	// Numbers and dates as written, for admit's parsers to read.
+	for k, text := range raw {
+		setFolded(t.root, strings.Split(k, "."), text)
+	}
+	return nil
+}
+
+// setFolded sets the value at path in m, matching keys without case (the
+// file's keys are unique in any case).
+func setFolded(m map[string]any, path []string, v any) {
+	for k := range m {
+		if !strings.EqualFold(k, path[0]) {
+			continue
+		}
+		if len(path) == 1 {
+			m[k] = v
+		} else if sub, ok := m[k].(map[string]any); ok {
+			setFolded(sub, path[1:], v)
+		}
+		return
+	}
 }

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,6 +18,24 @@ func FuzzConfig(f *testing.F) {
 		"{\"budget\": {\"deadline\": \"45s\", \"deadline\": 1}}",
 		"[budget]\ndeadline = \"45s\"\n[seats.a]\nkind = \"script\"\nscript = \"builtin:seed003\"\n",
 		"x = {y = 1, Y = 2}\n",
+		// Numbers in every spelling, in every form: read as decimals, or refused.
+		"budget: {max_attempts: 010, deadline: 010, max_spend_usd: 0x1p-4}\nbreaker: {failure_rate: .inf, min_requests: 0o10}\n",
+		"budget:\n  max_attempts: 0b1\n  token_ceiling: 1_000\nseats:\n  a: {kind: script, script: builtin:seed003, extra_body: {seed: 0x10, t: 010}}\n",
+		"[budget]\nmax_attempts = 0o10\ndeadline = 0x10\ntoken_ceiling = 1_000\n[seats.a]\nextra_body = {seed = 0b1, t = inf}\n",
+		"[budget]\nmax_attempts = 010\n",
+		"{\"budget\": {\"max_attempts\": \"010\", \"deadline\": 1e3, \"token_ceiling\": -0}}",
+		// Nesting past the bound, in every form, and strings that only look nested.
+		"a = " + strings.Repeat("[", 100) + strings.Repeat("]", 100) + "\n",
+		"a: " + strings.Repeat("{b: ", 40) + "1" + strings.Repeat("}", 40) + "\n",
+		"a:\n" + strings.Repeat("- ", 40) + "x\n",
+		"a: \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"\nb: |\n  {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{\n",
+		"x = '''[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n'''\ny = \"\"\"]]]\"\"\"\n\r[[[[\r\n",
+		// Syntax errors, so their line and key are found.
+		"budget:\n  deadline: 45s\n  max_wait: [5s\nretry: {}\n",
+		"budget: - 1\n",
+		"{\"budget\": {\"deadline\": \"45s\",\n \"max_wait\": }}",
+		"[budget]\ndeadline = \"45s\"\nmax_wait = 5s\n",
+		"\r ",
 	} {
 		f.Add(s)
 	}
@@ -30,8 +50,10 @@ func FuzzConfig(f *testing.F) {
 					t.Fatalf("%s: key %q kept its case", ext, k)
 				}
 			}
-			_, _, _ = c.policy()
+			_, _ = c.budget()
+			_, seats, _ := c.policy()
 			_, _ = c.thresholds()
+			_ = c.places(slices.Collect(maps.Values(seats)))
 		}
 	})
 }

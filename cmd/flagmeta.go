@@ -44,18 +44,19 @@ const (
 
 // flagWords gives each word the flags whose value it names, the same
 // under every command (a file or dir completes with file names, --seat
-// with the config's seats); flagOverrides holds the few that mean
+// with the config's seats); a flag that sets a policy key takes its word
+// from the key's kind (keyWords); flagOverrides holds the few that mean
 // something else under one command ("<command path> --<flag>").
 var flagWords = map[string][]string{
 	phFile: {"config", "log", "state", "prompt-file", "policy", "vs", "script", "junit", "prompts", "html"},
 	phDir:  {"svg", "png"},
-	phDuration: {"deadline", "max-wait", "hard-timeout", "wait-cap", "wait", "elapsed", "ttfb", "duration", "ramp-step",
+	phDuration: {"hard-timeout", "wait-cap", "wait", "elapsed", "ttfb", "duration", "ramp-step",
 		"next-wait", "next-elapsed", "spent", "job-retention"},
-	phN: {"token-ceiling", "max-attempts", "next-tokens", "spent-tokens", "used", "tokens", "prompt-tokens",
+	phN: {"next-tokens", "spent-tokens", "used", "tokens", "prompt-tokens",
 		"completion-tokens", "http-status", "jobs", "concurrency", "call", "max-tokens", "seed", "retries", "rate",
 		"slots", "margin", "attempts-per-success", "max-body", "max-concurrent", "max-jobs", "max-client-jobs",
 		"max-body-total", "max-conns"},
-	phUSD:    {"max-spend", "next-usd", "spent-usd", "cost", "fallback-cost"},
+	phUSD:    {"next-usd", "spent-usd", "cost", "fallback-cost"},
 	phRate:   {"fail-rate", "timeout-rate"},
 	phName:   {"seat", "model"},
 	phID:     {"job"},
@@ -89,10 +90,19 @@ func outcomeNames() []string {
 	return out
 }
 
+// keyWords is the word for the value of a flag that sets a policy key.
+var keyWords = map[rehearse.Kind]string{rehearse.Duration: phDuration, rehearse.Count: phN, rehearse.USD: phUSD,
+	rehearse.Amount: phN, rehearse.Rate: phRate}
+
 func metaFor(c *cobra.Command, name string) (flagMeta, bool) {
 	path := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
 	if m, ok := flagOverrides[path+" --"+name]; ok {
 		return m, true
+	}
+	for _, k := range rehearse.Keys {
+		if w, ok := keyWords[k.Kind]; ok && k.Flag == name {
+			return flagMeta{placeholder: w}, true
+		}
 	}
 	for word, names := range flagWords {
 		if slices.Contains(names, name) {
@@ -169,7 +179,7 @@ func seatCompletions(f *Factory, c *cobra.Command) []cobra.Completion {
 	if err != nil {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(cfg.seatMap()))
+	return slices.Sorted(maps.Keys(cfg.seatConfigs()))
 }
 
 // flagError turns pflag's errors into retrygate's: the flag named, a

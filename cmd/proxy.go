@@ -37,7 +37,8 @@ type ProxyOptions struct {
 	MetricsRemote bool
 
 	Thresholds []rehearse.Threshold
-	Skipped    []string // fallbacks left out (another wire format)
+	Skipped    []string  // fallbacks left out (another wire format)
+	Places     keyPlaces // where the chain's keys were written, for errors
 	Listen     string
 	Remote     bool // --listen names an address off loopback
 	LogPath    string
@@ -220,6 +221,7 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			o.Skipped = append(o.Skipped, n)
 		}
 	}
+	o.Places = cfg.places(o.Chain)
 	return nil
 }
 
@@ -271,7 +273,7 @@ func runProxy(o *ProxyOptions) error {
 	}
 	px, err := proxy.New(po)
 	if err != nil {
-		return badInputErr(err)
+		return o.Places.located(err)
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {

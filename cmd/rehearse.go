@@ -39,6 +39,7 @@ type RehearseOptions struct {
 	Policy     rehearse.Policy
 	Thresholds []rehearse.Threshold // written on the run's # policy line
 	Chain      []seat.Config        // the seats jobs try, in order
+	Places     keyPlaces            // where each of their keys was written, for errors
 	Demo       bool                 // no config at all: seed 003 on the built-in script seat
 
 	Jobs        int // 0 with a time bound: no bound by count
@@ -223,6 +224,7 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 				"list seats under fallback: [a, b] in order, or pick one with --seat NAME")
 		}
 	}
+	o.Places = cfg.places(o.Chain)
 	return nil
 }
 

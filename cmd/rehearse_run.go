@@ -23,7 +23,7 @@ import (
 func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool, err error) {
 	virtual = true
 	for i := range o.Chain {
-		spec, err := openSeat(&o.Chain[i], seat.Options{Getenv: o.Getenv, Now: o.Now})
+		spec, err := openSeat(&o.Chain[i], seat.Options{Getenv: o.Getenv, Now: o.Now}, o.Places)
 		if err != nil {
 			return nil, false, err
 		}
@@ -36,12 +36,12 @@ func (o *RehearseOptions) buildChain() (specs []rehearse.SeatSpec, virtual bool,
 // openSeat makes a seat's config runnable, for rehearse and time: a script
 // seat becomes a planner (played on the virtual clock, or in real time by
 // the loop), and takes its script's model when it names none, in *sc too;
-// any other seat a live one.
-func openSeat(sc *seat.Config, opts seat.Options) (rehearse.SeatSpec, error) {
+// any other seat a live one. An error names the key where it was written.
+func openSeat(sc *seat.Config, opts seat.Options, places keyPlaces) (rehearse.SeatSpec, error) {
 	if sc.Kind != "script" {
 		s, err := seat.NewWithOptions(*sc, opts)
 		if err != nil {
-			return rehearse.SeatSpec{}, badInputErr(err)
+			return rehearse.SeatSpec{}, places.located(err)
 		}
 		return rehearse.SeatSpec{Config: *sc, Seat: s}, nil
 	}

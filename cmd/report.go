@@ -121,12 +121,9 @@ A malformed row stops the report (exit 2, naming file and line) unless
 				if opts.JSON || opts.CSV {
 					return badInput("--hist draws for a terminal; it does not combine with --json or --csv")
 				}
-				b, err := cfg.budget()
-				if err != nil {
+				if opts.HistCap, err = cfg.number(key); err != nil {
 					return err
 				}
-				opts.HistCap = map[string]float64{"budget.max_wait": b.MaxWait.Seconds(), "budget.deadline": b.Deadline.Seconds(),
-					"budget.token_ceiling": float64(b.TokenCeiling)}[key]
 				opts.HistCapLabel = cfg.where(key)
 			}
 			if opts.MaxTokens < 0 {

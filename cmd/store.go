@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/retrygate/retrygate/ledgerfile"
-	"github.com/retrygate/retrygate/ledgerfile/claims"
 	"github.com/retrygate/retrygate/ledgerfile/store"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 	"github.com/retrygate/retrygate/rehearse/model"
@@ -48,16 +47,18 @@ func openLog(ctx context.Context, errOut io.Writer, name string, fsync bool) (st
 	return &reportingLog{Log: s, errOut: errOut}, nil
 }
 
-// openClaims opens the claim state: a JSON file, or a database.
-func openClaims(ctx context.Context, name string, clock claims.Clock) (store.Claims, error) {
+// openClaims opens the books claim keeps its jobs in: a file (whose own
+// clock reads clock), or a database, whose rows settle what was claimed.
+// The closer is nil for a file.
+func openClaims(ctx context.Context, name string, clock store.Clock) (store.Claims, io.Closer, error) {
 	if !isDBLog(name) {
-		return &store.FileClaims{Path: name, Clock: clock}, nil
+		return store.Claims{Books: &store.FileBooks{Path: name, Clock: clock}}, nil, nil
 	}
 	s, err := pgstore.Open(ctx, name, pgstore.Options{})
 	if err != nil {
-		return nil, withHint(badInputErr(fmt.Errorf("failed to open claim state %s: %w", logDisplay(name), err)), dbHint)
+		return store.Claims{}, nil, withHint(badInputErr(fmt.Errorf("failed to open claim state %s: %w", logDisplay(name), err)), dbHint)
 	}
-	return s, nil
+	return store.Claims{Books: s, Log: s}, s, nil
 }
 
 // openLogReader is a log's bytes in the file format, for the commands

@@ -25,6 +25,7 @@ type TimeOptions struct {
 	Getenv func(string) string
 
 	Seat   seat.Config
+	Places keyPlaces       // where its keys were written, for errors
 	Policy rehearse.Policy // timeouts.soft, retry.slow_5xx_after and the defaults below
 
 	Prompt      string
@@ -163,6 +164,7 @@ func (o *TimeOptions) fill(f *Factory, c *cobra.Command, seatName, promptFile st
 	if o.Job == "" {
 		o.Job = "time-" + strconv.FormatInt(f.Now().UnixMilli(), 10)
 	}
+	o.Places = cfg.places([]seat.Config{sc})
 	return nil
 }
 
@@ -170,7 +172,7 @@ func runTime(o *TimeOptions) error {
 	var obs seat.Observation
 	clock := "real"
 	sc := o.Seat
-	spec, err := openSeat(&sc, seat.Options{Getenv: o.Getenv, Now: o.Now})
+	spec, err := openSeat(&sc, seat.Options{Getenv: o.Getenv, Now: o.Now}, o.Places)
 	if err != nil {
 		return err
 	}

@@ -157,7 +157,7 @@ func TestTimeSeatErrors(t *testing.T) {
 	cfg := timeConfig(t)
 	code, _, errOut := seatRun(t, context.Background(), nil, "time", "--config", cfg, "--seat", "scratch")
 	assert.Equal(t, ExitBad, code)
-	assert.Equal(t, "retrygate: seats.scratch.api_key_env: environment variable OPENAI_API_KEY is not set\n", errOut)
+	assert.Equal(t, "retrygate: "+cfg+":6: seats.scratch.api_key_env: environment variable OPENAI_API_KEY is not set\n", errOut)
 
 	// Port 9 on loopback: nothing listens, the connection is refused.
 	getenv := func(k string) string {

@@ -1,20 +1,26 @@
 package ledgerfile
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Writer appends rows to a log. The log is opened once, at the first row;
 // each row is then one write(2) on the O_APPEND descriptor, made while
-// holding an advisory lock on that descriptor, so rows from many
-// processes never interleave: lock, fstat, write, unlock — four system
-// calls a row, or a batch of whole rows (see Batch). It never truncates,
+// holding the log's advisory lock (FileLock), so rows from many processes
+// never interleave: lock, fstat, write, unlock for each row, or for a
+// batch of whole rows (see Batch). It never truncates,
 // rewrites or reorders what is there, follows no symbolic link and
 // appends only to a regular file.
 type Writer struct {
@@ -23,7 +29,7 @@ type Writer struct {
 
 	mu   sync.Mutex
 	f    *os.File
-	lock fileLock
+	lock *FileLock
 	end  int64 // the file's size after our last write: its last byte is our newline; -1 unknown
 	buf  []byte
 
@@ -70,9 +76,115 @@ func (w *Writer) open() error {
 	if err != nil {
 		return err
 	}
-	w.f, w.lock = f, newFileLock(f, w.path)
+	if err := checkIsLog(f, w.path); err != nil {
+		f.Close()
+		return err
+	}
+	w.f, w.lock = f, NewFileLock(w.path)
 	return nil
 }
+
+// ErrNotALog is a file a writer refuses to append to: it holds something
+// other than a rehearsal log (a config, notes), which rows would spoil.
+var ErrNotALog = errors.New("not a rehearsal log")
+
+// checkIsLog lets a writer append only to an empty file or a log: one whose
+// first line is the header or, for a log written before the header existed
+// or by hand, whose first line that is neither blank nor a comment reads
+// as a row, or is written with a row's keys (ts=, job=, wait_s=, …: its
+// reader will name a bad value there); a line cut short by a crash (the
+// file's last, or one the torn marker follows) need only look like text. Every
+// writer opens here. The error says what the file looks like and never
+// quotes it: it may hold a secret.
+func checkIsLog(f *os.File, path string) error {
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return err
+	}
+	sc := bufio.NewScanner(io.NewSectionReader(f, 0, st.Size()))
+	sc.Buffer(nil, MaxLine+1)
+	sc.Split(scanLinesTorn)
+	var first []byte // a line that is no row, unless the torn marker follows it
+	at := 0
+	for n := 1; sc.Scan(); n++ {
+		raw := sc.Bytes()
+		line := bytes.TrimSpace(raw)
+		switch {
+		case first != nil && string(line) == TornMarker:
+			first = nil // it was a torn row
+			continue
+		case first != nil:
+			return notALog(path, first, at)
+		case n == 1 && string(line) == Header:
+			return nil
+		case len(line) == 0 || line[0] == '#':
+			continue
+		}
+		var r Row
+		torn := raw[len(raw)-1] != '\n' // the file's last line, cut short
+		switch what := looksLike(line, raw); {
+		case ParseLine(line, &r) == nil || rowKeys.Match(line):
+			return nil // a row, or one with a bad value that its reader names
+		case torn && what == "text":
+			return nil // marked torn by the next append
+		}
+		first, at = slices.Clone(line), n
+	}
+	if first != nil {
+		return notALog(path, first, at)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("refusing to append to %q: it looks like %s, %w (a line longer than %d bytes)", path, "binary data", ErrNotALog, MaxLine)
+	}
+	return nil // blank lines and comments only
+}
+
+func notALog(path string, line []byte, n int) error {
+	return fmt.Errorf("refusing to append to %q: it looks like %s, %w (line %d is no row, comment or header of one)",
+		path, looksLike(line, line), ErrNotALog, n)
+}
+
+// scanLinesTorn is bufio.ScanLines keeping each line's newline, so a last
+// line without one is told apart.
+func scanLinesTorn(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// rowKeys are a row's own keys, written as the log writes them.
+var rowKeys = regexp.MustCompile(`(^|\s)(ts|job|attempt|wait_s|elapsed_s|tokens)=`)
+
+// looksLike names what a file whose first significant line is line seems
+// to be, for the error refusing it.
+func looksLike(line, raw []byte) string {
+	switch {
+	case bytes.IndexByte(raw, 0) >= 0 || !utf8.Valid(raw):
+		return "binary data"
+	case tomlTable.Match(line):
+		return "TOML"
+	case line[0] == '{' || line[0] == '[':
+		return "JSON"
+	case bytes.HasPrefix(line, []byte("---")) || bytes.HasPrefix(line, []byte("- ")) || yamlKey.Match(line):
+		return "YAML"
+	case envLine.Match(line):
+		return "an environment file"
+	case tomlKey.Match(line):
+		return "TOML"
+	}
+	return "text"
+}
+
+var (
+	tomlTable = regexp.MustCompile(`^\[\[?[A-Za-z0-9_."-]+\]\]?$`)
+	yamlKey   = regexp.MustCompile(`^["']?[A-Za-z0-9_.-]+["']?:(\s|$)`)
+	envLine   = regexp.MustCompile(`^(export\s+)?[A-Z_][A-Z0-9_]*=`)
+	tomlKey   = regexp.MustCompile(`^[A-Za-z0-9_.-]+\s*=`)
+)
 
 // lockOpen opens the log if need be and takes its lock; the caller
 // unlocks.
@@ -80,7 +192,7 @@ func (w *Writer) lockOpen() error {
 	if err := w.open(); err != nil {
 		return err
 	}
-	if err := w.lock.lock(); err != nil {
+	if err := w.lock.Lock(context.Background()); err != nil {
 		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
 	}
 	return nil
@@ -119,7 +231,7 @@ func (w *Writer) locked(fn func(size int64) error) error {
 	if err := w.lockOpen(); err != nil {
 		return err
 	}
-	defer w.lock.unlock()
+	defer w.lock.Unlock()
 	size, err := w.size()
 	if err != nil {
 		return err
@@ -231,7 +343,7 @@ func (w *Writer) flushHeld() error {
 		w.err = err
 		return err
 	}
-	defer w.lock.unlock()
+	defer w.lock.Unlock()
 	size, err := w.size()
 	if err == nil {
 		err = w.appendAt(size, held)
@@ -345,7 +457,6 @@ func (w *Writer) Close() error {
 		return ferr
 	}
 	err := w.f.Close()
-	w.lock.close()
 	w.f = nil
 	return errors.Join(ferr, err)
 }

@@ -1,7 +1,6 @@
 package rehearse
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -61,21 +60,21 @@ func (p Policy) Validate() error {
 	r := p.Retry
 	switch {
 	case r.BaseDelay < 0:
-		return fmt.Errorf("retry.base_delay: must not be negative, got %s", r.BaseDelay)
+		return admit.KeyErrorf("retry.base_delay", "must not be negative, got %s", r.BaseDelay)
 	case r.SlowServerAfter < 0:
-		return fmt.Errorf("retry.slow_5xx_after: must not be negative, got %s", r.SlowServerAfter)
+		return admit.KeyErrorf("retry.slow_5xx_after", "must not be negative, got %s", r.SlowServerAfter)
 	case p.Timeouts.Soft < 0:
-		return fmt.Errorf("timeouts.soft: must not be negative, got %s", p.Timeouts.Soft)
+		return admit.KeyErrorf("timeouts.soft", "must not be negative, got %s", p.Timeouts.Soft)
 	case r.MaxDelay < r.BaseDelay:
-		return fmt.Errorf("retry.max_delay: %s is below retry.base_delay %s", r.MaxDelay, r.BaseDelay)
+		return admit.KeyErrorf("retry.max_delay", "%s is below retry.base_delay %s", r.MaxDelay, r.BaseDelay)
 	case r.TimeoutsRetried < 0:
-		return fmt.Errorf("retry.timeouts_retried: must not be negative, got %d", r.TimeoutsRetried)
+		return admit.KeyErrorf("retry.timeouts_retried", "must not be negative, got %d", r.TimeoutsRetried)
 	case p.Timeouts.Hard <= 0:
-		return fmt.Errorf("timeouts.hard: must be positive, got %s", p.Timeouts.Hard)
+		return admit.KeyErrorf("timeouts.hard", "must be positive, got %s", p.Timeouts.Hard)
 	case p.Timeouts.Stall < 0:
-		return fmt.Errorf("timeouts.stall: must not be negative, got %s", p.Timeouts.Stall)
+		return admit.KeyErrorf("timeouts.stall", "must not be negative, got %s", p.Timeouts.Stall)
 	case p.Timeouts.Soft > p.Timeouts.Hard:
-		return fmt.Errorf("timeouts.soft: %s is past timeouts.hard %s", p.Timeouts.Soft, p.Timeouts.Hard)
+		return admit.KeyErrorf("timeouts.soft", "%s is past timeouts.hard %s", p.Timeouts.Soft, p.Timeouts.Hard)
 	}
 	if err := r.Budget.Validate(); err != nil {
 		return err

@@ -8,9 +8,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
-	"github.com/retrygate/retrygate/ledgerfile/claims"
 )
 
 // File is a log in one file: ledgerfile's writer (append-only, locked)
@@ -136,68 +134,3 @@ func (f *File) Import(ctx context.Context, entries iter.Seq2[Entry, error]) (n i
 	}
 	return n, nil
 }
-
-// FileClaims is the claim state in one JSON file under a lock
-// (ledgerfile/claims). It keeps each job's deadline and attempts; tokens
-// and spend are kept by PostgreSQL's claims only, so the file's jobs
-// leave the gate's other numbers wide open. Each claim is decided by
-// Decide, as the database's are.
-type FileClaims struct {
-	Path  string
-	Clock claims.Clock // nil: claims.SystemClock
-}
-
-func (c *FileClaims) Name() string { return c.Path }
-
-// update runs fn on the state at Path, read under its lock, at the
-// clock's now, once the jobs past their deadline long ago are forgotten.
-func (c *FileClaims) update(ctx context.Context, fn func(*claims.State, claims.Reading)) error {
-	clock := c.Clock
-	if clock == nil {
-		clock = claims.SystemClock
-	}
-	return claims.Update(ctx, c.Path, func(s *claims.State) error {
-		now, err := clock()
-		if err != nil {
-			return err
-		}
-		claims.Tidy(s, now)
-		fn(s, now)
-		return nil
-	})
-}
-
-func (c *FileClaims) Claim(ctx context.Context, req Request) (Grant, error) {
-	var g Grant
-	if err := c.update(ctx, func(s *claims.State, now claims.Reading) { g = fileClaim(s, req, now) }); err != nil {
-		return Grant{}, err
-	}
-	return g, nil
-}
-
-// fileClaim is one claim on the file's state at now: Decide over the
-// deadline and attempts the file keeps, and the grant kept when admitted.
-func fileClaim(s *claims.State, req Request, now claims.Reading) Grant {
-	fj := s.Job(req.Job, req.Budget, now)
-	job := func(fj claims.Job) Job {
-		return Job{Started: fj.Started, Deadline: fj.Deadline, MaxAttempts: fj.MaxAttempts, Attempts: fj.Attempts}
-	}
-	b := admit.Budget{
-		Deadline:     fj.Deadline,
-		TokenCeiling: admit.MaxTokens,
-		MaxAttempts:  fj.MaxAttempts,
-		MaxWait:      admit.MaxDuration,
-	}
-	d, timeout := Decide(job(fj), b, req.Hard, fj.Used(now), req.Next)
-	if !d.Admit {
-		return Grant{Decision: d, Job: job(fj)}
-	}
-	fj = s.Take(req.Job, fj, now)
-	return Grant{Decision: d, Attempt: fj.Attempts, Timeout: timeout, Job: job(fj)}
-}
-
-func (c *FileClaims) Done(ctx context.Context, job string) error {
-	return c.update(ctx, func(s *claims.State, _ claims.Reading) { delete(s.Jobs, job) })
-}
-
-func (c *FileClaims) Close() error { return nil }

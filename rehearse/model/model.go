@@ -22,13 +22,9 @@ type Model interface {
 	String() string
 }
 
-// Limits keep every drawn number far from overflow in the simulator's sums.
-const (
-	maxDuration = 24 * time.Hour
-	maxTokens   = 1_000_000_000
-	maxRate     = 1e9
-	maxSpec     = 4096
-)
+// maxSpec bounds a model's text. Its drawn numbers are bounded by
+// admit.MaxStep, MaxStepTokens and MaxTokenRate, as a script's are.
+const maxSpec = 4096
 
 // Error is a bad model: the term at fault, when there is one, and why.
 type Error struct {
@@ -203,8 +199,8 @@ func (m *Parametric) set(key, val string) error {
 		m.Prompt, err = count(val)
 	case "rate":
 		m.Rate, err = admit.ParseNumber(val)
-		if err == nil && (m.Rate <= 0 || m.Rate > maxRate) {
-			err = fmt.Errorf("tokens per second must be above 0 and at most %g", maxRate)
+		if err == nil && (m.Rate <= 0 || m.Rate > admit.MaxTokenRate) {
+			err = fmt.Errorf("tokens per second must be above 0 and at most %g", admit.MaxTokenRate)
 		}
 	case "retry_after":
 		m.RetryAfter, err = duration(val, false)
@@ -340,8 +336,8 @@ func duration(s string, positive bool) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d > maxDuration {
-		return 0, fmt.Errorf("%s is past a model's limit of %s per attempt", d, maxDuration)
+	if d > admit.MaxStep {
+		return 0, fmt.Errorf("%s is past a model's limit of %s per attempt", d, admit.MaxStep)
 	}
 	if positive && d <= 0 {
 		return 0, fmt.Errorf("must be positive")
@@ -349,11 +345,11 @@ func duration(s string, positive bool) (time.Duration, error) {
 	return d, nil
 }
 
-// count is admit's count, at most maxTokens.
+// count is admit's count, at most admit.MaxStepTokens.
 func count(s string) (int64, error) {
 	n, err := admit.ParseCount(s)
-	if err == nil && n > maxTokens {
-		return 0, fmt.Errorf("count over %d %q", maxTokens, s)
+	if err == nil && n > admit.MaxStepTokens {
+		return 0, fmt.Errorf("count over %d %q", admit.MaxStepTokens, s)
 	}
 	return n, err
 }

@@ -354,7 +354,7 @@ func FuzzModel(f *testing.F) {
 		p := m.Planner(1, 0)
 		for n := range 8 {
 			pl := p.PlanFor(n)
-			if pl.Elapsed < 0 || pl.Wait < 0 || pl.CompletionTokens < 0 || pl.PromptTokens < 0 || pl.Elapsed > maxDuration+time.Millisecond {
+			if pl.Elapsed < 0 || pl.Wait < 0 || pl.CompletionTokens < 0 || pl.PromptTokens < 0 || pl.Elapsed > admit.MaxStep+time.Millisecond {
 				t.Fatalf("%q: call %d: bad plan %+v", spec, n, pl)
 			}
 			if !pl.Hang && !pl.ConnError && pl.Wait > pl.Elapsed {

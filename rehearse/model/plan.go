@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/rehearse/script"
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
@@ -128,7 +129,7 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 	}
 	completion := m.Tokens - m.Prompt
 	if m.Rate > 0 {
-		completion = int64(min(math.Round(m.Rate*(elapsed-wait).Seconds()), maxTokens))
+		completion = int64(min(math.Round(m.Rate*(elapsed-wait).Seconds()), admit.MaxStepTokens))
 	}
 	plan := seat.Plan{Wait: wait, Elapsed: elapsed, PromptTokens: m.Prompt, CompletionTokens: max(completion, 0)}
 	if which == fReset {
@@ -142,8 +143,8 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 }
 
 func clampDur(ns float64) time.Duration {
-	if !(ns < float64(maxDuration)) { // also catches NaN and +Inf
-		return maxDuration
+	if !(ns < float64(admit.MaxStep)) { // also catches NaN and +Inf
+		return admit.MaxStep
 	}
 	if ns < 0 {
 		return 0

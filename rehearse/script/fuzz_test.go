@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
@@ -85,7 +86,7 @@ func checkPlan(t *testing.T, p seat.Plan) {
 		p.PromptTokens < 0 || p.CompletionTokens < 0 || p.RetryAfter < 0 ||
 		(p.Status != 200 && (p.Status < 400 || p.Status > 599))
 	if !p.Hang {
-		bad = bad || p.Elapsed < p.Wait || p.ResetAfter > p.Elapsed || p.Elapsed > maxDuration
+		bad = bad || p.Elapsed < p.Wait || p.ResetAfter > p.Elapsed || p.Elapsed > admit.MaxStep
 	}
 	if bad {
 		t.Fatalf("inconsistent plan %+v", p)

@@ -20,15 +20,12 @@ import (
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
-// Limits keep every number a script can produce far from overflow in the
-// simulator's sums; no real model call comes near them.
+// Limits on a script's shape; a step's numbers are bounded by
+// admit.MaxStep, MaxStepTokens and MaxTokenRate, as a latency model's are.
 const (
-	maxDuration = 24 * time.Hour
-	maxTokens   = 1_000_000_000
-	maxRate     = 1e9
-	maxRepeat   = math.MaxInt32
-	maxTotal    = math.MaxInt32 // expanded steps, so Len fits an int everywhere
-	maxText     = 200
+	maxRepeat = math.MaxInt32
+	maxTotal  = math.MaxInt32 // expanded steps, so Len fits an int everywhere
+	maxText   = 200
 )
 
 // Error is a script error. Line is 1-based; 0 when the error is about the
@@ -375,14 +372,14 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 	if ttfb > wait {
 		f.fail("ttfb", "%s is after wait %s (headers come before the first content)", ttfb, wait)
 	}
-	plan.PromptTokens = f.count("prompt_tokens", 0, 0, maxTokens)
-	plan.CompletionTokens = f.count("completion_tokens", 0, 0, maxTokens)
+	plan.PromptTokens = f.count("prompt_tokens", 0, 0, admit.MaxStepTokens)
+	plan.CompletionTokens = f.count("completion_tokens", 0, 0, admit.MaxStepTokens)
 	// The parts a provider reports inside the counts (docs/log.md):
 	// cached and cache-written input within prompt_tokens, reasoning
 	// within completion_tokens.
 	part := func(k string, n *int64, hasIt *bool, whole int64, inside string) {
 		if *hasIt = f.has(k); *hasIt {
-			if *n = f.count(k, 0, 0, maxTokens); *n > whole {
+			if *n = f.count(k, 0, 0, admit.MaxStepTokens); *n > whole {
 				f.fail(k, "%d is more than %s (%d): it is a part of it", *n, inside, whole)
 			}
 		}
@@ -408,8 +405,8 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 	case f.has("rate"):
 		if rate := read(f, "rate", 0, p.rate); rate > 0 {
 			stream := float64(plan.CompletionTokens) / rate * float64(time.Second)
-			if stream > float64(maxDuration-wait) {
-				f.fail("rate", "wait + completion_tokens/rate is longer than %s", maxDuration)
+			if stream > float64(admit.MaxStep-wait) {
+				f.fail("rate", "wait + completion_tokens/rate is longer than %s", admit.MaxStep)
 			}
 			elapsed = wait + time.Duration(math.Round(stream))
 		}
@@ -433,8 +430,8 @@ func (p *parser) step(n *yaml.Node, where string) (seat.Plan, int, error) {
 	plan.RetryAfter = f.dur("retry_after", 0)
 	// The provider's rate-limit state on the answer (docs/log.md).
 	rl := &plan.RateLimit
-	rl.HasRequests, rl.RemainingRequests = f.has("ratelimit_remaining_requests"), f.count("ratelimit_remaining_requests", 0, 0, maxTokens)
-	rl.HasTokens, rl.RemainingTokens = f.has("ratelimit_remaining_tokens"), f.count("ratelimit_remaining_tokens", 0, 0, maxTokens)
+	rl.HasRequests, rl.RemainingRequests = f.has("ratelimit_remaining_requests"), f.count("ratelimit_remaining_requests", 0, 0, admit.MaxStepTokens)
+	rl.HasTokens, rl.RemainingTokens = f.has("ratelimit_remaining_tokens"), f.count("ratelimit_remaining_tokens", 0, 0, admit.MaxStepTokens)
 	rl.HasReset, rl.Reset = f.has("ratelimit_reset"), f.dur("ratelimit_reset", 0)
 	if f.has("error") {
 		if plan.ErrorCode = f.text("error"); !codeRE().MatchString(plan.ErrorCode) {
@@ -501,8 +498,8 @@ func (p *parser) duration(n *yaml.Node, key string) (time.Duration, error) {
 	if err != nil {
 		return 0, p.errf(n, key, "%v", err)
 	}
-	if d > maxDuration {
-		return 0, p.errf(n, key, "duration %q out of range (a scripted step lasts at most %s)", v, maxDuration)
+	if d > admit.MaxStep {
+		return 0, p.errf(n, key, "duration %q out of range (a scripted step lasts at most %s)", v, admit.MaxStep)
 	}
 	return d, nil
 }
@@ -539,8 +536,8 @@ func (p *parser) rate(n *yaml.Node, key string) (float64, error) {
 		return 0, p.errf(n, key, "must not be negative, got %s", v)
 	case f == 0:
 		return 0, p.errf(n, key, "must be positive (tokens per second), got %s", v)
-	case f > maxRate:
-		return 0, p.errf(n, key, "%s out of range (at most %g)", v, float64(maxRate))
+	case f > admit.MaxTokenRate:
+		return 0, p.errf(n, key, "%s out of range (at most %g)", v, float64(admit.MaxTokenRate))
 	}
 	return f, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/retrygate/retrygate/admit"
 )
 
 // envName says whether s is an environment variable's name:
@@ -34,7 +36,7 @@ func envName(s string) bool {
 func fromEnv(getenv func(string) string, env, at, what string) (string, error) {
 	if !envName(env) {
 		// Not quoted: it may be a secret pasted where its variable's name belongs.
-		return "", fmt.Errorf("%s: not an environment variable name (name the variable that holds the %s, never the %s)", at, what, what)
+		return "", admit.KeyErrorf(at, "not an environment variable name (name the variable that holds the %s, never the %s)", what, what)
 	}
 	v := strings.TrimSpace(getenv(env))
 	if v == "" {
@@ -42,7 +44,7 @@ func fromEnv(getenv func(string) string, env, at, what string) (string, error) {
 		if len(env) <= 40 && strings.ToUpper(env) == env {
 			name = env
 		}
-		return "", fmt.Errorf("%s: environment variable %s is not set", at, name)
+		return "", admit.KeyErrorf(at, "environment variable %s is not set", name)
 	}
 	return v, nil
 }
@@ -102,28 +104,28 @@ func NewWithOptions(cfg Config, opts Options) (Seat, error) {
 		return newHTTPSeat(cfg, opts, at)
 	case "exec":
 		if len(cfg.Command) == 0 || cfg.Command[0] == "" {
-			return nil, fmt.Errorf("%s: required for kind exec (the argv to run, e.g. [sh, -c, \"llm -m x\"])", at("command"))
+			return nil, admit.KeyErrorf(at("command"), "required for kind exec (the argv to run, e.g. [sh, -c, \"llm -m x\"])")
 		}
 		codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", at("encoding"), err)
+			return nil, admit.KeyErrorf(at("encoding"), "%w", err)
 		}
 		return &execSeat{cfg: cfg, codec: codec}, nil
 	case "script":
-		return nil, fmt.Errorf("%s: script seats are built by the script package, not seat.New", at("kind"))
+		return nil, admit.KeyErrorf(at("kind"), "script seats are built by the script package, not seat.New")
 	case "":
-		return nil, fmt.Errorf("%s: required (openai, anthropic, ollama, exec or script)", at("kind"))
+		return nil, admit.KeyErrorf(at("kind"), "required (openai, anthropic, ollama, exec or script)")
 	}
-	return nil, fmt.Errorf("%s: unknown kind %q (want openai, anthropic, ollama, exec or script)", at("kind"), cfg.Kind)
+	return nil, admit.KeyErrorf(at("kind"), "unknown kind %q (want openai, anthropic, ollama, exec or script)", cfg.Kind)
 }
 
 func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error) {
-	u, err := checkBaseURL(cfg.BaseURL)
+	u, err := CheckBaseURL(cfg.BaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", at("base_url"), err)
+		return nil, admit.KeyErrorf(at("base_url"), "%w", err)
 	}
 	if cfg.Model == "" {
-		return nil, fmt.Errorf("%s: required for kind %s", at("model"), cfg.Kind)
+		return nil, admit.KeyErrorf(at("model"), "required for kind %s", cfg.Kind)
 	}
 	var key string
 	if cfg.APIKeyEnv != "" {
@@ -133,7 +135,7 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	}
 	codec, err := newLazyCodec(cfg.Model, cfg.Encoding)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", at("encoding"), err)
+		return nil, admit.KeyErrorf(at("encoding"), "%w", err)
 	}
 	headers, err := seatHeaders(cfg.Headers, opts.Getenv, at)
 	if err != nil {
@@ -144,22 +146,22 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 		return nil, err
 	}
 	if err := CheckAPI(cfg.Kind, cfg.API); err != nil {
-		return nil, fmt.Errorf("%s: %w", at("api"), err)
+		return nil, admit.KeyErrorf(at("api"), "%w", err)
 	}
 	if err := CheckTokenizer(cfg.Kind, cfg.Tokenizer); err != nil {
-		return nil, fmt.Errorf("%s: %w", at("tokenizer"), err)
+		return nil, admit.KeyErrorf(at("tokenizer"), "%w", err)
 	}
 	var w wire
 	switch {
 	case cfg.Kind == "openai" && cfg.API == APIResponses:
 		if cfg.MaxTokensParam != "" {
-			return nil, fmt.Errorf("%s: not for api responses, which sends max_output_tokens", at("max_tokens_param"))
+			return nil, admit.KeyErrorf(at("max_tokens_param"), "not for api responses, which sends max_output_tokens")
 		}
 		w = responsesWire{}
 	case cfg.Kind == "openai":
 		p := openaiMaxParam(cfg.MaxTokensParam, cfg.Model)
 		if p != "max_tokens" && p != "max_completion_tokens" {
-			return nil, fmt.Errorf("%s: %q is not max_tokens or max_completion_tokens", at("max_tokens_param"), p)
+			return nil, admit.KeyErrorf(at("max_tokens_param"), "%q is not max_tokens or max_completion_tokens", p)
 		}
 		w = openaiWire{maxParam: p}
 	case cfg.Kind == "anthropic":
@@ -180,7 +182,7 @@ func newHTTPSeat(cfg Config, opts Options, at func(string) string) (Seat, error)
 	s := &httpSeat{cfg: cfg, endpoint: u, key: key, w: w, rt: newTransport(cfg.Cold), codec: codec, now: opts.Now,
 		extra: extra, base: base, rate: new(seatRate)}
 	if cfg.Tokenizer == TokenizerServer {
-		root, _ := checkBaseURL(cfg.BaseURL) // checked above
+		root, _ := CheckBaseURL(cfg.BaseURL) // checked above
 		s.tok = newServerTokenizer(root, s.rt, base, cfg.Model)
 	}
 	return s, nil
@@ -202,10 +204,10 @@ func SetAuth(h http.Header, kind, key string) {
 	h.Set("Authorization", "Bearer "+key)
 }
 
-// checkBaseURL accepts an absolute http(s) URL with a host and no
+// CheckBaseURL accepts an absolute http(s) URL with a host and no
 // credentials. Its messages never quote the URL: a query string may hold
 // a key.
-func checkBaseURL(raw string) (*url.URL, error) {
+func CheckBaseURL(raw string) (*url.URL, error) {
 	if strings.TrimSpace(raw) == "" {
 		return nil, fmt.Errorf("required (e.g. http://127.0.0.1:11434)")
 	}
@@ -249,17 +251,17 @@ func seatHeaders(cfg map[string]string, getenv func(string) string, at func(stri
 		key := at("headers." + name)
 		canon := http.CanonicalHeaderKey(strings.TrimSpace(name))
 		if !httpguts.ValidHeaderFieldName(canon) {
-			return nil, fmt.Errorf("%s: not a header name", key)
+			return nil, admit.KeyErrorf(key, "not a header name")
 		}
 		if reservedHeaders[canon] {
-			return nil, fmt.Errorf("%s: set by retrygate itself; it cannot be replaced", key)
+			return nil, admit.KeyErrorf(key, "set by retrygate itself; it cannot be replaced")
 		}
 		v, err := fromEnv(getenv, env, key, "value")
 		if err != nil {
 			return nil, err
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {
-			return nil, fmt.Errorf("%s: the variable's value is not a valid header value", key)
+			return nil, admit.KeyErrorf(key, "the variable's value is not a valid header value")
 		}
 		h.Set(canon, v)
 	}
@@ -280,11 +282,11 @@ func extraBody(cfg map[string]any, at func(string) string) (map[string]json.RawM
 	out := make(map[string]json.RawMessage, len(cfg))
 	for k, v := range cfg {
 		if fixedFields[k] {
-			return nil, fmt.Errorf("%s: set by retrygate itself (the attempt is a streamed call of the seat's model)", at("extra_body."+k))
+			return nil, admit.KeyErrorf(at("extra_body."+k), "set by retrygate itself (the attempt is a streamed call of the seat's model)")
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: not a JSON value", at("extra_body."+k))
+			return nil, admit.KeyErrorf(at("extra_body."+k), "not a JSON value")
 		}
 		out[k] = b
 	}

@@ -24,13 +24,14 @@ func benchBudget() admit.Budget {
 
 func benchClaims(b *testing.B, jobs int) {
 	s, _ := open(b, Options{MaxConns: benchClaimers})
+	c := claims(s)
 	ctx := context.Background()
 	var granted atomic.Int64
 	b.SetParallelism(max(1, benchClaimers/max(1, testingProcs())))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			g, err := s.Claim(ctx, store.Request{Job: fmt.Sprintf("job-%d", rand.IntN(jobs)), Budget: benchBudget(),
+			g, err := c.Claim(ctx, store.Request{Job: fmt.Sprintf("job-%d", rand.IntN(jobs)), Budget: benchBudget(),
 				Hard: time.Hour, Next: admit.Next{Tokens: 100, USD: 0.001}})
 			if err != nil {
 				b.Fatal(err)

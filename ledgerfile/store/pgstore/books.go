@@ -23,8 +23,7 @@ const lockBook = `INSERT INTO retrygate_books AS b (key, due, book) VALUES ($1, 
 
 // Book runs fn on key's record under the row's lock, then stores fn's
 // record and appends its rows in the same transaction (see store.Books).
-// Unlike Append it settles no claim reservation: a book's rows are
-// charged in the book itself, never claimed.
+// Record.Expires is not kept: a record stays until its owner forgets it.
 //
 // It is on the path of every named request a proxy forwards, twice, so
 // it takes two round trips, not four: BEGIN goes with the statement that
@@ -44,9 +43,6 @@ func (s *Store) Book(ctx context.Context, key string, fn func(old []byte, now ti
 func (s *Store) BookShared(ctx context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
 	return s.retry(ctx, func(ctx context.Context) error { return s.bookOnce(ctx, key, shared, fn) })
 }
-
-// neverDue is the shared record's due time: no sweep lists it.
-var neverDue = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 func (s *Store) bookOnce(ctx context.Context, key, shared string, fn func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error)) error {
 	c, err := s.pool.Acquire(ctx)
@@ -91,7 +87,7 @@ func (s *Store) bookOnce(ctx context.Context, key, shared string, fn func(old, s
 		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, key, rec.Data, rec.Due.UTC())
 	}
 	if shared != "" {
-		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, shared, sharedRec, neverDue)
+		b.Queue(`UPDATE retrygate_books SET book = $2, due = $3 WHERE key = $1`, shared, sharedRec, store.Never)
 	}
 	if err := queueRows(b, rows); err != nil {
 		rollback(ctx, c)
@@ -133,7 +129,7 @@ func (s *Store) Due(ctx context.Context, n int) ([]string, error) {
 	return keys, err
 }
 
-// clock is the claim clock when one is set (tests), else nil: the
+// clock is the books' clock when one is set (tests), else nil: the
 // server's.
 func (s *Store) clock() *time.Time {
 	if s.opts.Now == nil {

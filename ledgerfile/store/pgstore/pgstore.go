@@ -1,6 +1,6 @@
-// Package pgstore keeps rows, claims and budgets in PostgreSQL, so that many
-// machines share one log and one budget: the store.Log and store.Claims of a
-// postgres:// URL.
+// Package pgstore keeps rows and jobs' books in PostgreSQL, so that many
+// machines share one log and one budget per job: the store.Log and
+// store.Books of a postgres:// URL.
 package pgstore
 
 import (
@@ -82,13 +82,13 @@ type Options struct {
 	// be reached (a restart, a dropped connection), unless the context's
 	// deadline comes first. 0 means 15 s.
 	RetryFor time.Duration
-	// Now is the claim clock; nil means the database server's clock.
+	// Now is the books' clock; nil means the database server's clock.
 	Now func() time.Time
 	// MaxConns caps the pool; 0 means pgx's default.
 	MaxConns int32
 }
 
-// Store is one PostgreSQL database holding a log and its claims.
+// Store is one PostgreSQL database holding a log and jobs' books.
 type Store struct {
 	pool     *pgxpool.Pool
 	name     string // postgres://user@host:port/db, no password
@@ -301,7 +301,4 @@ func (s *Store) once(ctx context.Context, fn func(pgx.Tx) error) error {
 	return nil
 }
 
-var (
-	_ store.Log    = (*Store)(nil)
-	_ store.Claims = (*Store)(nil)
-)
+var _ store.Log = (*Store)(nil)

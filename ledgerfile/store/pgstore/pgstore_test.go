@@ -128,92 +128,97 @@ func TestAppendScanExportMatchesTheFileWriter(t *testing.T) {
 	assert.Contains(t, err.Error(), "(a, 1)")
 }
 
+// claims are a database's claims, as `claim --state postgres://…` opens
+// them: its books, settled by its rows.
+func claims(s *Store) store.Claims { return store.Claims{Books: s, Log: s} }
+
 func TestClaimCapTokensSpendAndSettle(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	s, _ := open(t, Options{Now: func() time.Time { return clock }})
+	c := claims(s)
 	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 1000, MaxAttempts: 3, MaxWait: 5 * time.Second, MaxSpendUSD: 0.10}
 	req := store.Request{Job: "j", Budget: b, Hard: 20 * time.Second, Next: admit.Next{Tokens: 400, USD: 0.04}}
 
-	g, err := s.Claim(ctx, req)
+	g, err := c.Claim(ctx, req)
 	require.NoError(t, err)
 	require.True(t, g.Decision.Admit)
 	assert.Equal(t, 1, g.Attempt)
 	assert.Equal(t, 20*time.Second, g.Timeout)
 
 	clock = clock.Add(10 * time.Second)
-	g, err = s.Claim(ctx, req)
+	g, err = c.Claim(ctx, req)
 	require.NoError(t, err)
 	require.True(t, g.Decision.Admit)
 	assert.Equal(t, 2, g.Attempt)
 
-	// Two reservations hold 800 tokens and $0.08: a third would pass the
+	// Two held attempts count 800 tokens and $0.08: a third would pass the
 	// attempt cap but not the token ceiling.
-	g, err = s.Claim(ctx, req)
+	g, err = c.Claim(ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, "refuse: token ceiling", g.Decision.String())
 	assert.Equal(t, []admit.Reason{admit.ReasonTokenCeiling, admit.ReasonSpendCeiling}, g.Decision.Failing)
+	assert.Equal(t, 2, g.Held)
 
 	// The first attempt's row settles it at what it really used.
 	require.NoError(t, s.Append(ctx, ledgerfile.Row{Job: "j", Attempt: 1, Tokens: 100, CostUSD: 0.01, HasCost: true, Decision: "admit", Outcome: admit.OK}))
-	j, err := s.Job(ctx, "j")
-	require.NoError(t, err)
-	assert.Equal(t, int64(100), j.Tokens)
-	assert.Equal(t, int64(400), j.ReservedTokens)
-	assert.InDelta(t, 0.01, j.USD, 1e-12)
-	assert.InDelta(t, 0.04, j.ReservedUSD, 1e-12)
-
 	clock = clock.Add(19 * time.Second)
-	g, err = s.Claim(ctx, req)
+	g, err = c.Claim(ctx, req)
 	require.NoError(t, err)
 	require.True(t, g.Decision.Admit, g.Decision.String())
 	assert.Equal(t, 3, g.Attempt)
 	assert.Equal(t, 16*time.Second, g.Timeout, "what is left of the deadline made by the first claim")
+	assert.Equal(t, 1, g.Held)
+	assert.Equal(t, int64(500), g.Spent.Tokens, "100 recorded, 400 held")
+	assert.InDelta(t, 0.05, g.Spent.USD, 1e-12)
 
-	g, err = s.Claim(ctx, req)
+	g, err = c.Claim(ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, "refuse: attempt cap", g.Decision.String())
 
 	// A later claim with another budget inherits the first one's.
 	req2 := req
 	req2.Budget.MaxAttempts = 10
-	g, err = s.Claim(ctx, req2)
+	g, err = c.Claim(ctx, req2)
 	require.NoError(t, err)
 	assert.Equal(t, "refuse: attempt cap", g.Decision.String())
 
-	require.NoError(t, s.Done(ctx, "j"))
-	_, err = s.Job(ctx, "j")
-	require.ErrorIs(t, err, ErrNoJob)
+	require.NoError(t, c.Done(ctx, "j"))
+	g, err = c.Claim(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, 1, g.Attempt, "done forgets the job")
 }
 
-func TestExpiredReservationCountsAsSpent(t *testing.T) {
+func TestExpiredClaimCountsAsSpent(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	s, _ := open(t, Options{Now: func() time.Time { return clock }})
+	c := claims(s)
 	b := admit.Budget{Deadline: time.Hour, TokenCeiling: 1000, MaxAttempts: 5, MaxWait: 5 * time.Second, MaxSpendUSD: 1}
 	req := store.Request{Job: "j", Budget: b, Hard: 20 * time.Second, Next: admit.Next{Tokens: 300, USD: 0.3}}
-	g, err := s.Claim(ctx, req)
+	g, err := c.Claim(ctx, req)
 	require.NoError(t, err)
 	require.True(t, g.Decision.Admit)
 
-	// The claimer dies; past its hard timeout the reservation is spent.
+	// The claimer dies; past its hard timeout the attempt is spent.
 	clock = clock.Add(21 * time.Second)
 	req.Next = admit.Next{}
-	g, err = s.Claim(ctx, req)
+	g, err = c.Claim(ctx, req)
 	require.NoError(t, err)
 	require.True(t, g.Decision.Admit)
-	assert.Equal(t, int64(300), g.Job.Tokens)
-	assert.Equal(t, int64(0), g.Job.ReservedTokens)
-	assert.InDelta(t, 0.3, g.Job.USD, 1e-12)
+	assert.Equal(t, int64(300), g.Spent.Tokens)
+	assert.Zero(t, g.Held)
+	assert.InDelta(t, 0.3, g.Spent.USD, 1e-12)
 
-	// A row arriving late corrects the figure once; a second copy is refused.
+	// A row arriving late corrects the figure; a second copy is refused.
 	late := ledgerfile.Row{Job: "j", Attempt: 1, Tokens: 50, CostUSD: 0.05, HasCost: true, Outcome: admit.OK}
 	require.NoError(t, s.Append(ctx, late))
 	require.ErrorIs(t, s.Append(ctx, late), store.ErrDuplicate)
-	j, err := s.Job(ctx, "j")
+	g, err = c.Claim(ctx, req)
 	require.NoError(t, err)
-	assert.Equal(t, int64(50), j.Tokens)
-	assert.InDelta(t, 0.05, j.USD, 1e-12)
+	assert.Equal(t, int64(50), g.Spent.Tokens)
+	assert.InDelta(t, 0.05, g.Spent.USD, 1e-12)
+	assert.Equal(t, 1, g.Held, "the second attempt is held: no row, not timed out")
 }
 
 func TestPasswordNeverShown(t *testing.T) {
@@ -257,7 +262,7 @@ func TestRetriesStopAtTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Claim(ctx, store.Request{Job: "j", Budget: admit.Budget{Deadline: time.Second, TokenCeiling: 1, MaxAttempts: 1, MaxWait: time.Second}})
+	_, err = claims(s).Claim(ctx, store.Request{Job: "j", Budget: admit.Budget{Deadline: time.Second, TokenCeiling: 1, MaxAttempts: 1, MaxWait: time.Second}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "postgres 127.0.0.1:1/db: ")
 	// A ceiling only a hang reaches (realtime), far short of RetryFor.
@@ -304,24 +309,4 @@ func TestKeywordValueConnectionString(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "s3cr3t-pw")
 	assert.Contains(t, err.Error(), "no_such_db_here")
-}
-
-// ErrNoJob is a job no claim has made (Job's error).
-var ErrNoJob = errors.New("no such job")
-
-// Job reads a job's claim state, for the tests to see.
-func (s *Store) Job(ctx context.Context, job string) (store.Job, error) {
-	var j store.Job
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var deadlineNS int64
-		err := tx.QueryRow(ctx, `SELECT started, deadline_ns, max_attempts, attempts, tokens, spent_usd,
-			reserved_tokens, reserved_usd FROM retrygate_jobs WHERE job = $1`, job).Scan(
-			&j.Started, &deadlineNS, &j.MaxAttempts, &j.Attempts, &j.Tokens, &j.USD, &j.ReservedTokens, &j.ReservedUSD)
-		j.Deadline = time.Duration(deadlineNS)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNoJob
-		}
-		return err
-	})
-	return j, err
 }

@@ -245,8 +245,8 @@ func (s *scanned) row(r *ledgerfile.Row, st *rowStrings) error {
 	return nil
 }
 
-// Append writes rows in one transaction, and settles the claim
-// reservation of each row's attempt from the row (see Claim).
+// Append writes rows in one transaction. (A claim's held attempt is
+// settled by its row when the job is next claimed: store.Claims.)
 func (s *Store) Append(ctx context.Context, rows ...ledgerfile.Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -258,11 +258,6 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, rows []ledgerfile.Row) er
 	b := &pgx.Batch{}
 	if err := queueRows(b, rows); err != nil {
 		return err
-	}
-	for i := range rows {
-		if r := &rows[i]; r.Job != "" && r.Attempt > 0 {
-			queueSettle(b, r)
-		}
 	}
 	return s.duplicate(tx.SendBatch(ctx, b).Close())
 }
@@ -334,8 +329,7 @@ func (s *Store) CommentLocked(ctx context.Context, fn func([]string) (string, er
 }
 
 // AppendEntries writes rows and comment lines (kept as they are, "# …")
-// in order, in one transaction: what `log import` loads. Claims are not
-// settled: imported rows are history.
+// in order, in one transaction: what `log import` loads.
 func (s *Store) AppendEntries(ctx context.Context, entries []store.Entry) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}

@@ -59,7 +59,8 @@ var migrations = []string{
 	// and inherited; attempts, tokens and spend are claimed under the row's
 	// lock. Each claimed attempt holds a reservation until its row settles
 	// it, or its hard timeout expires it (counted as spent: the call may
-	// have been billed).
+	// have been billed). No longer written or read: claims keep their jobs
+	// in retrygate_books (store.Claims), as the proxies do.
 	`CREATE TABLE retrygate_jobs (
 		job             text PRIMARY KEY,
 		started         timestamptz NOT NULL,

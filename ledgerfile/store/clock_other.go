@@ -1,6 +1,6 @@
 //go:build !linux
 
-package claims
+package store
 
 import "time"
 
