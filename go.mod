@@ -6,6 +6,7 @@ require (
 	github.com/buger/jsonparser v1.1.2
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/creack/pty v1.1.24
 	github.com/fogleman/gg v1.3.0
 	github.com/go-logfmt/logfmt v0.6.1
 	github.com/go-viper/mapstructure/v2 v2.4.0
@@ -13,7 +14,8 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mattn/go-isatty v0.0.24
-	github.com/olekukonko/tablewriter v1.0.9 // not v1.1: its init builds an 8,192-entry width cache, 0.3 ms and 160 page faults on every run (docs/speed.md)
+	github.com/mattn/go-runewidth v0.0.19
+	github.com/olekukonko/tablewriter v1.0.9 // not v1.1: its init builds an 8,192-entry width cache, 0.3 ms and 160 page faults on every run (docs/dev/speed.md)
 	github.com/pelletier/go-toml/v2 v2.2.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -28,6 +30,7 @@ require (
 	github.com/tiktoken-go/tokenizer v0.10.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/image v0.46.0
+	golang.org/x/mod v0.41.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.50.0
@@ -48,7 +51,6 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
-	github.com/mattn/go-runewidth v0.0.19 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/olekukonko/cat v0.0.0-20250911104152-50322a0618f6 // indirect

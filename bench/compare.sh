@@ -4,7 +4,7 @@
 #
 #   bench/compare.sh [--quick] [--tests] [--only report|rehearse|proxy] [--out FILE] [--keep DIR]
 #
-# See docs/speed.md for what each figure means. Everything it starts
+# See docs/dev/speed.md for what each figure means. Everything it starts
 # listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
 set -euo pipefail
 

@@ -54,7 +54,7 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 	w := opts.IO.Out
 	judged, held, jobs := res.Judged, res.HeldOut.Rows, res.Summary.All.Jobs
 	heldRefused := res.HeldOut.Refused
-	fmt.Fprintf(w, "policy %s: %s\n", opts.Policy, budgetLine(opts.Budget))
+	fmt.Fprintln(w, opts.IO.fit(fmt.Sprintf("policy %s: %s", opts.Policy, budgetLine(opts.Budget))))
 	fmt.Fprintf(w, "judged %d %s in %d %s; %d held-out %s judged apart\n",
 		judged, plural(int(judged), "row", "rows"), jobs, plural(int(jobs), "job", "jobs"),
 		held, plural(int(held), "row", "rows"))
@@ -72,14 +72,14 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 			}
 			rows = append(rows, []string{mark, r.Metric, r.Threshold, obs, r.Where})
 		}
-		if err := printTable(opts.IO, []string{"result", "metric", "threshold", "observed", "where"}, rows); err != nil {
+		if err := printTable(opts.IO, []string{"result", "metric", "threshold", "observed", "where"}, rows, "where"); err != nil {
 			return err
 		}
 	}
 
 	fmt.Fprintf(w, "\ndecisions that change under this budget: %d of %d rows\n", res.ChangesTotal, judged+held)
 	if len(res.Changes) > 0 {
-		if err := printTable(opts.IO, replayHeader(), replayRows(res.Changes, 50)); err != nil {
+		if err := printTable(opts.IO, replayHeader(), replayRows(res.Changes, 50), replayNarrow...); err != nil {
 			return err
 		}
 		if len(res.Changes) > 50 {
@@ -94,7 +94,7 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 		fmt.Fprintf(w, "\nheld-out rows: %d, every one admitted by this budget\n", held)
 	default:
 		fmt.Fprintf(w, "\nheld-out rows: the budget REFUSES %d of %d; believe the refusal:\n", len(heldRefused), held)
-		if err := printTable(opts.IO, replayHeader(), replayRows(heldRefused, len(heldRefused))); err != nil {
+		if err := printTable(opts.IO, replayHeader(), replayRows(heldRefused, len(heldRefused)), replayNarrow...); err != nil {
 			return err
 		}
 	}
@@ -133,6 +133,11 @@ func budgetLine(b admit.Budget) string {
 // judged the attempt on, which comes from the job's earlier rows);
 // spent_s, spent_tokens and used are the gate's inputs, the job's spend
 // before the row, recomputed from those earlier rows.
+// replayNarrow is what a narrow terminal leaves out of a replayed row,
+// first to last: the logged and the new decision stay, with the job and
+// the row's times.
+var replayNarrow = []string{"used", "spent_tokens", "row_tokens", "seat", "row", "spent_s"}
+
 func replayHeader() []string {
 	return []string{"row", "job", "attempt", "seat", "logged", "now", "row_wait_s", "row_elapsed_s", "row_tokens", "spent_s", "spent_tokens", "used"}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 
 // TestCITestRunsEveryModule: .ci/test, the README's test command, runs
 // the nested SDK modules even when the main module fails, and still
-// fails. A stand-in `go` on PATH records each call and fails the main
+// fails; its arguments (.ci/test -count=1) reach every module. A stand-in `go` on PATH records each call and fails the main
 // module's, so the script's own logic is what runs.
 func TestCITestRunsEveryModule(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -34,7 +35,7 @@ case "$1" in test) exit 1;; esac
 exit 0
 `
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte(fake), 0o755))
-	c := exec.Command("bash", filepath.Join(flagRepo, ".ci", "test"))
+	c := exec.Command("bash", filepath.Join(flagRepo, ".ci", "test"), "-count=1")
 	c.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "CALLS="+calls)
 	out, err := c.CombinedOutput()
 	var ee *exec.ExitError
@@ -44,6 +45,7 @@ exit 0
 	require.NoError(t, err)
 	for _, mod := range strings.Fields(string(mods)) {
 		assert.Contains(t, string(data), "-C "+filepath.Dir(mod)+" test", "nested module %s ran after the main module failed\n%s", filepath.Dir(mod), out)
+		assert.Regexp(t, `(?m)^-C `+regexp.QuoteMeta(filepath.Dir(mod))+` test .*-count=1`, string(data), "nested module %s got .ci/test's arguments", filepath.Dir(mod))
 	}
 	assert.Contains(t, string(out), "FAILED: main module")
 }

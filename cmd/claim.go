@@ -36,9 +36,11 @@ func newClaimCmd(f *Factory, runF func(*ClaimOptions) error) *cobra.Command {
 		Short: "Reserve one attempt of a job and print the milliseconds it may use",
 		Long: `Reserve one attempt of a job and print, alone on stdout, the milliseconds
 that attempt may use: what is left of the job's deadline, capped by
---hard-timeout. The first claim for a job starts its deadline (a
-deadline made once, inherited by every attempt); a retry never gets a
-fresh timeout, only what survived the attempts before it.
+--hard-timeout.
+
+The first claim for a job starts its deadline (a deadline made once,
+inherited by every attempt); a retry never gets a fresh timeout, only
+what survived the attempts before it.
 
 When the job's budget is spent, claim prints the gate's refusal on
 stderr ("refuse: attempt cap", "refuse: deadline", ...) and exits 1.

@@ -39,8 +39,8 @@ func claimGrants(path string) (ids []string, attempts int, err error) {
 	return ids, c.Job.Attempts, nil
 }
 
-// TestClaimUnderCleanup runs 16 claimer processes (64 with
-// RETRYGATE_STRESS=1, .ci/run's stress step) for one job with a cap of 5
+// TestClaimUnderCleanup runs 64 claimer processes (a stress test,
+// RETRYGATE_STRESS=1) for one job with a cap of 5
 // while a cleanup removes files under the state's directory. Removed
 // files are moved aside, not deleted, so the test can count afterwards:
 //   - removing anything but the state (a lock file, temp files) in a loop
@@ -50,12 +50,9 @@ func claimGrants(path string) (ids []string, attempts int, err error) {
 //   - removing the state or its directory in a loop loses no grant to a
 //     race: every grant printed is recorded in a state that was at the path.
 func TestClaimUnderCleanup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns 16 processes per case")
-	}
+	stressTest(t)
 	bin := retrygateBinary(t)
-	const cap = 5
-	claimers := stressSize(t, 16, 64)
+	const cap, claimers = 5, 64
 	for _, mode := range []string{"stray files", "state dir once", "state file", "state dir"} {
 		t.Run(mode, func(t *testing.T) {
 			root := t.TempDir()

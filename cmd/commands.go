@@ -34,7 +34,9 @@ const noSubcommands = "-"
 func addCommands(root *cobra.Command, f *Factory, only string) {
 	for _, s := range subcommands {
 		if only == "" || s.name == only {
-			root.AddCommand(s.make(f))
+			c := s.make(f)
+			c.GroupID = groupOf[s.name]
+			root.AddCommand(c)
 		}
 	}
 }

@@ -193,11 +193,10 @@ fallback: [served]
 // TestCrashRehearseSIGKILL kills `retrygate rehearse` against `retrygate
 // seat serve` with SIGKILL at seeded random moments, 50 times, every run
 // appending to one log: after each kill the log reads strictly, at most
-// its last line is torn, and the next run starts on a fresh line.
+// its last line is torn, and the next run starts on a fresh line. A
+// stress test (RETRYGATE_STRESS=1).
 func TestCrashRehearseSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("50 real processes killed")
-	}
+	stressTest(t)
 	bin := retrygateBinary(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "crash.yaml")
@@ -265,11 +264,10 @@ func TestCrashRehearseSIGKILL(t *testing.T) {
 // A single write(2) rarely tears, so a torn tail itself is not required
 // (the planted tail below proves that path); what is required is that the
 // loop did what it says: processes were killed before their write, and
-// others after it, so kills landed on both sides of the one write.
+// others after it, so kills landed on both sides of the one write. A
+// stress test (RETRYGATE_STRESS=1).
 func TestCrashRecordTornTail(t *testing.T) {
-	if testing.Short() {
-		t.Skip("hundreds of real processes killed")
-	}
+	stressTest(t)
 	bin := retrygateBinary(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "rehearsal.log")

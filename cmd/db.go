@@ -23,8 +23,9 @@ func newDBCmd(f *Factory) *cobra.Command {
 		Short: "Set up the PostgreSQL database that many machines share",
 		Long: `A log, its claims and budgets can live in PostgreSQL instead of files,
 so that many machines (a CI matrix, a fleet of workers) share one log, one
-deadline and one spend ceiling per job. Give a postgres:// URL wherever a
-log path is accepted.` + exitStatus("done", "not used"),
+deadline and one spend ceiling per job.
+
+Give a postgres:// URL wherever a log path is accepted.` + exitStatus("done", "not used"),
 		Args: cobra.NoArgs,
 	}
 	c.AddCommand(newDBInitCmd(f, nil))

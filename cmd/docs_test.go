@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/spf13/cobra"
 )
@@ -24,22 +25,31 @@ import (
 // by what a terminal shows: its stdout and its stderr, in the order they
 // interleave (the comparison accepts any interleaving of the two streams;
 // RETRYGATE_UPDATE_GOLDEN=1 rewrites each output as `2>&1` orders it).
-// A command's trailing shell comment may carry markers:
+// A command's trailing shell comment may say `# exits N`: it must exit N
+// (else 0). What the reader need not see is said in an HTML comment on
+// the line before the block, which a rendered page does not show:
 //
-//   - `# exits N`: it must exit N (else 0);
-//   - `# times vary`: timestamps and measured times (a decimal number,
-//     with or without a unit, or a line that is one whole number, as
-//     claim's milliseconds) match any other, and so does the padding they
-//     move; nothing else is loosened;
-//   - `# not run: REASON`: it cannot run offline (a real provider, a
-//     PostgreSQL server, a server that runs until stopped); its output is
-//     not compared, but every retrygate command in it must parse (the
-//     command exists, every flag exists and takes its value, the argument
-//     count fits) and the line must be valid sh.
+//   - `<!-- times vary -->`: timestamps and measured times (a decimal
+//     number, with or without a unit, or a line that is one whole number,
+//     as claim's milliseconds) match any other, and so does the padding
+//     they move; nothing else is loosened;
+//   - `<!-- not run: REASON -->`: its commands cannot run offline (a real
+//     provider, a PostgreSQL server); their output is not compared, but
+//     every retrygate command must parse (the command exists, every flag
+//     exists and takes its value, the argument count fits) and each line
+//     must be valid sh.
 //
 // A ```sh block holding a retrygate command is a script to adapt (a loop
 // around a real seat, PostgreSQL URLs, a CI step): it is parsed as a
 // `not run` command is, and must say why it is not run.
+//
+// A command ending in ` &` is a server the next commands talk to, as a
+// reader starts one in the background: one retrygate command with
+// --addr HOST:PORT. It starts, the next command waits until the port
+// listens, and it is stopped (Ctrl-C) at the end of the file, when the
+// lines the docs show under it must be among what it printed, in order.
+// A file that starts a server holds a lock across processes while it
+// runs, so no two runs of the docs test want its port at once.
 //
 // A block whose fence says `file=NAME` (```yaml file=retrygate.yaml) is
 // saved as NAME for the examples after it, as the reader is told to.
@@ -64,7 +74,7 @@ func TestDocs(t *testing.T) {
 			continue
 		}
 		n += count
-		name := strings.TrimSuffix(filepath.Base(f), ".md") + ".txtar"
+		name := strings.ReplaceAll(strings.TrimSuffix(docRel(f), ".md"), "/", "_") + ".txtar"
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -90,20 +100,26 @@ func TestDocs(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", root)
 			env.Setenv("RETRYGATE_FORCE_TTY", "1")
-			env.Setenv("COLUMNS", "100")
+			env.Setenv("COLUMNS", "80") // the terminal a reader has
 			return os.Symlink(filepath.Join(root, "testdata"), filepath.Join(env.WorkDir, "testdata"))
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"doc": cmdDoc},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"doc": cmdDoc, "waitport": cmdWaitPort, "doclock": cmdDocLock, "docbg": cmdDocBackground,
+		},
 	})
 }
 
-// docFiles is README.md and docs/*.md.
+// docFiles is README.md, docs/*.md and the maintainers' docs/dev/*.md.
 func docFiles(t *testing.T, root string) []string {
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	files := []string{filepath.Join(root, "README.md")}
+	for _, dir := range []string{"docs", filepath.Join("docs", "dev")} {
+		more, err := filepath.Glob(filepath.Join(root, dir, "*.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, more...)
 	}
-	return append([]string{filepath.Join(root, "README.md")}, files...)
+	return files
 }
 
 var (
@@ -143,9 +159,16 @@ func rewriteDoc(path string, outs map[int]string) error {
 }
 
 var (
-	exitsRE  = regexp.MustCompile(`#.*\bexits (\d+)\b`)
-	notRunRE = regexp.MustCompile(`(?m)#.*\bnot run: (.+)$`)
-	timesRE  = regexp.MustCompile(`#.*\btimes vary\b`)
+	exitsRE = regexp.MustCompile(`#.*\bexits (\d+)\b`)
+	// The markers of the block after them, in an HTML comment of a line
+	// of its own: a rendered page does not show them.
+	blockNotRunRE = regexp.MustCompile(`^<!-- not run: (.+) -->$`)
+	blockTimesRE  = regexp.MustCompile(`^<!-- times vary -->$`)
+	// A marker in a command's comment would be shown to readers.
+	shownMarkerRE = regexp.MustCompile(`#.*\b(not run:|times vary\b)`)
+	addrRE        = regexp.MustCompile(`--addr[ =](\S+)`)
+	// A copy onto the files a reader keeps (their log, their config).
+	overwriteRE = regexp.MustCompile(`\b(cp|mv)\b[^|;&]*\s(\./)?(rehearsal\.log|retrygate\.yaml)(\s|$)`)
 	// A command outside a console block: a `$ ` prompt, or a line that
 	// starts with the program's name and a word (not `retrygate: …`,
 	// which is output).
@@ -179,6 +202,10 @@ func docScript(path string) (string, int, error) {
 	script, scriptAt := "", 0 // a ```sh block's lines, and its first
 	fence := ""               // the open fence's language; "" outside a block
 	inBlock := false
+	marks := ""                          // the HTML comment on the line before a block
+	blockNotRun, blockTimes := "", false // what it says of the open block
+	var servers []string                 // the background servers started: their docbg lines, for the end
+	var waitFor []string                 // the servers' addresses the next command waits for
 	var expect *strings.Builder
 	flush := func() {
 		if expect != nil {
@@ -193,8 +220,15 @@ func docScript(path string) (string, int, error) {
 		text := sc.Text()
 		trimmed := strings.TrimSpace(text)
 		switch {
+		case !inBlock && (blockNotRunRE.MatchString(trimmed) || blockTimesRE.MatchString(trimmed)):
+			marks = trimmed
 		case !inBlock && strings.HasPrefix(trimmed, "```"):
 			inBlock, fence = true, strings.TrimPrefix(trimmed, "```")
+			blockNotRun, blockTimes = "", blockTimesRE.MatchString(marks)
+			if m := blockNotRunRE.FindStringSubmatch(marks); m != nil {
+				blockNotRun = m[1]
+			}
+			marks = ""
 			if m := docFileRE.FindStringSubmatch(fence); m != nil {
 				// The reader is told to save this block as a file: so do
 				// the examples after it.
@@ -208,8 +242,8 @@ func docScript(path string) (string, int, error) {
 			if fence == "sh" && strings.Contains(script, "retrygate ") {
 				// A script to adapt: parsed, not run, and it says why.
 				n++
-				if !notRunRE.MatchString(script) {
-					errs = append(errs, fmt.Sprintf("%s:%d: a ```sh block with a retrygate command: if it runs offline, make it a ```console block; else say why in it with `# not run: WHY`", docRel(path), scriptAt))
+				if blockNotRun == "" {
+					errs = append(errs, fmt.Sprintf("%s:%d: a ```sh block with a retrygate command: if it runs offline, make it a ```console block; else say why on the line before it with <!-- not run: WHY -->", docRel(path), scriptAt))
 				}
 				fmt.Fprintf(&cmds, "doc %s:%d 0 %d %s @script/%d\n", docRel(path), scriptAt, n, modeParse, n)
 				fmt.Fprintf(&files, "-- script/%d --\n%s", n, script)
@@ -217,11 +251,17 @@ func docScript(path string) (string, int, error) {
 			script = ""
 			inBlock, saving = false, false
 		case !inBlock:
+			if trimmed != "" {
+				marks = "" // a marker belongs to the block right after it
+			}
 		case saving:
 			files.WriteString(text + "\n")
 		case fence == "sh":
 			if script == "" {
 				scriptAt = line
+			}
+			if shownMarkerRE.MatchString(text) {
+				errs = append(errs, fmt.Sprintf("%s:%d: a test's marker shown to readers: say it on the line before the block (<!-- not run: WHY -->)", docRel(path), line))
 			}
 			script += text + "\n"
 		case inBlock && fence != "console":
@@ -241,14 +281,44 @@ func docScript(path string) (string, int, error) {
 			if m := exitsRE.FindStringSubmatch(command); m != nil {
 				code = m[1]
 			}
-			if timesRE.MatchString(command) {
+			if overwriteRE.MatchString(command) {
+				errs = append(errs, fmt.Sprintf("%s:%d: `%s` overwrites a reader's own file: name the example's file in the commands instead", docRel(path), at, command))
+			}
+			if shownMarkerRE.MatchString(command) {
+				errs = append(errs, fmt.Sprintf("%s:%d: a test's marker shown to readers: say it on the line before the block (<!-- not run: WHY --> or <!-- times vary -->)", docRel(path), at))
+			}
+			if blockTimes {
 				mode = modeTimes
 			}
-			if notRunRE.MatchString(command) {
+			if blockNotRun != "" {
 				mode = modeParse
 			}
-			fmt.Fprintf(&cmds, "doc %s:%d %s %d %s %s\n", docRel(path), at, code, n, mode, tsQuote(command))
 			expect = &strings.Builder{}
+			if bg, ok := strings.CutSuffix(strings.TrimSpace(command), " &"); ok && mode != modeParse {
+				// A server for the commands after it.
+				words := shellCommands(bg)
+				m := addrRE.FindStringSubmatch(bg)
+				if len(words) != 1 || !words[0].isRetrygate() || m == nil {
+					errs = append(errs, fmt.Sprintf("%s:%d: a command in the background is one retrygate server with --addr HOST:PORT, so the commands after it can reach it", docRel(path), at))
+					continue
+				}
+				if len(servers) == 0 {
+					cmds.WriteString("doclock\n")
+				}
+				args := make([]string, len(words[0].words))
+				for i, w := range words[0].words {
+					args[i] = tsQuote(w)
+				}
+				fmt.Fprintf(&cmds, "exec %s &\n", strings.Join(args, " "))
+				servers = append(servers, fmt.Sprintf("docbg %s:%d %d %s\n", docRel(path), at, n, mode))
+				waitFor = append(waitFor, m[1])
+				continue
+			}
+			for _, addr := range waitFor {
+				fmt.Fprintf(&cmds, "waitport %s\n", addr)
+			}
+			waitFor = nil
+			fmt.Fprintf(&cmds, "doc %s:%d %s %d %s %s\n", docRel(path), at, code, n, mode, tsQuote(command))
 		case expect != nil:
 			expect.WriteString(text + "\n")
 		default:
@@ -263,6 +333,10 @@ func docScript(path string) (string, int, error) {
 	}
 	if len(errs) > 0 {
 		return "", 0, errors.New(strings.Join(errs, "\n"))
+	}
+	if len(servers) > 0 {
+		cmds.WriteString("kill -INT\nwait\n") // Ctrl-C, as the reader stops it
+		cmds.WriteString(strings.Join(servers, ""))
 	}
 	return cmds.String() + files.String(), n, nil
 }
@@ -383,6 +457,8 @@ func docMatch(want, out, errs []string, times bool) bool {
 
 var (
 	timestampRE  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+	unixTimeRE   = regexp.MustCompile(`"created":\d+`)        // an OpenAI chunk's creation time, in seconds
+	realSeedRE   = regexp.MustCompile(`seed \d+, real clock`) // a real-clock run's seed comes from the clock too
 	measuredRE   = regexp.MustCompile(`\d+\.\d+(ms|s)?|\d+(ms|s)\b`)
 	bareMillisRE = regexp.MustCompile(`^\d+$`)
 	padRE        = regexp.MustCompile(` +`)
@@ -393,6 +469,8 @@ var (
 // and the padding a table gives them.
 func maskTimes(s string) string {
 	s = timestampRE.ReplaceAllString(s, "<ts>")
+	s = unixTimeRE.ReplaceAllString(s, `"created":<ts>`)
+	s = realSeedRE.ReplaceAllString(s, "seed <seed>, real clock")
 	s = measuredRE.ReplaceAllString(s, "<t>")
 	s = bareMillisRE.ReplaceAllString(s, "<t>") // claim's milliseconds
 	s = ruleRE.ReplaceAllString(s, "─")
@@ -661,9 +739,20 @@ func TestDocsLinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		user := !strings.HasPrefix(docRel(f), "docs/dev/") && !goSymbolsPending[docRel(f)]
+		inCode := false
 		for i, line := range strings.Split(string(data), "\n") {
 			if w := userWords(line); w != "" {
 				t.Errorf("%s:%d: says %q: users do not have the articles or DESIGN.md; name the idea", docRel(f), i+1, w)
+			}
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inCode = !inCode
+			}
+			if w := goSymbolRE.FindString(line); user && w != "" {
+				t.Errorf("%s:%d: names %q: a user reads the manual, not the source; say what it does", docRel(f), i+1, w)
+			}
+			if user && !inCode && strayStopRE.MatchString(line) {
+				t.Errorf("%s:%d: a stray \" .\": %s", docRel(f), i+1, line)
 			}
 			for _, m := range linkRE.FindAllStringSubmatch(line, -1) {
 				target := m[1]
@@ -692,6 +781,21 @@ func TestDocsLinks(t *testing.T) {
 	}
 }
 
+// goSymbolRE is a Go name of retrygate's own (admit.Decide,
+// rehearse.DefaultPolicy(), cmd/config.go): the maintainers' pages
+// (docs/dev/) may name them, the user manual does not.
+var goSymbolRE = regexp.MustCompile(`\b(admit|rehearse|ledgerfile|summary|seat|script|model|store|pgstore|claims|realtime|seatserver|metrics)\.[A-Z][A-Za-z]*\b|\b(cmd|admit|rehearse|ledgerfile|bench)/[a-z_/]*\.go\b`)
+
+// goSymbolsPending are user pages that still name Go symbols, each with
+// the reason it is allowed for now.
+var goSymbolsPending = map[string]bool{
+	"docs/proxy.md": true, // its owner is rewriting it (issue 35: its "in short" is net/http internals)
+}
+
+// strayStopRE is a full stop set off by a space (left where a citation
+// was cut): "billed . Every".
+var strayStopRE = regexp.MustCompile(`[\p{L})] \.( |$)`)
+
 // hasHeading reports whether a markdown file has a heading whose GitHub
 // anchor is anchor.
 func hasHeading(t *testing.T, file, anchor string) bool {
@@ -713,10 +817,14 @@ func hasHeading(t *testing.T, file, anchor string) bool {
 	return false
 }
 
-// docRel names a doc by its path in the repository: README.md, docs/x.md.
+// docRel names a doc by its path in the repository: README.md,
+// docs/x.md, docs/dev/x.md.
 func docRel(path string) string {
 	if filepath.Base(path) == "README.md" {
 		return "README.md"
+	}
+	if filepath.Base(filepath.Dir(path)) == "dev" {
+		return "docs/dev/" + filepath.Base(path)
 	}
 	return "docs/" + filepath.Base(path)
 }
@@ -788,4 +896,57 @@ seats:
 			},
 		},
 	})
+}
+
+// cmdDocLock holds, until the script ends, a lock every run of the docs
+// test on this machine shares: a walkthrough's server listens on the port
+// its docs give, and two runs at once (two checkouts) would want it both.
+func cmdDocLock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: doclock")
+	}
+	l := flock.New(filepath.Join(os.TempDir(), "retrygate-docs-servers.lock"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if ok, err := l.TryLockContext(ctx, 50*time.Millisecond); !ok {
+		ts.Fatalf("doclock: another run of the docs test holds the servers' ports: %v", err)
+	}
+	ts.Defer(func() { _ = l.Unlock() })
+}
+
+// cmdDocBackground checks, once the servers have stopped, that the lines
+// the docs show under a server's command are among what it printed, in
+// order (it printed more as requests came): `docbg WHERE N MODE`.
+func cmdDocBackground(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: docbg WHERE N MODE")
+	}
+	where, n, mode := args[0], args[1], args[2]
+	out, errs := docLines(ts.ReadFile("stdout")), docLines(ts.ReadFile("stderr"))
+	norm := func(s string) string {
+		s = strings.TrimRight(s, " ")
+		if mode == modeTimes {
+			s = maskTimes(s)
+		}
+		return s
+	}
+	find := func(lines []string, from int, w string) int {
+		for i := from; i < len(lines); i++ {
+			if norm(lines[i]) == w {
+				return i
+			}
+		}
+		return -1
+	}
+	j, k := 0, 0 // the next stdout and stderr lines to look at
+	for _, want := range docLines(ts.ReadFile("expect/" + n)) {
+		w := norm(want)
+		if i := find(out, j, w); i >= 0 {
+			j = i + 1
+		} else if i := find(errs, k, w); i >= 0 {
+			k = i + 1
+		} else {
+			ts.Fatalf("%s: the server did not print %q (in that order)\nstdout:\n%s\nstderr:\n%s", where, want, ts.ReadFile("stdout"), ts.ReadFile("stderr"))
+		}
+	}
 }

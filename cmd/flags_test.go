@@ -61,6 +61,7 @@ func flagWith(list []string, more ...string) []string { return append(slices.Clo
 // "* --name" is a persistent flag every command inherits.
 var flagSpecs = map[string]flagSpec{
 	"* --config": {bad: []string{"", ".", "no-such.yaml", "no-such-dir/retrygate.yaml"}, path: true},
+	"* --wide":   {bad: flagBadBool},
 
 	// admit: the budget, the spend, the next attempt.
 	"admit --deadline":      {bad: flagBadPositive},

@@ -10,6 +10,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // helpNotRun names the --help examples that cannot run offline, by
@@ -114,4 +116,57 @@ func helpExamples(text string) []string {
 		}
 	}
 	return out
+}
+
+// TestHelpLayout: every --help opens with its usage line and a summary of
+// at most three lines, then its examples, before any details; its EXIT
+// STATUS section stays; the root's says where to start.
+func TestHelpLayout(t *testing.T) {
+	ios, _, _, _ := TestStreams()
+	root := NewRootCmd(&Factory{IO: ios, Getenv: func(string) string { return "" }})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		var b strings.Builder
+		c.SetOut(&b)
+		if err := c.Help(); err != nil {
+			t.Fatal(err)
+		}
+		help := b.String()
+		lines := strings.Split(help, "\n")
+		name := c.CommandPath()
+		if lines[0] != "Usage:" || !strings.HasPrefix(lines[1], "  "+name) {
+			t.Errorf("%s --help: does not open with its usage line:\n%s", name, strings.Join(lines[:min(4, len(lines))], "\n"))
+			return
+		}
+		i := 2
+		for i < len(lines) && strings.HasPrefix(lines[i], "  ") {
+			i++ // more usage lines
+		}
+		if lines[i] != "" {
+			t.Errorf("%s --help: no blank line after the usage", name)
+			return
+		}
+		n := 0
+		for i++; i < len(lines) && lines[i] != ""; i++ {
+			n++
+		}
+		if n == 0 || n > 3 {
+			t.Errorf("%s --help: the summary after the usage is %d lines, want 1 to 3", name, n)
+		}
+		if c.Example != "" && i+1 < len(lines) && lines[i+1] != "Examples:" {
+			t.Errorf("%s --help: the examples do not follow the summary (found %q)", name, lines[i+1])
+		}
+		if !strings.Contains(help, "\nEXIT STATUS\n  0  ") {
+			t.Errorf("%s --help: no EXIT STATUS section", name)
+		}
+	}
+	walk(root)
+	var b strings.Builder
+	root.SetOut(&b)
+	require.NoError(t, root.Help())
+	assert.Contains(t, b.String(), "Where to start:\n  retrygate rehearse ")
+	assert.Less(t, strings.Index(b.String(), "Start here:\n  rehearse"), strings.Index(b.String(), "The gate by hand"), "the commands a newcomer needs first come first")
 }

@@ -356,11 +356,10 @@ func hostileEnded(t *testing.T, outcome admit.Outcome, elapsed, wall time.Durati
 // TestHostileSeats runs the whole CLI against servers that misbehave:
 // every attempt ends by its hard timeout (the row's elapsed_s says so),
 // the process exits after it and stays under 100 MB, and the log gets
-// one row with the right outcome.
+// one row with the right outcome. A stress test (RETRYGATE_STRESS=1):
+// each case waits out a real hard timeout in a real process.
 func TestHostileSeats(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real processes against real sockets")
-	}
+	stressTest(t)
 	bin := retrygateBinary(t)
 	type figure struct {
 		name       string

@@ -32,9 +32,10 @@ func newLogCmd(f *Factory) *cobra.Command {
 		Use:   "log",
 		Short: "Move a log between a file and PostgreSQL",
 		Long: `A log kept in PostgreSQL holds the same rows as a file, with the same
-reader contract. export prints it in the file format, byte for byte what
-the file writer writes, so reviewers still read rehearsal.log; import
-loads a file.` + exitStatus("done", "not used"),
+reader contract.
+
+export prints it in the file format, byte for byte what the file writer
+writes, so reviewers still read rehearsal.log; import loads a file.` + exitStatus("done", "not used"),
 		Args: cobra.NoArgs,
 	}
 	c.AddCommand(newLogExportCmd(f, nil), newLogImportCmd(f, nil))
@@ -48,9 +49,11 @@ func newLogExportCmd(f *Factory, runF func(*LogExportOptions) error) *cobra.Comm
 		Short: "Print a PostgreSQL log in the file format",
 		Long: `Print every row and comment of a log kept in PostgreSQL on stdout, in
 the rehearsal.log format: the same bytes the file writer would have
-written. Rows stream from the server, so memory stays bounded however
-long the log. LOG is a postgres:// URL (or a file, printed as the writer
-writes it), else the config's log.` + exitStatus("done", "not used"),
+written.
+
+Rows stream from the server, so memory stays bounded however long the
+log. LOG is a postgres:// URL (or a file, printed as the writer writes
+it), else the config's log.` + exitStatus("done", "not used"),
 		Example: `  retrygate log export postgres://retrygate@db.internal/retrygate > rehearsal.log`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: runE(opts, func(c *cobra.Command, args []string) (err error) {
@@ -78,11 +81,13 @@ func newLogImportCmd(f *Factory, runF func(*LogImportOptions) error) *cobra.Comm
 		Use:   "import FILE [LOG]",
 		Short: "Load a log file into PostgreSQL",
 		Long: `Load every row and comment of a log file into a log kept in PostgreSQL,
-in one transaction with COPY: all of it or none. The file is read
-strictly (a bad line is named by its number). A (job, attempt) that is
-already in the log, or twice in the file, is refused. LOG is a
-postgres:// URL, else the config's log; it may be a file too (the rows
-are appended under its lock, all or none; comments are not copied).` + exitStatus("done", "not used"),
+in one transaction with COPY: all of it or none.
+
+The file is read strictly (a bad line is named by its number). A (job,
+attempt) that is already in the log, or twice in the file, is refused.
+LOG is a postgres:// URL, else the config's log; it may be a file too
+(the rows are appended under its lock, all or none; comments are not
+copied).` + exitStatus("done", "not used"),
 		Example: `  retrygate log import rehearsal.log postgres://retrygate@db.internal/retrygate`,
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: runE(opts, func(c *cobra.Command, args []string) (err error) {

@@ -89,7 +89,7 @@ func (o *RehearseOptions) printSummary(s *summary.Summary, out *attemptPrinter, 
 		})
 	}
 	if out.table {
-		if err := printTable(o.IO, attemptHeader, out.rows); err != nil {
+		if err := printTable(o.IO, attemptHeader, out.rows, attemptNarrow...); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func (o *RehearseOptions) printSummary(s *summary.Summary, out *attemptPrinter, 
 			strconv.FormatInt(s.Tokens, 10), refusals(s.Refusals),
 		})
 	}
-	if err := printTable(o.IO, header, rows); err != nil {
+	if err := printTable(o.IO, header, rows, "wait_p50_s", "elapsed_p50_s", "tokens"); err != nil {
 		return err
 	}
 	fmt.Fprintln(o.IO.Out)
@@ -202,38 +202,103 @@ func isRegularFile(w io.Writer) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// reportConns says on stderr, from the run's summary, which seats never
-// connected, with their URL: a wrong port or a server that is down, told
-// from a bad day. A run where nothing connected is still done (exit 0): a
-// seat failing is data in the log, not a tool error (DESIGN.md's exit
-// codes), and the warning and its hint say where to look.
-func reportConns(w io.Writer, s *summary.Summary, chain []seat.Config) {
-	urls := map[string]string{}
+// seatTally counts, per seat, the attempts sent, those that never
+// connected and those the seat refused as unauthorized (HTTP 401 or 403),
+// for the warnings after a run (rehearse) or an attempt (time): a wrong
+// port or a wrong key reads as a bad day in the rows. A run where nothing
+// connected is still done (exit 0): a seat failing is data in the log, not
+// a tool error, and the warning and its hint say where to look.
+type seatTally struct {
+	order []string
+	seats map[string]*seatCount
+}
+
+type seatCount struct {
+	sent, conn, auth int64
+	statuses         []int // the 401 and 403 seen, in order
+}
+
+func (t *seatTally) add(seatName string, o admit.Outcome, status int) {
+	if t.seats == nil {
+		t.seats = map[string]*seatCount{}
+	}
+	c := t.seats[seatName]
+	if c == nil {
+		c = &seatCount{}
+		t.seats[seatName] = c
+		t.order = append(t.order, seatName)
+	}
+	c.sent++
+	switch {
+	case o == admit.ConnError:
+		c.conn++
+	case status == 401 || status == 403:
+		c.auth++
+		if !slices.Contains(c.statuses, status) {
+			c.statuses = append(c.statuses, status)
+		}
+	}
+}
+
+// addRow counts a sent row; a refusal was never sent.
+func (t *seatTally) addRow(r *ledgerfile.Row) {
+	if !r.Unsent {
+		t.add(r.Seat, r.Outcome, r.HTTPStatus)
+	}
+}
+
+// warn writes the warnings, naming each seat with its base URL and, for
+// a refused key, the variable it came from.
+func (t *seatTally) warn(w io.Writer, chain []seat.Config) {
+	configs := map[string]seat.Config{}
 	for _, sc := range chain {
-		urls[sc.Name] = safeURL(sc.BaseURL)
+		configs[sc.Name] = sc
+	}
+	where := func(name string) string {
+		if u := safeURL(configs[name].BaseURL); u != "" {
+			return "seat " + name + " (" + u + ")"
+		}
+		return "seat " + name
 	}
 	var sent, conn int64
-	var down []*summary.Group
-	var wheres []string
-	for _, g := range s.Groups {
-		n := g.Outcomes[string(admit.ConnError)]
-		sent, conn = sent+g.Attempts, conn+n
-		if g.Attempts > 0 && n == g.Attempts {
-			where := "seat " + g.Key
-			if u := urls[g.Key]; u != "" {
-				where += " (" + u + ")"
-			}
-			down, wheres = append(down, g), append(wheres, where)
+	var down []string
+	for _, name := range t.order {
+		c := t.seats[name]
+		sent, conn = sent+c.sent, conn+c.conn
+		if c.sent > 0 && c.conn == c.sent {
+			down = append(down, name)
 		}
 	}
 	if sent > 0 && conn == sent {
+		wheres := make([]string, len(down))
+		for i, name := range down {
+			wheres[i] = where(name)
+		}
 		fmt.Fprintf(w, "retrygate: warning: every attempt failed to connect (%d of %d, conn_error): %s\n", conn, sent, strings.Join(wheres, ", "))
 		fmt.Fprintf(w, "retrygate: hint: is the server up, and is the port right? the log's notes say what the connection got\n")
 		return
 	}
-	for i, g := range down {
+	for _, name := range down {
+		c := t.seats[name]
 		fmt.Fprintf(w, "retrygate: warning: %s: every attempt failed to connect (%d of %d, conn_error); the other seats answered\n",
-			wheres[i], g.Attempts, g.Attempts)
+			where(name), c.sent, c.sent)
+	}
+	for _, name := range t.order {
+		c := t.seats[name]
+		if c.sent == 0 || c.auth != c.sent {
+			continue
+		}
+		codes := make([]string, len(c.statuses))
+		for i, st := range c.statuses {
+			codes[i] = strconv.Itoa(st)
+		}
+		fmt.Fprintf(w, "retrygate: warning: %s: every attempt was refused as unauthorized (HTTP %s, %d of %d, client_error)\n",
+			where(name), strings.Join(codes, " and "), c.auth, c.sent)
+		if env := configs[name].APIKeyEnv; env != "" {
+			fmt.Fprintf(w, "retrygate: hint: is $%s the key for this endpoint, with access to model %s? (seats.%s.api_key_env)\n", env, orDash(configs[name].Model), name)
+		} else {
+			fmt.Fprintf(w, "retrygate: hint: seat %s sends no key: name the variable that holds it with seats.%s.api_key_env\n", name, name)
+		}
 	}
 }
 

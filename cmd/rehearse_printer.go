@@ -17,6 +17,10 @@ import (
 
 var attemptHeader = []string{"seat", "job", "attempt", "wait_s", "elapsed_s", "tokens", "outcome", "decision", "job_end"}
 
+// attemptNarrow is what a narrow terminal leaves out of the attempts,
+// first to last: the decision, its reason and the times stay.
+var attemptNarrow = []string{"tokens", "job_end", "seat"}
+
 // attemptPrinter shows each attempt as it is written: a tab-separated
 // line when stdout is piped, a table row on a terminal's virtual run, the
 // progress bar's count and description in a real-time run on a terminal.
@@ -35,14 +39,21 @@ type attemptPrinter struct {
 	ticked     chan struct{} // closed when they have stopped
 }
 
-func attemptCells(r *ledgerfile.Row) []string {
-	outcome := string(r.Outcome)
+// attemptCells is one attempt's line. An attempt never sent has no
+// measurements: its wait, elapsed and tokens are the estimates the gate
+// judged, which a terminal's table marks ~ (piped rows keep the log's
+// plain numbers, and outcome says "not sent").
+func attemptCells(r *ledgerfile.Row, table bool) []string {
+	outcome, est := string(r.Outcome), ""
 	if r.Unsent {
 		outcome = "not sent"
+		if table {
+			est = "~"
+		}
 	}
 	return []string{
-		r.Seat, r.Job, strconv.Itoa(r.Attempt), ledgerfile.FormatSeconds(r.Wait), ledgerfile.FormatSeconds(r.Elapsed),
-		strconv.FormatInt(r.Tokens, 10), outcome, r.Decision, orDash(r.JobEnd),
+		r.Seat, r.Job, strconv.Itoa(r.Attempt), est + ledgerfile.FormatSeconds(r.Wait), est + ledgerfile.FormatSeconds(r.Elapsed),
+		est + strconv.FormatInt(r.Tokens, 10), outcome, r.Decision, orDash(r.JobEnd),
 	}
 }
 
@@ -55,9 +66,9 @@ func (p *attemptPrinter) row(r *ledgerfile.Row) {
 			fmt.Fprintln(p.io.Out, strings.Join(attemptHeader, "\t"))
 			p.header = true
 		}
-		fmt.Fprintln(p.io.Out, strings.Join(attemptCells(r), "\t"))
+		fmt.Fprintln(p.io.Out, strings.Join(attemptCells(r, false), "\t"))
 	case p.table:
-		p.rows = append(p.rows, attemptCells(r))
+		p.rows = append(p.rows, attemptCells(r, true))
 	}
 	if r.JobEnd != "" {
 		p.done++

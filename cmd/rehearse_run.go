@@ -69,7 +69,7 @@ func runRehearse(o *RehearseOptions) error {
 	}
 	if o.Demo {
 		fmt.Fprintln(o.IO.ErrOut, "retrygate: built-in demo: the free-seat demo on a script seat, virtual clock, no key, no network; "+
-			"to rehearse a real seat, put seats: and fallback: in retrygate.yaml (or --config FILE)")
+			"your own seat goes in retrygate.yaml")
 	}
 	clock := "real"
 	if virtual {
@@ -109,6 +109,7 @@ func runRehearse(o *RehearseOptions) error {
 	sum := summary.New(sumOpts)
 	var writeErr error
 	var ramp *rampTable
+	var tally seatTally
 	start := o.Now()
 	if len(o.Load.Ramp) > 0 {
 		ramp = newRampTable(start, o.Load.Ramp, sumOpts, o.LogPath)
@@ -123,6 +124,7 @@ func runRehearse(o *RehearseOptions) error {
 			return
 		}
 		sum.Add(r, o.LogPath)
+		tally.addRow(r)
 		if ramp != nil {
 			ramp.add(r)
 		}
@@ -185,6 +187,6 @@ func runRehearse(o *RehearseOptions) error {
 		}
 		return &exitError{Code: ExitRefuse, Err: fmt.Errorf("interrupted: %d of %d jobs finished; every row so far is in %s", res.Ends.Total(), o.Jobs, logDisplay(o.LogPath))}
 	}
-	reportConns(o.IO.ErrOut, s, o.Chain)
+	tally.warn(o.IO.ErrOut, o.Chain)
 	return nil
 }

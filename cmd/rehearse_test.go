@@ -119,7 +119,7 @@ jobs	succeeded	failed	unknown	cancelled	deadline_misses
 1	0	0	1	0	0
 `, out)
 	assert.Contains(t, errOut, "retrygate: built-in demo: the free-seat demo")
-	assert.Contains(t, errOut, "put seats: and fallback: in retrygate.yaml")
+	assert.Contains(t, errOut, "your own seat goes in retrygate.yaml")
 	assert.Contains(t, errOut, "run r1, seed 1, virtual clock, appending to rehearsal.log")
 
 	data, err := os.ReadFile(filepath.Join(dir, "rehearsal.log"))

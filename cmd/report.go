@@ -46,8 +46,10 @@ func newReportCmd(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report [FILE...|-]",
 		Short: "Turn rehearsal.log into the figures that matter: percentiles, retry tax, wasted calls",
-		Long: `Report reads rehearsal.log (or the named logs; - is stdin) and prints,
-per group (--by seat, model, job or outcome):
+		Long: `Report reads rehearsal.log (or the named logs; - is stdin) and prints
+what it says, per seat (or --by model, job or outcome).
+
+Per group:
 
   attempts (sent), refused (never sent), jobs, and how jobs ended;
   exact nearest-rank percentiles p50 p75 p95 p99 max of wait_s, ttfb_s,
@@ -205,12 +207,10 @@ func runReport(opts *ReportOptions) error {
 	if s.Rows == 0 {
 		warnings = append(warnings, "no rows to report")
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
-	}
-	switch {
-	case opts.JSON:
-		// The lists are copied into empty ones: JSON writes [] for none, not null.
+	if opts.JSON {
+		// The warnings are the document's own, beside the figures they
+		// are about. The lists are copied into empty ones: JSON writes []
+		// for none, not null.
 		out := reportJSON{
 			Files: displayNames(logs), By: string(s.By), Rows: s.Rows, RowsBeforeSince: s.Before,
 			Groups: append([]*summary.Group{}, s.Groups...), All: s.All, WastedCalls: append([]summary.Wasted{}, s.Wasted...),
@@ -220,6 +220,22 @@ func runReport(opts *ReportOptions) error {
 			out.Since = since.Format(time.RFC3339Nano)
 		}
 		return printJSON(opts.IO.Out, out)
+	}
+	// The suggested timeouts are in the terminal's tables only: their
+	// warnings follow the output there, once. Elsewhere only an empty
+	// log is worth one.
+	if tables := !opts.CSV && opts.Hist == "" && opts.IO.OutTTY; !tables {
+		warnings = nil
+		if s.Rows == 0 {
+			warnings = append(warnings, "no rows to report")
+		}
+	}
+	defer func() {
+		for _, w := range warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
+		}
+	}()
+	switch {
 	case opts.CSV:
 		w := csv.NewWriter(opts.IO.Out)
 		_ = w.Write(wideHeader())

@@ -190,10 +190,10 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 	title := func(t string) { fmt.Fprintf(s.Out, "\n%s\n", t) }
 	// Each section: its title, then its table; a failed write ends the report.
 	var err error
-	table := func(t string, header []string, rows [][]string) {
+	table := func(t string, header []string, rows [][]string, narrow ...string) {
 		if err == nil {
 			title(t)
-			err = printTable(s, header, rows)
+			err = printTable(s, header, rows, narrow...)
 		}
 	}
 
@@ -210,7 +210,7 @@ func printReportTables(s *IOStreams, sum *summary.Summary, recs []summary.Recomm
 			tRatio(g.AttemptsPerSuccess), tRatio(g.RetryRatio), tPct(g.UnknownRate), tPct(g.FallbackRate)})
 	}
 	table("Attempts and jobs", []string{by, "attempts", "refused", "jobs", "succeeded", "failed", "unknown",
-		"attempts/success", "retry ratio", "unknown rate", "fallback rate"}, rows)
+		"attempts/success", "retry ratio", "unknown rate", "fallback rate"}, rows, "unknown rate", "fallback rate", "refused")
 
 	rows = nil
 	for _, g := range groups {

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Version is set at build time with -ldflags "-X retrygate/cmd.Version=v1.2.3"
+// Version is set at build time with -ldflags "-X github.com/retrygate/retrygate/cmd.Version=v1.2.3"
 // (the GitHub Action sets it to the ref it was used at); else it comes
 // from the module's build info.
 var Version = ""
@@ -37,7 +37,7 @@ func version() string {
 const develVersion = "(devel)"
 
 // buildVersion is the version the build info names: the module version
-// `go install retrygate@v1.2.3` (or a VCS-stamped go build) records, else
+// `go install github.com/retrygate/retrygate@v1.2.3` (or a VCS-stamped go build) records, else
 // the commit a go build in a git checkout was made from (+dirty when the
 // tree had changes), else (devel).
 func buildVersion(bi *debug.BuildInfo) string {
@@ -105,6 +105,7 @@ func Run(f *Factory, args []string) (code int) {
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	err := root.ExecuteContext(f.Ctx)
+	f.IO.sayLeftOut()
 	if err == nil {
 		return ExitOK
 	}
@@ -141,11 +142,18 @@ func newRootCmd(f *Factory, only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "retrygate",
 		Short: "Rehearse and gate LLM retry policies before they cost you",
-		Long: `retrygate times scratch calls to LLM seats, writes every attempt to
-rehearsal.log, and runs the four-number gate (deadline, token ceiling,
-attempt cap, wait cap) before every attempt. It reports what retries
-cost, fails CI when a policy change would break the budget, and asks
-what-if before anyone pays for it.
+		Long: `retrygate rehearses an LLM retry policy on scratch seats, with the gate
+(deadline, token ceiling, attempt cap, wait cap) before every attempt,
+logs every attempt to rehearsal.log, and gates policy changes in CI.
+
+Where to start:
+  retrygate rehearse              the built-in demo: no key, no network
+  retrygate time --seat NAME      one call to a seat described in retrygate.yaml
+  retrygate rehearse --jobs 20    20 jobs under the policy, every attempt logged
+  retrygate report                what the log says: percentiles, retry tax, timeouts
+  retrygate check --policy FILE   the CI gate: exit 1 when the logs break the policy
+The words (seat, job, attempt, budget, wait, ttfb, elapsed, gen) are in
+docs/concepts.md.
 
 Settings resolve as flags > environment (RETRYGATE_<SECTION>_<KEY>, e.g.
 RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
@@ -156,7 +164,10 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("retrygate {{.Version}}\n")
+	root.SetHelpTemplate(helpTemplate)
+	root.AddGroup(commandGroups...)
 	root.PersistentFlags().StringVar(&f.ConfigFile, "config", "", "config `file` (default ./retrygate.yaml when present)")
+	root.PersistentFlags().BoolVar(&f.IO.Wide, "wide", false, "on a terminal, print every column of a table, however wide (piped output always has them all)")
 	root.SetFlagErrorFunc(flagError)
 	root.DisableSuggestions = true // unknownCommand suggests, as flags and config keys do
 	// An explicit --config is checked here, once, for every command: an

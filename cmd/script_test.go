@@ -13,9 +13,10 @@ import (
 )
 
 // TestMain lets testscript run this test binary as `retrygate` inside
-// the txtar scripts under testdata/script.
+// the txtar scripts under testdata/script, and the tests that spawn
+// processes (retrygateBinary).
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(mainM{m}, map[string]func(){
 		"retrygate": func() {
 			if os.Getenv(parseOnlyEnv) != "" {
 				os.Exit(parseOnlyMain()) // docs_test.go: an example that is not run

@@ -51,11 +51,12 @@ func newSimulateCmd(f *Factory, runF func(*SimulateOptions) error) *cobra.Comman
 		Short: "Play a policy against a latency model on the virtual clock: what would it cost?",
 		Long: `Run a policy's attempt loop — the same one 'retrygate rehearse' runs —
 against a latency model on the virtual clock, for many jobs, and say what
-the policy would do: how many jobs succeed, fail or end unknown, how long
-they take end to end, how many attempts they make and pay for, and what
-the retries cost. With --vs, a second policy runs against the same model
-and seed, side by side, with the difference: what a change costs before
-any traffic pays for it.
+it would cost before any traffic pays for it.
+
+The table says how many jobs succeed, fail or end unknown, how long they
+take end to end, how many attempts they make and pay for, and what the
+retries cost. With --vs, a second policy runs against the same model and
+seed, side by side, with the difference.
 
 Every seat of the policy's fallback chain plays --model. Without --model,
 each seat must be a script seat, and plays its own script. A model is:
@@ -188,6 +189,11 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		p[0].Label, p[1].Label = p[0].File, p[1].File
 	}
 	for _, sp := range o.Policies {
+		if o.Model == nil && sp.File == "" {
+			// The built-in defaults name no seat with a script to play.
+			return withHint(badInput("--model: required without a config: no seat has a script to play"),
+				`pass a latency model, e.g. --model "lognormal p50=2.1s p99=14s hang=0.3%", or --model script:FILE; or --policy FILE whose seats are script seats`)
+		}
 		if _, err := model.Planners(sp.Chain, o.Model, o.Seed); err != nil {
 			var se *model.SeatError
 			if errors.As(err, &se) {

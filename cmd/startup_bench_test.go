@@ -12,12 +12,12 @@ import (
 // BenchmarkStartup runs the commands a shell retry loop calls many times a
 // second as whole processes, beside a hello-world Go binary built the same
 // way, and reports each one's wall and CPU time per run and its ratio to
-// hello-world (issue 11's goal is 1.5×; docs/speed.md says what stands
+// hello-world (issue 11's goal is 1.5×; docs/dev/speed.md says what stands
 // between).
 //
 //	go test ./cmd -run '^$' -bench Startup -benchtime 200x
 func BenchmarkStartup(b *testing.B) {
-	bin := retrygateBinary(b)
+	bin := realBinary(b)
 	dir := b.TempDir()
 	hello := buildHello(b, dir)
 	log := filepath.Join(dir, "rehearsal.log")

@@ -16,21 +16,17 @@ import (
 	"github.com/retrygate/retrygate/ledgerfile"
 )
 
-// TestManyWriters: 16 writers at once each append rows with `retrygate
-// record` to one log, 40 rows each (250 with RETRYGATE_STRESS=1:
-// 4,000 processes, .ci/run's stress step). Every row must read back,
-// none torn, none lost, and each job's attempts numbered 1..n without
-// gaps or duplicates — the jobs are shared between processes, so
-// numbering races are real at either size.
+// TestManyWriters: 16 writers at once each append 250 rows with
+// `retrygate record` to one log (4,000 processes; a stress test,
+// RETRYGATE_STRESS=1). Every row must read back, none torn, none lost,
+// and each job's attempts numbered 1..n without gaps or duplicates — the
+// jobs are shared between processes, so numbering races are real.
 func TestManyWriters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns hundreds of processes")
-	}
+	stressTest(t)
 	bin := retrygateBinary(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "rehearsal.log")
-	const procs, jobs = 16, 4
-	each := stressSize(t, 40, 250)
+	const procs, jobs, each = 16, 4, 250
 	// The writers are killed, process group and all, if the test runs out
 	// of time, so no shell loop outlives the test binary.
 	ctx, cancel := context.WithCancel(context.Background())

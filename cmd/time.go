@@ -43,9 +43,10 @@ func newTimeCmd(f *Factory, runF func(*TimeOptions) error) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "time --seat NAME",
 		Short: "Time one attempt against one seat",
-		Long: `Send one attempt to one seat from the config and print what happened, so
-you can check a seat before rehearsing on it:
+		Long: `Send one attempt to one seat from the config and print what it measured,
+so you can check a seat before rehearsing on it.
 
+The fields:
   connect_s     the new connection's set-up ("-" when a kept-alive one
                 was reused; seats.NAME.cold: true opens one every time)
   ttfb_s        submit → response headers
@@ -205,9 +206,19 @@ func runTime(o *TimeOptions) error {
 	}
 	t := newTimeJSON(obs, sc, clock, o)
 	if o.JSON {
-		return printJSON(o.IO.Out, t)
+		err = printJSON(o.IO.Out, t)
+	} else {
+		err = printTable(o.IO, []string{"field", "value"}, t.rows())
 	}
-	return printTable(o.IO, []string{"field", "value"}, t.rows())
+	if err != nil {
+		return err
+	}
+	// A wrong port or a wrong key is said as rehearse says it, after the
+	// attempt's figures.
+	var tally seatTally
+	tally.add(sc.Name, obs.Outcome, obs.HTTPStatus)
+	tally.warn(o.IO.ErrOut, []seat.Config{sc})
+	return nil
 }
 
 // timeJSON is the --json shape; the names are rehearsal.log's keys.

@@ -30,7 +30,10 @@ func newTuneCmd(f *Factory, runF func(*TuneOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tune [LOG...]",
 		Short: "Suggest the budget's caps from the log, then test them on the held-out rows",
-		Long: `Tune reads the rows NOT marked holdout=true and suggests the budget:
+		Long: `Tune reads the rows NOT marked holdout=true, suggests the budget's caps,
+and tests them on the held-out rows.
+
+The caps:
 
   max_wait       p95 of wait_s over attempts that produced content (ok,
                  or a reset after content) × margin; an error's wait is
@@ -110,15 +113,16 @@ func runTune(opts *TuneOptions) error {
 	}
 	ho := summary.ReplayHeldOut(tuned.Budget, opts.Retry, held, heldFiles)
 	warnings := tuneWarnings(tuned, ho)
-	for _, w := range warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
-	}
 	if opts.JSON {
+		// The document carries its warnings.
 		if err := printTuneJSON(opts, logs, s, tuned, ho, warnings); err != nil {
 			return err
 		}
 	} else {
 		writeTuneYAML(opts.IO, s, tuned, ho)
+		for _, w := range warnings { // once, after the suggestions they are about
+			fmt.Fprintf(opts.IO.ErrOut, "retrygate: warning: %s\n", w)
+		}
 	}
 	if !ho.Agree() {
 		fmt.Fprintf(opts.IO.ErrOut, "retrygate: the suggested budget refuses %d of %d held-out %s: the held-out rows disagree\n",

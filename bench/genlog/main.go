@@ -1,6 +1,6 @@
 // Command genlog writes a rehearsal.log that looks like production LLM
 // traffic, and vegeta's JSON results holding the same latencies, for
-// bench/compare.sh (docs/speed.md says what the log looks like).
+// bench/compare.sh (docs/dev/speed.md says what the log looks like).
 //
 //	go run ./bench/genlog -rows 1000000 -log rehearsal.log -results results.json
 package main

@@ -85,7 +85,11 @@ func (s *Summarizer) Close() *Summary {
 	out.Jobs = jf
 	for _, k := range s.wasteKeys {
 		w := s.wasted[k]
-		out.Wasted = append(out.Wasted, Wasted{Seat: k.seat, Outcome: string(admit.Outcomes[k.outcome]), Calls: w.calls, Tokens: w.tokens, USD: Figure(w.usd.Float64())})
+		usd := Figure(w.usd.Float64())
+		if !w.paid {
+			usd = Figure(math.NaN()) // no row of it had a cost: unknown, not free
+		}
+		out.Wasted = append(out.Wasted, Wasted{Seat: k.seat, Outcome: string(admit.Outcomes[k.outcome]), Calls: w.calls, Tokens: w.tokens, USD: usd})
 	}
 	slices.SortStableFunc(out.Wasted, func(a, b Wasted) int {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Seat, b.Seat), strings.Compare(a.Outcome, b.Outcome))

@@ -5,6 +5,7 @@ package summary
 
 import (
 	"hash/maphash"
+	"math"
 	"slices"
 	"time"
 
@@ -187,9 +188,16 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 			js.candSeat, _ = s.seats.of(r.Seat)
 			js.candOutcome, js.candGroup, js.candTokens = oi, gi, r.Tokens
 			js.candUSD = r.CostUSD
+			if !r.HasCost {
+				js.candUSD = math.NaN() // unpriced: countWasted knows it so
+			}
 		}
 	case waste:
-		s.countWasted(r.Seat, oi, gi, r.Tokens, r.CostUSD)
+		usd := r.CostUSD
+		if !r.HasCost {
+			usd = math.NaN()
+		}
+		s.countWasted(r.Seat, oi, gi, r.Tokens, usd)
 	}
 
 	before := js.spend.Time
@@ -272,6 +280,7 @@ func (s *Summarizer) taxKept(js *jobState) {
 type wasteAcc struct {
 	calls, tokens int64
 	usd           Dec
+	paid          bool // a row of it had a cost: else its USD is unknown, not 0
 }
 
 func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, usd float64) {
@@ -287,7 +296,10 @@ func (s *Summarizer) countWasted(seat string, oi uint8, gi int32, tokens int64, 
 	}
 	w.calls++
 	w.tokens = admit.AddTokens(w.tokens, tokens)
-	w.usd = w.usd.Add(decAmount(usd))
+	if !math.IsNaN(usd) { // NaN: the row had no cost
+		w.usd = w.usd.Add(decAmount(usd))
+		w.paid = true
+	}
 	s.groups[gi].g.WastedCalls++
 	s.all.g.WastedCalls++
 }

@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"os"
@@ -187,11 +188,15 @@ job=y attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=timeout
 job=z attempt=1 seat=a wait_s=1 elapsed_s=1 tokens=10 outcome=rate_limited
 job=z attempt=2 seat=a wait_s=1 elapsed_s=1 tokens=10 decision="refuse: attempt cap" sent=false
 `, Options{})
-	assert.Equal(t, []Wasted{
-		{Seat: "a", Outcome: "rate_limited", Calls: 1, Tokens: 10},
-		{Seat: "a", Outcome: "timeout", Calls: 1, Tokens: 10},
-		{Seat: "b", Outcome: "server_error", Calls: 1, Tokens: 10},
-	}, s.Wasted, "y's only attempt is its last; z's refusal makes its 429 wasted")
+	for _, w := range s.Wasted {
+		assert.True(t, math.IsNaN(float64(w.USD)), "%s %s: no row has a cost: its USD is unknown, not 0", w.Seat, w.Outcome)
+	}
+	unknown := Figure(math.NaN())
+	assert.Equal(t, fmt.Sprint([]Wasted{
+		{Seat: "a", Outcome: "rate_limited", Calls: 1, Tokens: 10, USD: unknown},
+		{Seat: "a", Outcome: "timeout", Calls: 1, Tokens: 10, USD: unknown},
+		{Seat: "b", Outcome: "server_error", Calls: 1, Tokens: 10, USD: unknown},
+	}), fmt.Sprint(s.Wasted), "y's only attempt is its last; z's refusal makes its 429 wasted")
 	assert.Equal(t, int64(1), s.All.Unknown, "y ended on a timeout: unknown, not failed")
 	assert.Equal(t, int64(1), s.All.Failed)
 }
