@@ -5,8 +5,8 @@ go 1.26.8
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/stretchr/testify v1.12.1
 	github.com/retrygate/retrygate v0.0.0
+	github.com/stretchr/testify v1.12.1
 )
 
 require (

@@ -7,8 +7,8 @@ replace github.com/retrygate/retrygate => ../../..
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/stretchr/testify v1.12.1
 	github.com/retrygate/retrygate v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
