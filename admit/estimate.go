@@ -45,6 +45,9 @@ type Attempt struct {
 	USD                        float64
 	RetryAfter                 time.Duration
 	HasRetryAfter              bool
+	// ContextLength: a client error that says the prompt is longer than
+	// the seat's context window (ContextLength of its error code).
+	ContextLength bool `json:",omitempty"`
 }
 
 // Returned reports whether bytes of an answer came back in full: an

@@ -50,6 +50,9 @@ type ChainSeat struct {
 	Reserve float64
 	Prices  Prices
 	Priced  bool // Prices hold a rate card: Settle costs the attempt
+	// Window is the seat's declared context window in tokens (0: not
+	// declared): a context-length error goes on to a seat with a larger one.
+	Window int64
 }
 
 // RetryGate is a retry budget as the machine asks it: the decision on a
@@ -73,6 +76,7 @@ type Job struct {
 	start    time.Time
 	deadline time.Time
 	clocked  bool
+	widened  bool // a context-length error sent the job to a larger window
 }
 
 // Start begins the job at now: its deadline is made here, once, and every
@@ -170,6 +174,7 @@ type Plan struct {
 	HasWindow bool
 	Probe     bool // admitted as a half-open breaker's probe
 	Retry     bool // the retry budget counted it as a retry
+	Widen     bool // it follows a context-length error: on a larger window
 }
 
 // Before is the one pre-send order: the retry rules on the job's last
@@ -183,14 +188,22 @@ func (j *Job) Before(c *Chain, a Ask) Plan {
 	j.attempts++
 	// The breakers along the chain: the first seat from the job's own
 	// whose breaker lets an attempt through.
+	// After a context-length error, only a seat with a larger window.
+	widen := j.stepSet && j.step.Retry && j.step.Widen
 	s := j.seat
-	for s < len(c.Seats) && !c.Seats[s].Breaker.Ready(a.Now) {
+	for s < len(c.Seats) && (widen && c.Seats[s].Window <= j.step.Window || !c.Seats[s].Breaker.Ready(a.Now)) {
 		s++
 	}
 	open := s == len(c.Seats)
+	narrow := false
 	if open {
 		s = min(j.seat, len(c.Seats)-1) // the row is the job's own seat's
+		narrow = widen
+		for t := j.seat; narrow && t < len(c.Seats); t++ {
+			narrow = c.Seats[t].Window <= j.step.Window
+		}
 	}
+	p.Widen = widen
 	p.Seat = s
 	st := &c.Seats[s]
 	// The gate charges the wait before the attempt to the deadline, and
@@ -210,6 +223,10 @@ func (j *Job) Before(c *Chain, a Ask) Plan {
 	switch {
 	case j.stepSet && !j.step.Retry:
 		d = RefuseFirst(j.step.Reason, d)
+	case narrow:
+		// No seat from the job's own has a larger window: the prompt's
+		// length fails identically everywhere left.
+		d = RefuseFirst(ReasonPermanentError, d)
 	case open:
 		d = Refuse(ReasonBreakerOpen)
 	}
@@ -309,6 +326,23 @@ func (j *Job) Take(c *Chain, s int, a *Attempt, r *rand.Rand) Move {
 	case Cancelled:
 		return Move{Kind: Ended, End: "cancelled", Seat: s}
 	}
+	if a.Outcome == ClientError && a.ContextLength && !j.widened {
+		// The prompt did not fit this seat's window: once, a seat
+		// further on with a larger one, at once (nothing was generated).
+		j.widened = true
+		w := c.Seats[s].Window
+		j.step, j.stepSet = RetryStep{Retry: true, Widen: true, Window: w}, true
+		for t := s + 1; t < len(c.Seats); t++ {
+			if c.Seats[t].Window > w {
+				if d := j.track.Before(c.Budget, c.Seats[t].Name, j.track.Spent().Time, c.Seats[t].Reserve); d.Final() {
+					return j.refused(d, t, 0)
+				}
+				j.seat = max(j.seat, t)
+				return Move{Kind: Again, Seat: t}
+			}
+		}
+		return j.refused(Refuse(ReasonPermanentError), s, 0)
+	}
 	step := j.track.Retry(c.Retry, a, r)
 	j.step, j.stepSet = step, true
 	if !step.Retry {
@@ -368,14 +402,15 @@ type JobState struct {
 	Attempts int        `json:"attempts,omitempty"`
 	// Spent, when set, is the spend the books started from (Restore):
 	// the attempts in Sent add to it.
-	Spent *Spent `json:"spent,omitempty"`
+	Spent   *Spent `json:"spent,omitempty"`
+	Widened bool   `json:"widened,omitempty"`
 }
 
 // State is the job as a store keeps it; sent are the attempts its books
 // took, in order (a driver that stores its jobs keeps them: Take's
 // attempts).
 func (j *Job) State(sent []Attempt) JobState {
-	s := JobState{Start: j.start, Deadline: j.deadline, Sent: sent, Seat: j.seat, Attempts: j.attempts}
+	s := JobState{Start: j.start, Deadline: j.deadline, Sent: sent, Seat: j.seat, Attempts: j.attempts, Widened: j.widened}
 	if j.stepSet {
 		step := j.step
 		s.Step = &step
@@ -394,7 +429,7 @@ func (j *Job) Load(s JobState) {
 		j.track.Sent(&s.Sent[i])
 	}
 	j.start, j.deadline, j.clocked = s.Start, s.Deadline, !s.Start.IsZero()
-	j.seat, j.attempts = max(s.Seat, 0), max(s.Attempts, 0)
+	j.seat, j.attempts, j.widened = max(s.Seat, 0), max(s.Attempts, 0), s.Widened
 	if s.Step != nil {
 		j.step, j.stepSet = *s.Step, true
 	}

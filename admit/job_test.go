@@ -238,3 +238,46 @@ func TestJobStateRoundTrip(t *testing.T) {
 	assert.Equal(t, pj, pk)
 	assert.Equal(t, j.Track().Spent(), k.Track().Spent())
 }
+
+// A context-length error goes once, at once, to the next seat with a
+// larger window; never back to the same seat; a second one is final.
+func TestJobContextLengthGoesToALargerWindow(t *testing.T) {
+	c := jobChain("small", "other", "big")
+	c.Seats[0].Window, c.Seats[1].Window, c.Seats[2].Window = 8192, 4096, 128000
+	var j Job
+	j.Start(jobT0, c.Budget.Deadline)
+	p := j.Before(c, Ask{Now: jobT0})
+	long := &Attempt{Seat: "small", Outcome: ClientError, ContextLength: true, Elapsed: 50 * time.Millisecond}
+	mv := j.Take(c, p.Seat, long, rand.New(rand.NewPCG(1, 1)))
+	require.Equal(t, Again, mv.Kind)
+	assert.Equal(t, 2, mv.Seat, "past other, whose window is smaller")
+	assert.Zero(t, mv.Delay)
+	p = j.Before(c, Ask{Now: jobT0.Add(50 * time.Millisecond)})
+	require.True(t, p.Decision.Admit)
+	assert.Equal(t, 2, p.Seat)
+	assert.True(t, p.Widen)
+	again := &Attempt{Seat: "big", Outcome: ClientError, ContextLength: true, Elapsed: 50 * time.Millisecond}
+	mv = j.Take(c, p.Seat, again, nil)
+	require.Equal(t, Refused, mv.Kind)
+	assert.Equal(t, ReasonPermanentError, mv.Decision.Reason, "once")
+
+	// No larger window further on: the error is the caller's.
+	c = jobChain("big", "small")
+	c.Seats[0].Window, c.Seats[1].Window = 128000, 8192
+	j.Start(jobT0, c.Budget.Deadline)
+	p = j.Before(c, Ask{Now: jobT0})
+	mv = j.Take(c, p.Seat, &Attempt{Seat: "big", Outcome: ClientError, ContextLength: true}, nil)
+	require.Equal(t, Refused, mv.Kind)
+	assert.Equal(t, ReasonPermanentError, mv.Decision.Reason)
+	// A client's retry of the job is refused too: no seat is larger.
+	p = j.Before(c, Ask{Now: jobT0.Add(time.Second)})
+	assert.Equal(t, "refuse: permanent error", p.Decision.String())
+
+	// Any other permanent error goes to the caller as it is.
+	c = jobChain("small", "big")
+	c.Seats[0].Window, c.Seats[1].Window = 8192, 128000
+	j.Start(jobT0, c.Budget.Deadline)
+	p = j.Before(c, Ask{Now: jobT0})
+	mv = j.Take(c, p.Seat, &Attempt{Seat: "small", Outcome: ClientError}, nil)
+	assert.Equal(t, Refused, mv.Kind)
+}

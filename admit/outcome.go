@@ -81,16 +81,17 @@ func (b Billing) Billed() bool { return b == Billable || b == Ambiguous }
 
 // Permanent error codes: identical bytes will fail identically.
 var permanentCodes = map[string]bool{
-	"context_length_exceeded":  true,
-	"content_filter":           true,
-	"content_policy_violation": true,
-	"insufficient_quota":       true,
-	"invalid_request_error":    true,
-	"authentication_error":     true,
-	"permission_error":         true,
-	"not_found_error":          true,
-	"invalid_api_key":          true,
-	"model_not_found":          true,
+	CodeContextLength:           true,
+	"exceed_context_size_error": true,
+	"content_filter":            true,
+	"content_policy_violation":  true,
+	"insufficient_quota":        true,
+	"invalid_request_error":     true,
+	"authentication_error":      true,
+	"permission_error":          true,
+	"not_found_error":           true,
+	"invalid_api_key":           true,
+	"model_not_found":           true,
 	// The Responses API's failed responses name the request's fault by
 	// these codes (server_error and rate_limit_exceeded are transient,
 	// and a code not listed is taken as the server's).
@@ -112,6 +113,19 @@ var permanentCodes = map[string]bool{
 	"empty_image_file":               true,
 	"image_file_not_found":           true,
 }
+
+// ContextLength reports whether code says the prompt did not fit the
+// seat's context window (OpenAI's context_length_exceeded, llama.cpp's
+// exceed_context_size_error; a seat names other servers' wordings so):
+// a permanent error on that seat, which a seat with a larger window may
+// answer.
+func ContextLength(code string) bool {
+	return code == CodeContextLength || code == "exceed_context_size_error"
+}
+
+// CodeContextLength is the error code of a prompt longer than the seat's
+// context window.
+const CodeContextLength = "context_length_exceeded"
 
 // DailyQuota reports whether code names a quota that resets once a day
 // (Google's quota ids: GenerateRequestsPerDayPerProjectPerModel-FreeTier):

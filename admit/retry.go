@@ -64,6 +64,11 @@ type RetryStep struct {
 	Reason   Reason        // when !Retry
 	Delay    time.Duration // sleep before the next attempt
 	Fallback bool          // prefer the next seat in the fallback chain
+	// Widen: the failure was the prompt's length against the seat's
+	// context window; the retry goes only to a seat whose declared window
+	// is above Window, and only once per job.
+	Widen  bool  `json:",omitempty"`
+	Window int64 `json:",omitempty"`
 }
 
 // Charged is the wait the gate charges to the deadline before a retry

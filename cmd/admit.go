@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // AdmitOptions is one gate question: may the job's next attempt go?
@@ -139,11 +140,11 @@ func (o *AdmitOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			return badInputErr(err)
 		}
 		o.NoRows = len(rows) == 0
-		pol, _, err := cfg.policy()
+		pol, seats, err := cfg.policy()
 		if err != nil {
 			return err
 		}
-		o.Rules = ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry}
+		o.Rules = ledgerfile.Rules{Budget: o.Budget, Retry: pol.Retry, Windows: rehearse.Windows(seats)}
 		o.Books.Books(o.Rules, rows)
 		o.Spent, o.Next = o.Books.Estimate(o.Seat)
 		if o.RetryBudget = pol.Retry.Budget; o.RetryBudget.Enabled() && len(rows) > 0 && !isDBLog(o.LogPath) {

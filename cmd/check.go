@@ -10,19 +10,23 @@ import (
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile/summary"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // CheckOptions is what `retrygate check` runs with.
 type CheckOptions struct {
-	IO         *IOStreams
-	Policy     string // the policy file the budget and thresholds came from
-	Files      []string
-	JSON       bool
-	Format     string // table, tsv, json, github or junit; "" is table on a terminal, tsv piped
-	JUnitFile  string // also write the JUnit report here
-	Workspace  string // GITHUB_WORKSPACE: annotations name files relative to it
-	SkipBad    bool
-	Budget     admit.Budget
+	IO        *IOStreams
+	Policy    string // the policy file the budget and thresholds came from
+	Files     []string
+	JSON      bool
+	Format    string // table, tsv, json, github or junit; "" is table on a terminal, tsv piped
+	JUnitFile string // also write the JUnit report here
+	Workspace string // GITHUB_WORKSPACE: annotations name files relative to it
+	SkipBad   bool
+	Budget    admit.Budget
+	// Windows are the policy's seats' context windows, for the replay of
+	// a context-length retry.
+	Windows    map[string]int64
 	Thresholds []summary.Threshold
 	// ThresholdLines is the policy line of each threshold (0 when unknown),
 	// for annotations and JUnit: filled with Thresholds, one for one.
@@ -117,11 +121,12 @@ no pipe.` +
 			if opts.Budget, err = cfg.budget(); err != nil {
 				return err
 			}
-			pol, _, err := cfg.policy()
+			pol, seats, err := cfg.policy()
 			if err != nil {
 				return err
 			}
 			opts.Retry, opts.SlowAfter = pol.Retry, pol.Retry.SlowServerAfter
+			opts.Windows = rehearse.Windows(seats)
 			entries, err := cfg.thresholds()
 			if err != nil {
 				return err
@@ -194,6 +199,7 @@ func runCheck(opts *CheckOptions) error {
 	defer logs.close()
 	chk, err := summary.NewCheck(summary.CheckOptions{
 		Budget: opts.Budget, Retry: opts.Retry, Thresholds: opts.Thresholds, SlowAfter: opts.SlowAfter, MaxListed: maxListedChanges,
+		Windows: opts.Windows,
 	})
 	if err != nil {
 		return badInput("%s: %v", opts.Policy, err)

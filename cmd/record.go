@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse"
 )
 
 // RecordOptions is one hand-observed attempt to append.
@@ -23,6 +24,7 @@ type RecordOptions struct {
 	Budget  admit.Budget
 	SlowAt  time.Duration     // retry.slow_5xx_after, for the billing class
 	Retry   admit.RetryPolicy // the retry rules the decision applies
+	Windows map[string]int64  // the seats' context windows, for a retry after a context-length error
 	Fsync   bool
 	Row     ledgerfile.Row // filled from flags; attempt, spend and decision are computed
 }
@@ -89,11 +91,12 @@ func (o *RecordOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string
 	if err != nil {
 		return err
 	}
-	pol, _, err := cfg.policy() // the budget section first, as cfg.budget() reads it
+	pol, seats, err := cfg.policy() // the budget section first, as cfg.budget() reads it
 	if err != nil {
 		return err
 	}
 	o.Budget, o.Retry, o.SlowAt = pol.Budget, pol.Retry, pol.Retry.SlowServerAfter
+	o.Windows = rehearse.Windows(seats)
 	if o.LogPath, err = cfg.str("log"); err != nil {
 		return err
 	}
@@ -203,7 +206,7 @@ func oneLine(v string) error {
 }
 
 func runRecord(o *RecordOptions) error {
-	rules := ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry}
+	rules := ledgerfile.Rules{Budget: o.Budget, Retry: o.Retry, Windows: o.Windows}
 	var row ledgerfile.Row
 	if isDBLog(o.LogPath) {
 		// Many machines: the database numbers the attempt under its lock.

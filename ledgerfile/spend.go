@@ -39,6 +39,7 @@ func AttemptOf(r *Row) admit.Attempt {
 	if r.HasSplit {
 		a.Prompt, a.Completion = r.PromptTokens, r.CompletionTokens
 	}
+	a.ContextLength = o == admit.ClientError && admit.ContextLength(r.ErrorCode)
 	switch o {
 	case admit.OK, admit.Incomplete:
 		a.Content = true
@@ -154,6 +155,10 @@ type Rules struct {
 	// read so far (every job's), for a retry whose row carries no counts
 	// of its own (a log written without a budget): see Budgeted.
 	Window *admit.RetryBudget
+	// Windows are the policy's seats' context windows by name: after a
+	// context-length error, a row on a seat with a larger one is the
+	// retry the policy allows.
+	Windows map[string]int64
 }
 
 // Budgeted is the retry budget (retry.budget) on the decision d for r,
@@ -252,7 +257,7 @@ func (g *JobGate) chain(rules Rules, r *Row) *admit.Chain {
 	}
 	sc := g.sc
 	sc.rules = rules
-	sc.seat[0] = admit.ChainSeat{Name: r.Seat, Reserve: r.ReserveUSD}
+	sc.seat[0] = admit.ChainSeat{Name: r.Seat, Reserve: r.ReserveUSD, Window: rules.Windows[r.Seat]}
 	sc.ch = admit.Chain{Budget: rules.Budget, Retry: rules.Retry, Seats: sc.seat[:]}
 	if rules.Retry.Budget.Enabled() {
 		sc.budget = rowBudget{rules: &sc.rules, r: r}

@@ -219,6 +219,25 @@ func New(c Config) (*Loop, error) {
 	return l, nil
 }
 
+// Windows are seats' declared context windows by name (none declared:
+// nil), for a replay's rule after a context-length error.
+func Windows(seats map[string]seat.Config) map[string]int64 {
+	var w map[string]int64
+	for name, c := range seats {
+		if c.ContextWindow > 0 {
+			if w == nil {
+				w = map[string]int64{}
+			}
+			w[name] = c.ContextWindow
+		}
+	}
+	return w
+}
+
+// WidenNote is the note of an attempt sent on a larger context window
+// after seat's context-length error: the row names both attempts' seats.
+func WidenNote(seat string) string { return "after context length on " + seat + ": a larger window" }
+
 // NewChain is the job machine's chain for pol, without its seats: the
 // budget, the retry rules, the hard timeout, the retry budget (gate: nil
 // without one) and the log's resolution. The loop and the proxy build
@@ -231,7 +250,7 @@ func NewChain(pol Policy, gate admit.RetryGate) admit.Chain {
 // name, breaker and prices, and what a first attempt there reserves under
 // a spend ceiling (price × (the prompt counted locally + max_tokens)).
 func ChainSeat(name string, cfg seat.Config, br *admit.Breaker, b admit.Budget, prompt string, msgs []seat.Message, maxTokens int) admit.ChainSeat {
-	cs := admit.ChainSeat{Name: name, Breaker: br, Prices: cfg.Prices(), Priced: cfg.Priced()}
+	cs := admit.ChainSeat{Name: name, Breaker: br, Prices: cfg.Prices(), Priced: cfg.Priced(), Window: cfg.ContextWindow}
 	if cs.Priced && b.HasSpendCeiling() {
 		cs.Reserve = admit.Reservation(cs.Prices, seat.PromptTokens(cfg, seat.RequestText(prompt, msgs)), int64(maxTokens))
 	}
@@ -397,6 +416,9 @@ func (l *Loop) refusalRow(j *Job, now time.Time, n, s int, d admit.Decision, spe
 func (l *Loop) sentRow(j *Job, o *seat.Observation, cost float64, priced bool, note string) {
 	p := &j.plan
 	b := l.base(j, j.submit, p.Attempt, p.Seat, p.Spent, p.Delay, p)
+	if p.Widen {
+		note = JoinNote(WidenNote(j.m.Track().LastSeat()), note)
+	}
 	SentRow(&l.row, &b, j.m.Track(), o, cost, priced, note)
 	PriceCache(&l.row, l.seats[p.Seat].cfg, o)
 }

@@ -72,6 +72,9 @@ type CheckOptions struct {
 	Retry      admit.RetryPolicy // the retry rules the replay judges by
 	Thresholds []Threshold
 	SlowAfter  time.Duration
+	// Windows are the policy's seats' context windows by name (the
+	// replay's rule for a retry after a context-length error).
+	Windows map[string]int64
 	// MaxListed bounds the decision changes kept for printing; the count
 	// is always exact. 0 keeps 1000.
 	MaxListed int
@@ -117,7 +120,7 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 	}
 	return &Check{
 		opts: opts,
-		rp:   NewReplayer(opts.Budget, opts.Retry),
+		rp:   NewReplayer(opts.Budget, opts.Retry).WithWindows(opts.Windows),
 		sum: New(Options{By: BySeat, SlowAfter: opts.SlowAfter, Deadline: opts.Budget.Deadline, OnlyGroups: true,
 			NoStream: !slices.ContainsFunc(opts.Thresholds, func(t Threshold) bool { return StreamMetric(t.Metric) }),
 			Goodput:  true, Thresholds: opts.Thresholds}),

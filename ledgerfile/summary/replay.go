@@ -77,6 +77,14 @@ func NewReplayer(b admit.Budget, r admit.RetryPolicy) *Replayer {
 	return p
 }
 
+// WithWindows gives the replay the policy's seats' context windows by
+// name: after a context-length error, a row on a seat with a larger one
+// is the retry the policy allows.
+func (p *Replayer) WithWindows(w map[string]int64) *Replayer {
+	p.rules.Windows = w
+	return p
+}
+
 // Add re-decides one row. Rows must come in log order. A row without a job
 // id is a job of its own.
 func (p *Replayer) Add(r *ledgerfile.Row, file string) Replayed {

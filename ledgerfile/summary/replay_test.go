@@ -290,3 +290,27 @@ func TestReplayInterleavedJobKeepsItsBooks(t *testing.T) {
 	assert.Equal(t, "refuse: attempt cap", last.Now)
 	assert.Equal(t, 1, last.Spent.Attempts)
 }
+
+// A retry after a context-length error on a seat with a larger window is
+// the policy's own: replayed with the seats' windows it changes nothing;
+// on a seat no larger, it is the permanent error's.
+func TestReplayContextLengthRetry(t *testing.T) {
+	b := admit.Budget{Deadline: 45 * time.Second, TokenCeiling: 100000, MaxAttempts: 3, MaxWait: 5 * time.Second}
+	lines := []string{
+		`job=L attempt=1 seat=small wait_s=0.05 elapsed_s=0.05 tokens=0 outcome=client_error http_status=400 error_code=context_length_exceeded decision=admit`,
+		`job=L attempt=2 seat=big wait_s=0.5 elapsed_s=1 tokens=9000 outcome=ok decision=admit job_end=succeeded`,
+	}
+	replay := func(windows map[string]int64) string {
+		p := NewReplayer(b, admit.RetryPolicy{}).WithWindows(windows)
+		var last Replayed
+		for _, l := range lines {
+			var r ledgerfile.Row
+			require.NoError(t, ledgerfile.ParseLine([]byte(l), &r))
+			last = p.Add(&r, "x.log")
+		}
+		return last.Now
+	}
+	assert.Equal(t, "admit", replay(map[string]int64{"small": 8192, "big": 128000}))
+	assert.Equal(t, "refuse: permanent error", replay(map[string]int64{"small": 8192, "big": 8192}), "no larger window")
+	assert.Equal(t, "admit", replay(map[string]int64{"big": 128000}), "a seat with no declared window is below any declared one")
+}

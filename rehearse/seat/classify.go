@@ -191,6 +191,9 @@ func (s *httpSeat) errorResponse(parent, ctx context.Context, g *guard, obs *Obs
 		}
 	}
 	obs.ErrorCode = s.clean(errorCode(buf))
+	if tooLong(resp.StatusCode, obs.ErrorCode, buf) {
+		obs.ErrorCode = admit.CodeContextLength
+	}
 	obs.Outcome, _, _ = ending{errored: true, status: resp.StatusCode, code: obs.ErrorCode}.settle(obs.Elapsed, slowAfter)
 	obs.Detail = strings.TrimSpace(fmt.Sprintf("%shttp %d %s", obs.Detail, resp.StatusCode, obs.ErrorCode))
 	// The error body is the first byte of the answer (as in Resolve).
@@ -257,6 +260,45 @@ func (s *httpSeat) clean(v string) string {
 		return ""
 	}
 	return v
+}
+
+// tooLong reports whether a client error's body says the prompt is
+// longer than the seat's context window in words rather than by
+// OpenAI's code: Anthropic's "prompt is too long", vLLM's "maximum
+// context length", llama.cpp's "exceeds the available context size". The
+// row then carries context_length_exceeded, so the policy can send the
+// job to a seat with a larger window (seats.*.context_window).
+func tooLong(status int, code string, body []byte) bool {
+	if admit.ContextLength(code) || status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge && status != http.StatusUnprocessableEntity {
+		return false
+	}
+	switch code {
+	case "", "invalid_request_error", "BadRequestError", "invalid_request", "INVALID_ARGUMENT":
+	default:
+		return false // a code of its own says what it is
+	}
+	var v struct {
+		Message string `json:"message"`
+		Error   struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		var e struct {
+			Error string `json:"error"` // Ollama's
+		}
+		if json.Unmarshal(body, &e) != nil {
+			return false
+		}
+		v.Message = e.Error
+	}
+	m := strings.ToLower(v.Message + " " + v.Error.Message)
+	for _, w := range [...]string{"context length", "context_length", "maximum context", "context window", "context size", "prompt is too long", "input is too long", "too many tokens in the prompt"} {
+		if strings.Contains(m, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorCode finds the provider's error code in an error body or event:

@@ -360,6 +360,14 @@ type Config struct {
 	// o4, gpt-5), which refuse max_tokens; max_tokens otherwise, which
 	// every compatible server honours.
 	MaxTokensParam string
+	// ContextWindow is the seat's context window in tokens (0: not
+	// declared): a context-length error goes on to the next seat of the
+	// chain with a larger one, once.
+	ContextWindow int64
+	// Prefill says the seat accepts an assistant prefill (a trailing
+	// assistant message it continues): Anthropic does; an
+	// OpenAI-compatible server such as vLLM or llama.cpp may.
+	Prefill bool
 	// API (openai) is the endpoint an openai seat speaks: "" or "chat",
 	// Chat Completions (POST {base_url}/chat/completions); "responses",
 	// the Responses API (POST {base_url}/responses), with the same base
