@@ -54,9 +54,17 @@ type Options struct {
 	Chain  []seat.Config
 	Getenv func(string) string
 	// Sink appends rows to the log, in order, from one goroutine. A
-	// failed write is reported to OnError and answers still go out.
+	// failed write is reported to OnError and answers still go out: its
+	// rows are held (at most MaxHeld) and written first by every later
+	// write, and retried while none comes, so rows resume when the log
+	// takes them again. Rows dropped past MaxHeld, or still held when the
+	// proxy stops, go to OnLost with the reason; OnHeld is told how many
+	// rows are held after each write (0 when none).
 	Sink    func([]ledgerfile.Row) error
 	OnError func(error)
+	OnLost  func(rows []ledgerfile.Row, why LostReason)
+	OnHeld  func(int)
+	MaxHeld int // 0: DefaultMaxHeld
 	// Now is the wall clock for rows' ts and the jobs' deadlines;
 	// attempts are timed on the monotonic clock.
 	Now func() time.Time
@@ -153,6 +161,12 @@ func New(o Options) (*Proxy, error) {
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
+	if o.OnLost == nil {
+		o.OnLost = func([]ledgerfile.Row, LostReason) {}
+	}
+	if o.OnHeld == nil {
+		o.OnHeld = func(int) {}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -165,16 +179,19 @@ func New(o Options) (*Proxy, error) {
 	orDefault(&o.MaxConcurrent, DefaultMaxConcurrent)
 	orDefault(&o.MaxConns, DefaultMaxConns)
 	orDefault(&o.MaxJobs, DefaultMaxJobs)
+	orDefault(&o.MaxHeld, DefaultMaxHeld)
 	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.MaxClientJobs, max(o.MaxJobs/4, 1))
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		deployments: map[deployKey]*deployment{}, budget: admit.NewRetryBudget(o.Policy.Retry.Budget), rng: o.Rand}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.q = newQueue(o.Sink, o.OnError, maxQueued)
+	p.q = newQueue(o.Sink, o.OnError, o.OnLost, o.OnHeld, maxQueued, o.MaxHeld)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
 	}
-	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
+	p.events = newQueue(o.Events, o.OnError, func(es []ledgerfile.Event, why LostReason) {
+		o.OnError(fmt.Errorf("%d event lines never reached the log (%s)", len(es), why))
+	}, func(int) {}, maxEventsQueued, o.MaxHeld)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
 	for i, c := range o.Chain {
 		switch c.Kind {
@@ -291,6 +308,19 @@ func retryCount(h http.Header) string {
 		return ""
 	}
 	return v
+}
+
+// LogCounts are the rows the log took, the rows held for it now (a
+// failed write's, written first by the next), and the rows lost, by why.
+type LogCounts struct {
+	Written, Held int64
+	Lost          int64
+}
+
+// Rows is LogCounts of the rows the proxy wrote through Sink (a shared
+// book's rows are committed with the book, and counted there).
+func (p *Proxy) Rows() LogCounts {
+	return LogCounts{Written: p.q.written.Load(), Held: p.q.holding.Load(), Lost: p.q.dropped.Load()}
 }
 
 // SetRun sets the run whose number names unnamed jobs (p<run>-<k>); the
