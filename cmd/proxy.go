@@ -2,12 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -120,7 +121,7 @@ CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
 GOGC=400 unless GOGC is set (docs/proxy.md).
 
 The first line of stdout is the base URL to give a client.` + exitStatus(
-			"served until Ctrl-C or SIGTERM, every row written", "not used"),
+			"served until Ctrl-C or SIGTERM, every row written", "served until stopped, but rows never reached the log (the last line says how many, and why)"),
 		Example: `  # the config's fallback chain, on the default port
   retrygate proxy
 
@@ -234,6 +235,21 @@ func runProxy(o *ProxyOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if !isDBLog(o.LogPath) {
+		// A file log's books are kept in this process: a second proxy
+		// on the file would keep books of its own, and each would give
+		// a job its whole budget.
+		release, err := ledgerfile.HoldLog(o.LogPath, os.Getpid())
+		if err != nil {
+			var held *ledgerfile.HeldError
+			if errors.As(err, &held) {
+				return withHint(badInput("proxy: %v: one proxy at a time keeps a file log's job books", err),
+					"stop that proxy, give this one another --log, or run every proxy on one PostgreSQL log (docs/proxy.md)")
+			}
+			return badInput("proxy: --log: %v", err)
+		}
+		defer release()
+	}
 	lg, err := openRunLog(ctx, e, o.LogPath)
 	if err != nil {
 		return err
@@ -249,14 +265,10 @@ func runProxy(o *ProxyOptions) error {
 	if m != nil {
 		sink, booksM = m.Sink(sink), m.Books(books)
 	}
-	var writeFailed atomic.Bool
-	onError := func(err error) {
-		if writeFailed.CompareAndSwap(false, true) {
-			fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
-		}
-	}
+	w := o.watchLog(lg, m)
 	po := o.Options
-	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, onError, lg.appendEvents
+	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, w.failed, lg.appendEvents
+	po.OnLost, po.OnHeld = w.lost, w.held
 	// A breaker changing state is a `# event breaker` line of the log,
 	// as the attempt loop writes it (rare: written at once), and a line
 	// on stderr. The proxy keeps one per seat and model: the line names
@@ -267,7 +279,7 @@ func runProxy(o *ProxyOptions) error {
 				ev.Extra = append(ev.Extra, ledgerfile.KV{Key: "model", Value: model})
 			}
 			if err := lg.event(ev); err != nil {
-				onError(err)
+				w.failed(err)
 			}
 			breakerLine(e, ev)
 		})(at, from, to)
@@ -320,8 +332,7 @@ func runProxy(o *ProxyOptions) error {
 	if err := px.Serve(ctx, ln, e); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", logDisplay(o.LogPath))
-	return nil
+	return w.stopped(px.Rows())
 }
 
 // proxyBaseURL is the base URL a client is given: the proxy's origin and

@@ -25,6 +25,13 @@ const EventBreaker = "breaker"
 // report and check never count it as an attempt.
 const EventRequest = "request"
 
+// EventLog is the kind of something that happened to the log itself
+// while a proxy wrote it: what=reopened (its path named another file,
+// reason removed or replaced, and the writer opened the path again) or
+// what=lost (rows=N never reached it, reason as the metrics'). Summaries
+// skip it.
+const EventLog = "log"
+
 // Event is a `# event` comment line: something that happened that is not
 // an attempt, in logfmt after its kind,
 //

@@ -311,10 +311,9 @@ func retryCount(h http.Header) string {
 }
 
 // LogCounts are the rows the log took, the rows held for it now (a
-// failed write's, written first by the next), and the rows lost, by why.
+// failed write's, written first by the next), and the rows lost.
 type LogCounts struct {
-	Written, Held int64
-	Lost          int64
+	Written, Held, Lost int64
 }
 
 // Rows is LogCounts of the rows the proxy wrote through Sink (a shared

@@ -31,6 +31,7 @@ type queue[T any] struct {
 	held    func(int) // the values held after each write (0: none)
 	max     int       // values waiting for the log at most
 	maxHeld int       // values a failed write holds at most
+	retry   time.Duration
 
 	mu      sync.Mutex
 	room    *sync.Cond // the queue has room again
@@ -79,7 +80,7 @@ const (
 var retryEvery = time.Second
 
 func newQueue[T any](write func([]T) error, fail func(error), lost func([]T, LostReason), held func(int), max, maxHeld int) *queue[T] {
-	q := &queue[T]{write: write, fail: fail, lost: lost, held: held, max: max, maxHeld: maxHeld,
+	q := &queue[T]{write: write, fail: fail, lost: lost, held: held, max: max, maxHeld: maxHeld, retry: retryEvery,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	q.room = sync.NewCond(&q.mu)
 	go q.run()
@@ -139,7 +140,7 @@ func (q *queue[T]) sleep() bool {
 		<-q.wake
 		return true
 	}
-	t := time.NewTimer(retryEvery)
+	t := time.NewTimer(q.retry)
 	defer t.Stop()
 	select {
 	case <-q.wake:

@@ -1,0 +1,210 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
+	"github.com/retrygate/retrygate/rehearse/seat"
+	"github.com/retrygate/retrygate/rehearse/seatserver"
+)
+
+// flakyLog is a log whose writes fail while it is full (a disk with no
+// room: ENOSPC), and take rows again once it is not.
+type flakyLog struct {
+	rows
+	full atomic.Bool
+}
+
+func (f *flakyLog) write(rs []ledgerfile.Row) error {
+	if f.full.Load() {
+		return &writeErr{syscall.ENOSPC}
+	}
+	return f.add(rs)
+}
+
+type writeErr struct{ err error }
+
+func (e *writeErr) Error() string {
+	return "failed to append to log \"rehearsal.log\": " + e.err.Error()
+}
+func (e *writeErr) Unwrap() error { return e.err }
+
+// durable is a proxy in front of an ok seat, writing to a flakyLog
+// through the metrics, as the command wires them.
+type durable struct {
+	*running
+	log *flakyLog
+	m   *metrics.Metrics
+
+	mu   sync.Mutex
+	lost map[LostReason]int
+}
+
+func startDurable(t *testing.T, maxHeld int) *durable {
+	t.Helper()
+	base, _ := upstreamAt(t, seatserver.OpenAI, okPlan)
+	chain := []seat.Config{seatCfg("s", "openai", base)}
+	d := &durable{log: &flakyLog{}, lost: map[LostReason]int{}}
+	d.m = metrics.New(metrics.Options{Chain: chain})
+	d.running = start(t, testPolicy(), chain, func(o *Options) {
+		o.Sink = d.m.Sink(d.log.write)
+		o.MaxHeld = maxHeld
+		o.OnHeld = d.m.Held
+		o.OnLost = func(rs []ledgerfile.Row, why LostReason) {
+			d.m.Lost(len(rs), string(why))
+			d.mu.Lock()
+			d.lost[why] += len(rs)
+			d.mu.Unlock()
+		}
+	})
+	return d
+}
+
+// ask sends n requests naming no job; each is answered 200.
+func (d *durable) ask(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		resp, _ := post(t, d.url+"/v1/chat/completions", sharedBody)
+		require.Equal(t, 200, resp.StatusCode)
+	}
+}
+
+// figure is the sum of a metric's series.
+func figure(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, x := range f.GetMetric() {
+				total += x.GetCounter().GetValue() + x.GetGauge().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// lostBy is rows_lost_total of one reason.
+func lostBy(t *testing.T, m *metrics.Metrics, why LostReason) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != "retrygate_log_rows_lost_total" {
+			continue
+		}
+		for _, x := range f.GetMetric() {
+			for _, l := range x.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == string(why) {
+					return x.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// quiet waits until every row the proxy queued has been through a write.
+func (d *durable) quiet(t *testing.T) {
+	t.Helper()
+	q := d.px.q
+	require.Eventually(t, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.pending) == 0 && q.waiting && len(d.px.sem) == 0
+	}, 5*time.Second, ms)
+}
+
+// A full disk loses no row: while writes fail the rows wait in memory
+// (rows_held, /readyz not ready with the write's error) and answers go
+// out; once the disk has room, the next write takes them, in order, with
+// its own, and the proxy is ready again. rows_total + rows_lost_total
+// is every request answered.
+func TestFullDiskRowsResume(t *testing.T) {
+	d := startDurable(t, 0)
+	d.ask(t, 2)
+	d.quiet(t)
+	require.Len(t, d.log.all(), 2)
+
+	d.log.full.Store(true)
+	d.ask(t, 5)
+	d.quiet(t)
+	assert.Len(t, d.log.all(), 2, "nothing written while the disk is full")
+	assert.Equal(t, 5.0, figure(t, d.m, "retrygate_log_rows_held"))
+	err := d.m.Ready(context.Background())
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	assert.ErrorContains(t, err, "5 rows wait for the log")
+
+	d.log.full.Store(false)
+	d.ask(t, 1)
+	d.quiet(t)
+	got := d.log.all()
+	require.Len(t, got, 8, "the held rows are written with the next")
+	seen := map[string]bool{}
+	for _, r := range got {
+		assert.False(t, seen[r.Job], "job %s written twice", r.Job)
+		seen[r.Job] = true
+	}
+	assert.Equal(t, 8.0, figure(t, d.m, "retrygate_log_rows_total"))
+	assert.Equal(t, 0.0, figure(t, d.m, "retrygate_log_rows_lost_total"))
+	assert.Equal(t, 0.0, figure(t, d.m, "retrygate_log_rows_held"))
+	require.NoError(t, d.m.Ready(context.Background()))
+	assert.Equal(t, LogCounts{Written: 8}, d.px.Rows())
+}
+
+// Rows are held up to MaxHeld: past it the oldest are dropped, counted
+// lost (held_limit); the rest are written when the log takes rows again.
+// Rows still held when the proxy stops, its last write failing too, are
+// counted lost (shutdown). Either way rows_total + rows_lost_total is
+// every request answered.
+func TestHeldRowsBoundedAndCounted(t *testing.T) {
+	d := startDurable(t, 2)
+	d.log.full.Store(true)
+	d.ask(t, 5)
+	d.quiet(t)
+	assert.Equal(t, 3.0, lostBy(t, d.m, LostHeldLimit))
+	assert.Equal(t, 2.0, figure(t, d.m, "retrygate_log_rows_held"))
+
+	d.log.full.Store(false)
+	d.ask(t, 1)
+	d.quiet(t)
+	assert.Len(t, d.log.all(), 3)
+	assert.Equal(t, 3.0, figure(t, d.m, "retrygate_log_rows_total"))
+	assert.Equal(t, 6.0, figure(t, d.m, "retrygate_log_rows_total")+figure(t, d.m, "retrygate_log_rows_lost_total"))
+
+	d.log.full.Store(true)
+	d.ask(t, 2)
+	d.stop()
+	assert.Equal(t, 2.0, lostBy(t, d.m, LostShutdown))
+	assert.Equal(t, 8.0, figure(t, d.m, "retrygate_log_rows_total")+figure(t, d.m, "retrygate_log_rows_lost_total"))
+	assert.Equal(t, LogCounts{Written: 3, Lost: 5}, d.px.Rows())
+	d.mu.Lock()
+	assert.Equal(t, map[LostReason]int{LostHeldLimit: 3, LostShutdown: 2}, d.lost)
+	d.mu.Unlock()
+}
+
+// The retry comes without new rows too: held rows are written once the
+// log takes them, though no request comes.
+func TestHeldRowsRetriedWhileQuiet(t *testing.T) {
+	old := retryEvery
+	retryEvery = 5 * ms
+	t.Cleanup(func() { retryEvery = old })
+	d := startDurable(t, 0)
+	d.log.full.Store(true)
+	d.ask(t, 3)
+	d.quiet(t)
+	d.log.full.Store(false)
+	d.log.wait(t, 3)
+	require.Eventually(t, func() bool { return d.m.Ready(context.Background()) == nil }, 5*time.Second, ms)
+	assert.Equal(t, 3.0, figure(t, d.m, "retrygate_log_rows_total"))
+}
