@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
+	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
 	"github.com/retrygate/retrygate/rehearse/seat"
 	"github.com/retrygate/retrygate/rehearse/seatserver"
@@ -207,4 +209,74 @@ func TestHeldRowsRetriedWhileQuiet(t *testing.T) {
 	d.log.wait(t, 3)
 	require.Eventually(t, func() bool { return d.m.Ready(context.Background()) == nil }, 5*time.Second, ms)
 	assert.Equal(t, 3.0, figure(t, d.m, "retrygate_log_rows_total"))
+}
+
+// A PostgreSQL outage loses no row: a named request whose books are out
+// of reach gets 503 books_unavailable and a refusal row of its own
+// (for_job names the job), and a request naming no job is served, its
+// row held; both are written when the database is back. rows_total +
+// rows_lost_total is every request answered.
+func TestBooksOutageRowsWritten(t *testing.T) {
+	own := pgtest.NewServer(t) // skips without .ci/postgres.sh
+	ctx := context.Background()
+	_, err := pgstore.Init(ctx, own.URL)
+	require.NoError(t, err)
+	// Retries bounded short: the outage is answered at once.
+	st, err := pgstore.Open(ctx, own.URL, pgstore.Options{RetryFor: 200 * ms})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+
+	old := retryEvery
+	retryEvery = 20 * ms
+	t.Cleanup(func() { retryEvery = old })
+	base, _ := upstreamAt(t, seatserver.OpenAI, okPlan)
+	chain := []seat.Config{seatCfg("s", "openai", base)}
+	m := metrics.New(metrics.Options{Chain: chain})
+	px := start(t, testPolicy(), chain, func(o *Options) {
+		o.Books = m.Books(st)
+		o.Sink = m.Sink(func(rs []ledgerfile.Row) error { return st.Append(ctx, rs...) })
+		o.OnHeld = m.Held
+		o.OnLost = func(rs []ledgerfile.Row, why LostReason) { m.Lost(len(rs), string(why)) }
+	})
+	url := px.url + "/v1/chat/completions"
+	answered := 0
+	resp, _ := post(t, url, sharedBody, "X-Retrygate-Job", "before")
+	require.Equal(t, 200, resp.StatusCode)
+	answered++
+
+	own.Stop()
+	for _, job := range []string{"down-1", "down-2"} {
+		resp, body := post(t, url, sharedBody, "X-Retrygate-Job", job)
+		require.Equal(t, 503, resp.StatusCode, body)
+		assert.Equal(t, "books_unavailable", resp.Header.Get("X-Retrygate-Refused"))
+		answered++
+	}
+	resp, _ = post(t, url, sharedBody)
+	require.Equal(t, 200, resp.StatusCode, "a request naming no job needs no books")
+	answered++
+	require.Eventually(t, func() bool { return figure(t, m, "retrygate_log_rows_held") == 3 }, 5*time.Second, ms)
+	require.Error(t, m.Ready(ctx))
+
+	own.Start()
+	require.Eventually(t, func() bool {
+		return figure(t, m, "retrygate_log_rows_total")+figure(t, m, "retrygate_log_rows_lost_total") == float64(answered)
+	}, 20*time.Second, 10*ms, "every answer's row written once the database is back")
+	assert.Equal(t, 0.0, figure(t, m, "retrygate_log_rows_lost_total"))
+	require.NoError(t, m.Ready(ctx))
+
+	rows, err := st.ReadJob(ctx, "")
+	require.NoError(t, err)
+	forJob := map[string]string{}
+	for _, r := range rows {
+		kv := map[string]string{}
+		for _, x := range r.Extra {
+			kv[x.Key] = x.Value
+		}
+		if v, ok := kv[KeyForJob]; ok {
+			forJob[v] = kv[KeyRefused]
+			assert.False(t, r.WasSent())
+		}
+	}
+	assert.Equal(t, map[string]string{"down-1": "books_unavailable", "down-2": "books_unavailable"}, forJob)
+	assert.Len(t, rows, answered)
 }
