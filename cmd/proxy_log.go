@@ -90,7 +90,8 @@ func (w *logWatch) lost(rows []ledgerfile.Row, why proxy.LostReason) {
 	w.lostBy[why] += int64(len(rows))
 	w.unlogged[why] += int64(len(rows))
 	w.mu.Unlock()
-	fmt.Fprintf(w.errOut, "retrygate: proxy: %d rows never reached %s (%s); the sent attempts' rows follow\n", len(rows), w.name, lostWords[why])
+	fmt.Fprintf(w.errOut, "retrygate: proxy: %d %s never reached %s (%s); the sent attempts' rows follow\n",
+		len(rows), plural(len(rows), "row", "rows"), w.name, lostWords[why])
 	for i := range rows {
 		if rows[i].WasSent() {
 			fmt.Fprintf(w.errOut, "%s\n", ledgerfile.FormatRow(&rows[i]))
@@ -137,6 +138,6 @@ func (w *logWatch) stopped(c proxy.LogCounts) error {
 	for _, why := range slices.Sorted(maps.Keys(w.lostBy)) {
 		by = append(by, fmt.Sprintf("%d %s", w.lostBy[why], why))
 	}
-	return &exitError{Code: ExitRefuse, Err: fmt.Errorf("proxy stopped; %d rows never reached %s (%s): every other row is in it",
-		c.Lost, w.name, strings.Join(by, ", "))}
+	return &exitError{Code: ExitRefuse, Err: fmt.Errorf("proxy stopped; %d %s never reached %s (%s): every other row is in it",
+		c.Lost, plural(int(c.Lost), "row", "rows"), w.name, strings.Join(by, ", "))}
 }

@@ -28,7 +28,7 @@ type queue[T any] struct {
 	write   func([]T) error
 	fail    func(error)
 	lost    func([]T, LostReason)
-	held    func(int) // the values held after each write (0: none)
+	held    func(int) // the values held after each write (0: none, told once after a failure)
 	max     int       // values waiting for the log at most
 	maxHeld int       // values a failed write holds at most
 	retry   time.Duration
@@ -195,10 +195,7 @@ func (q *queue[T]) drop(n int, why LostReason) {
 	q.hold = q.hold[n:]
 	q.dropped.Add(int64(n))
 	q.lost(gone, why)
-	if len(q.hold) == 0 {
-		q.holding.Store(0)
-		q.held(0)
-	}
+	q.holding.Store(int64(len(q.hold)))
 }
 
 // close writes every queued value (and what is held), then stops.
