@@ -147,6 +147,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
 	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
 	fl.IntVar(&opts.MaxConns, "max-conns", proxy.DefaultMaxConns, "at most `n` client connections open (past it, a new one waits to be accepted)")
+	fl.IntVar(&opts.MaxHeld, "max-held", proxy.DefaultMaxHeld, "hold at most `n` rows in memory while the log refuses writes (past it the oldest are lost, counted)")
 	return c
 }
 
@@ -176,6 +177,8 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConcurrent)
 	case o.MaxConns < 1 || o.MaxConns > 1_000_000:
 		return badInput("--max-conns: must be between 1 and 1000000, got %d", o.MaxConns)
+	case o.MaxHeld < 1 || o.MaxHeld > 10_000_000:
+		return badInput("--max-held: must be between 1 and 10000000, got %d", o.MaxHeld)
 	}
 	o.MaxBodyTotal = max(o.MaxBodyTotal, o.MaxBody) // without --max-body-total, room for one largest body at least
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
