@@ -87,7 +87,10 @@ connection after them. An OpenAI stream with no stream_options is sent
 with stream_options.include_usage, so the client sees one extra chunk
 with "choices":[] and the usage before [DONE].
 
-With a file log, one proxy keeps its jobs' books in memory. With a
+With a file log, one proxy keeps its jobs' books in memory, and holds
+LOG.lock while it runs: a second proxy on the same file log exits 2,
+naming the first one's pid (record and rehearse still append beside
+it). With a
 PostgreSQL log (--log postgres://...), named jobs' books live in that
 database: a job's deadline, attempts, tokens and spend are read and
 charged there under the job's lock, so every proxy on the database
@@ -109,6 +112,13 @@ job past it), and at most --max-client-jobs from one client's address
 row or an event line (docs/proxy.md lists the limits). Ctrl-C or SIGTERM
 drains: requests in flight finish or are cut at their deadline, every
 row is written, and jobs still open get the row that ends them.
+
+When the log cannot take rows (a full disk, the log removed or
+replaced, a database outage), answers still go out and their rows wait
+in memory (at most --max-held), written first by every later write: a
+removed or replaced log is opened again at its path. Rows lost past the
+bound, or still waiting when the proxy stops, are counted and printed
+on stderr, and the last line says how many (exit 1).
 
 With --metrics ADDR it also serves Prometheus metrics (/metrics), counted
 from the rows and breaker events it logs, so they agree with report, and
