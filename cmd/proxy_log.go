@@ -102,6 +102,7 @@ func (w *logWatch) lost(rows []ledgerfile.Row, why proxy.LostReason) {
 var lostWords = map[proxy.LostReason]string{
 	proxy.LostHeldLimit: "more rows were held for it than --max-held",
 	proxy.LostShutdown:  "the proxy stopped while they were held, and the last write failed too",
+	proxy.LostRefused:   "the log refused them for good",
 }
 
 // reopened is the file writer's OnReopen: the log's path named another

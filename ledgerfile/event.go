@@ -80,7 +80,7 @@ func checkEvent(e *Event) error {
 // AppendEvent appends e as one event line, newline included, to dst.
 func AppendEvent(dst []byte, e *Event) ([]byte, error) {
 	if err := checkEvent(e); err != nil {
-		return dst, fmt.Errorf("refusing to write an event the log cannot hold: %w", err)
+		return dst, &cannotHold{"an event", err}
 	}
 	var body bytes.Buffer
 	enc := logfmt.NewEncoder(&body)
@@ -98,7 +98,7 @@ func AppendEvent(dst []byte, e *Event) ([]byte, error) {
 	}
 	kv = append(kv, "ts", e.TS.UTC().Format(time.RFC3339Nano))
 	if err := enc.EncodeKeyvals(kv...); err != nil {
-		return dst, fmt.Errorf("refusing to write an event the log cannot hold: %w", err)
+		return dst, &cannotHold{"an event", err}
 	}
 	dst = append(dst, eventPrefix...)
 	dst = append(dst, e.Kind...)

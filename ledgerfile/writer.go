@@ -103,6 +103,20 @@ func (w *Writer) open() error {
 	return nil
 }
 
+// ErrCannotHold is a row or event line a writer refuses, whatever the
+// log's state: writing it again fails again (errors.Is).
+var ErrCannotHold = errors.New("the log cannot hold it")
+
+type cannotHold struct {
+	what string
+	err  error
+}
+
+func (e *cannotHold) Error() string {
+	return "refusing to write " + e.what + " the log cannot hold: " + e.err.Error()
+}
+func (e *cannotHold) Unwrap() []error { return []error{ErrCannotHold, e.err} }
+
 // ErrNotALog is a file a writer refuses to append to: it holds something
 // other than a rehearsal log (a config, notes), which rows would spoil.
 var ErrNotALog = errors.New("not a rehearsal log")
@@ -344,7 +358,7 @@ func appendChecked(dst []byte, r *Row) ([]byte, error) {
 	n := *r
 	Normalize(&n)
 	if err := Check(&n); err != nil {
-		return dst, fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+		return dst, &cannotHold{"a row", err}
 	}
 	return appendNormalized(dst, &n), nil
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
@@ -23,12 +25,20 @@ import (
 // room: ENOSPC), and take rows again once it is not.
 type flakyLog struct {
 	rows
-	full atomic.Bool
+	full   atomic.Bool
+	refuse atomic.Pointer[string] // a job whose rows it refuses for good
 }
 
 func (f *flakyLog) write(rs []ledgerfile.Row) error {
 	if f.full.Load() {
 		return &writeErr{syscall.ENOSPC}
+	}
+	if job := f.refuse.Load(); job != nil {
+		for i := range rs {
+			if rs[i].Job == *job {
+				return fmt.Errorf("%w (job %s)", store.ErrDuplicate, rs[i].Job)
+			}
+		}
 	}
 	return f.add(rs)
 }
@@ -279,4 +289,23 @@ func TestBooksOutageRowsWritten(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"down-1": "books_unavailable", "down-2": "books_unavailable"}, forJob)
 	assert.Len(t, rows, answered)
+}
+
+// A row the log refuses for good (a value it cannot hold, a job and
+// attempt it already has) is lost alone, counted (refused); it never
+// holds back the rows beside it.
+func TestRefusedRowLostAlone(t *testing.T) {
+	d := startDurable(t, 0)
+	job := "p7-2"
+	d.log.refuse.Store(&job)
+	d.ask(t, 3)
+	d.quiet(t)
+	var jobs []string
+	for _, r := range d.log.all() {
+		jobs = append(jobs, r.Job)
+	}
+	assert.Equal(t, []string{"p7-1", "p7-3"}, jobs)
+	assert.Equal(t, 1.0, lostBy(t, d.m, LostRefused))
+	assert.Equal(t, 3.0, figure(t, d.m, "retrygate_log_rows_total")+figure(t, d.m, "retrygate_log_rows_lost_total"))
+	require.NoError(t, d.m.Ready(context.Background()))
 }

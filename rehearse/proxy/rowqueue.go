@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/store"
 )
 
 // queue writes rows (and event lines) in the order they were queued, off
@@ -25,13 +29,17 @@ import (
 // counted lost (lost, with the reason), as are the values still held
 // when the queue closes and its last write fails.
 type queue[T any] struct {
-	write   func([]T) error
-	fail    func(error)
-	lost    func([]T, LostReason)
-	held    func(int) // the values held after each write (0: none, told once after a failure)
-	max     int       // values waiting for the log at most
-	maxHeld int       // values a failed write holds at most
-	retry   time.Duration
+	write func([]T) error
+	fail  func(error)
+	// permanent reports whether a write's error will come again for
+	// the same values, whatever the log's state: then each is written
+	// alone, and those refused are lost, not held.
+	permanent func(error) bool
+	lost      func([]T, LostReason)
+	held      func(int) // the values held after each write (0: none, told once after a failure)
+	max       int       // values waiting for the log at most
+	maxHeld   int       // values a failed write holds at most
+	retry     time.Duration
 
 	mu      sync.Mutex
 	room    *sync.Cond // the queue has room again
@@ -58,6 +66,9 @@ const (
 	// LostShutdown: the proxy stopped while its rows were held and the
 	// last write failed too.
 	LostShutdown LostReason = "shutdown"
+	// LostRefused: the log refused the row itself, for good (a value it
+	// cannot hold, a job and attempt it already has).
+	LostRefused LostReason = "refused"
 )
 
 const (
@@ -80,7 +91,7 @@ const (
 var retryEvery = time.Second
 
 func newQueue[T any](write func([]T) error, fail func(error), lost func([]T, LostReason), held func(int), max, maxHeld int) *queue[T] {
-	q := &queue[T]{write: write, fail: fail, lost: lost, held: held, max: max, maxHeld: maxHeld, retry: retryEvery,
+	q := &queue[T]{write: write, fail: fail, permanent: refusedForGood, lost: lost, held: held, max: max, maxHeld: maxHeld, retry: retryEvery,
 		done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	q.room = sync.NewCond(&q.mu)
 	go q.run()
@@ -166,7 +177,16 @@ func (q *queue[T]) flush(cur []T) (spare []T) {
 	if len(batch) == 0 {
 		return cur
 	}
-	if err := q.write(batch); err != nil {
+	err := q.write(batch)
+	if err == nil {
+		q.written.Add(int64(len(batch)))
+	} else if q.permanent(err) {
+		// A value the log will never take (a row it cannot hold, one it
+		// already has) must not hold back the rest: each is written
+		// alone, and those refused for good are lost.
+		batch, err = q.sift(batch)
+	}
+	if err != nil {
 		q.hold = batch
 		if over := len(q.hold) - q.maxHeld; over > 0 {
 			q.drop(over, LostHeldLimit)
@@ -174,12 +194,11 @@ func (q *queue[T]) flush(cur []T) (spare []T) {
 		q.holding.Store(int64(len(q.hold)))
 		q.held(len(q.hold))
 		q.fail(err)
-		if len(cur) > 0 && &batch[0] == &cur[0] {
+		if len(cur) > 0 && len(batch) > 0 && &batch[len(batch)-1] == &cur[len(cur)-1] {
 			return nil // cur is held now
 		}
 		return cur
 	}
-	q.written.Add(int64(len(batch)))
 	if len(q.hold) > 0 {
 		clear(q.hold)
 		q.hold = q.hold[:0]
@@ -187,6 +206,26 @@ func (q *queue[T]) flush(cur []T) (spare []T) {
 		q.held(0)
 	}
 	return cur
+}
+
+// sift writes batch's values one at a time after a write failed for
+// good: those refused for good are lost (LostRefused); at the first
+// other failure, the values from there on are returned, to be held.
+func (q *queue[T]) sift(batch []T) ([]T, error) {
+	for i := range batch {
+		err := q.write(batch[i : i+1])
+		switch {
+		case err == nil:
+			q.written.Add(1)
+		case q.permanent(err):
+			q.dropped.Add(1)
+			q.lost(batch[i:i+1], LostRefused)
+			q.fail(err)
+		default:
+			return batch[i:], err
+		}
+	}
+	return nil, nil
 }
 
 // drop loses the n oldest held values.
@@ -209,4 +248,12 @@ func (q *queue[T]) close() {
 	}
 	q.mu.Unlock()
 	<-q.done
+}
+
+// refusedForGood is an error writing again cannot mend: a row or event
+// line the log cannot hold, a value PostgreSQL cannot store, a job and
+// attempt the log already has.
+func refusedForGood(err error) bool {
+	var le *ledgerfile.LineError
+	return errors.Is(err, ledgerfile.ErrCannotHold) || errors.Is(err, store.ErrDuplicate) || errors.As(err, &le)
 }

@@ -146,7 +146,7 @@ func New(o Options) *Metrics {
 		Name: "retrygate_log_rows_total", Help: "Rows the log took; every other retrygate_ figure counts these rows.",
 	})
 	m.rowsLost = counter("retrygate_log_rows_lost_total",
-		"Rows that never reached the log, by why: held_limit (held past --max-held while the log refused writes), shutdown (still held when the proxy stopped). Counted in no other figure.",
+		"Rows that never reached the log, by why: held_limit (held past --max-held while the log refused writes), shutdown (still held when the proxy stopped), refused (the log refused the row itself, for good). Counted in no other figure.",
 		"reason")
 	m.rowsHeld = f.NewGauge(prometheus.GaugeOpts{
 		Name: "retrygate_log_rows_held", Help: "Rows a failed write left in memory, written first by the next write.",
@@ -157,7 +157,7 @@ func New(o Options) *Metrics {
 	m.reopens = f.NewCounter(prometheus.CounterOpts{
 		Name: "retrygate_log_reopens_total", Help: "Times the log's path named another file than the one open (removed or replaced) and was opened again.",
 	})
-	for _, why := range []string{"held_limit", "shutdown"} {
+	for _, why := range []string{"held_limit", "shutdown", "refused"} {
 		m.rowsLost.WithLabelValues(why)
 	}
 	// Every seat's series from the start, so rate() has a zero to start from.
