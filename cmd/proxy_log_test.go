@@ -195,3 +195,85 @@ func TestProxySecondOnOneFileLog(t *testing.T) {
 	require.NoError(t, again.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, again.Wait())
 }
+
+// A full disk, for real: the log on a 64 KiB tmpfs (root only) that a
+// filler file fills. While it is full the proxy answers, its rows wait
+// (rows_held, /readyz 503 naming the error); once the filler goes, the
+// next request's write takes them all, the proxy is ready again, and
+// the log holds one row per answer: rows_total + rows_lost_total is
+// every request answered.
+func TestProxyFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a tmpfs: root only (the injected ENOSPC of rehearse/proxy's TestFullDiskRowsResume runs everywhere)")
+	}
+	disk := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+
+	bin := retrygateBinary(t)
+	_, addr := servePlans(t, okProxyPlan)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("seats:\n  up: {kind: openai, base_url: \"http://%s/v1\", model: m}\nfallback: [up]\n", addr)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "retrygate.yaml"), []byte(cfg), 0o644))
+	log := filepath.Join(disk, "rehearsal.log")
+	maddr := freeAddr(t)
+	cmd, stderr, base := startProxyIn(t, bin, dir, "--metrics", maddr, "--log", log)
+	answered := 0
+	ask := func() {
+		t.Helper()
+		resp, err := http.Post(base+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		answered++
+	}
+	ask()
+
+	// Fill the disk.
+	filler, err := os.Create(filepath.Join(disk, "filler"))
+	require.NoError(t, err)
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := filler.Write(chunk); err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			break
+		}
+	}
+	require.NoError(t, filler.Close())
+	// The log's last page may have room for a row or two more.
+	for range 40 {
+		ask()
+		if scrape(t, maddr, "retrygate_log_rows_held") > 0 {
+			break
+		}
+	}
+	require.Eventually(t, func() bool { return scrape(t, maddr, "retrygate_log_rows_held") > 0 }, 10*time.Second, 5*time.Millisecond, "rows wait while the disk is full")
+	ask()
+	code, body := readyz(t, maddr)
+	assert.Equal(t, 503, code)
+	assert.Contains(t, body, "no space left on device")
+
+	require.NoError(t, os.Remove(filepath.Join(disk, "filler")))
+	ask()
+	require.Eventually(t, func() bool {
+		return scrape(t, maddr, "retrygate_log_rows_total") == float64(answered) && scrape(t, maddr, "retrygate_log_rows_held") == 0
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 0.0, scrape(t, maddr, "retrygate_log_rows_lost_total"))
+	code, _ = readyz(t, maddr)
+	assert.Equal(t, 200, code)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), stderr.String())
+	assert.Contains(t, stderr.String(), "no space left on device (answers still go out; their rows wait in memory")
+	assert.Contains(t, stderr.String(), "takes rows again; the rows held for it are written")
+	assert.Contains(t, stderr.String(), "proxy stopped; every row is in "+log)
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, answered, strings.Count(string(data), " job=p1-"), "one row per answer, none twice")
+}
