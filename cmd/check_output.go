@@ -38,7 +38,7 @@ type checkJSON struct {
 	ChangesTotal   int64                     `json:"changes_total"`
 	Changes        []summary.Replayed        `json:"changes"`
 	HeldOutRefused []summary.Replayed        `json:"held_out_refused"`
-	Goodput        summary.Goodput           `json:"goodput"` // jobs meeting every threshold, per second (docs/load.md)
+	Goodput        summary.Goodput           `json:"goodput"`          // jobs meeting every threshold, per second (docs/load.md)
 	Shadow         *summary.Shadow           `json:"shadow,omitempty"` // a shadow proxy's log: what enforcing would change
 	Torn           []string                  `json:"torn"`
 	Skipped        []string                  `json:"skipped"`

@@ -16,9 +16,9 @@ import (
 // saying what the policy would have done). Check fills it from the rows
 // that carry would=; it is nil on a log with none.
 type Shadow struct {
-	Rows       int64         `json:"rows"`    // requests forwarded once, each a row with would=
-	Changed    int64         `json:"changed"` // rows where enforcing does otherwise (would= is not admit)
-	Refused    []ReasonCount `json:"refused"` // requests enforcing would have answered itself, by reason
+	Rows       int64         `json:"rows"`        // requests forwarded once, each a row with would=
+	Changed    int64         `json:"changed"`     // rows where enforcing does otherwise (would= is not admit)
+	Refused    []ReasonCount `json:"refused"`     // requests enforcing would have answered itself, by reason
 	Retried    int64         `json:"retried"`     // failed attempts enforcing would have retried on their seat
 	FailedOver int64         `json:"failed_over"` // attempts enforcing would have sent to a fallback seat
 	// The retry tax enforcing would have saved: the tokens of the
