@@ -159,6 +159,7 @@ var flagSpecs = map[string]flagSpec{
 	"proxy --max-client-jobs": {bad: flagWith(flagBadInt, "100001")}, // over --max-jobs
 	"proxy --job-retention":   {bad: flagBadPositive},
 	"proxy --pass-unknown":    {bad: flagBadBool},
+	"proxy --shadow":          {bad: flagBadBool},
 	"proxy --max-body-total":  {bad: flagWith(flagBadInt, "0", "1099511627777")},
 	"proxy --max-conns":       {bad: flagWith(flagBadInt, "0", "1000001")},
 	"proxy --max-held":        {bad: flagWith(flagBadInt, "0", "10000001")},

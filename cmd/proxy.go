@@ -130,6 +130,14 @@ Like a sidecar beside the application it fronts, it runs on half the
 CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
 GOGC=400 unless GOGC is set (docs/proxy.md).
 
+With --shadow it enforces nothing: each generation request is forwarded
+once to the first seat, as a plain pass-through (no wait, retry, failover
+or refusal, no timeout of the policy's; the client gets the provider's
+answer as it came), while the policy runs beside it on what was sent.
+Each row's would= says what the policy would have done: admit, refuse:
+<reason>, retry or fallback. check on that log says what enforcing would
+change. Watch a policy on live traffic, then turn it on.
+
 The first line of stdout is the base URL to give a client.` + exitStatus(
 			"served until Ctrl-C or SIGTERM, every row written", "served until stopped, but rows never reached the log (the last line says how many, and why)"),
 		Example: `  # the config's fallback chain, on the default port
@@ -139,7 +147,10 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
   retrygate proxy --seat scratch --listen 127.0.0.1:7000
 
   # with Prometheus metrics: curl http://127.0.0.1:9464/metrics
-  retrygate proxy --metrics 127.0.0.1:9464`,
+  retrygate proxy --metrics 127.0.0.1:9464
+
+  # watch the policy on live traffic before it acts; then: retrygate check
+  retrygate proxy --shadow`,
 		Args: cobra.NoArgs,
 		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys, seatName, retention) }, runF, runProxy),
 	}
@@ -152,6 +163,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.Int64Var(&opts.MaxBodyTotal, "max-body-total", proxy.DefaultMaxBodyTotal, "request bodies held at once, `n` bytes in all (503 past it)")
 	fl.IntVar(&opts.MaxConcurrent, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
+	fl.BoolVar(&opts.Shadow, "shadow", false, "forward each request once, as a plain pass-through, and log what the policy would have done (would=)")
 	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
 	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
 	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
@@ -314,7 +326,11 @@ func runProxy(o *ProxyOptions) error {
 		return err
 	}
 	defer stopMetrics()
-	run, err := lg.reserve(fmt.Sprintf("proxy seats=%s listen=%s", strings.Join(names, ","), ln.Addr()))
+	mode := ""
+	if o.Shadow {
+		mode = " shadow=true"
+	}
+	run, err := lg.reserve(fmt.Sprintf("proxy seats=%s listen=%s%s", strings.Join(names, ","), ln.Addr(), mode))
 	if err != nil {
 		return badInputErr(err)
 	}
@@ -341,6 +357,9 @@ func runProxy(o *ProxyOptions) error {
 	}
 	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s%s; Ctrl-C or SIGTERM drains\n",
 		run, strings.Join(names, " → "), o.Chain[0].Kind, logDisplay(o.LogPath), shared)
+	if o.Shadow {
+		fmt.Fprintf(e, "retrygate: shadow mode: each request goes once to %s as it came; the rows' would= says what the policy would have done\n", o.Chain[0].Name)
+	}
 	startMetrics()
 	if err := px.Serve(ctx, ln, e); err != nil {
 		return fmt.Errorf("proxy: %w", err)

@@ -491,11 +491,20 @@ func (x *exchange) kept() *keptAnswer {
 func (x *exchange) Close() error {
 	if x.seatCtx.Err() != nil {
 		x.cancel()
-		x.f.unblock()
+		if !x.heldOpen() {
+			x.f.unblock()
+		}
 	} else {
 		x.detach()
 	}
 	return nil
+}
+
+// heldOpen says the seat ended a complete answer whose provider held
+// the connection open past seat.TailGrace: the answer is whole, and
+// nothing of it is left to forward.
+func (x *exchange) heldOpen() bool {
+	return x.seatCtx != nil && errors.Is(context.Cause(x.seatCtx), seat.ErrHeldOpen)
 }
 
 // end ends the exchange: a body read to its end has given its
@@ -518,6 +527,9 @@ func (x *exchange) end() {
 // upstream body's read error (a short or malformed body).
 func (x *exchange) rest(parent context.Context, until time.Time) error {
 	f := x.f
+	if x.heldOpen() {
+		x.eof = true // its end, for the client: the handler's return ends its body
+	}
 	if x.up == nil || x.eof {
 		return f.writeErr // the seat read it to its end (most answers): no clock
 	}

@@ -141,6 +141,10 @@ func (p *Proxy) leave(j *job) {
 // loop runs the job's attempts until an answer is committed or the job
 // ends.
 func (c *call) loop() {
+	if c.p.opts.Shadow {
+		c.shadow()
+		return
+	}
 	for {
 		if !c.waitDelay() {
 			c.stopped()
@@ -247,14 +251,18 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 	})
 	defer stop()
 	pol := p.opts.Policy
+	waitCap, stall := pol.Budget.MaxWait, pol.Timeouts.Stall
+	if p.opts.Shadow {
+		waitCap, stall = 0, 0 // a pass-through: no clock of the policy's cuts it
+	}
 	start := time.Now()
 	obs := seat.DoWithin(ctx, s, seat.Request{
 		Prompt:       c.in.req.prompt,
 		Body:         body, // what the exchange sends: the seat builds none
-		WaitCap:      pol.Budget.MaxWait,
+		WaitCap:      waitCap,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
 		OnContent:    x.content,
-		Stall:        pol.Timeouts.Stall, // no byte that long once the answer began: cut
+		Stall:        stall, // no byte that long once the answer began: cut
 	}, plan.Hard)
 	until := start.Add(plan.Hard)
 	cut := false

@@ -99,6 +99,10 @@ type Options struct {
 	// PassUnknown forwards a request off the wire format's allow-list
 	// ungated (and logged) instead of answering 404; see route.
 	PassUnknown bool
+	// Shadow forwards each generation request once, as a plain
+	// pass-through, and logs what the policy would have done (would=;
+	// shadow.go).
+	Shadow bool
 	// Events appends `# event request` lines (see logRequest), in order,
 	// from one goroutine; nil drops them.
 	Events func([]ledgerfile.Event) error

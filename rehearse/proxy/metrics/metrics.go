@@ -69,6 +69,7 @@ type Metrics struct {
 	decisions, attempts, retries    *prometheus.CounterVec
 	costUSD, taxUSD, taxTokens      *prometheus.CounterVec
 	fallbacks                       *prometheus.CounterVec
+	wouldRefuse, wouldRetry         *prometheus.CounterVec
 	breakerState                    *prometheus.GaugeVec
 	transitions                     *prometheus.CounterVec
 	rowsWritten, writeErrs, reopens prometheus.Counter
@@ -138,6 +139,10 @@ func New(o Options) *Metrics {
 	m.taxUSD = counter("retrygate_retry_tax_usd_total", "Σ cost_usd of sent attempts that are not their job's kept answer (report's retry tax).", "seat")
 	m.taxTokens = counter("retrygate_retry_tax_tokens_total", "Σ tokens of sent attempts that are not their job's kept answer.", "seat")
 	m.fallbacks = counter("retrygate_fallback_activations_total", "Jobs whose first row on a fallback seat this is, by that seat (report's fallback jobs).", "seat")
+	m.wouldRefuse = counter("retrygate_would_refuse_total",
+		"Shadow rows (proxy --shadow) the policy would have refused, by reason: requests enforcing would have answered itself.", "reason")
+	m.wouldRetry = counter("retrygate_would_retry_total",
+		"Shadow rows whose attempt the policy would have retried (move=retry) or sent to a fallback seat (move=fallback), by seat.", "seat", "move")
 	m.breakerState = f.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "retrygate_breaker_state", Help: "1 for the state each seat's circuit breaker is in (closed, open, half-open), 0 for the others.",
 	}, []string{"seat", "state"})
@@ -273,6 +278,13 @@ func (m *Metrics) row(r *ledgerfile.Row) {
 	if r.Fallback && !memo.fallback {
 		memo.fallback = true
 		m.fallbacks.WithLabelValues(s).Inc()
+	}
+	switch {
+	case r.Would == ledgerfile.WouldRetry || r.Would == ledgerfile.WouldFallback:
+		m.wouldRetry.WithLabelValues(s, r.Would).Inc()
+	case r.Would != "" && r.Would != "admit":
+		d, _ := admit.ParseDecision(r.Would)
+		m.wouldRefuse.WithLabelValues(bounded(m.reasons, maxReasons, string(d.Reason))).Inc()
 	}
 	if !r.WasSent() {
 		m.decisions.WithLabelValues("refuse", bounded(m.reasons, maxReasons, summary.RefusalReason(r))).Inc()
