@@ -295,24 +295,24 @@ func runProxy(o *ProxyOptions) error {
 	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, w.failed, lg.appendEvents
 	po.OnLost, po.OnHeld = w.lost, w.held
 	// A breaker changing state is a `# event breaker` line of the log,
-	// as the attempt loop writes it (rare: written at once), and a line
-	// on stderr. The proxy keeps one per seat and model: the line names
-	// the model.
+	// as the attempt loop writes it, and a line on stderr. The proxy
+	// keeps one per seat and model: the line names the model. It is
+	// queued with the proxy's other event lines (OnBreaker runs under
+	// the proxy's lock: a log that does not answer must not hold it).
+	var px *proxy.Proxy
 	po.OnBreaker = func(name, model string, at time.Time, from, to admit.BreakerState) {
 		rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
 			if model != "" {
 				ev.Extra = append(ev.Extra, ledgerfile.KV{Key: "model", Value: model})
 			}
-			if err := lg.event(ev); err != nil {
-				w.failed(err)
-			}
+			px.LogEvent(ev)
 			breakerLine(e, ev)
 		})(at, from, to)
 		if m != nil {
 			m.Breaker(name, at, from, to)
 		}
 	}
-	px, err := proxy.New(po)
+	px, err = proxy.New(po)
 	if err != nil {
 		return o.Places.located(err)
 	}
