@@ -131,7 +131,16 @@ func (w *logWatch) event(what, why string, more ...ledgerfile.KV) ledgerfile.Eve
 func (w *logWatch) stopped(c proxy.LogCounts) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	leased := ""
+	if c.InLease > 0 {
+		leased = fmt.Sprintf("; %d %s whose books were out of reach after the attempt wait in their jobs' leases, written by the next proxy to sweep the books once each lease expires",
+			c.InLease, plural(int(c.InLease), "attempt's row", "attempts' rows"))
+	}
 	if c.Lost == 0 {
+		if leased != "" {
+			fmt.Fprintf(w.errOut, "retrygate: proxy stopped; every other row is in %s%s\n", w.name, leased)
+			return nil
+		}
 		fmt.Fprintf(w.errOut, "retrygate: proxy stopped; every row is in %s\n", w.name)
 		return nil
 	}
@@ -139,6 +148,6 @@ func (w *logWatch) stopped(c proxy.LogCounts) error {
 	for _, why := range slices.Sorted(maps.Keys(w.lostBy)) {
 		by = append(by, fmt.Sprintf("%d %s", w.lostBy[why], why))
 	}
-	return &exitError{Code: ExitRefuse, Err: fmt.Errorf("proxy stopped; %d %s never reached %s (%s): every other row is in it",
-		c.Lost, plural(int(c.Lost), "row", "rows"), w.name, strings.Join(by, ", "))}
+	return &exitError{Code: ExitRefuse, Err: fmt.Errorf("proxy stopped; %d %s never reached %s (%s): every other row is in it%s",
+		c.Lost, plural(int(c.Lost), "row", "rows"), w.name, strings.Join(by, ", "), leased)}
 }

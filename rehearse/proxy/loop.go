@@ -447,6 +447,9 @@ func (c *call) fail(d admit.Decision, spent admit.Spent) {
 // when it is back. After an attempt, its row is the one its lease in
 // the book holds (lostRow), written once the lease expires.
 func (c *call) booksLost(x *exchange) {
+	if x != nil {
+		c.p.inLease.Add(1)
+	}
 	if c.r.Context().Err() != nil || (x != nil && x.committed) {
 		if x != nil && x.committed && !c.f.failed() && x.eof {
 			return // the answer went out whole; only its row is lost

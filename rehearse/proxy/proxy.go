@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -149,6 +150,9 @@ type Proxy struct {
 	rng    *rand.Rand
 	k      int
 	wg     sync.WaitGroup // requests in flight, for Drain
+	// inLease counts attempts whose row a failed book left in the
+	// job's lease (booksLost).
+	inLease atomic.Int64
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -315,15 +319,19 @@ func retryCount(h http.Header) string {
 }
 
 // LogCounts are the rows the log took, the rows held for it now (a
-// failed write's, written first by the next), and the rows lost.
+// failed write's, written first by the next), and the rows lost; and,
+// with shared books, the attempts whose row the books could not take
+// after the attempt (InLease): their lease holds it, and a proxy
+// sweeping the books writes it once the lease expires.
 type LogCounts struct {
 	Written, Held, Lost int64
+	InLease             int64
 }
 
 // Rows is LogCounts of the rows the proxy wrote through Sink (a shared
 // book's rows are committed with the book, and counted there).
 func (p *Proxy) Rows() LogCounts {
-	return LogCounts{Written: p.q.written.Load(), Held: p.q.holding.Load(), Lost: p.q.dropped.Load()}
+	return LogCounts{Written: p.q.written.Load(), Held: p.q.holding.Load(), Lost: p.q.dropped.Load(), InLease: p.inLease.Load()}
 }
 
 // SetRun sets the run whose number names unnamed jobs (p<run>-<k>); the
