@@ -120,8 +120,9 @@ type admitted struct {
 	req    request
 	id     string
 	named  bool
-	client string // its remote IP
+	client string // its client: the remote address's prefix (clientKey)
 	retry  string // the client's retry counter (X-Stainless-Retry-Count), "" when none
+	share  bool   // it holds one of its client's share of the slots
 	slot   bool   // it holds a request slot
 	held   int64  // bytes of the body budget it holds
 }
@@ -131,7 +132,8 @@ func (in *admitted) clientRetry() bool { return in.retry != "" && in.retry != "0
 
 // admission is the one stage of checks before a request reaches its
 // job, in this order: the protocol, CONNECT, the route, a request slot
-// (MaxConcurrent), the declared body length (MaxBody), room in the body
+// (MaxConcurrent), the client's share of them (MaxClientConcurrent), the
+// declared body length (MaxBody), room in the body
 // budget for that length (MaxBodyTotal), the body itself (bounded by
 // MaxBody and the body clock), then, for a generation, its JSON and its
 // job's name. It returns the admitted request (to release, when not
@@ -144,7 +146,7 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	case r.Method == http.MethodConnect:
 		return nil, &refusal{reason: admit.ReasonBadRequest, status: http.StatusMethodNotAllowed, code: "method", message: "retrygate: a gateway, not a forward proxy: no CONNECT"}
 	}
-	in := &admitted{route: p.route(r), client: clientIP(r), retry: retryCount(r.Header)}
+	in := &admitted{route: p.route(r), client: clientKey(r.RemoteAddr, p.opts.ClientPrefixV4, p.opts.ClientPrefixV6), retry: retryCount(r.Header)}
 	if in.route.how == servedRefused {
 		return in, &refusal{}
 	}
@@ -156,6 +158,13 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second, unread: true,
 			message: fmt.Sprintf("retrygate: proxy busy: %d requests in flight (--max-concurrent)", cap(p.sem))}
 	}
+	// A client holds no more than its share of the slots, however many
+	// connections it opens: past it, 429 while other clients are served.
+	if !p.shares.take(in.client) {
+		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusTooManyRequests, code: "client_busy", retryAfter: time.Second, unread: true,
+			message: fmt.Sprintf("retrygate: this client has %d requests in flight, its most at once (--max-client-concurrent)", p.opts.MaxClientConcurrent)}
+	}
+	in.share = true
 	if r.ContentLength > p.opts.MaxBody {
 		return in, p.tooLarge(true) // before reading: an Expect: 100-continue body is never sent
 	}
@@ -211,6 +220,9 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 // release gives back what an admitted request held of the proxy's limits.
 func (p *Proxy) release(in *admitted) {
 	p.bodies.give(in.held)
+	if in.share {
+		p.shares.give(in.client)
+	}
 	if in.slot {
 		<-p.sem
 		p.wg.Done()
