@@ -15,11 +15,12 @@ import (
 // Options.MaxClientJobs for the jobs one client (its address's prefix:
 // shares.go) holds, so one client cannot fill it. A named job is held
 // from its first request until its deadline plus Options.Retention (a
-// late retry continues the job it was); a request naming no job is held
-// only while it runs. Jobs leave in the order they come due, off an
-// expiry heap: each is looked at once at its retention's end, never once
-// per request. Every request writes its job's end on its last row, so a
-// job leaves without a row of its own.
+// late retry continues the job it was); a request naming no job is a job
+// only while it runs, outside the table (the request slots bound those).
+// Jobs leave in the order they come due, off an expiry heap: each is
+// looked at once at its retention's end, never once per request. Every
+// request writes its job's end on its last row, so a job leaves without
+// a row of its own.
 //
 // A full table is shared fairly: a new job of a client that holds fewer
 // jobs than another takes the place of that other client's oldest job no
@@ -73,14 +74,19 @@ func (h *jobHeap) Pop() any {
 const retryDue = time.Second
 
 // job finds or starts the job named id for client; an unnamed request
-// starts a job of its own. A client holding its share, or a full table
+// starts a job of its own, outside the table: no later request can name
+// it, it leaves as its request ends, and the request slots bound how many
+// there are. A named job's client holding its share, or a full table
 // nobody holding more than the client can make room in, gets a refusal
 // (its row is a job of its own: no job was opened).
 func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, *refusal) {
-	if named {
-		if j, ok := p.jobs[id]; ok {
-			return j, nil
-		}
+	if !named {
+		j := &job{id: p.nextOwnID(), client: client, at: -1, turn: make(chan struct{}, 1)}
+		j.m.Start(now, p.opts.Policy.Budget.Deadline)
+		return j, nil
+	}
+	if j, ok := p.jobs[id]; ok {
+		return j, nil
 	}
 	p.expire(now)
 	h := p.clients[client]
@@ -107,10 +113,7 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 		return nil, &refusal{status: http.StatusServiceUnavailable, reason: admit.ReasonProxyBusy, code: "busy", retryAfter: p.freedIn(first, now),
 			message: fmt.Sprintf("retrygate: proxy busy: %d jobs open", p.opts.MaxJobs)}
 	}
-	if !named {
-		id = p.nextOwnID()
-	}
-	j := &job{id: id, named: named, client: client, at: -1, turn: make(chan struct{}, 1)}
+	j := &job{id: id, named: true, client: client, at: -1, turn: make(chan struct{}, 1)}
 	j.m.Start(now, p.opts.Policy.Budget.Deadline)
 	p.jobs[id] = j
 	if h == nil {
@@ -120,11 +123,9 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	}
 	h.n++
 	heap.Fix(&p.holders, h.at)
-	if named {
-		h.named = append(h.named, j)
-		j.due = j.m.Deadline().Add(p.opts.Retention)
-		heap.Push(&p.expiry, j)
-	}
+	h.named = append(h.named, j)
+	j.due = j.m.Deadline().Add(p.opts.Retention)
+	heap.Push(&p.expiry, j)
 	return j, nil
 }
 
@@ -162,8 +163,8 @@ func (p *Proxy) makeRoom(held int) bool {
 	return false
 }
 
-// holder is what one client holds of the table: its jobs, and its named
-// ones in the order they were opened (the oldest first: the first to be
+// holder is what one client holds of the table: how many jobs, and
+// those in the order they were opened (the oldest first: the first to be
 // forgotten, give or take one still in flight), trimmed as they go.
 type holder struct {
 	key   string
@@ -205,7 +206,8 @@ func (h *holderHeap) Pop() any {
 
 // drop forgets j.
 func (p *Proxy) drop(j *job) {
-	if j.gone {
+	if j.gone || !j.named {
+		j.gone = true
 		return
 	}
 	delete(p.jobs, j.id)

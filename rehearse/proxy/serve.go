@@ -97,6 +97,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer p.release(in)
 	}
 	switch {
+	case ref == clientGone:
+		// Nobody to answer; what the request held is given back (the
+		// deferred release) as the server drops the connection.
+		panic(http.ErrAbortHandler)
 	case ref != nil && ref.code == "":
 		p.refuseRoute(w, r, in.route)
 	case ref != nil:
@@ -176,7 +180,7 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	}
 	if !p.bodies.take(r.Context(), held) {
 		if r.Context().Err() != nil {
-			panic(http.ErrAbortHandler) // the client is gone
+			return in, clientGone
 		}
 		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "bodies_busy", retryAfter: time.Second, unread: true,
 			message: fmt.Sprintf("retrygate: proxy busy: request bodies in flight hold its %d bytes (--max-body-total)", p.bodies.total)}
@@ -194,7 +198,7 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 				message: "retrygate: the request body took longer than " + bodyTimeout.String()}
 		}
 		// The body broke off: the client is gone, nobody to answer.
-		panic(http.ErrAbortHandler)
+		return in, clientGone
 	}
 	_ = rc.SetReadDeadline(time.Time{}) // the server's own read notices a hang-up from here on
 	if n := int64(cap(body)); n < held {
@@ -216,6 +220,11 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	}
 	return in, nil
 }
+
+// clientGone is admission's answer for a client that hung up before its
+// body was read: the request is aborted, nothing answered, and what it
+// held of the limits given back.
+var clientGone = &refusal{code: "gone"}
 
 // release gives back what an admitted request held of the proxy's limits.
 func (p *Proxy) release(in *admitted) {
