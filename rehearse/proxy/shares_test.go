@@ -279,3 +279,45 @@ func TestHungUpBodyGivesBackItsSlot(t *testing.T) {
 		return len(px.px.shares.held) == 0
 	}, 5*time.Second, time.Millisecond, "no share held once the requests end")
 }
+
+// In a full table, a newcomer takes the place of the oldest job no
+// request is running of the client holding the most: jobs in flight are
+// never forgotten, and the giver keeps as many as the newcomer.
+func TestFullTableTakesTheOldestIdleJob(t *testing.T) {
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", chatUpstream(t)+"/v1")}, func(o *Options) {
+		o.MaxJobs, o.MaxClientJobs = 4, 4
+	})
+	p := px.px
+	for k := range 4 {
+		require.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.1", fmt.Sprintf("a-%d", k)).Code)
+	}
+	p.mu.Lock()
+	p.jobs["a-0"].users++ // two requests in flight
+	p.jobs["a-1"].users++
+	p.mu.Unlock()
+	open := func() []string {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var ids []string
+		for id := range p.jobs {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	require.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.2", "b-0").Code)
+	assert.ElementsMatch(t, []string{"a-0", "a-1", "a-3", "b-0"}, open(), "a-2 was the oldest idle")
+	require.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.2", "b-1").Code)
+	assert.ElementsMatch(t, []string{"a-0", "a-1", "b-0", "b-1"}, open())
+	w := jobRequest(p, "10.0.0.2", "b-2")
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, "as many as the other client: its part of the table")
+	assert.Equal(t, "client_jobs", w.Header().Get("X-Retrygate-Refused"))
+	p.mu.Lock()
+	assert.Equal(t, []*job{p.jobs["a-0"], p.jobs["a-1"]}, p.clients["10.0.0.1/32"].named, "the giver's list kept in order, without the jobs gone")
+	for _, id := range []string{"a-0", "a-1"} {
+		p.jobs[id].users--
+	}
+	p.mu.Unlock()
+	assert.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.1", "a-0").Code, "a job still open is served")
+	w = jobRequest(p, "10.0.0.1", "a-2")
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, "a job forgotten early is a new job, and its client holds its part")
+}
