@@ -105,7 +105,7 @@ read; header blocks over 64 KiB 431. A job is remembered until its
 deadline plus --job-retention; at most --max-jobs at once (503 for a new
 job past it), and at most --max-client-jobs from one client (429), both
 with Retry-After. One client has at most --max-client-concurrent
-requests in flight (429). A client is its address's prefix: an IPv4
+requests in flight, and their part of --max-body-total in bodies (429). A client is its address's prefix: an IPv4
 /32 and an IPv6 /64 unless --client-prefix-v4 or --client-prefix-v6
 says otherwise; in a full table, a client holding fewer jobs than
 another takes the place of that client's oldest idle job. Every answer the proxy makes itself has a

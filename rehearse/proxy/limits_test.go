@@ -39,7 +39,8 @@ func TestBodyBudgetBounds(t *testing.T) {
 	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 100 * ms, Wait: 120 * ms, Elapsed: 150 * ms, CompletionTokens: 3})
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
 		o.MaxBody = size + 1<<10
-		o.MaxBodyTotal = 4 * (size + 1<<10) // four bodies at once
+		o.MaxBodyTotal = 4 * (size + 1<<10)          // four bodies at once
+		o.MaxClientConcurrent = DefaultMaxConcurrent // one client: its share is every slot and byte
 	})
 	body := bigBody(size)
 	var mu sync.Mutex

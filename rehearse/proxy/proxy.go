@@ -131,8 +131,9 @@ type Proxy struct {
 	kind  string
 	seats []upstream
 	sem   chan struct{} // request slots (MaxConcurrent)
-	// shares is each client's part of them (MaxClientConcurrent).
-	shares *slotShares
+	// shares is each client's part of them (MaxClientConcurrent), and
+	// of the body budget (bodyShare).
+	shares *clientShares
 	// bodies bounds the bytes of request bodies read or held at once
 	// (MaxBodyTotal), taken before a body is read.
 	bodies *bodyBudget
@@ -196,7 +197,7 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		deployments: map[deployKey]*deployment{}, budget: admit.NewRetryBudget(o.Policy.Retry.Budget), rng: o.Rand}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.shares = newSlotShares(o.MaxClientConcurrent)
+	p.shares = newClientShares(o.MaxClientConcurrent, bodyShare(&o))
 	p.q = newQueue(o.Sink, o.OnError, maxQueued)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }

@@ -137,8 +137,9 @@ func (in *admitted) clientRetry() bool { return in.retry != "" && in.retry != "0
 // admission is the one stage of checks before a request reaches its
 // job, in this order: the protocol, CONNECT, the route, a request slot
 // (MaxConcurrent), the client's share of them (MaxClientConcurrent), the
-// declared body length (MaxBody), room in the body
-// budget for that length (MaxBodyTotal), the body itself (bounded by
+// declared body length (MaxBody), room for that length in the body
+// budget (MaxBodyTotal) and in the client's part of it (bodyShare), the
+// body itself (bounded by
 // MaxBody and the body clock), then, for a generation, its JSON and its
 // job's name. It returns the admitted request (to release, when not
 // nil), or the refusal to answer; a refusal with no code is a route off
@@ -185,6 +186,13 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "bodies_busy", retryAfter: time.Second, unread: true,
 			message: fmt.Sprintf("retrygate: proxy busy: request bodies in flight hold its %d bytes (--max-body-total)", p.bodies.total)}
 	}
+	// The client's part of the budget: one client's large bodies cannot
+	// hold the room every other client's body waits for.
+	if !p.shares.takeBytes(in.client, held) {
+		p.bodies.give(held)
+		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusTooManyRequests, code: "client_bodies", retryAfter: time.Second, unread: true,
+			message: fmt.Sprintf("retrygate: this client's request bodies in flight hold its %d bytes of --max-body-total", p.shares.bytes)}
+	}
 	in.held = held
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
@@ -203,6 +211,7 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	_ = rc.SetReadDeadline(time.Time{}) // the server's own read notices a hang-up from here on
 	if n := int64(cap(body)); n < held {
 		p.bodies.give(held - n) // an undeclared body holds what it took
+		p.shares.giveBytes(in.client, held-n)
 		in.held = n
 	}
 	in.body = body
@@ -229,6 +238,7 @@ var clientGone = &refusal{code: "gone"}
 // release gives back what an admitted request held of the proxy's limits.
 func (p *Proxy) release(in *admitted) {
 	p.bodies.give(in.held)
+	p.shares.giveBytes(in.client, in.held)
 	if in.share {
 		p.shares.give(in.client)
 	}

@@ -56,33 +56,88 @@ func checkPrefixes(v4, v6 int) error {
 	return nil
 }
 
-// slotShares counts the request slots each client holds, so that one
-// client (a prefix) holds at most its share (Options.MaxClientConcurrent)
-// of them, whatever number of connections it opens.
-type slotShares struct {
-	mu   sync.Mutex
-	held map[string]int
-	max  int
+// clientShares counts what each client holds of the request slots and
+// of the body budget, so that one client (a prefix) holds at most its
+// share of either (Options.MaxClientConcurrent slots, and as large a
+// part of MaxBodyTotal), whatever number of connections it opens.
+type clientShares struct {
+	mu    sync.Mutex
+	held  map[string]*clientHeld
+	slots int
+	bytes int64
 }
 
-func newSlotShares(n int) *slotShares { return &slotShares{held: map[string]int{}, max: n} }
+type clientHeld struct {
+	slots int
+	bytes int64
+}
+
+// newClientShares gives each client slots of the request slots and bytes
+// of the body budget.
+func newClientShares(slots int, bytes int64) *clientShares {
+	return &clientShares{held: map[string]*clientHeld{}, slots: slots, bytes: bytes}
+}
+
+// bodyShare is a client's part of the body budget: its part of the
+// request slots, and room for one largest body at least.
+func bodyShare(o *Options) int64 {
+	if o.MaxClientConcurrent >= o.MaxConcurrent {
+		return o.MaxBodyTotal
+	}
+	return max(o.MaxBody, o.MaxBodyTotal/int64(o.MaxConcurrent)*int64(o.MaxClientConcurrent))
+}
 
 // take takes one of client's slots: false when it holds its share.
-func (s *slotShares) take(client string) bool {
+func (s *clientShares) take(client string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held[client] >= s.max {
+	h := s.held[client]
+	if h == nil {
+		h = &clientHeld{}
+		s.held[client] = h
+	}
+	if h.slots >= s.slots {
 		return false
 	}
-	s.held[client]++
+	h.slots++
 	return true
 }
 
 // give gives one back.
-func (s *slotShares) give(client string) {
+func (s *clientShares) give(client string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held[client]--; s.held[client] <= 0 {
+	s.held[client].slots--
+	s.forget(client)
+}
+
+// takeBytes takes n bytes of client's part of the body budget (a client
+// holding a slot): false when they would pass it.
+func (s *clientShares) takeBytes(client string, n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[client]
+	if h.bytes+n > s.bytes {
+		return false
+	}
+	h.bytes += n
+	return true
+}
+
+// giveBytes gives n bytes back.
+func (s *clientShares) giveBytes(client string, n int64) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[client].bytes -= n
+	s.forget(client)
+}
+
+// forget drops a client that holds nothing, under s.mu.
+func (s *clientShares) forget(client string) {
+	if h := s.held[client]; h.slots <= 0 && h.bytes <= 0 {
 		delete(s.held, client)
 	}
 }

@@ -321,3 +321,47 @@ func TestFullTableTakesTheOldestIdleJob(t *testing.T) {
 	w = jobRequest(p, "10.0.0.1", "a-2")
 	assert.Equal(t, http.StatusTooManyRequests, w.Code, "a job forgotten early is a new job, and its client holds its part")
 }
+
+// One client's large bodies hold no more than its part of the body
+// budget (its part of the slots, and one largest body at least): past it
+// each gets 429 client_bodies at once, its body unread, and another
+// client's body still finds room. (Before, one client's declared bodies
+// held the whole budget, and every other body waited, then got 503.)
+func TestBodyShare(t *testing.T) {
+	const size = 256 << 10
+	px := startFrom(t, chatUpstream(t), func(o *Options) {
+		o.MaxBody = size + 1<<10
+		o.MaxBodyTotal = 4 * (size + 1<<10)            // four bodies at once
+		o.MaxConcurrent, o.MaxClientConcurrent = 16, 4 // a client's part: a quarter, one body
+	})
+	answers := make(chan string, 4)
+	for range 4 {
+		c := dialFrom(t, px.url, "10.9.9.9")
+		_, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
+		require.NoError(t, err)
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return // held, then closed by the test
+			}
+			answers <- fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("X-Retrygate-Refused"))
+		}()
+	}
+	for range 3 {
+		select {
+		case a := <-answers:
+			assert.Equal(t, "429 client_bodies", a)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a body past the client's part of the budget was not refused at once")
+		}
+	}
+	req, err := http.NewRequest(http.MethodPost, px.url+"/v1/chat/completions", strings.NewReader(bigBody(size-100)))
+	require.NoError(t, err)
+	c := clientFrom("10.1.1.1")
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "another client's body finds room: %s", resp.Header.Get("X-Retrygate-Refused"))
+}
