@@ -194,10 +194,10 @@ func New(o Options) (*Proxy, error) {
 	if err := checkPrefixes(o.ClientPrefixV4, o.ClientPrefixV6); err != nil {
 		return nil, err
 	}
-	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
+	shares := newClientShares(o.MaxClientConcurrent, bodyShare(&o))
+	p := &Proxy{opts: o, shares: shares, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		deployments: map[deployKey]*deployment{}, budget: admit.NewRetryBudget(o.Policy.Retry.Budget), rng: o.Rand}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.shares = newClientShares(o.MaxClientConcurrent, bodyShare(&o))
 	p.q = newQueue(o.Sink, o.OnError, maxQueued)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
