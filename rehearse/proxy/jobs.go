@@ -3,6 +3,7 @@ package proxy
 import (
 	"container/heap"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,6 +89,10 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	if j, ok := p.jobs[id]; ok {
 		return j, nil
 	}
+	if p.forgot.has(id) {
+		return nil, &refusal{status: http.StatusGone, reason: admit.ReasonProxyBusy, code: "job_forgotten", final: true,
+			message: fmt.Sprintf("retrygate: job %s was forgotten before its retention ended, to make room for another client's job in the full table (--max-jobs); its books are gone: name a new job", id)}
+	}
 	p.expire(now)
 	h := p.clients[client]
 	held := 0
@@ -155,12 +160,53 @@ func (p *Proxy) makeRoom(held int) bool {
 		copy(h.named[start:i+1], busy)
 		clear(h.named[:start])
 		h.named = h.named[start:]
+		p.forgot.add(j.id, p.opts.MaxJobs)
 		p.drop(j)
 		return true
 	}
 	clear(h.named[len(busy):])
 	h.named = append(h.named[:0], busy...)
 	return false
+}
+
+// forgotten is the names of the jobs forgotten early (makeRoom), the
+// most recent MaxJobs of them, as hashes. A later request naming one is
+// refused: started again, the job would write a second row for its
+// (job, attempt) 1 in the log, which a reader refuses, on books that
+// forgot what it spent.
+type forgotten struct {
+	seed  maphash.Seed
+	set   map[uint64]struct{}
+	order []uint64 // a ring: next is the oldest once full
+	next  int
+}
+
+func (f *forgotten) sum(id string) uint64 {
+	if f.set == nil {
+		f.seed, f.set = maphash.MakeSeed(), map[uint64]struct{}{}
+	}
+	return maphash.String(f.seed, id)
+}
+
+func (f *forgotten) has(id string) bool {
+	if len(f.set) == 0 {
+		return false
+	}
+	_, ok := f.set[f.sum(id)]
+	return ok
+}
+
+// add remembers id, forgetting the oldest past bound names.
+func (f *forgotten) add(id string, bound int) {
+	h := f.sum(id)
+	if len(f.order) < bound {
+		f.order = append(f.order, h)
+	} else {
+		delete(f.set, f.order[f.next])
+		f.order[f.next] = h
+		f.next = (f.next + 1) % bound
+	}
+	f.set[h] = struct{}{}
 }
 
 // holder is what one client holds of the table: how many jobs, and

@@ -150,6 +150,8 @@ type Proxy struct {
 	expiry  jobHeap
 	clients map[string]*holder
 	holders holderHeap
+	// forgot is the jobs forgotten early to make room (jobs.go).
+	forgot forgotten
 	// deployments are the breakers, one per seat and model (deployment.go).
 	deployments map[deployKey]*deployment
 	// budget is retry.budget's window over this proxy's requests: the

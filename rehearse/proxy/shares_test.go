@@ -318,8 +318,22 @@ func TestFullTableTakesTheOldestIdleJob(t *testing.T) {
 	}
 	p.mu.Unlock()
 	assert.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.1", "a-0").Code, "a job still open is served")
+	// A job forgotten early is not started again under its name, even
+	// when the table has room again: its attempt 1 would be a second row
+	// for (a-2, 1), and a reader refuses such a log.
+	px.clock.Advance(11 * time.Minute) // past every job's deadline and retention
+	p.Sweep()
 	w = jobRequest(p, "10.0.0.1", "a-2")
-	assert.Equal(t, http.StatusTooManyRequests, w.Code, "a job forgotten early is a new job, and its client holds its part")
+	assert.Equal(t, http.StatusGone, w.Code, w.Body.String())
+	assert.Equal(t, "job_forgotten", w.Header().Get("X-Retrygate-Refused"))
+	assert.Equal(t, "false", w.Header().Get("X-Should-Retry"))
+	px.stop()
+	var log strings.Builder
+	for _, r := range px.rows.all() {
+		log.WriteString(ledgerfile.FormatRow(&r) + "\n")
+	}
+	_, _, err := ledgerfile.ReadAll(strings.NewReader(log.String()), "proxy.log")
+	assert.NoError(t, err, "the log reads: one row for each (job, attempt)")
 }
 
 // One client's large bodies hold no more than its part of the body
