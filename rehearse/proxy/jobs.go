@@ -25,11 +25,11 @@ import (
 //
 // A full table is shared fairly: a new job of a client that holds fewer
 // jobs than another takes the place of that other client's oldest job no
-// request is running (forgotten early: a later request naming it starts
-// a new job), taken from the client holding the most (off a heap of
-// clients by jobs held). So a few clients, each within its share, cannot
-// fill the table for the rest; a client holding as many as any other
-// gets 429.
+// request is running, taken from the client holding the most (off a heap
+// of clients by jobs held). That job is forgotten early, and a later
+// request naming it is refused (forgotten). So a few clients, each within
+// its share, cannot fill the table for the rest; a client holding as
+// many as any other gets 429.
 
 // job is one logical request between its requests: the job machine, and
 // the turn its requests take one at a time (a later request of a named
@@ -122,7 +122,7 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	j.m.Start(now, p.opts.Policy.Budget.Deadline)
 	p.jobs[id] = j
 	if h == nil {
-		h = &holder{key: client}
+		h = &holder{}
 		p.clients[client] = h
 		heap.Push(&p.holders, h)
 	}
@@ -213,7 +213,6 @@ func (f *forgotten) add(id string, bound int) {
 // those in the order they were opened (the oldest first: the first to be
 // forgotten, give or take one still in flight), trimmed as they go.
 type holder struct {
-	key   string
 	n     int
 	named []*job
 	at    int // its index in the heap of holders
