@@ -465,7 +465,10 @@ func (x *exchange) commit(final bool) {
 	if x.mode == modeStream {
 		length = -1
 	}
-	x.committed, x.f.committed = true, x
+	x.committed = true
+	x.f.mu.Lock() // unblock reads it from a clock's goroutine
+	x.f.committed = x
+	x.f.mu.Unlock()
 	x.f.head(x.status, x.header, length, final)
 	x.f.send(x.held.Bytes(), x.mode != modeWhole || x.eof)
 	x.held = bytes.Buffer{}
