@@ -53,6 +53,7 @@ var flagWords = map[string][]string{
 	phDuration: {"hard-timeout", "wait-cap", "wait", "elapsed", "ttfb", "duration", "ramp-step",
 		"next-wait", "next-elapsed", "spent", "job-retention"},
 	phN: {"next-tokens", "spent-tokens", "used", "tokens", "prompt-tokens",
+		"max-client-concurrent", "client-prefix-v4", "client-prefix-v6",
 		"completion-tokens", "http-status", "jobs", "concurrency", "call", "max-tokens", "seed", "retries", "rate",
 		"slots", "margin", "attempts-per-success", "max-body", "max-concurrent", "max-jobs", "max-client-jobs",
 		"max-body-total", "max-conns", "max-held"},

@@ -107,8 +107,12 @@ before it is read; past --max-body-total bytes of bodies held at once a
 request waits up to a second, then 503 with Retry-After, its body never
 read; header blocks over 64 KiB 431. A job is remembered until its
 deadline plus --job-retention; at most --max-jobs at once (503 for a new
-job past it), and at most --max-client-jobs from one client's address
-(429), both with Retry-After. Every answer the proxy makes itself has a
+job past it), and at most --max-client-jobs from one client (429), both
+with Retry-After. One client has at most --max-client-concurrent
+requests in flight, and their part of --max-body-total in bodies (429). A client is its address's prefix: an IPv4
+/32 and an IPv6 /64 unless --client-prefix-v4 or --client-prefix-v6
+says otherwise; in a full table, a client holding fewer jobs than
+another takes the place of that client's oldest idle job. Every answer the proxy makes itself has a
 row or an event line (docs/proxy.md lists the limits). Ctrl-C or SIGTERM
 drains: requests in flight finish or are cut at their deadline, every
 row is written, and jobs still open get the row that ends them.
@@ -166,7 +170,10 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.BoolVar(&opts.Shadow, "shadow", false, "forward each request once, as a plain pass-through, and log what the policy would have done (would=)")
 	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
 	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
-	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
+	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (an address's prefix) holds at once, 429 past it (default a quarter of --max-jobs)")
+	fl.IntVar(&opts.MaxClientConcurrent, "max-client-concurrent", 0, "at most `n` requests in flight from one client (an address's prefix), 429 past it (default a quarter of --max-concurrent)")
+	fl.IntVar(&opts.ClientPrefixV4, "client-prefix-v4", proxy.DefaultClientPrefixV4, "an IPv4 client is its address's first `n` bits (its share of slots and jobs)")
+	fl.IntVar(&opts.ClientPrefixV6, "client-prefix-v6", proxy.DefaultClientPrefixV6, "an IPv6 client is its address's first `n` bits (its share of slots and jobs)")
 	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
 	fl.IntVar(&opts.MaxConns, "max-conns", proxy.DefaultMaxConns, "at most `n` client connections open (past it, a new one waits to be accepted)")
 	fl.IntVar(&opts.MaxHeld, "max-held", proxy.DefaultMaxHeld, "hold at most `n` rows in memory while the log refuses writes (past it the oldest are lost, counted)")
@@ -197,6 +204,12 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		return badInput("--max-body: %d bytes is over --max-body-total (%d): no such body could be read", o.MaxBody, o.MaxBodyTotal)
 	case o.MaxConcurrent < 1 || o.MaxConcurrent > 100_000:
 		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConcurrent)
+	case o.MaxClientConcurrent < 0 || o.MaxClientConcurrent > o.MaxConcurrent:
+		return badInput("--max-client-concurrent: must be between 1 and --max-concurrent (%d), got %d", o.MaxConcurrent, o.MaxClientConcurrent)
+	case o.ClientPrefixV4 < 1 || o.ClientPrefixV4 > 32:
+		return badInput("--client-prefix-v4: must be between 1 and 32 bits, got %d", o.ClientPrefixV4)
+	case o.ClientPrefixV6 < 1 || o.ClientPrefixV6 > 128:
+		return badInput("--client-prefix-v6: must be between 1 and 128 bits, got %d", o.ClientPrefixV6)
 	case o.MaxConns < 1 || o.MaxConns > 1_000_000:
 		return badInput("--max-conns: must be between 1 and 1000000, got %d", o.MaxConns)
 	case o.MaxHeld < 1 || o.MaxHeld > 10_000_000:

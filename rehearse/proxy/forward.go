@@ -39,6 +39,9 @@ var hopHeaders = map[string]bool{
 	// through, so it must not be compressed: ask for identity.
 	"Accept-Encoding": true,
 	headerJob:         true,
+	// The proxy has read the whole body before it forwards: there is
+	// nothing left to wait a 100 Continue for.
+	"Expect": true,
 }
 
 // hop reports whether header k is not forwarded: one of hopHeaders, or
@@ -324,13 +327,14 @@ func interim() func(int, textproto.MIMEHeader) error {
 const maxInterim = 64 << 10
 
 // request is the client's request as it goes to the seat's origin: its
-// method, request-target and headers but hop-by-hop ones, the origin's
-// Host, the body. With api_key_env the seat's own key (auth, as the seat
+// method, request-target (its query merged with the seat's: upstream.query)
+// and headers but hop-by-hop ones, the origin's Host, the body. With api_key_env the seat's own key (auth, as the seat
 // sets it) replaces the client's.
 func (x *exchange) request(ctx context.Context, auth http.Header) *http.Request {
 	client := x.f.client
 	u := *client.URL
 	u.Scheme, u.Host, u.User, u.Fragment = x.u.origin.Scheme, x.u.origin.Host, nil, ""
+	u.RawQuery, u.ForceQuery = x.u.query(client.URL.RawQuery), false
 	h := make(http.Header, len(client.Header)+1)
 	copyHeaders(h, client.Header)
 	if x.u.inject {
@@ -461,7 +465,10 @@ func (x *exchange) commit(final bool) {
 	if x.mode == modeStream {
 		length = -1
 	}
-	x.committed, x.f.committed = true, x
+	x.committed = true
+	x.f.mu.Lock() // unblock reads it from a clock's goroutine
+	x.f.committed = x
+	x.f.mu.Unlock()
 	x.f.head(x.status, x.header, length, final)
 	x.f.send(x.held.Bytes(), x.mode != modeWhole || x.eof)
 	x.held = bytes.Buffer{}
