@@ -294,7 +294,7 @@ func TestConfigEveryKeyDecodes(t *testing.T) {
 	assert.Equal(t, []string{"a"}, r.fallback)
 	assert.Equal(t, "t", r.log)
 	assert.Equal(t, time.Second, r.policy.Timeouts.Soft)
-	line := rehearse.PolicyLine(1, r.policy, []seat.Config{sc}, nil)
+	line := rehearse.PolicyLine(1, r.policy, []seat.Config{sc}, nil, nil)
 	for _, k := range []string{"budget.deadline=1.5s", "budget.max_spend_usd=0.25", "retry.budget.ratio=0.25", "breaker.failure_rate=0.25",
 		"seats.a.kind=openai", "seats.a.price_cache_write=0.25"} {
 		assert.Contains(t, line, k)

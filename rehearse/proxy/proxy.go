@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,8 +52,12 @@ type Options struct {
 	// Chain is the seats a job may use, in order: the first is where
 	// every job starts; the rest are the policy's fallbacks of the same
 	// kind. All are openai, anthropic or ollama seats.
-	Chain  []seat.Config
-	Getenv func(string) string
+	Chain []seat.Config
+	// RouteSeats are the seats the policy's routes name that Chain does
+	// not hold. A request whose model a route matches (Policy.Route)
+	// runs that route's chain; any other, Chain.
+	RouteSeats []seat.Config
+	Getenv     func(string) string
 	// Sink appends rows to the log, in order, from one goroutine. A
 	// failed write is reported to OnError and answers still go out.
 	Sink    func([]ledgerfile.Row) error
@@ -109,7 +114,6 @@ type upstream struct {
 	origin    *url.URL          // scheme and host of base_url: the client's path is kept
 	rt        http.RoundTripper // the seat's own http.Transport
 	inject    bool
-	fallbck   bool
 }
 
 // Proxy is the policy's loop in front of one seat and its fallbacks: an
@@ -124,6 +128,10 @@ type Proxy struct {
 	bodies *bodyBudget
 	// routes is the wire format's allow-list (route.go).
 	routes []route
+	// def is the chain of a request no route takes (Options.Chain), as
+	// indexes of seats; index, each seat's index by name.
+	def    []int
+	index  map[string]int
 	q      *queue[ledgerfile.Row]
 	events *queue[ledgerfile.Event]
 
@@ -180,7 +188,13 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
-	for i, c := range o.Chain {
+	p.def = make([]int, len(o.Chain))
+	p.index = map[string]int{}
+	for i, c := range append(slices.Clip(o.Chain), o.RouteSeats...) {
+		if i < len(o.Chain) {
+			p.def[i] = i
+		}
+		p.index[c.Name] = i
 		switch c.Kind {
 		case "openai", "anthropic", "ollama":
 		default:
@@ -213,8 +227,15 @@ func New(o Options) (*Proxy, error) {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
 		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "", fallbck: i > 0,
+			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "",
 		})
+	}
+	for i, rt := range o.Policy.Routes {
+		for _, n := range rt.Fallback {
+			if _, ok := p.index[n]; !ok {
+				return nil, fmt.Errorf("routes[%d].fallback: seat %q is neither in the chain nor among the route seats", i, n)
+			}
+		}
 	}
 	return p, nil
 }
