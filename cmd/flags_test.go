@@ -126,6 +126,7 @@ var flagSpecs = map[string]flagSpec{
 	"rehearse --max-spend":     {bad: flagBadUSD},
 	// An empty --seat (a script's unset $SEAT) must not run the demo into the log.
 	"rehearse --seat":        {bad: []string{"", "no-such-seat"}},
+	"rehearse --route":       {bad: []string{"", "   "}}, // any other model name is a model: no route is the fallback chain
 	"rehearse --jobs":        {bad: flagWith(flagBadInt, "0", "100000001")},
 	"rehearse --concurrency": {bad: flagWith(flagBadInt, "0", "10001")},
 	"rehearse --prompt":      {bad: []string{"", "   ", "\n"}},
