@@ -31,6 +31,9 @@ func (c *config) budget() (admit.Budget, error) {
 func (c *config) keyError(err error) error {
 	var ke *admit.KeyError
 	if errors.As(err, &ke) {
+		if msg := ke.Err.Error(); strings.HasPrefix(msg, "[") {
+			return badInput("%s%s", c.where(ke.Key), msg) // an element of a list key: routes[0].model
+		}
 		return badInput("%s: %v", c.where(ke.Key), ke.Err)
 	}
 	return badInputErr(err)
