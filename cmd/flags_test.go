@@ -190,6 +190,7 @@ var flagSpecs = map[string]flagSpec{
 	"tune --margin":   {bad: []string{"0.5", "-1", "NaN", "Inf", "", "1e400", "101", "5s"}},
 
 	// simulate.
+	"simulate --route":     {bad: []string{"", "   "}}, // as rehearse --route
 	"simulate --policy":    {bad: flagBadPath, path: true},
 	"simulate --vs":        {bad: flagBadPath, path: true},
 	"simulate --model":     {bad: []string{"", "lognormal", "lognormal p50=-1s p99=2s", "lognormal p50=NaN p99=2s", "lognormal p50=2s p99=1s", "bogus p50=1s", "log:", "script:no-such.yaml"}},
