@@ -356,6 +356,9 @@ func runProxy(o *ProxyOptions) error {
 	}
 	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s%s; Ctrl-C or SIGTERM drains\n",
 		run, strings.Join(names, " → "), o.Chain[0].Kind, logDisplay(o.LogPath), shared)
+	for _, rt := range o.Policy.Routes {
+		fmt.Fprintf(e, "retrygate: route %s → %s\n", rt.Model, strings.Join(rt.Fallback, " → "))
+	}
 	if o.Shadow {
 		fmt.Fprintf(e, "retrygate: shadow mode: each request goes once to %s as it came; the rows' would= says what the policy would have done\n", o.Chain[0].Name)
 	}
