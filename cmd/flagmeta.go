@@ -55,7 +55,7 @@ var flagWords = map[string][]string{
 	phN: {"next-tokens", "spent-tokens", "used", "tokens", "prompt-tokens",
 		"completion-tokens", "http-status", "jobs", "concurrency", "call", "max-tokens", "seed", "retries", "rate",
 		"slots", "margin", "attempts-per-success", "max-body", "max-concurrent", "max-jobs", "max-client-jobs",
-		"max-body-total", "max-conns"},
+		"max-body-total", "max-conns", "max-held"},
 	phUSD:    {"next-usd", "spent-usd", "cost", "fallback-cost"},
 	phRate:   {"fail-rate", "timeout-rate"},
 	phName:   {"seat", "model", "route"},

@@ -163,6 +163,7 @@ var flagSpecs = map[string]flagSpec{
 	"proxy --shadow":          {bad: flagBadBool},
 	"proxy --max-body-total":  {bad: flagWith(flagBadInt, "0", "1099511627777")},
 	"proxy --max-conns":       {bad: flagWith(flagBadInt, "0", "1000001")},
+	"proxy --max-held":        {bad: flagWith(flagBadInt, "0", "10000001")},
 
 	// report.
 	"report --by":         {bad: []string{"", "bogus", "seat,job"}},

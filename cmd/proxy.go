@@ -2,12 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,7 +87,10 @@ connection after them. An OpenAI stream with no stream_options is sent
 with stream_options.include_usage, so the client sees one extra chunk
 with "choices":[] and the usage before [DONE].
 
-With a file log, one proxy keeps its jobs' books in memory. With a
+With a file log, one proxy keeps its jobs' books in memory, and holds
+LOG.lock while it runs: a second proxy on the same file log exits 2,
+naming the first one's pid (record and rehearse still append beside
+it). With a
 PostgreSQL log (--log postgres://...), named jobs' books live in that
 database: a job's deadline, attempts, tokens and spend are read and
 charged there under the job's lock, so every proxy on the database
@@ -109,6 +113,13 @@ row or an event line (docs/proxy.md lists the limits). Ctrl-C or SIGTERM
 drains: requests in flight finish or are cut at their deadline, every
 row is written, and jobs still open get the row that ends them.
 
+When the log cannot take rows (a full disk, the log removed or
+replaced, a database outage), answers still go out and their rows wait
+in memory (at most --max-held), written first by every later write: a
+removed or replaced log is opened again at its path. Rows lost past the
+bound, or still waiting when the proxy stops, are counted and printed
+on stderr, and the last line says how many (exit 1).
+
 With --metrics ADDR it also serves Prometheus metrics (/metrics), counted
 from the rows and breaker events it logs, so they agree with report, and
 /healthz and /readyz (ready: the log takes rows), on loopback unless ADDR
@@ -128,7 +139,7 @@ Each row's would= says what the policy would have done: admit, refuse:
 change. Watch a policy on live traffic, then turn it on.
 
 The first line of stdout is the base URL to give a client.` + exitStatus(
-			"served until Ctrl-C or SIGTERM, every row written", "not used"),
+			"served until Ctrl-C or SIGTERM, every row written", "served until stopped, but rows never reached the log (the last line says how many, and why)"),
 		Example: `  # the config's fallback chain, on the default port
   retrygate proxy
 
@@ -158,6 +169,7 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
 	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
 	fl.IntVar(&opts.MaxConns, "max-conns", proxy.DefaultMaxConns, "at most `n` client connections open (past it, a new one waits to be accepted)")
+	fl.IntVar(&opts.MaxHeld, "max-held", proxy.DefaultMaxHeld, "hold at most `n` rows in memory while the log refuses writes (past it the oldest are lost, counted)")
 	return c
 }
 
@@ -187,6 +199,8 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConcurrent)
 	case o.MaxConns < 1 || o.MaxConns > 1_000_000:
 		return badInput("--max-conns: must be between 1 and 1000000, got %d", o.MaxConns)
+	case o.MaxHeld < 1 || o.MaxHeld > 10_000_000:
+		return badInput("--max-held: must be between 1 and 10000000, got %d", o.MaxHeld)
 	}
 	o.MaxBodyTotal = max(o.MaxBodyTotal, o.MaxBody) // without --max-body-total, room for one largest body at least
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
@@ -270,6 +284,21 @@ func runProxy(o *ProxyOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if !isDBLog(o.LogPath) {
+		// A file log's books are kept in this process: a second proxy
+		// on the file would keep books of its own, and each would give
+		// a job its whole budget.
+		release, err := ledgerfile.HoldLog(o.LogPath, os.Getpid())
+		if err != nil {
+			var held *ledgerfile.HeldError
+			if errors.As(err, &held) {
+				return withHint(badInput("proxy: %v: one proxy at a time keeps a file log's job books", err),
+					"stop that proxy, give this one another --log, or run every proxy on one PostgreSQL log (docs/proxy.md)")
+			}
+			return badInput("proxy: --log: %v", err)
+		}
+		defer release()
+	}
 	lg, err := openRunLog(ctx, e, o.LogPath)
 	if err != nil {
 		return err
@@ -285,33 +314,29 @@ func runProxy(o *ProxyOptions) error {
 	if m != nil {
 		sink, booksM = m.Sink(sink), m.Books(books)
 	}
-	var writeFailed atomic.Bool
-	onError := func(err error) {
-		if writeFailed.CompareAndSwap(false, true) {
-			fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
-		}
-	}
+	w := o.watchLog(lg, m)
 	po := o.Options
-	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, onError, lg.appendEvents
+	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, w.failed, lg.appendEvents
+	po.OnLost, po.OnHeld = w.lost, w.held
 	// A breaker changing state is a `# event breaker` line of the log,
-	// as the attempt loop writes it (rare: written at once), and a line
-	// on stderr. The proxy keeps one per seat and model: the line names
-	// the model.
+	// as the attempt loop writes it, and a line on stderr. The proxy
+	// keeps one per seat and model: the line names the model. It is
+	// queued with the proxy's other event lines (OnBreaker runs under
+	// the proxy's lock: a log that does not answer must not hold it).
+	var px *proxy.Proxy
 	po.OnBreaker = func(name, model string, at time.Time, from, to admit.BreakerState) {
 		rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
 			if model != "" {
 				ev.Extra = append(ev.Extra, ledgerfile.KV{Key: "model", Value: model})
 			}
-			if err := lg.event(ev); err != nil {
-				onError(err)
-			}
+			px.LogEvent(ev)
 			breakerLine(e, ev)
 		})(at, from, to)
 		if m != nil {
 			m.Breaker(name, at, from, to)
 		}
 	}
-	px, err := proxy.New(po)
+	px, err = proxy.New(po)
 	if err != nil {
 		return o.Places.located(err)
 	}
@@ -366,8 +391,7 @@ func runProxy(o *ProxyOptions) error {
 	if err := px.Serve(ctx, ln, e); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", logDisplay(o.LogPath))
-	return nil
+	return w.stopped(px.Rows())
 }
 
 // proxyBaseURL is the base URL a client is given: the proxy's origin and

@@ -447,16 +447,30 @@ func (c *call) fail(d admit.Decision, spent admit.Spent) {
 	c.refusalFor(d, spent).write(c.w, c.p.kind)
 }
 
-// booksLost answers a request whose job's shared books are out of reach.
+// booksLost answers a request whose job's shared books are out of reach:
+// 503 books_unavailable. When nothing was decided (x nil: the step
+// before an attempt failed), the refusal's row is a job of its own, as a
+// limit's (see refuse), naming the job in for_job: it is written by the
+// proxy's writer, held while the database is out of reach and written
+// when it is back. After an attempt, its row is the one its lease in
+// the book holds (lostRow), written once the lease expires.
 func (c *call) booksLost(x *exchange) {
+	if x != nil {
+		c.p.inLease.Add(1)
+	}
 	if c.r.Context().Err() != nil || (x != nil && x.committed) {
 		if x != nil && x.committed && !c.f.failed() && x.eof {
 			return // the answer went out whole; only its row is lost
 		}
 		panic(http.ErrAbortHandler)
 	}
-	refusal{status: http.StatusServiceUnavailable, code: "books_unavailable", retryAfter: time.Second,
-		message: "retrygate: the job's books are out of reach; nothing more was sent"}.write(c.w, c.p.kind)
+	ref := refusal{status: http.StatusServiceUnavailable, reason: admit.ReasonProxyBusy, code: "books_unavailable", retryAfter: time.Second,
+		message: "retrygate: the job's books are out of reach; nothing more was sent"}
+	if x == nil {
+		c.p.refuse(c.w, c.r, ref)
+		return
+	}
+	ref.write(c.w, c.p.kind)
 }
 
 // cutShort is what the row says of an answer the seat had judged but the

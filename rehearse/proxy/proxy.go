@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -59,9 +60,17 @@ type Options struct {
 	RouteSeats []seat.Config
 	Getenv     func(string) string
 	// Sink appends rows to the log, in order, from one goroutine. A
-	// failed write is reported to OnError and answers still go out.
+	// failed write is reported to OnError and answers still go out: its
+	// rows are held (at most MaxHeld) and written first by every later
+	// write, and retried while none comes, so rows resume when the log
+	// takes them again. Rows dropped past MaxHeld, or still held when the
+	// proxy stops, go to OnLost with the reason; OnHeld is told how many
+	// rows are held after each write (0 when none).
 	Sink    func([]ledgerfile.Row) error
 	OnError func(error)
+	OnLost  func(rows []ledgerfile.Row, why LostReason)
+	OnHeld  func(int)
+	MaxHeld int // 0: DefaultMaxHeld
 	// Now is the wall clock for rows' ts and the jobs' deadlines;
 	// attempts are timed on the monotonic clock.
 	Now func() time.Time
@@ -149,6 +158,9 @@ type Proxy struct {
 	rng    *rand.Rand
 	k      int
 	wg     sync.WaitGroup // requests in flight, for Drain
+	// inLease counts attempts whose row a failed book left in the
+	// job's lease (booksLost).
+	inLease atomic.Int64
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -165,6 +177,12 @@ func New(o Options) (*Proxy, error) {
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
+	if o.OnLost == nil {
+		o.OnLost = func([]ledgerfile.Row, LostReason) {}
+	}
+	if o.OnHeld == nil {
+		o.OnHeld = func(int) {}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -177,16 +195,19 @@ func New(o Options) (*Proxy, error) {
 	orDefault(&o.MaxConcurrent, DefaultMaxConcurrent)
 	orDefault(&o.MaxConns, DefaultMaxConns)
 	orDefault(&o.MaxJobs, DefaultMaxJobs)
+	orDefault(&o.MaxHeld, DefaultMaxHeld)
 	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.MaxClientJobs, max(o.MaxJobs/4, 1))
 	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		deployments: map[deployKey]*deployment{}, budget: admit.NewRetryBudget(o.Policy.Retry.Budget), rng: o.Rand}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.q = newQueue(o.Sink, o.OnError, maxQueued)
+	p.q = newQueue(o.Sink, o.OnError, o.OnLost, o.OnHeld, maxQueued, o.MaxHeld)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
 	}
-	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
+	p.events = newQueue(o.Events, o.OnError, func(es []ledgerfile.Event, why LostReason) {
+		o.OnError(fmt.Errorf("%d event lines never reached the log (%s)", len(es), why))
+	}, func(int) {}, maxEventsQueued, o.MaxHeld)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
 	p.def = make([]int, len(o.Chain))
 	p.index = map[string]int{}
@@ -316,6 +337,22 @@ func retryCount(h http.Header) string {
 		return ""
 	}
 	return v
+}
+
+// LogCounts are the rows the log took, the rows held for it now (a
+// failed write's, written first by the next), and the rows lost; and,
+// with shared books, the attempts whose row the books could not take
+// after the attempt (InLease): their lease holds it, and a proxy
+// sweeping the books writes it once the lease expires.
+type LogCounts struct {
+	Written, Held, Lost int64
+	InLease             int64
+}
+
+// Rows is LogCounts of the rows the proxy wrote through Sink (a shared
+// book's rows are committed with the book, and counted there).
+func (p *Proxy) Rows() LogCounts {
+	return LogCounts{Written: p.q.written.Load(), Held: p.q.holding.Load(), Lost: p.q.dropped.Load(), InLease: p.inLease.Load()}
 }
 
 // SetRun sets the run whose number names unnamed jobs (p<run>-<k>); the

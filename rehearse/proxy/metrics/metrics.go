@@ -5,6 +5,8 @@ package metrics
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -63,16 +65,20 @@ type Metrics struct {
 	slow  time.Duration
 	ready func(context.Context) error
 
-	duration, ttfc, tokens           *prometheus.HistogramVec
-	decisions, attempts, retries     *prometheus.CounterVec
-	costUSD, taxUSD, taxTokens       *prometheus.CounterVec
-	fallbacks                        *prometheus.CounterVec
-	wouldRefuse, wouldRetry          *prometheus.CounterVec
-	breakerState                     *prometheus.GaugeVec
-	transitions                      *prometheus.CounterVec
-	rowsWritten, rowsLost, writeErrs prometheus.Counter
+	duration, ttfc, tokens          *prometheus.HistogramVec
+	decisions, attempts, retries    *prometheus.CounterVec
+	costUSD, taxUSD, taxTokens      *prometheus.CounterVec
+	fallbacks                       *prometheus.CounterVec
+	wouldRefuse, wouldRetry         *prometheus.CounterVec
+	breakerState                    *prometheus.GaugeVec
+	transitions                     *prometheus.CounterVec
+	rowsWritten, writeErrs, reopens prometheus.Counter
+	rowsLost                        *prometheus.CounterVec
+	rowsHeld                        prometheus.Gauge
 
 	lastErr atomic.Pointer[error] // the last write's failure; nil after a good one
+	held    atomic.Int64          // rows waiting for the log (a failed write's)
+	probing atomic.Bool           // a check of the log (Options.Ready) has not returned
 
 	mu      sync.Mutex
 	models  map[string]bool
@@ -144,12 +150,21 @@ func New(o Options) *Metrics {
 	m.rowsWritten = f.NewCounter(prometheus.CounterOpts{
 		Name: "retrygate_log_rows_total", Help: "Rows the log took; every other retrygate_ figure counts these rows.",
 	})
-	m.rowsLost = f.NewCounter(prometheus.CounterOpts{
-		Name: "retrygate_log_rows_lost_total", Help: "Rows a failed write lost (counted in no other figure).",
+	m.rowsLost = counter("retrygate_log_rows_lost_total",
+		"Rows that never reached the log, by why: held_limit (held past --max-held while the log refused writes), shutdown (still held when the proxy stopped), refused (the log refused the row itself, for good). Counted in no other figure.",
+		"reason")
+	m.rowsHeld = f.NewGauge(prometheus.GaugeOpts{
+		Name: "retrygate_log_rows_held", Help: "Rows a failed write left in memory, written first by the next write.",
 	})
 	m.writeErrs = f.NewCounter(prometheus.CounterOpts{
-		Name: "retrygate_log_write_errors_total", Help: "Writes to the log that failed.",
+		Name: "retrygate_log_write_errors_total", Help: "Writes to the log that failed (their rows are held, not lost).",
 	})
+	m.reopens = f.NewCounter(prometheus.CounterOpts{
+		Name: "retrygate_log_reopens_total", Help: "Times the log's path named another file than the one open (removed or replaced) and was opened again.",
+	})
+	for _, why := range []string{"held_limit", "shutdown", "refused"} {
+		m.rowsLost.WithLabelValues(why)
+	}
 	// Every seat's series from the start, so rate() has a zero to start from.
 	m.decisions.WithLabelValues("admit", "")
 	for _, s := range o.Chain {
@@ -223,11 +238,12 @@ func (c countingBooks) BookShared(ctx context.Context, key, shared string, fn fu
 	return err
 }
 
+// wrote counts a write: a failed one's rows are not lost yet (the proxy
+// holds them for the next write: see Lost and Held).
 func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
 	if err != nil {
 		m.lastErr.Store(&err)
 		m.writeErrs.Inc()
-		m.rowsLost.Add(float64(len(rows)))
 		return
 	}
 	m.lastErr.Store(nil)
@@ -238,6 +254,20 @@ func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
 	}
 	m.rowsWritten.Add(float64(len(rows)))
 }
+
+// Lost counts n rows that will never reach the log, and why
+// (proxy.Options.OnLost).
+func (m *Metrics) Lost(n int, why string) { m.rowsLost.WithLabelValues(why).Add(float64(n)) }
+
+// Held is how many rows wait for the log now (proxy.Options.OnHeld):
+// while any do, the proxy is not ready.
+func (m *Metrics) Held(n int) {
+	m.held.Store(int64(n))
+	m.rowsHeld.Set(float64(n))
+}
+
+// Reopened counts the log opened again by its path.
+func (m *Metrics) Reopened() { m.reopens.Inc() }
 
 // row counts one row the log took (under m.mu), by the summary's own
 // rules: a refusal is a row not sent, counted by its reason; everything
@@ -397,15 +427,34 @@ func (m *Metrics) Handler() http.Handler {
 const readyTimeout = 2 * time.Second
 
 // Ready is /readyz's verdict: nil when the last write to the log took
-// its rows and Options.Ready passes.
+// its rows, none wait for it, and Options.Ready passes within
+// readyTimeout. The check runs apart, one at a time: a probe never
+// waits past the timeout, whatever the log's path has become, and
+// probes that come while a check hangs start no other.
 func (m *Metrics) Ready(ctx context.Context) error {
 	if p := m.lastErr.Load(); p != nil {
+		if n := m.held.Load(); n > 0 {
+			return fmt.Errorf("%d rows wait for the log: %w", n, *p)
+		}
 		return *p
 	}
 	if m.ready == nil {
 		return nil
 	}
+	if !m.probing.CompareAndSwap(false, true) {
+		return errors.New("the last check of the log has not returned")
+	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	return m.ready(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		defer m.probing.Store(false)
+		done <- m.ready(ctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("the check of the log took over %s", readyTimeout)
+	}
 }
