@@ -37,6 +37,7 @@ type (
 	listValue     []string
 	wordsValue    []string
 	mapValue      map[string]any
+	routesValue   []rehearse.Route
 )
 
 func kindType(k rehearse.Kind) reflect.Type {
@@ -57,6 +58,8 @@ func kindType(k rehearse.Kind) reflect.Type {
 		return reflect.TypeFor[*listValue]()
 	case rehearse.Words:
 		return reflect.TypeFor[*wordsValue]()
+	case rehearse.Routes:
+		return reflect.TypeFor[*routesValue]()
 	}
 	return reflect.TypeFor[mapValue]()
 }
@@ -104,6 +107,8 @@ func decodeHook(from, to reflect.Value) (any, error) {
 	case reflect.TypeFor[wordsValue]():
 		l, err := listOf(v, strings.Fields)
 		return wordsValue(l), err
+	case reflect.TypeFor[routesValue]():
+		return routesOf(v)
 	case reflect.TypeFor[mapValue]():
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -169,6 +174,39 @@ func what(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// routesOf reads the routes key: a list of {model, fallback}, each
+// model one string, each fallback a list of seat names.
+func routesOf(v any) (routesValue, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("expected a list of {model, fallback}, got %s", what(v))
+	}
+	out := make(routesValue, 0, len(list))
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, &elemError{i, fmt.Errorf("expected {model, fallback}, got %s", what(e))}
+		}
+		var r rehearse.Route
+		for k, val := range m {
+			var err error
+			switch k {
+			case "model":
+				r.Model, err = single(val)
+			case "fallback":
+				r.Fallback, err = listOf(val, commaList)
+			default:
+				err = fmt.Errorf("unknown key %q (want model, fallback)", k)
+			}
+			if err != nil {
+				return nil, &elemError{i, fmt.Errorf("%s: %w", k, err)}
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // elemError is a list's element at fault.
 type elemError struct {
 	i   int
@@ -214,6 +252,7 @@ type resolved struct {
 	policy     rehearse.Policy
 	seats      map[string]seat.Config
 	fallback   []string
+	routes     []rehearse.Route
 	log        string
 	thresholds map[string][]string
 }
@@ -326,6 +365,8 @@ func (c *config) store(r *resolved, v reflect.Value, prefix string) error {
 		return err
 	case k.Name == rehearse.KeyFallback:
 		r.fallback = *v.Interface().(*listValue)
+	case k.Name == rehearse.KeyRoutes:
+		r.routes = *v.Interface().(*routesValue)
 	case k.Name == rehearse.KeyLog:
 		r.log = string(*v.Interface().(*textValue))
 	case k.Name == rehearse.KeyThresholds:

@@ -31,6 +31,9 @@ func (c *config) budget() (admit.Budget, error) {
 func (c *config) keyError(err error) error {
 	var ke *admit.KeyError
 	if errors.As(err, &ke) {
+		if msg := ke.Err.Error(); strings.HasPrefix(msg, "[") {
+			return badInput("%s%s", c.where(ke.Key), msg) // an element of a list key: routes[0].model
+		}
 		return badInput("%s: %v", c.where(ke.Key), ke.Err)
 	}
 	return badInputErr(err)
@@ -66,6 +69,28 @@ func (c *config) policy() (rehearse.Policy, map[string]seat.Config, error) {
 				"a chain names each seat once; a seat is retried under the budget's max_attempts")
 		}
 		p.Fallback[i] = ln
+	}
+	p.Routes = slices.Clone(r.routes)
+	for i := range p.Routes {
+		rt := &p.Routes[i]
+		rt.Fallback = slices.Clone(rt.Fallback)
+		for j, name := range rt.Fallback {
+			ln := strings.ToLower(name)
+			if _, ok := seats[ln]; !ok {
+				err := badInput("%s[%d].fallback[%d]: no seat named %q under seats", c.where(rehearse.KeyRoutes), i, j, name)
+				if s, ok := admit.Closest(ln, slices.Sorted(maps.Keys(seats))); ok {
+					return p, nil, withHint(err, fmt.Sprintf("did you mean %s?", s))
+				}
+				return p, nil, withHint(err, seatList(seats))
+			}
+			if k := slices.Index(rt.Fallback[:j], ln); k >= 0 {
+				return p, nil, badInput("%s[%d].fallback[%d]: seat %q is already fallback[%d]", c.where(rehearse.KeyRoutes), i, j, name, k)
+			}
+			rt.Fallback[j] = ln
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return p, nil, c.keyError(err)
 	}
 	if len(p.Fallback) == 0 && len(seats) == 1 {
 		// A lone seat is its own chain.

@@ -239,7 +239,7 @@ func TestConfigErrorsHaveOneShape(t *testing.T) {
 func TestConfigEveryKeyDecodes(t *testing.T) {
 	sample := map[rehearse.Kind]string{rehearse.Duration: "1500ms", rehearse.Count: "3", rehearse.USD: "0.25",
 		rehearse.Amount: "0.5", rehearse.Rate: "25%", rehearse.Bool: "false", rehearse.Text: "t", rehearse.List: "[a]",
-		rehearse.Words: "[sh, -c, x]", rehearse.Map: "{X-K: RG_V}"}
+		rehearse.Words: "[sh, -c, x]", rehearse.Map: "{X-K: RG_V}", rehearse.Routes: `[{model: "m-*", fallback: [a]}]`}
 	var b strings.Builder
 	section := ""
 	for _, k := range rehearse.Keys {
@@ -292,9 +292,10 @@ func TestConfigEveryKeyDecodes(t *testing.T) {
 	assert.Equal(t, map[string]string{"x-k": "RG_V"}, sc.Headers)
 	assert.Equal(t, map[string]any{"x-k": "RG_V"}, sc.ExtraBody)
 	assert.Equal(t, []string{"a"}, r.fallback)
+	assert.Equal(t, []rehearse.Route{{Model: "m-*", Fallback: []string{"a"}}}, r.routes)
 	assert.Equal(t, "t", r.log)
 	assert.Equal(t, time.Second, r.policy.Timeouts.Soft)
-	line := rehearse.PolicyLine(1, r.policy, []seat.Config{sc}, nil)
+	line := rehearse.PolicyLine(1, r.policy, []seat.Config{sc}, nil, nil)
 	for _, k := range []string{"budget.deadline=1.5s", "budget.max_spend_usd=0.25", "retry.budget.ratio=0.25", "breaker.failure_rate=0.25",
 		"seats.a.kind=openai", "seats.a.price_cache_write=0.25"} {
 		assert.Contains(t, line, k)

@@ -59,7 +59,7 @@ var flagWords = map[string][]string{
 		"max-body-total", "max-conns", "max-held"},
 	phUSD:    {"next-usd", "spent-usd", "cost", "fallback-cost"},
 	phRate:   {"fail-rate", "timeout-rate"},
-	phName:   {"seat", "model"},
+	phName:   {"seat", "model", "route"},
 	phID:     {"job"},
 	phText:   {"prompt", "note"},
 	phTime:   {"ts", "since"},

@@ -126,6 +126,7 @@ var flagSpecs = map[string]flagSpec{
 	"rehearse --max-spend":     {bad: flagBadUSD},
 	// An empty --seat (a script's unset $SEAT) must not run the demo into the log.
 	"rehearse --seat":        {bad: []string{"", "no-such-seat"}},
+	"rehearse --route":       {bad: []string{"", "   "}}, // any other model name is a model: no route is the fallback chain
 	"rehearse --jobs":        {bad: flagWith(flagBadInt, "0", "100000001")},
 	"rehearse --concurrency": {bad: flagWith(flagBadInt, "0", "10001")},
 	"rehearse --prompt":      {bad: []string{"", "   ", "\n"}},
@@ -195,6 +196,7 @@ var flagSpecs = map[string]flagSpec{
 	"tune --margin":   {bad: []string{"0.5", "-1", "NaN", "Inf", "", "1e400", "101", "5s"}},
 
 	// simulate.
+	"simulate --route":     {bad: []string{"", "   "}}, // as rehearse --route
 	"simulate --policy":    {bad: flagBadPath, path: true},
 	"simulate --vs":        {bad: flagBadPath, path: true},
 	"simulate --model":     {bad: []string{"", "lognormal", "lognormal p50=-1s p99=2s", "lognormal p50=NaN p99=2s", "lognormal p50=2s p99=1s", "bogus p50=1s", "log:", "script:no-such.yaml"}},

@@ -260,8 +260,32 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 			o.Skipped = append(o.Skipped, n)
 		}
 	}
-	o.Places = cfg.places(o.Chain)
+	for i, rt := range o.Policy.Routes {
+		for j, n := range rt.Fallback {
+			sc := seats[n]
+			if sc.Kind != first.Kind {
+				return badInput("%s[%d].fallback[%d]: seat %q is kind %s; a proxy for %s clients sends only %s seats", cfg.where(rehearse.KeyRoutes), i, j, n, sc.Kind, first.Kind, first.Kind)
+			}
+		}
+	}
+	o.RouteSeats = routeSeats(o.Policy, seats, o.Chain)
+	o.Places = cfg.places(append(slices.Clip(o.Chain), o.RouteSeats...))
 	return nil
+}
+
+// routeSeats are the seats the policy's routes name that chain does not
+// hold, in the routes' order.
+func routeSeats(p rehearse.Policy, seats map[string]seat.Config, chain []seat.Config) []seat.Config {
+	var out []seat.Config
+	for _, rt := range p.Routes {
+		for _, n := range rt.Fallback {
+			in := func(s seat.Config) bool { return s.Name == n }
+			if !slices.ContainsFunc(chain, in) && !slices.ContainsFunc(out, in) {
+				out = append(out, seats[n])
+			}
+		}
+	}
+	return out
 }
 
 func runProxy(o *ProxyOptions) error {
@@ -347,7 +371,7 @@ func runProxy(o *ProxyOptions) error {
 	if err != nil {
 		return badInputErr(err)
 	}
-	if err := lg.comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.Thresholds)); err != nil {
+	if err := lg.comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.RouteSeats, o.Thresholds)); err != nil {
 		return badInputErr(err)
 	}
 	px.SetRun(run)
@@ -370,6 +394,9 @@ func runProxy(o *ProxyOptions) error {
 	}
 	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s%s; Ctrl-C or SIGTERM drains\n",
 		run, strings.Join(names, " → "), o.Chain[0].Kind, logDisplay(o.LogPath), shared)
+	for _, rt := range o.Policy.Routes {
+		fmt.Fprintf(e, "retrygate: route %s → %s\n", rt.Model, strings.Join(rt.Fallback, " → "))
+	}
 	if o.Shadow {
 		fmt.Fprintf(e, "retrygate: shadow mode: each request goes once to %s as it came; the rows' would= says what the policy would have done\n", o.Chain[0].Name)
 	}

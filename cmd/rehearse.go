@@ -39,6 +39,7 @@ type RehearseOptions struct {
 	Policy     rehearse.Policy
 	Thresholds []rehearse.Threshold // written on the run's # policy line
 	Chain      []seat.Config        // the seats jobs try, in order
+	RouteSeats []seat.Config        // the seats only the policy's routes name (for the # policy line)
 	Places     keyPlaces            // where each of their keys was written, for errors
 	Demo       bool                 // no config at all: seed 003 on the built-in script seat
 
@@ -59,7 +60,7 @@ type RehearseOptions struct {
 func newRehearseCmd(f *Factory, runF func(*RehearseOptions) error) *cobra.Command {
 	opts := &RehearseOptions{IO: f.IO}
 	var budgetKeys map[string]string
-	var seatName, promptFile, promptSet string
+	var seatName, routeModel, promptFile, promptSet string
 	c := &cobra.Command{
 		Use:   "rehearse",
 		Short: "Run scratch jobs against seats under the retry policy, logging every attempt",
@@ -126,12 +127,13 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
   retrygate rehearse --seat cheap --jobs 5 --holdout`,
 		Args: cobra.NoArgs,
 		RunE: runE(opts, func(c *cobra.Command, _ []string) error {
-			return opts.fill(f, c, budgetKeys, seatName, promptFile, promptSet)
+			return opts.fill(f, c, budgetKeys, seatName, routeModel, promptFile, promptSet)
 		}, runF, runRehearse),
 	}
 	budgetKeys = budgetFlags(c)
 	fl := c.Flags()
 	fl.StringVar(&seatName, "seat", "", "rehearse this seat alone (a `name` under seats:)")
+	fl.StringVar(&routeModel, "route", "", "rehearse the chain the policy's routes give jobs naming this `model`")
 	fl.IntVar(&opts.Jobs, "jobs", 1, "run `N` jobs")
 	fl.IntVar(&opts.Concurrency, "concurrency", 1, "run `N` jobs at once, each with one attempt in flight")
 	addLoadFlags(fl, true)
@@ -147,7 +149,7 @@ outcome cancelled, job_end cancelled; the log stays whole.` + exitStatus(
 	return c
 }
 
-func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, promptFile, promptSet string) error {
+func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]string, seatName, routeModel, promptFile, promptSet string) error {
 	o.Ctx, o.Now, o.Getenv = f.Ctx, f.Now, f.Getenv
 	switch {
 	case o.Jobs < 1:
@@ -164,6 +166,10 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		return badInput("--max-tokens: %d is past any model's output (at most %d)", o.MaxTokens, maxTokensFlag)
 	case c.Flags().Changed("seat") && strings.TrimSpace(seatName) == "":
 		return badInput("--seat: empty seat name")
+	case c.Flags().Changed("route") && strings.TrimSpace(routeModel) == "":
+		return badInput("--route: empty model name")
+	case seatName != "" && routeModel != "":
+		return badInput("--seat and --route: give one or the other")
 	case c.Flags().Changed("prompts") && strings.TrimSpace(promptSet) == "":
 		return badInput("--prompts: empty path")
 	case promptSet != "" && (c.Flags().Changed("prompt") || promptFile != ""):
@@ -216,7 +222,7 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 		o.Demo = true
 		o.Chain = []seat.Config{{Name: "scratch", Kind: "script", Script: "builtin:" + demoScript}}
 	default:
-		for _, name := range p.Fallback {
+		for _, name := range p.ChainFor(routeModel) {
 			o.Chain = append(o.Chain, seats[name])
 		}
 		if len(o.Chain) == 0 {
@@ -224,6 +230,7 @@ func (o *RehearseOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[stri
 				"list seats under fallback: [a, b] in order, or pick one with --seat NAME")
 		}
 	}
+	o.RouteSeats = routeSeats(p, seats, o.Chain)
 	o.Places = cfg.places(o.Chain)
 	return nil
 }

@@ -93,7 +93,7 @@ func runRehearse(o *RehearseOptions) error {
 	if err != nil {
 		return badInputErr(err)
 	}
-	if err := w.comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.Thresholds)); err != nil {
+	if err := w.comment(rehearse.PolicyLine(run, o.Policy, o.Chain, o.RouteSeats, o.Thresholds)); err != nil {
 		return badInputErr(err)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "retrygate: run r%d, seed %d, %s clock, appending to %s\n", run, seed, clock, logDisplay(o.LogPath))

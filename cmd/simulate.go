@@ -116,6 +116,7 @@ retries is warned about.` + exitStatus("done", "interrupted (Ctrl-C) before ever
 	fl.String("policy", "", "policy `file` (default: --config, or ./retrygate.yaml, or the built-in defaults)")
 	fl.String("vs", "", "a second policy `file` to compare against the first")
 	fl.String("model", "", "latency `model` every seat plays (see above)")
+	fl.String("route", "", "simulate the chain the policy's routes give jobs naming this `model`")
 	fl.String("jobs", "10000", "how many `jobs` to simulate per policy")
 	fl.String("rate", "", "Poisson arrivals, jobs per `second` (default: one job after another)")
 	addLoadFlags(fl, false)
@@ -168,6 +169,9 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 			return withHint(badInput("--model: %v", err), "see 'retrygate simulate --help' for the model grammar")
 		}
 	}
+	if fl.Changed("route") && strings.TrimSpace(fl.Lookup("route").Value.String()) == "" {
+		return badInput("--route: empty model name")
+	}
 	o.Policies = nil
 	for _, name := range []string{"policy", "vs"} {
 		path := fl.Lookup(name).Value.String()
@@ -179,7 +183,7 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 		case strings.TrimSpace(path) == "":
 			return badInput("--%s: empty path", name)
 		}
-		p, err := loadSimPolicy(f, c, path)
+		p, err := loadSimPolicy(f, c, path, fl.Lookup("route").Value.String())
 		if err != nil {
 			return err
 		}
@@ -209,7 +213,7 @@ func (o *SimulateOptions) fill(f *Factory, c *cobra.Command) error {
 // loadSimPolicy reads a policy file through the config loader, exactly as
 // rehearse reads it (viper binds no flags here: the file and the
 // environment are the policy).
-func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error) {
+func loadSimPolicy(f *Factory, c *cobra.Command, path, route string) (simPolicy, error) {
 	saved := f.ConfigFile
 	f.ConfigFile = path
 	defer func() { f.ConfigFile = saved }()
@@ -225,7 +229,7 @@ func loadSimPolicy(f *Factory, c *cobra.Command, path string) (simPolicy, error)
 	if cfg.file != "" {
 		sp.Label = filepath.Base(cfg.file)
 	}
-	for _, name := range pol.Fallback {
+	for _, name := range pol.ChainFor(route) {
 		sp.Chain = append(sp.Chain, seats[name])
 	}
 	// policy() made a lone seat its own chain; many seats need one named.

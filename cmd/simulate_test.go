@@ -280,7 +280,7 @@ func TestSimulateScriptSeatEqualsRehearse(t *testing.T) {
 	// Row for row.
 	ios, _, _, _ := TestStreams()
 	f := &Factory{IO: ios, Now: time.Now, Getenv: os.Getenv, Ctx: context.Background()}
-	sp, err := loadSimPolicy(f, newSimulateCmd(f, nil), policy)
+	sp, err := loadSimPolicy(f, newSimulateCmd(f, nil), policy, "")
 	require.NoError(t, err)
 	specs, err := model.Planners(sp.Chain, nil, 7)
 	require.NoError(t, err)

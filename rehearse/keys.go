@@ -23,11 +23,13 @@ const (
 	List                 // a list of strings, or one comma-separated string
 	Words                // a command line: a list, or one string split at spaces
 	Map                  // any keys below it (a seat's headers, extra_body)
+	Routes               // a list of {model, fallback} (the policy's routes)
 )
 
 // The keys that are no field of a Policy or a seat, read whole.
 const (
 	KeyFallback   = "fallback"
+	KeyRoutes     = "routes"
 	KeyLog        = "log"
 	KeyThresholds = "thresholds.*"
 )
@@ -86,6 +88,7 @@ var Keys = []Key{
 	{Name: "breaker.cooldown", Kind: Duration, Env: true, Field: func(p *Policy) any { return &p.Breaker.Cooldown }, Logged: always},
 	{Name: "breaker.half_open_probes", Kind: Count, Max: 1 << 20, Env: true, Field: func(p *Policy) any { return &p.Breaker.HalfOpenProbes }, Logged: always},
 	{Name: KeyFallback, Kind: List},
+	{Name: KeyRoutes, Kind: Routes},
 	// A seat's keys; the # policy line holds its name, kind, API, model
 	// and prices, in this order.
 	{Name: "seats.*.kind", Kind: Text, SeatField: func(c *seat.Config) any { return &c.Kind }, Logged: always},
@@ -144,7 +147,7 @@ func (k *Key) Matches(name string) bool {
 		case p != "*" && p != n:
 			return false
 		case !pmore:
-			return !nmore || k.Kind == Map
+			return !nmore || k.Kind == Map || k.Kind == Routes
 		case !nmore:
 			return false
 		}

@@ -1,6 +1,7 @@
 package rehearse
 
 import (
+	"path"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -22,6 +23,36 @@ type Policy struct {
 	Timeouts Timeouts
 	Fallback []string // seat names, in order; the first is where jobs start
 	Breaker  admit.BreakerConfig
+	// Routes choose a fallback chain by the model a job names: the first
+	// route whose pattern matches wins; none matching, Fallback.
+	Routes []Route
+}
+
+// Route is one entry of the policy's routes: the models it takes (an
+// exact name, or a glob as path.Match reads it) and their chain.
+type Route struct {
+	Model    string
+	Fallback []string // seat names, in order
+}
+
+// Route is the chain of the first route whose pattern matches model,
+// and whether one did. It is the one place a chain is chosen by model.
+func (p Policy) Route(model string) ([]string, bool) {
+	for _, r := range p.Routes {
+		if ok, _ := path.Match(r.Model, model); ok {
+			return r.Fallback, true
+		}
+	}
+	return nil, false
+}
+
+// ChainFor is the chain a job naming model runs: its route's, else the
+// policy's own fallback.
+func (p Policy) ChainFor(model string) []string {
+	if names, ok := p.Route(model); ok {
+		return names
+	}
+	return p.Fallback
 }
 
 // DefaultPolicy is what retrygate uses with no config at all. The README
@@ -78,6 +109,14 @@ func (p Policy) Validate() error {
 	}
 	if err := r.Budget.Validate(); err != nil {
 		return err
+	}
+	for i, rt := range p.Routes {
+		if _, err := path.Match(rt.Model, ""); err != nil || rt.Model == "" {
+			return admit.KeyErrorf(KeyRoutes, "[%d].model: %q is not a model name or glob", i, rt.Model)
+		}
+		if len(rt.Fallback) == 0 {
+			return admit.KeyErrorf(KeyRoutes, "[%d].fallback: no seat", i)
+		}
 	}
 	return p.Breaker.Validate()
 }

@@ -33,3 +33,49 @@ func TestRehearsePolicyValidate(t *testing.T) {
 		}
 	}
 }
+
+// Routes are checked in order, the first whose pattern (an exact name or
+// a glob) matches wins, and a model no route takes runs the policy's
+// own fallback.
+func TestPolicyChainFor(t *testing.T) {
+	p := DefaultPolicy()
+	p.Fallback = []string{"def"}
+	p.Routes = []Route{
+		{Model: "gpt-4o", Fallback: []string{"exact"}},
+		{Model: "gpt-*", Fallback: []string{"glob", "spare"}},
+		{Model: "gpt-4o-mini", Fallback: []string{"never"}}, // shadowed by gpt-*
+	}
+	require.NoError(t, p.Validate())
+	for model, want := range map[string][]string{
+		"gpt-4o":       {"exact"},
+		"gpt-4o-mini":  {"glob", "spare"},
+		"gpt-":         {"glob", "spare"},
+		"claude-3":     {"def"},
+		"":             {"def"},
+		"org/gpt-4o":   {"def"}, // a glob's * never crosses a slash (path.Match)
+		"GPT-4o":       {"def"}, // model names are matched as written
+		"gpt-4o-extra": {"glob", "spare"},
+	} {
+		assert.Equal(t, want, p.ChainFor(model), model)
+		_, routed := p.Route(model)
+		assert.Equal(t, want[0] != "def", routed, model)
+	}
+}
+
+func TestPolicyRoutesValidate(t *testing.T) {
+	for _, tt := range []struct {
+		r    Route
+		want string
+	}{
+		{Route{Model: "gpt-[", Fallback: []string{"a"}}, `routes: [0].model: "gpt-[" is not a model name or glob`},
+		{Route{Model: "", Fallback: []string{"a"}}, `routes: [0].model: "" is not a model name or glob`},
+		{Route{Model: "m"}, "routes: [0].fallback: no seat"},
+	} {
+		p := DefaultPolicy()
+		p.Routes = []Route{tt.r}
+		err := p.Validate()
+		if assert.Error(t, err, tt.want) {
+			assert.Equal(t, tt.want, err.Error())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package rehearse
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/retrygate/retrygate/ledgerfile"
@@ -19,8 +20,10 @@ type Threshold struct {
 // then its short hash (the first 12 hex of the SHA-256 of the keys before
 // it). A reviewer can check any refusal in the run from the log alone.
 // Prices are per million tokens; API keys, URLs and commands are never
-// written: a seat is its name, kind and model.
-func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) string {
+// written: a seat is its name, kind and model. Routes are written as
+// "MODEL=SEAT,SEAT; …" in order, and the seats only a route names
+// (routeSeats) after the chain's.
+func PolicyLine(run int, p Policy, chain, routeSeats []seat.Config, thresholds []Threshold) string {
 	var kvs []ledgerfile.KV
 	kv := func(k, v string) { kvs = append(kvs, ledgerfile.KV{Key: k, Value: v}) }
 	for i := range Keys {
@@ -33,7 +36,10 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 		names[i] = s.Name
 	}
 	kv(KeyFallback, strings.Join(names, ","))
-	for _, s := range chain {
+	if len(p.Routes) > 0 {
+		kv(KeyRoutes, RoutesText(p.Routes))
+	}
+	for _, s := range append(slices.Clip(chain), routeSeats...) {
 		for i := range Keys {
 			if k := &Keys[i]; k.SeatField != nil && k.Logged != nil && k.Logged(&p, &s) {
 				kv(k.Seat(s.Name), FormatValue(k.SeatField(&s)))
@@ -44,4 +50,14 @@ func PolicyLine(run int, p Policy, chain []seat.Config, thresholds []Threshold) 
 		kv(strings.Replace(KeyThresholds, "*", th.Metric, 1), strings.Join(th.Exprs, "; "))
 	}
 	return ledgerfile.PolicyText(run, kvs) // the line's one encoder
+}
+
+// RoutesText is routes as the # policy line writes them: "MODEL=SEAT,SEAT"
+// for each route, in order, joined by "; ".
+func RoutesText(routes []Route) string {
+	parts := make([]string, len(routes))
+	for i, r := range routes {
+		parts[i] = r.Model + "=" + strings.Join(r.Fallback, ",")
+	}
+	return strings.Join(parts, "; ")
 }

@@ -63,29 +63,44 @@ func (p *Proxy) deployment(s int, model string) *deployment {
 	return d
 }
 
-// modelFor is the model a request naming model sends to seat s: a
-// fallback seat's own model when it names one (the body is rewritten to
-// it), else the client's, else the seat's.
-func (p *Proxy) modelFor(s int, model string) string {
+// seatsFor is the chain of a request naming model, as indexes of
+// p.seats: its route's (Policy.Route), else Options.Chain.
+func (p *Proxy) seatsFor(model string) []int {
+	names, ok := p.opts.Policy.Route(model)
+	if !ok {
+		return p.def
+	}
+	out := make([]int, len(names))
+	for i, n := range names {
+		out[i] = p.index[n]
+	}
+	return out
+}
+
+// modelFor is the model a request naming model sends to seat s at
+// position pos of its chain: a fallback seat's own model when it names
+// one (the body is rewritten to it), else the client's, else the seat's.
+func (p *Proxy) modelFor(s, pos int, model string) string {
 	u := &p.seats[s]
-	if model == "" || (u.fallbck && u.cfg.Model != "") {
+	if model == "" || (pos > 0 && u.cfg.Model != "") {
 		return u.cfg.Model
 	}
 	return model
 }
 
 // chain is the job machine's chain for a request naming model whose
-// prompt and max tokens req holds: the policy's numbers and every seat
-// with the breaker of the model it would be sent (under p.mu).
-func (p *Proxy) chain(req *request, deps []*deployment) admit.Chain {
+// prompt and max tokens req holds, over the seats at idx: the policy's
+// numbers and every seat with the breaker of the model it would be sent
+// (under p.mu).
+func (p *Proxy) chain(req *request, idx []int, deps []*deployment) admit.Chain {
 	pol := p.opts.Policy
 	c := rehearse.NewChain(pol, nil) // the retry budget is set at each decision (call.gate)
-	c.Seats = make([]admit.ChainSeat, len(p.seats))
-	for s := range p.seats {
+	c.Seats = make([]admit.ChainSeat, len(idx))
+	for pos, s := range idx {
 		cfg := p.seats[s].cfg
-		d := p.deployment(s, p.modelFor(s, req.model))
-		deps[s] = d
-		c.Seats[s] = rehearse.ChainSeat(cfg.Name, cfg, d.br, pol.Budget, req.prompt, nil, int(min(req.maxTokens, math.MaxInt32)))
+		d := p.deployment(s, p.modelFor(s, pos, req.model))
+		deps[pos] = d
+		c.Seats[pos] = rehearse.ChainSeat(cfg.Name, cfg, d.br, pol.Budget, req.prompt, nil, int(min(req.maxTokens, math.MaxInt32)))
 	}
 	return c
 }

@@ -40,6 +40,7 @@ type call struct {
 	f     *forward
 	id    string
 	chain admit.Chain
+	seats []int // the chain's seats, as indexes of p.seats
 	deps  []*deployment
 	// m is the job machine: the in-process job's own, or the one the
 	// job's shared book holds, resumed at each step (books.go).
@@ -87,9 +88,10 @@ func (p *Proxy) run(w http.ResponseWriter, r *http.Request, in *admitted) {
 // chain its model picks, and for a named job whose book is shared, its
 // hold on the book (the job's machine comes from the book at each step).
 func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, in *admitted) *call {
-	c := &call{p: p, w: w, r: r, in: in, f: newForward(w, r), first: true, deps: make([]*deployment, len(p.seats))}
+	idx := p.seatsFor(in.req.model)
+	c := &call{p: p, w: w, r: r, in: in, f: newForward(w, r), first: true, seats: idx, deps: make([]*deployment, len(idx))}
 	p.mu.Lock()
-	c.chain = p.chain(&in.req, c.deps)
+	c.chain = p.chain(&in.req, idx, c.deps)
 	p.mu.Unlock()
 	if in.named && p.opts.Books != nil {
 		c.id, c.m = in.id, new(admit.Job)
@@ -213,7 +215,7 @@ func (c *call) before() (admit.Plan, bool) {
 		c.planAt = now
 		if plan.Decision.Admit {
 			b := c.base(plan.Attempt, plan.Seat, now, plan.Spent, plan.Delay, &plan)
-			c.hold(now.Add(plan.Hard+flightGrace), &lease{Attempt: plan.Attempt, Seat: p.seats[plan.Seat].cfg.Name, Base: b})
+			c.hold(now.Add(plan.Hard+flightGrace), &lease{Attempt: plan.Attempt, Seat: c.up(plan.Seat).cfg.Name, Base: b})
 			return
 		}
 		c.hold(time.Time{}, nil)
@@ -235,7 +237,7 @@ func (c *call) before() (admit.Plan, bool) {
 // and its end forwarded or kept.
 func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 	p := c.p
-	u := &p.seats[plan.Seat]
+	u := c.up(plan.Seat)
 	body := c.bodyFor(plan.Seat)
 	x := &exchange{f: c.f, u: u, body: body}
 	s, _, _ := seat.WithTransport(u.readerFor(&c.in.req), func(http.RoundTripper) http.RoundTripper { return x })
@@ -296,7 +298,7 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 		}
 		c.f.settle(cut || c.f.failed())
 	}
-	obs.Model = p.modelFor(plan.Seat, c.in.req.model)
+	obs.Model = c.model(plan.Seat)
 	if x.dropped > 0 {
 		obs.Detail = rehearse.JoinNote(obs.Detail, fmt.Sprintf("%d malformed stream events dropped, the rest forwarded", x.dropped))
 	}
@@ -307,6 +309,12 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 	return x, obs
 }
 
+// up is the upstream at position pos of the call's chain.
+func (c *call) up(pos int) *upstream { return &c.p.seats[c.seats[pos]] }
+
+// model is the model the call sends to the seat at position pos of its chain.
+func (c *call) model(pos int) string { return c.p.modelFor(c.seats[pos], pos, c.in.req.model) }
+
 // bodyFor is the client's body as seat s gets it: asking an OpenAI
 // stream for its usage, and naming a fallback seat's own model.
 func (c *call) bodyFor(s int) []byte {
@@ -314,7 +322,7 @@ func (c *call) bodyFor(s int) []byte {
 	if p.kind == "openai" && !req.responses && req.stream && !req.usageSet {
 		body = askUsage(body) // the Responses API reports usage unasked, and takes no include_usage
 	}
-	if m := p.modelFor(s, req.model); m != "" && m != req.model {
+	if m := c.model(s); m != "" && m != req.model {
 		body = withModel(body, m)
 	}
 	return body
@@ -336,7 +344,7 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 		var row ledgerfile.Row
 		b := c.base(plan.Attempt, plan.Seat, c.planAt, plan.Spent, plan.Delay, plan)
 		rehearse.SentRow(&row, &b, m.Track(), obs, a.USD, priced, rehearse.JoinNote(note, obs.Detail))
-		rehearse.PriceCache(&row, p.seats[plan.Seat].cfg, obs)
+		rehearse.PriceCache(&row, c.up(plan.Seat).cfg, obs)
 		taken := ledgerfile.AttemptOf(&row)
 		p.mu.Lock()
 		mv = m.Take(&c.chain, plan.Seat, &taken, p.rng)
@@ -395,7 +403,7 @@ func (c *call) stopped() {
 // attempt.
 func (c *call) base(n, s int, ts time.Time, spent admit.Spent, delay time.Duration, plan *admit.Plan) rehearse.RowBase {
 	b := rehearse.RowBase{
-		TS: ts, Job: c.id, Attempt: n, Seat: c.p.seats[s].cfg.Name, Model: c.p.modelFor(s, c.in.req.model),
+		TS: ts, Job: c.id, Attempt: n, Seat: c.up(s).cfg.Name, Model: c.model(s),
 		Delay: delay, Spent: spent, Fallback: s > 0, Reserve: c.chain.Seats[s].Reserve,
 	}
 	if plan != nil {

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,8 +53,12 @@ type Options struct {
 	// Chain is the seats a job may use, in order: the first is where
 	// every job starts; the rest are the policy's fallbacks of the same
 	// kind. All are openai, anthropic or ollama seats.
-	Chain  []seat.Config
-	Getenv func(string) string
+	Chain []seat.Config
+	// RouteSeats are the seats the policy's routes name that Chain does
+	// not hold. A request whose model a route matches (Policy.Route)
+	// runs that route's chain; any other, Chain.
+	RouteSeats []seat.Config
+	Getenv     func(string) string
 	// Sink appends rows to the log, in order, from one goroutine. A
 	// failed write is reported to OnError and answers still go out: its
 	// rows are held (at most MaxHeld) and written first by every later
@@ -130,7 +135,6 @@ type upstream struct {
 	queryKeys map[string]bool
 	rt        http.RoundTripper // the seat's own http.Transport
 	inject    bool
-	fallbck   bool
 }
 
 // Proxy is the policy's loop in front of one seat and its fallbacks: an
@@ -148,6 +152,10 @@ type Proxy struct {
 	bodies *bodyBudget
 	// routes is the wire format's allow-list (route.go).
 	routes []route
+	// def is the chain of a request no route takes (Options.Chain), as
+	// indexes of seats; index, each seat's index by name.
+	def    []int
+	index  map[string]int
 	q      *queue[ledgerfile.Row]
 	events *queue[ledgerfile.Event]
 
@@ -227,7 +235,13 @@ func New(o Options) (*Proxy, error) {
 		o.OnError(fmt.Errorf("%d event lines never reached the log (%s)", len(es), why))
 	}, func(int) {}, maxEventsQueued, o.MaxHeld)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
-	for i, c := range o.Chain {
+	p.def = make([]int, len(o.Chain))
+	p.index = map[string]int{}
+	for i, c := range append(slices.Clip(o.Chain), o.RouteSeats...) {
+		if i < len(o.Chain) {
+			p.def[i] = i
+		}
+		p.index[c.Name] = i
 		switch c.Kind {
 		case "openai", "anthropic", "ollama":
 		default:
@@ -259,11 +273,18 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
-		u := upstream{cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "", fallbck: i > 0}
+		u := upstream{cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != ""}
 		if u.rawQuery, u.queryKeys, err = queryOf(c.BaseURL); err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
 		p.seats = append(p.seats, u)
+	}
+	for i, rt := range o.Policy.Routes {
+		for _, n := range rt.Fallback {
+			if _, ok := p.index[n]; !ok {
+				return nil, fmt.Errorf("routes[%d].fallback: seat %q is neither in the chain nor among the route seats", i, n)
+			}
+		}
 	}
 	return p, nil
 }

@@ -50,7 +50,7 @@ func (c *call) shadow() {
 		plan.Seat, plan.Hard, plan.Decision = 0, shadowHard, admit.Decision{Admit: true}
 		c.planAt = now
 		b := c.base(plan.Attempt, 0, now, plan.Spent, plan.Delay, &plan)
-		c.hold(now.Add(plan.Hard+flightGrace), &lease{Attempt: plan.Attempt, Seat: p.seats[0].cfg.Name, Base: b})
+		c.hold(now.Add(plan.Hard+flightGrace), &lease{Attempt: plan.Attempt, Seat: c.up(0).cfg.Name, Base: b})
 	}, stepBefore)
 	c.first = false
 	if err != nil {
@@ -99,7 +99,7 @@ func (c *call) shadowAfter(plan *admit.Plan, x *exchange, obs *seat.Observation,
 		var row ledgerfile.Row
 		b := c.base(plan.Attempt, 0, c.planAt, plan.Spent, plan.Delay, plan)
 		rehearse.SentRow(&row, &b, m.Track(), obs, a.USD, priced, rehearse.JoinNote(note, obs.Detail))
-		rehearse.PriceCache(&row, p.seats[0].cfg, obs)
+		rehearse.PriceCache(&row, c.up(0).cfg, obs)
 		taken := ledgerfile.AttemptOf(&row)
 		p.mu.Lock()
 		mv := m.Take(&c.chain, 0, &taken, p.rng)
