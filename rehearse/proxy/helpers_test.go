@@ -5,11 +5,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrygate/retrygate/admit"
@@ -134,6 +136,9 @@ func startOn(t testing.TB, ln net.Listener, pol rehearse.Policy, chain []seat.Co
 	for _, f := range tweak {
 		f(&o)
 	}
+	// ownSink: the rows go to rs, which takes every one (a test that
+	// fails writes brings a sink of its own).
+	ownSink := reflect.ValueOf(o.Sink).Pointer() == reflect.ValueOf(rs.add).Pointer()
 	px, err := New(o)
 	require.NoError(t, err)
 	if ln == nil {
@@ -144,7 +149,14 @@ func startOn(t testing.TB, ln net.Listener, pol rehearse.Policy, chain []seat.Co
 	go func() { _ = px.Serve(ctx, ln, io.Discard); close(done) }()
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		stop()
+		if ownSink && !t.Failed() {
+			// Every proxy test: the rows the proxy counts written are the
+			// rows the log got, none held or lost (issue 36).
+			assert.Equal(t, LogCounts{Written: int64(len(rs.all())), InLease: px.Rows().InLease}, px.Rows(), "the proxy's row counts against its log")
+		}
+	})
 	return &running{url: "http://" + ln.Addr().String(), rows: rs, clock: c, px: px, stop: stop}
 }
 
