@@ -34,11 +34,20 @@ type Summarizer struct {
 	// A job id is looked up by its 64-bit hash (seed: no log can aim
 	// at it), not kept: two ids of one hash in one log would be one job,
 	// a chance of about 3e-8 at a million ids.
-	jobs [][]jobState
-	ids  map[uint64]int32 // the log's job ids' hashes → their slots
-	seed maphash.Seed
-	more [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
-	file string    // the log being read
+	// With Options.Live a job is counted at its job_end row, in the
+	// order jobs began, as EndLog would count it: the figures are the
+	// same, and memory follows the jobs from the oldest still in flight
+	// (head), whose chunks are reused as they are counted.
+	jobs  [][]jobState
+	slots int32            // jobs of the log so far, counted or not
+	head  int32            // Live: the first job not yet counted
+	spare []jobState       // Live: a counted chunk, to reuse
+	ids   map[uint64]int32 // the log's job ids' hashes → their slots
+	seed  maphash.Seed
+	more  [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
+	// freeMore are entries of more that counted jobs (Live) left.
+	freeMore []int32
+	file     string // the log being read
 	// The current job's rows are adjacent, as they are unless jobs
 	// interleave: they skip the map.
 	curJob string
@@ -278,15 +287,13 @@ func (s *Summarizer) EndLog() {
 	for c := range s.jobs {
 		for i := range s.jobs[c] {
 			if js := &s.jobs[c][i]; js.open {
-				end := s.finishJob(js)
-				if s.draw != nil {
-					s.draw.finish(s.draw.traceOf(int32(c*jobChunk+i), ""), end)
-				}
+				s.endJob(int32(c*jobChunk+i), js)
 			}
 		}
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
-	s.jobs, s.hasCur, s.more = nil, false, s.more[:min(len(s.more), 1)]
+	s.jobs, s.slots, s.head, s.spare, s.hasCur = nil, 0, 0, nil, false
+	s.more, s.freeMore = s.more[:min(len(s.more), 1)], s.freeMore[:0]
 	clear(s.ids)
 	if s.draw != nil {
 		clear(s.draw.traces)
@@ -345,9 +352,43 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 		return
 	}
 	ix := s.jobFor(r.Job)
-	s.addJobRow(&s.jobs[ix/jobChunk][ix%jobChunk], gi, r, &f, decision)
+	js := &s.jobs[ix/jobChunk][ix%jobChunk]
+	s.addJobRow(js, gi, r, &f, decision)
 	if s.draw != nil {
 		s.draw.traceOf(ix, r.Job).add(r, f.sent)
+	}
+	if s.opts.Live && r.JobEnd != "" {
+		js.ended, s.hasCur = true, false
+		delete(s.ids, maphash.String(s.seed, r.Job))
+		s.countEnded()
+	}
+}
+
+// countEnded counts the ended jobs from the oldest on, up to the first
+// still in flight (Options.Live).
+func (s *Summarizer) countEnded() {
+	for s.head < s.slots {
+		c, i := s.head/jobChunk, s.head%jobChunk
+		js := &s.jobs[c][i]
+		if !js.ended {
+			return
+		}
+		s.endJob(s.head, js)
+		if js.more != 0 {
+			s.freeMore = append(s.freeMore, js.more)
+		}
+		if s.head++; i == jobChunk-1 {
+			s.spare, s.jobs[c] = s.jobs[c][:0], nil
+		}
+	}
+}
+
+// endJob counts the job in slot ix.
+func (s *Summarizer) endJob(ix int32, js *jobState) {
+	end := s.finishJob(js)
+	if s.draw != nil {
+		s.draw.finish(s.draw.traceOf(ix, ""), end)
+		delete(s.draw.traces, ix)
 	}
 }
 
