@@ -86,6 +86,9 @@ func (s *Summarizer) jobFor(id string) int32 {
 	if s.hasCur && id == s.curJob {
 		return s.curIx
 	}
+	if s.hasCur && !s.curInMap {
+		s.ids[s.curH] = s.curIx // jobs interleave: the current one joins the map
+	}
 	h := maphash.String(s.seed, id)
 	ix, seen := s.ids[h]
 	if !seen {
@@ -106,9 +109,8 @@ func (s *Summarizer) jobFor(id string) int32 {
 		*c = append(*c, jobState{firstGroup: -1, second: -1, open: true})
 		ix = s.slots
 		s.slots++
-		s.ids[h] = ix
 	}
-	s.curJob, s.curIx, s.hasCur = id, ix, true
+	s.curJob, s.curIx, s.curH, s.hasCur, s.curInMap = id, ix, h, true, seen
 	return ix
 }
 

@@ -49,13 +49,20 @@ type Summarizer struct {
 	freeMore []int32
 	file     string // the log being read
 	// The current job's rows are adjacent, as they are unless jobs
-	// interleave: they skip the map.
-	curJob string
-	curIx  int32
-	hasCur bool
-	good   *goodput // Options.Goodput
-	draw   *drawAcc // Options.Draw
-	seats  keyIndex // wasted-call seat names
+	// interleave: they skip the map, and the job joins it (curH) only
+	// when another job's row comes between.
+	curJob   string
+	curIx    int32
+	curH     uint64
+	hasCur   bool
+	curInMap bool
+	good     *goodput // Options.Goodput
+	draw     *drawAcc // Options.Draw
+	seats    keyIndex // wasted-call seat names
+	// the last cost converted (amount)
+	lastAmt float64
+	lastDec Dec
+	hasAmt  bool
 
 	wasted    map[wasteKey]*wasteAcc
 	wasteKeys []wasteKey
@@ -358,8 +365,10 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 		s.draw.traceOf(ix, r.Job).add(r, f.sent)
 	}
 	if s.opts.Live && r.JobEnd != "" {
+		if s.curInMap {
+			delete(s.ids, s.curH)
+		}
 		js.ended, s.hasCur = true, false
-		delete(s.ids, maphash.String(s.seed, r.Job))
 		s.countEnded()
 	}
 }
@@ -400,12 +409,21 @@ type rowFacts struct {
 	usd, uncached Dec // cost_usd, and uncached_usd or else cost_usd (uncachedUSD), as the row wrote them
 }
 
+// amount is decAmount(x), remembering the last one: a seat's rows
+// mostly cost the same (a simulated model's fixed token counts).
+func (s *Summarizer) amount(x float64) Dec {
+	if x != s.lastAmt || !s.hasAmt {
+		s.lastAmt, s.lastDec, s.hasAmt = x, decAmount(x), true
+	}
+	return s.lastDec
+}
+
 func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
 	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
 	if f.sent {
 		f.billing = RowBilling(r, s.opts.SlowAfter)
 		if r.HasCost {
-			f.usd = decAmount(r.CostUSD)
+			f.usd = s.amount(r.CostUSD)
 			f.uncached = f.usd
 			if r.UncachedUSD > 0 {
 				f.uncached = decAmount(r.UncachedUSD)
