@@ -154,8 +154,8 @@ func (b *Breaker) Record(now time.Time, failed bool) {
 		return // a straggler from before the breaker opened
 	}
 	cutoff := now.Add(-b.cfg.Window)
-	b.window.push(now, cutoff, failed)
-	n := b.window.since(cutoff)
+	b.window.push(now, cutoff, failed) // expired before it took now
+	n := b.window.len()
 	if n < b.cfg.MinRequests || n == 0 {
 		return
 	}

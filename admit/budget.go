@@ -148,6 +148,9 @@ func (q *timeQueue) push(at, cut time.Time, mark bool) {
 
 func (q *timeQueue) reset() { q.at, q.head, q.marked = q.at[:0], 0, 0 }
 
+// len counts the times the last expiry left.
+func (q *timeQueue) len() int { return len(q.at) - q.head }
+
 // since counts the times after cut (and expires the rest).
 func (q *timeQueue) since(cut time.Time) int {
 	q.expire(cut)
