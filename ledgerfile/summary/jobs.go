@@ -96,12 +96,14 @@ func (s *Summarizer) jobFor(id string) int32 {
 			// The first chunk grows as jobs come (a small log, a
 			// one-row check, costs little); later ones are whole, and
 			// one already counted (Options.Live) is reused.
-			c := make([]jobState, 0, 16)
-			switch {
-			case s.spare != nil:
-				c, s.spare = s.spare, nil
+			var c []jobState
+			switch n := len(s.spares); {
+			case n > 0:
+				c, s.spares = s.spares[n-1], s.spares[:n-1]
 			case s.slots > 0:
 				c = make([]jobState, 0, jobChunk)
+			default:
+				c = make([]jobState, 0, 16)
 			}
 			s.jobs = append(s.jobs, c)
 		}

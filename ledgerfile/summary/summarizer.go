@@ -38,13 +38,13 @@ type Summarizer struct {
 	// order jobs began, as EndLog would count it: the figures are the
 	// same, and memory follows the jobs from the oldest still in flight
 	// (head), whose chunks are reused as they are counted.
-	jobs  [][]jobState
-	slots int32            // jobs of the log so far, counted or not
-	head  int32            // Live: the first job not yet counted
-	spare []jobState       // Live: a counted chunk, to reuse
-	ids   map[uint64]int32 // the log's job ids' hashes → their slots
-	seed  maphash.Seed
-	more  [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
+	jobs   [][]jobState
+	slots  int32            // jobs of the log so far, counted or not
+	head   int32            // Live: the first job not yet counted
+	spares [][]jobState     // Live: counted chunks, to reuse (at most two)
+	ids    map[uint64]int32 // the log's job ids' hashes → their slots
+	seed   maphash.Seed
+	more   [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
 	// freeMore are entries of more that counted jobs (Live) left.
 	freeMore []int32
 	file     string // the log being read
@@ -299,7 +299,7 @@ func (s *Summarizer) EndLog() {
 		}
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
-	s.jobs, s.slots, s.head, s.spare, s.hasCur = nil, 0, 0, nil, false
+	s.jobs, s.slots, s.head, s.spares, s.hasCur = nil, 0, 0, nil, false
 	s.more, s.freeMore = s.more[:min(len(s.more), 1)], s.freeMore[:0]
 	clear(s.ids)
 	if s.draw != nil {
@@ -387,7 +387,12 @@ func (s *Summarizer) countEnded() {
 			s.freeMore = append(s.freeMore, js.more)
 		}
 		if s.head++; i == jobChunk-1 {
-			s.spare, s.jobs[c] = s.jobs[c][:0], nil
+			// Two: the oldest job in flight may end just as the newest
+			// fills its chunk, before the next chunk is taken.
+			if len(s.spares) < 2 {
+				s.spares = append(s.spares, s.jobs[c][:0])
+			}
+			s.jobs[c] = nil
 		}
 	}
 }
