@@ -156,8 +156,9 @@ fi
 # An A/B of this tree against REF: both built alike (static, each with its
 # own default.pgo), then run in alternating pairs, A then B, on the same
 # inputs, so load that comes and goes falls on both alike. Start-up is
-# wall time per run (median of the pairs); simulate is user + system CPU
-# (median) and max RSS (median) of the issue's model on one core.
+# user + system CPU and wall time per run (medians of the pairs); simulate
+# is user + system CPU and max RSS (medians) of the issue's model on one
+# core.
 if [[ -n $against ]]; then
 	command -v git >/dev/null || die "--against needs git"
 	ref=$(git -C "$repo" rev-parse --verify --short "$against^{commit}" 2>/dev/null) ||
@@ -171,19 +172,40 @@ if [[ -n $against ]]; then
 	run ab-worktree git -C "$repo" worktree add --detach "$ab_tree" "$ref"
 	(cd "$ab_tree" && run ab-build-ref go build -o "$tmp/rg-ref" .)
 	(cd "$repo" && run ab-build-here go build -o "$tmp/rg-here" .)
+	# runone BIN ARGS...: one run's wall and user + system CPU in ms, from
+	# the child's own rusage (GNU time counts CPU in 10 ms steps; a start
+	# takes a few ms, and CPU is what load disturbs least).
+	mkdir -p "$tmp/runone"
+	cat >"$tmp/runone/main.go" <<'EOF'
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func main() {
+	c := exec.Command(os.Args[1], os.Args[2:]...)
+	start := time.Now()
+	err := c.Run()
+	wall := time.Since(start)
+	if c.ProcessState == nil || c.ProcessState.ExitCode() > 1 { // admit exits 1 when it refuses
+		fmt.Fprintln(os.Stderr, "runone:", os.Args[1:], err)
+		os.Exit(2)
+	}
+	cpu := c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+	fmt.Printf("%.3f %.3f\n", float64(wall.Microseconds())/1000, float64(cpu.Microseconds())/1000)
+}
+EOF
+	printf 'module runone\n\ngo 1.21\n' >"$tmp/runone/go.mod"
+	(cd "$tmp/runone" && run ab-build-runone go build -o "$tmp/runone-bin" .)
 	cd "$tmp/work"
 	admit_args=(admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s --spent 7.2
 		--spent-tokens 2100 --used 1 --next-wait 1.2 --next-elapsed 7.2 --next-tokens 2100)
 	sim_args=(simulate --policy "$repo/testdata/models/two-attempts.yaml" --jobs "$ab_jobs" --rate 20
 		--model 'lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100 prompt=1500')
-	# wall BIN ARGS...: one run's wall time in ms (admit may exit 1: refuse).
-	wall() {
-		local t0=$EPOCHREALTIME t1 rc=0
-		"$@" >/dev/null 2>&1 || rc=$?
-		t1=$EPOCHREALTIME
-		((rc <= 1)) || die "$* exited $rc"
-		awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) * 1000 }'
-	}
 	median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 	abrow() { awk -v n="$1" -v a="$2" -v b="$3" -v f="$4" 'BEGIN { printf "| %s | " f " | " f " | %.3f× |\n", n, a, b, (a > 0 ? b / a : 0) }'; }
 	: >"$tmp/m/ab.txt"
@@ -191,10 +213,10 @@ if [[ -n $against ]]; then
 		say "start-up A/B: $what, $ab_pairs pairs"
 		args=(--version)
 		[[ $what == admit ]] && args=("${admit_args[@]}")
-		for bin in "$tmp/rg-ref" "$tmp/rg-here"; do wall "$bin" "${args[@]}" >/dev/null; done # warm the page cache
+		for side in ref here; do run ab-warm "$tmp/runone-bin" "$tmp/rg-$side" "${args[@]}"; done # the page cache
 		for ((i = 0; i < ab_pairs; i++)); do
 			for side in ref here; do
-				w=$(wall "$tmp/rg-$side" "${args[@]}")
+				w=$("$tmp/runone-bin" "$tmp/rg-$side" "${args[@]}") || die "$what failed on $side"
 				echo "$what $side $w" >>"$tmp/m/ab.txt"
 			done
 		done
@@ -214,8 +236,12 @@ if [[ -n $against ]]; then
 		echo
 		echo "| figure | $ref | $here | ratio |"
 		echo "|---|---|---|---|"
-		abrow "\`--version\`, median wall ms ($ab_pairs pairs)" "$(fig version ref 3)" "$(fig version here 3)" "%.2f"
-		abrow "\`admit …\`, median wall ms ($ab_pairs pairs)" "$(fig admit ref 3)" "$(fig admit here 3)" "%.2f"
+		for what in version admit; do
+			name='`--version`'
+			[[ $what == admit ]] && name='`admit …`'
+			abrow "$name, median CPU ms ($ab_pairs pairs)" "$(fig $what ref 4)" "$(fig $what here 4)" "%.2f"
+			abrow "$name, median wall ms" "$(fig $what ref 3)" "$(fig $what here 3)" "%.2f"
+		done
 		abrow "simulate $ab_jobs jobs --rate 20, one core, median CPU-s ($ab_sim_pairs pairs)" "$(fig sim ref 3)" "$(fig sim here 3)" "%.2f"
 		abrow "simulate, median max RSS MB" "$(fig sim ref 4 | awk '{ print $1 / 1024 }')" "$(fig sim here 4 | awk '{ print $1 / 1024 }')" "%.1f"
 	} | tee "$tmp/m/ab.md"
