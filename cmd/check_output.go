@@ -2,9 +2,11 @@ package cmd
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
@@ -36,7 +38,8 @@ type checkJSON struct {
 	ChangesTotal   int64                     `json:"changes_total"`
 	Changes        []summary.Replayed        `json:"changes"`
 	HeldOutRefused []summary.Replayed        `json:"held_out_refused"`
-	Goodput        summary.Goodput           `json:"goodput"` // jobs meeting every threshold, per second (docs/load.md)
+	Goodput        summary.Goodput           `json:"goodput"`          // jobs meeting every threshold, per second (docs/load.md)
+	Shadow         *summary.Shadow           `json:"shadow,omitempty"` // a shadow proxy's log: what enforcing would change
 	Torn           []string                  `json:"torn"`
 	Skipped        []string                  `json:"skipped"`
 }
@@ -46,7 +49,7 @@ func printCheckJSON(opts *CheckOptions, logs *logSet, res *summary.CheckResult, 
 		Pass: res.Pass, Policy: opts.Policy, Budget: toBudgetJSON(opts.Budget), Logs: displayNames(logs),
 		Rows: res.Judged, Jobs: res.Summary.All.Jobs, HeldOutRows: res.HeldOut.Rows, Thresholds: res.Thresholds, Goodput: res.Goodput,
 		Failed: res.Failed, ChangesTotal: res.ChangesTotal, Changes: res.Changes, HeldOutRefused: res.HeldOut.Refused,
-		Torn: lineRefs(torn), Skipped: lineRefs(skipped),
+		Torn: lineRefs(torn), Skipped: lineRefs(skipped), Shadow: res.Shadow,
 	})
 }
 
@@ -85,6 +88,10 @@ func printCheck(opts *CheckOptions, res *summary.CheckResult) error {
 		if len(res.Changes) > 50 {
 			fmt.Fprintf(w, "… and %d more (--json lists up to %d)\n", res.ChangesTotal-50, maxListedChanges)
 		}
+	}
+
+	if res.Shadow != nil {
+		printShadow(w, res.Shadow, opts.Budget.Deadline)
 	}
 
 	switch {
@@ -197,4 +204,43 @@ func formatObserved(t admit.Threshold, v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// printShadow says what enforcing the policy would change on a shadow
+// proxy's log: the decisions, then the retry tax, the answers and the
+// deadline misses that change with them.
+func printShadow(w io.Writer, s *summary.Shadow, deadline time.Duration) {
+	var parts []string
+	if n := refusedRows(s); n > 0 {
+		var by []string
+		for _, r := range s.Refused {
+			by = append(by, fmt.Sprintf("%s %d", r.Reason, r.Rows))
+		}
+		parts = append(parts, fmt.Sprintf("%d refused (%s)", n, strings.Join(by, ", ")))
+	}
+	if s.Retried > 0 {
+		parts = append(parts, fmt.Sprintf("%d retried", s.Retried))
+	}
+	if s.FailedOver > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed over", s.FailedOver))
+	}
+	what := "nothing"
+	if len(parts) > 0 {
+		what = strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "\nshadow log: enforcing this policy changes %d of %d forwarded %s: %s\n",
+		s.Changed, s.Rows, plural(int(s.Rows), "request", "requests"), what)
+	fmt.Fprintf(w, "  retry tax: %d tokens saved (refused requests that failed); about %d tokens added (retries and failovers, each as large as the attempt it repeats)\n",
+		s.TaxSavedTokens, s.TaxAddedTokens)
+	fmt.Fprintf(w, "  answers lost: %d (refused requests whose forward answered ok)\n", s.AnswersLost)
+	fmt.Fprintf(w, "  deadline misses: %d %s ran past the %s deadline passed through (enforcing answers 504 at it); %d %s refused for the deadline\n",
+		s.PastDeadline, plural(int(s.PastDeadline), "job", "jobs"), deadline, s.DeadlineRefused, plural(int(s.DeadlineRefused), "request", "requests"))
+}
+
+func refusedRows(s *summary.Shadow) int64 {
+	var n int64
+	for _, r := range s.Refused {
+		n += r.Rows
+	}
+	return n
 }

@@ -145,6 +145,11 @@ var flagSpecs = map[string]flagSpec{
 	"rehearse --prompts":      {bad: flagBadPath, path: true},
 	"rehearse --prompt-order": {bad: []string{"", "bogus", "seq,random"}},
 
+	// proxy: what one client is, and its share of the request slots.
+	"proxy --max-client-concurrent": {bad: flagWith(flagBadInt, "257")}, // over --max-concurrent
+	"proxy --client-prefix-v4":      {bad: flagWith(flagBadInt, "0", "33")},
+	"proxy --client-prefix-v6":      {bad: flagWith(flagBadInt, "0", "129")},
+
 	"proxy --deadline":        {bad: flagBadPositive},
 	"proxy --token-ceiling":   {bad: flagWith(flagBadCount, "0")},
 	"proxy --max-attempts":    {bad: flagWith(flagBadCount, "0", "1001")},
@@ -159,8 +164,10 @@ var flagSpecs = map[string]flagSpec{
 	"proxy --max-client-jobs": {bad: flagWith(flagBadInt, "100001")}, // over --max-jobs
 	"proxy --job-retention":   {bad: flagBadPositive},
 	"proxy --pass-unknown":    {bad: flagBadBool},
+	"proxy --shadow":          {bad: flagBadBool},
 	"proxy --max-body-total":  {bad: flagWith(flagBadInt, "0", "1099511627777")},
 	"proxy --max-conns":       {bad: flagWith(flagBadInt, "0", "1000001")},
+	"proxy --max-held":        {bad: flagWith(flagBadInt, "0", "10000001")},
 
 	// report.
 	"report --by":         {bad: []string{"", "bogus", "seat,job"}},

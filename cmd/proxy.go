@@ -2,12 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -86,7 +87,10 @@ connection after them. An OpenAI stream with no stream_options is sent
 with stream_options.include_usage, so the client sees one extra chunk
 with "choices":[] and the usage before [DONE].
 
-With a file log, one proxy keeps its jobs' books in memory. With a
+With a file log, one proxy keeps its jobs' books in memory, and holds
+LOG.lock while it runs: a second proxy on the same file log exits 2,
+naming the first one's pid (record and rehearse still append beside
+it). With a
 PostgreSQL log (--log postgres://...), named jobs' books live in that
 database: a job's deadline, attempts, tokens and spend are read and
 charged there under the job's lock, so every proxy on the database
@@ -103,11 +107,22 @@ before it is read; past --max-body-total bytes of bodies held at once a
 request waits up to a second, then 503 with Retry-After, its body never
 read; header blocks over 64 KiB 431. A job is remembered until its
 deadline plus --job-retention; at most --max-jobs at once (503 for a new
-job past it), and at most --max-client-jobs from one client's address
-(429), both with Retry-After. Every answer the proxy makes itself has a
+job past it), and at most --max-client-jobs from one client (429), both
+with Retry-After. One client has at most --max-client-concurrent
+requests in flight, and their part of --max-body-total in bodies (429). A client is its address's prefix: an IPv4
+/32 and an IPv6 /64 unless --client-prefix-v4 or --client-prefix-v6
+says otherwise; in a full table, a client holding fewer jobs than
+another takes the place of that client's oldest idle job. Every answer the proxy makes itself has a
 row or an event line (docs/proxy.md lists the limits). Ctrl-C or SIGTERM
 drains: requests in flight finish or are cut at their deadline, every
 row is written, and jobs still open get the row that ends them.
+
+When the log cannot take rows (a full disk, the log removed or
+replaced, a database outage), answers still go out and their rows wait
+in memory (at most --max-held), written first by every later write: a
+removed or replaced log is opened again at its path. Rows lost past the
+bound, or still waiting when the proxy stops, are counted and printed
+on stderr, and the last line says how many (exit 1).
 
 With --metrics ADDR it also serves Prometheus metrics (/metrics), counted
 from the rows and breaker events it logs, so they agree with report, and
@@ -119,8 +134,16 @@ Like a sidecar beside the application it fronts, it runs on half the
 CPUs (at least one) unless GOMAXPROCS is set, and collects garbage at
 GOGC=400 unless GOGC is set (docs/proxy.md).
 
+With --shadow it enforces nothing: each generation request is forwarded
+once to the first seat, as a plain pass-through (no wait, retry, failover
+or refusal, no timeout of the policy's; the client gets the provider's
+answer as it came), while the policy runs beside it on what was sent.
+Each row's would= says what the policy would have done: admit, refuse:
+<reason>, retry or fallback. check on that log says what enforcing would
+change. Watch a policy on live traffic, then turn it on.
+
 The first line of stdout is the base URL to give a client.` + exitStatus(
-			"served until Ctrl-C or SIGTERM, every row written", "not used"),
+			"served until Ctrl-C or SIGTERM, every row written", "served until stopped, but rows never reached the log (the last line says how many, and why)"),
 		Example: `  # the config's fallback chain, on the default port
   retrygate proxy
 
@@ -128,7 +151,10 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
   retrygate proxy --seat scratch --listen 127.0.0.1:7000
 
   # with Prometheus metrics: curl http://127.0.0.1:9464/metrics
-  retrygate proxy --metrics 127.0.0.1:9464`,
+  retrygate proxy --metrics 127.0.0.1:9464
+
+  # watch the policy on live traffic before it acts; then: retrygate check
+  retrygate proxy --shadow`,
 		Args: cobra.NoArgs,
 		RunE: runE(opts, func(c *cobra.Command, _ []string) error { return opts.fill(f, c, budgetKeys, seatName, retention) }, runF, runProxy),
 	}
@@ -141,11 +167,16 @@ The first line of stdout is the base URL to give a client.` + exitStatus(
 	fl.Int64Var(&opts.MaxBody, "max-body", proxy.DefaultMaxBody, "largest request body, `n` bytes (413 past it)")
 	fl.Int64Var(&opts.MaxBodyTotal, "max-body-total", proxy.DefaultMaxBodyTotal, "request bodies held at once, `n` bytes in all (503 past it)")
 	fl.IntVar(&opts.MaxConcurrent, "max-concurrent", proxy.DefaultMaxConcurrent, "at most `n` requests in flight (503 past it)")
+	fl.BoolVar(&opts.Shadow, "shadow", false, "forward each request once, as a plain pass-through, and log what the policy would have done (would=)")
 	fl.BoolVar(&opts.PassUnknown, "pass-unknown", false, "forward requests off the wire format's routes ungated (logged) instead of 404")
 	fl.IntVar(&opts.MaxJobs, "max-jobs", proxy.DefaultMaxJobs, "at most `n` jobs remembered at once (503 for a new job past it)")
-	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (remote IP) holds at once, 429 past it (default a quarter of --max-jobs)")
+	fl.IntVar(&opts.MaxClientJobs, "max-client-jobs", 0, "at most `n` jobs one client (an address's prefix) holds at once, 429 past it (default a quarter of --max-jobs)")
+	fl.IntVar(&opts.MaxClientConcurrent, "max-client-concurrent", 0, "at most `n` requests in flight from one client (an address's prefix), 429 past it (default a quarter of --max-concurrent)")
+	fl.IntVar(&opts.ClientPrefixV4, "client-prefix-v4", proxy.DefaultClientPrefixV4, "an IPv4 client is its address's first `n` bits (its share of slots and jobs)")
+	fl.IntVar(&opts.ClientPrefixV6, "client-prefix-v6", proxy.DefaultClientPrefixV6, "an IPv6 client is its address's first `n` bits (its share of slots and jobs)")
 	fl.StringVar(&retention, "job-retention", proxy.DefaultRetention.String(), "remember a job for `duration` past its deadline")
 	fl.IntVar(&opts.MaxConns, "max-conns", proxy.DefaultMaxConns, "at most `n` client connections open (past it, a new one waits to be accepted)")
+	fl.IntVar(&opts.MaxHeld, "max-held", proxy.DefaultMaxHeld, "hold at most `n` rows in memory while the log refuses writes (past it the oldest are lost, counted)")
 	return c
 }
 
@@ -173,8 +204,16 @@ func (o *ProxyOptions) fill(f *Factory, c *cobra.Command, budgetKeys map[string]
 		return badInput("--max-body: %d bytes is over --max-body-total (%d): no such body could be read", o.MaxBody, o.MaxBodyTotal)
 	case o.MaxConcurrent < 1 || o.MaxConcurrent > 100_000:
 		return badInput("--max-concurrent: must be between 1 and 100000, got %d", o.MaxConcurrent)
+	case o.MaxClientConcurrent < 0 || o.MaxClientConcurrent > o.MaxConcurrent:
+		return badInput("--max-client-concurrent: must be between 1 and --max-concurrent (%d), got %d", o.MaxConcurrent, o.MaxClientConcurrent)
+	case o.ClientPrefixV4 < 1 || o.ClientPrefixV4 > 32:
+		return badInput("--client-prefix-v4: must be between 1 and 32 bits, got %d", o.ClientPrefixV4)
+	case o.ClientPrefixV6 < 1 || o.ClientPrefixV6 > 128:
+		return badInput("--client-prefix-v6: must be between 1 and 128 bits, got %d", o.ClientPrefixV6)
 	case o.MaxConns < 1 || o.MaxConns > 1_000_000:
 		return badInput("--max-conns: must be between 1 and 1000000, got %d", o.MaxConns)
+	case o.MaxHeld < 1 || o.MaxHeld > 10_000_000:
+		return badInput("--max-held: must be between 1 and 10000000, got %d", o.MaxHeld)
 	}
 	o.MaxBodyTotal = max(o.MaxBodyTotal, o.MaxBody) // without --max-body-total, room for one largest body at least
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
@@ -234,6 +273,21 @@ func runProxy(o *ProxyOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if !isDBLog(o.LogPath) {
+		// A file log's books are kept in this process: a second proxy
+		// on the file would keep books of its own, and each would give
+		// a job its whole budget.
+		release, err := ledgerfile.HoldLog(o.LogPath, os.Getpid())
+		if err != nil {
+			var held *ledgerfile.HeldError
+			if errors.As(err, &held) {
+				return withHint(badInput("proxy: %v: one proxy at a time keeps a file log's job books", err),
+					"stop that proxy, give this one another --log, or run every proxy on one PostgreSQL log (docs/proxy.md)")
+			}
+			return badInput("proxy: --log: %v", err)
+		}
+		defer release()
+	}
 	lg, err := openRunLog(ctx, e, o.LogPath)
 	if err != nil {
 		return err
@@ -249,33 +303,29 @@ func runProxy(o *ProxyOptions) error {
 	if m != nil {
 		sink, booksM = m.Sink(sink), m.Books(books)
 	}
-	var writeFailed atomic.Bool
-	onError := func(err error) {
-		if writeFailed.CompareAndSwap(false, true) {
-			fmt.Fprintf(e, "retrygate: proxy: %v (answers still go out; rows are being lost)\n", err)
-		}
-	}
+	w := o.watchLog(lg, m)
 	po := o.Options
-	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, onError, lg.appendEvents
+	po.Sink, po.Books, po.OnError, po.Events = sink, booksM, w.failed, lg.appendEvents
+	po.OnLost, po.OnHeld = w.lost, w.held
 	// A breaker changing state is a `# event breaker` line of the log,
-	// as the attempt loop writes it (rare: written at once), and a line
-	// on stderr. The proxy keeps one per seat and model: the line names
-	// the model.
+	// as the attempt loop writes it, and a line on stderr. The proxy
+	// keeps one per seat and model: the line names the model. It is
+	// queued with the proxy's other event lines (OnBreaker runs under
+	// the proxy's lock: a log that does not answer must not hold it).
+	var px *proxy.Proxy
 	po.OnBreaker = func(name, model string, at time.Time, from, to admit.BreakerState) {
 		rehearse.BreakerEvents(name, func(ev *ledgerfile.Event) {
 			if model != "" {
 				ev.Extra = append(ev.Extra, ledgerfile.KV{Key: "model", Value: model})
 			}
-			if err := lg.event(ev); err != nil {
-				onError(err)
-			}
+			px.LogEvent(ev)
 			breakerLine(e, ev)
 		})(at, from, to)
 		if m != nil {
 			m.Breaker(name, at, from, to)
 		}
 	}
-	px, err := proxy.New(po)
+	px, err = proxy.New(po)
 	if err != nil {
 		return o.Places.located(err)
 	}
@@ -289,7 +339,11 @@ func runProxy(o *ProxyOptions) error {
 		return err
 	}
 	defer stopMetrics()
-	run, err := lg.reserve(fmt.Sprintf("proxy seats=%s listen=%s", strings.Join(names, ","), ln.Addr()))
+	mode := ""
+	if o.Shadow {
+		mode = " shadow=true"
+	}
+	run, err := lg.reserve(fmt.Sprintf("proxy seats=%s listen=%s%s", strings.Join(names, ","), ln.Addr(), mode))
 	if err != nil {
 		return badInputErr(err)
 	}
@@ -316,12 +370,14 @@ func runProxy(o *ProxyOptions) error {
 	}
 	fmt.Fprintf(e, "retrygate: proxy run r%d in front of %s (%s), appending to %s%s; Ctrl-C or SIGTERM drains\n",
 		run, strings.Join(names, " → "), o.Chain[0].Kind, logDisplay(o.LogPath), shared)
+	if o.Shadow {
+		fmt.Fprintf(e, "retrygate: shadow mode: each request goes once to %s as it came; the rows' would= says what the policy would have done\n", o.Chain[0].Name)
+	}
 	startMetrics()
 	if err := px.Serve(ctx, ln, e); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	fmt.Fprintf(e, "retrygate: proxy stopped; every row is in %s\n", logDisplay(o.LogPath))
-	return nil
+	return w.stopped(px.Rows())
 }
 
 // proxyBaseURL is the base URL a client is given: the proxy's origin and

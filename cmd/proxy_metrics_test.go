@@ -5,14 +5,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestProxyLogReady: a file log is ready while it can be appended to;
-// once it is gone from its path (removed under the proxy), it is not,
-// and the reason names it.
+// TestProxyLogReady: a file log is ready while its path is a regular
+// file, or nothing yet in a directory (the next row makes it again); a
+// directory or a FIFO at the path is not, and the check answers at once
+// (it opens nothing: a FIFO would hold an open for writing forever).
 func TestProxyLogReady(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rehearsal.log")
@@ -25,11 +27,20 @@ func TestProxyLogReady(t *testing.T) {
 	require.NoError(t, lg.ready(ctx))
 
 	require.NoError(t, os.Remove(path))
-	err = lg.ready(ctx)
-	require.ErrorContains(t, err, "log "+path+": no such file or directory")
+	require.NoError(t, lg.ready(ctx), "the next row makes the log again")
 
 	require.NoError(t, os.Mkdir(path, 0o755))
-	require.Error(t, lg.ready(ctx), "a directory takes no rows")
+	require.ErrorContains(t, lg.ready(ctx), "log "+path+": a directory, not a regular file")
+	require.NoError(t, os.Remove(path))
+
+	require.NoError(t, syscall.Mkfifo(path, 0o644))
+	require.ErrorContains(t, lg.ready(ctx), "log "+path+": a FIFO, not a regular file")
+
+	gone := filepath.Join(t.TempDir(), "gone", "rehearsal.log")
+	lg2, err := openRunLog(ctx, io.Discard, gone)
+	require.NoError(t, err)
+	defer lg2.Close()
+	require.ErrorContains(t, lg2.ready(ctx), "its directory")
 }
 
 // TestMetricsAddr: --metrics is off unless given, host:port, and off

@@ -93,6 +93,18 @@ func TestProxyOptions(t *testing.T) {
 	_, err = proxyOptions(t, proxyConfig, "--max-jobs", "10", "--max-client-jobs", "11")
 	assert.ErrorContains(t, err, "--max-client-jobs: must be between 1 and --max-jobs (10), got 11")
 
+	// A client's share: a quarter of the slots unless set; a client is
+	// an IPv4 /32 and an IPv6 /64 unless set.
+	assert.Zero(t, o.MaxClientConcurrent, "a quarter of --max-concurrent, as the proxy makes it")
+	assert.Equal(t, []int{32, 64}, []int{o.ClientPrefixV4, o.ClientPrefixV6})
+	o, err = proxyOptions(t, proxyConfig, "--max-concurrent", "100", "--max-client-concurrent", "100", "--client-prefix-v4", "24", "--client-prefix-v6", "56")
+	require.NoError(t, err)
+	assert.Equal(t, []int{100, 24, 56}, []int{o.MaxClientConcurrent, o.ClientPrefixV4, o.ClientPrefixV6})
+	_, err = proxyOptions(t, proxyConfig, "--max-concurrent", "10", "--max-client-concurrent", "11")
+	assert.ErrorContains(t, err, "--max-client-concurrent: must be between 1 and --max-concurrent (10), got 11")
+	_, err = proxyOptions(t, proxyConfig, "--client-prefix-v6", "129")
+	assert.ErrorContains(t, err, "--client-prefix-v6: must be between 1 and 128 bits, got 129")
+
 	// Off loopback only when --listen names it, and then it is flagged.
 	o, err = proxyOptions(t, proxyConfig, "--listen", "0.0.0.0:6557")
 	require.NoError(t, err)
@@ -198,7 +210,8 @@ func TestProxySharedBudgetPostgres(t *testing.T) {
 		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, cmd.Wait(), errs[i].String())
 		assert.Contains(t, errs[i].String(), "job budgets shared with every proxy on it")
-		assert.NotContains(t, errs[i].String(), "rows are being lost")
+		assert.NotContains(t, errs[i].String(), "never reached")
+		assert.Contains(t, errs[i].String(), "proxy stopped; every row is in")
 	}
 	st, err := pgstore.Open(context.Background(), u, pgstore.Options{})
 	require.NoError(t, err)

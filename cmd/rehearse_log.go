@@ -2,9 +2,12 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,6 +42,10 @@ type runLog interface {
 	books() store.Books
 	// ready is /readyz's check that the log takes rows.
 	ready(ctx context.Context) error
+	// onReopen sets what is told when a file log's path names another
+	// file and is opened again (ledgerfile.Writer.OnReopen); a database
+	// has no path.
+	onReopen(fn func(why string) string)
 }
 
 // Rows a rehearsal holds before writing them (see ledgerfile.Writer.Batch):
@@ -68,12 +75,21 @@ type fileRunLog struct{ *ledgerfile.Writer }
 func (f fileRunLog) reserve(describe string) (int, error) {
 	return rehearse.ReserveRun(f.Writer, describe)
 }
-func (f fileRunLog) comment(text string) error            { return f.Comment(text) }
-func (f fileRunLog) append(r *ledgerfile.Row) error       { return f.AppendOne(r) }
-func (f fileRunLog) flush() error                         { return f.Flush() }
-func (f fileRunLog) event(e *ledgerfile.Event) error      { return f.Event(e) }
-func (f fileRunLog) appendRows(rs []ledgerfile.Row) error { return f.Append(rs...) }
-func (f fileRunLog) books() store.Books                   { return nil }
+func (f fileRunLog) comment(text string) error       { return f.Comment(text) }
+func (f fileRunLog) append(r *ledgerfile.Row) error  { return f.AppendOne(r) }
+func (f fileRunLog) flush() error                    { return f.Flush() }
+func (f fileRunLog) event(e *ledgerfile.Event) error { return f.Event(e) }
+func (f fileRunLog) books() store.Books              { return nil }
+
+func (f fileRunLog) onReopen(fn func(why string) string) { f.OnReopen(fn) }
+
+// appendRows writes the proxy's rows at once, whatever the writer's
+// batching: the proxy gathers its own batches, counts a batch's rows as
+// the log's when this returns nil, and holds them for the next write
+// when it does not.
+func (f fileRunLog) appendRows(rs []ledgerfile.Row) error {
+	return f.Locked(func() ([]ledgerfile.Row, error) { return rs, nil })
+}
 
 func (f fileRunLog) appendEvents(es []ledgerfile.Event) error {
 	for i := range es {
@@ -84,17 +100,28 @@ func (f fileRunLog) appendEvents(es []ledgerfile.Event) error {
 	return nil
 }
 
-// ready: the held rows write (a failed write stays failed) and the file
-// opens for appending.
+// ready: the log's path is a regular file, or nothing yet in a
+// directory (the next row makes it there). It looks at the path
+// (lstat) and opens nothing: whatever the path has become (a FIFO, a
+// device), the check never waits on it. Whether the rows write is the
+// writes' own verdict (metrics.Metrics.Ready).
 func (f fileRunLog) ready(context.Context) error {
-	if err := f.Flush(); err != nil {
-		return err
-	}
-	fh, err := os.OpenFile(f.Path(), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
+	st, err := os.Lstat(f.Path())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		dir := filepath.Dir(f.Path())
+		if st, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("log %s: its directory: %w", f.Path(), unwrapPathErr(err))
+		} else if !st.IsDir() {
+			return fmt.Errorf("log %s: %s is not a directory", f.Path(), dir)
+		}
+		return nil
+	case err != nil:
 		return fmt.Errorf("log %s: %w", f.Path(), unwrapPathErr(err))
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("log %s: %s, not a regular file", f.Path(), ledgerfile.FileKind(st.Mode()))
 	}
-	return fh.Close()
+	return nil
 }
 
 type dbRunLog struct {
@@ -151,10 +178,20 @@ func (d *dbRunLog) db() store.Log {
 	return d.l
 }
 
-// The proxy writes rows and event lines while it drains, after ctx is done.
+func (d *dbRunLog) onReopen(func(string) string) {}
+
+// The proxy writes rows and event lines while it drains, after ctx is
+// done. A failed write is not reported row by row here: the proxy holds
+// its rows for the next write, and tells of those it loses.
 func (d *dbRunLog) appendRows(rs []ledgerfile.Row) error {
-	return d.l.Append(context.WithoutCancel(d.ctx), rs...)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), dbWriteTimeout)
+	defer cancel()
+	return d.db().Append(ctx, rs...)
 }
+
+// dbWriteTimeout bounds one write of the proxy's rows to a database: a
+// server that does not answer holds the rows, not the proxy's writer.
+const dbWriteTimeout = 20 * time.Second
 
 // appendEvents writes a batch of event lines in one transaction, one
 // round trip (pgstore's AppendEntries).

@@ -63,7 +63,7 @@ func Check(r *Row) error {
 }
 
 // wordKeys are the keys whose values are words of the log's (Check).
-var wordKeys = [...]string{"outcome", "billing", "decision", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "job_end"}
+var wordKeys = [...]string{"outcome", "billing", "decision", "would", "tokens_from", "prompt_tokens_from", "completion_tokens_from", "job_end"}
 
 func knownSource(s string, mixedOK bool) bool {
 	switch s {
@@ -105,7 +105,7 @@ func Normalize(r *Row) {
 	if r.HTTPStatus < 100 || r.HTTPStatus > 999 {
 		r.HTTPStatus = 0
 	}
-	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Tags, &r.Note, &r.Decision} {
+	for _, s := range [...]*string{&r.Job, &r.Seat, &r.Model, &r.ErrorCode, &r.PromptSHA, &r.Tags, &r.Note, &r.Decision, &r.Would} {
 		*s = cleanValue(*s)
 	}
 	foldSources(r)

@@ -25,6 +25,13 @@ const EventBreaker = "breaker"
 // report and check never count it as an attempt.
 const EventRequest = "request"
 
+// EventLog is the kind of something that happened to the log itself
+// while a proxy wrote it: what=reopened (its path named another file,
+// reason removed or replaced, and the writer opened the path again) or
+// what=lost (rows=N never reached it, reason as the metrics'). Summaries
+// skip it.
+const EventLog = "log"
+
 // Event is a `# event` comment line: something that happened that is not
 // an attempt, in logfmt after its kind,
 //
@@ -73,7 +80,7 @@ func checkEvent(e *Event) error {
 // AppendEvent appends e as one event line, newline included, to dst.
 func AppendEvent(dst []byte, e *Event) ([]byte, error) {
 	if err := checkEvent(e); err != nil {
-		return dst, fmt.Errorf("refusing to write an event the log cannot hold: %w", err)
+		return dst, &cannotHold{"an event", err}
 	}
 	var body bytes.Buffer
 	enc := logfmt.NewEncoder(&body)
@@ -91,7 +98,7 @@ func AppendEvent(dst []byte, e *Event) ([]byte, error) {
 	}
 	kv = append(kv, "ts", e.TS.UTC().Format(time.RFC3339Nano))
 	if err := enc.EncodeKeyvals(kv...); err != nil {
-		return dst, fmt.Errorf("refusing to write an event the log cannot hold: %w", err)
+		return dst, &cannotHold{"an event", err}
 	}
 	dst = append(dst, eventPrefix...)
 	dst = append(dst, e.Kind...)

@@ -28,6 +28,17 @@ func TestSeedHandLine(t *testing.T) {
 	assert.Equal(t, `wait_s=18.000 elapsed_s=9.000 tokens=2400 decision="refuse: queue wait"`, FormatRow(&r))
 }
 
+// A shadow proxy's row says what the policy would have done beside the
+// pass-through's own decision; the hand-written form reads it too.
+func TestWouldKey(t *testing.T) {
+	var r Row
+	require.NoError(t, ParseLine([]byte("wait_s=1 elapsed_s=2 tokens=3 decision=admit would=refuse: attempt cap"), &r))
+	assert.Equal(t, "refuse: attempt cap", r.Would)
+	assert.Equal(t, `wait_s=1.000 elapsed_s=2.000 tokens=3 decision=admit would="refuse: attempt cap"`, FormatRow(&r))
+	r.Would = "sometimes"
+	assert.ErrorContains(t, Check(&r), "would")
+}
+
 func TestReaderLineNumbersCommentsUnknownKeys(t *testing.T) {
 	in := "# retrygate rehearsal log v1\n\nwait_s=1 elapsed_s=2 tokens=3 future_key=\"x y\"\n  # indented comment\nwait_s=4 elapsed_s=5 tokens=6\n"
 	rows, rd, err := ReadAll(strings.NewReader(in), "r.log")
@@ -63,6 +74,7 @@ func TestReaderErrorsNameLine(t *testing.T) {
 		{"wait_s=1 elapsed_s=1 tokens=1 tokens_from=usage prompt_tokens_from=usage completion_tokens_from=hand\n", `r.log: line 1: tokens_from=mixed goes with`},
 		{"wait_s=NaN elapsed_s=1 tokens=1\n", `r.log: line 1: wait_s: not a number "NaN"`},
 		{"wait_s=1 elapsed_s=1 tokens=1 decision=maybe\n", `r.log: line 1: decision: not a decision "maybe"`},
+		{"wait_s=1 elapsed_s=1 tokens=1 would=retries\n", `r.log: line 1: would: not what a policy would do "retries"`},
 	}
 	for _, tt := range tests {
 		_, _, err := ReadAll(strings.NewReader(tt.in), "r.log")
@@ -238,6 +250,9 @@ func rowGen() *rapid.Generator[Row] {
 		}
 		if rapid.Bool().Draw(t, "decided") {
 			r.Decision = rapid.SampledFrom([]string{"admit", "refuse: queue wait", "refuse: deadline", "refuse: breaker open"}).Draw(t, "decision")
+		}
+		if rapid.Bool().Draw(t, "shadow") {
+			r.Would = rapid.SampledFrom([]string{"admit", "refuse: attempt cap", "retry", "fallback"}).Draw(t, "would")
 		}
 		if rapid.Bool().Draw(t, "spent") {
 			r.SpentS, r.SpentTokens, r.Used, r.HasSpent = secs.Draw(t, "spent_s"), rapid.Int64Range(0, 1e9).Draw(t, "st"), rapid.IntRange(0, 100).Draw(t, "used"), true

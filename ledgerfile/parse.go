@@ -464,6 +464,13 @@ var fields = [...]field{
 		r.Unsent = !b
 		return err
 	}, get: func(r *Row) (string, bool) { return "false", r.Unsent }},
+	{key: "would", set: func(r *Row, v string, p *parser) error {
+		if err := ParseWould(v); err != nil {
+			return err
+		}
+		r.Would = p.str(v)
+		return nil
+	}, get: func(r *Row) (string, bool) { return r.Would, ParseWould(r.Would) == nil }},
 	flag("holdout", func(r *Row) *bool { return &r.Holdout }),
 	flag("fallback", func(r *Row) *bool { return &r.Fallback }),
 	oneOf("job_end", "job end", []string{JobSucceeded, JobFailed, JobUnknown, JobCancelled}, func(r *Row) *string { return &r.JobEnd }),

@@ -4,6 +4,7 @@
 package ledgerfile
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -100,8 +101,12 @@ type Row struct {
 	// are counted in Used, each with the estimate as spent.
 	InFlight int
 
-	Decision  string // "admit" or "refuse: <reason>"
-	Unsent    bool   // the gate refused before sending (sent=false); numbers are the estimate
+	Decision string // "admit" or "refuse: <reason>"
+	Unsent   bool   // the gate refused before sending (sent=false); numbers are the estimate
+	// Would is a shadow proxy's row's word (would): what the policy would
+	// have decided where the row's own decision is the pass-through:
+	// admit, refuse: <reason>, WouldRetry or WouldFallback.
+	Would     string
 	Holdout   bool
 	Fallback  bool   // sent to a seat other than the job's first
 	JobEnd    string // succeeded | failed | unknown, on a job's last row
@@ -135,6 +140,24 @@ const (
 	JobUnknown   = "unknown"
 	JobCancelled = "cancelled"
 )
+
+// The words of would= beside a decision: the policy would have retried
+// the failed attempt on its seat, or sent it (or its retry) to another.
+const (
+	WouldRetry    = "retry"
+	WouldFallback = "fallback"
+)
+
+// ParseWould checks a would= value: a decision, retry or fallback.
+func ParseWould(v string) error {
+	if v == WouldRetry || v == WouldFallback {
+		return nil
+	}
+	if _, err := admit.ParseDecision(v); err != nil {
+		return fmt.Errorf("not what a policy would do %q (want admit, refuse: <reason>, retry or fallback)", truncate(v))
+	}
+	return nil
+}
 
 // Admitted reports whether the row's decision was admit.
 func (r *Row) Admitted() bool { return r.Decision == "" || r.Decision == "admit" }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"slices"
@@ -41,6 +42,24 @@ type Writer struct {
 	held    []byte
 	timer   *time.Timer
 	err     error // a batched write's failure, reported by the next call
+
+	// onReopen (see OnReopen) and the comment it gave for the reopened
+	// file, written before the next lines there.
+	onReopen func(why string) string
+	note     string
+}
+
+// OnReopen sets fn to be told when the log's path no longer names the
+// file the writer has open (why: "removed", or "replaced" by another
+// file), which the writer then opens again by its path (making it anew
+// when it was removed). fn returns a comment text ("" for none) written
+// at that point of the reopened file, before the rows that follow: the
+// log says where its earlier part went. fn runs under the writer's
+// lock: it must not call the writer.
+func (w *Writer) OnReopen(fn func(why string) string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onReopen = fn
 }
 
 // NewWriter prepares to append to path. Nothing is opened until the first
@@ -83,6 +102,20 @@ func (w *Writer) open() error {
 	w.f, w.lock = f, NewFileLock(w.path)
 	return nil
 }
+
+// ErrCannotHold is a row or event line a writer refuses, whatever the
+// log's state: writing it again fails again (errors.Is).
+var ErrCannotHold = errors.New("the log cannot hold it")
+
+type cannotHold struct {
+	what string
+	err  error
+}
+
+func (e *cannotHold) Error() string {
+	return "refusing to write " + e.what + " the log cannot hold: " + e.err.Error()
+}
+func (e *cannotHold) Unwrap() []error { return []error{ErrCannotHold, e.err} }
 
 // ErrNotALog is a file a writer refuses to append to: it holds something
 // other than a rehearsal log (a config, notes), which rows would spoil.
@@ -187,15 +220,47 @@ var (
 )
 
 // lockOpen opens the log if need be and takes its lock; the caller
-// unlocks.
+// unlocks. The lock opens the log's path afresh: when that is no longer
+// the file the writer has open (the log was removed, or another file
+// put at its path), the rows would go to a file nobody can read, so
+// the writer opens the path again, as at its first row.
 func (w *Writer) lockOpen() error {
-	if err := w.open(); err != nil {
-		return err
+	for try := 0; ; try++ {
+		if err := w.open(); err != nil {
+			return err
+		}
+		why := ""
+		switch err := w.lock.Lock(context.Background()); {
+		case errors.Is(err, fs.ErrNotExist):
+			why = "removed"
+		case err != nil:
+			return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
+		case !w.current():
+			_ = w.lock.Unlock()
+			why = "replaced"
+		default:
+			return nil
+		}
+		if try == 2 {
+			return fmt.Errorf("failed to lock log %q: its path keeps naming another file", w.path)
+		}
+		_ = w.f.Close()
+		w.f, w.end = nil, -1
+		if w.onReopen != nil {
+			w.note = w.onReopen(why)
+		}
 	}
-	if err := w.lock.Lock(context.Background()); err != nil {
-		return fmt.Errorf("failed to lock log %q: %w", w.path, unwrapPath(err))
+}
+
+// current reports whether the file the lock opened by the path is the
+// one the writer has open.
+func (w *Writer) current() bool {
+	at, err := w.lock.Stat()
+	if err != nil {
+		return false
 	}
-	return nil
+	own, err := w.f.Stat()
+	return err == nil && os.SameFile(at, own)
 }
 
 // Locked runs fn while holding the log's lock, then appends the rows fn
@@ -293,7 +358,7 @@ func appendChecked(dst []byte, r *Row) ([]byte, error) {
 	n := *r
 	Normalize(&n)
 	if err := Check(&n); err != nil {
-		return dst, fmt.Errorf("refusing to write a row the log cannot hold: %w", err)
+		return dst, &cannotHold{"a row", err}
 	}
 	return appendNormalized(dst, &n), nil
 }
@@ -406,8 +471,11 @@ func (w *Writer) appendAt(size int64, b []byte) error {
 	if err != nil {
 		return err
 	}
+	if w.note != "" {
+		prefix = append(append(prefix, CommentLine(w.note)...), '\n')
+	}
 	if len(prefix) > 0 {
-		b = append(prefix, b...) // a new file, or a torn tail: rare
+		b = append(prefix, b...) // a new file, a torn tail, a reopened log: rare
 	}
 	n, err := w.f.Write(b)
 	if err != nil {
@@ -417,7 +485,7 @@ func (w *Writer) appendAt(size int64, b []byte) error {
 		w.end = -1
 		return fmt.Errorf("failed to append to log %q: %w", w.path, unwrapPath(err))
 	}
-	w.end = size + int64(n)
+	w.end, w.note = size+int64(n), ""
 	if w.fsync {
 		if err := w.f.Sync(); err != nil {
 			return fmt.Errorf("failed to sync log %q: %w", w.path, unwrapPath(err))

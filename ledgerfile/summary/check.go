@@ -108,6 +108,9 @@ type CheckResult struct {
 	Changes      []Replayed        `json:"changes"`
 	HeldOut      HeldOut           `json:"held_out"`
 	Goodput      Goodput           `json:"goodput"`
+	// Shadow is what enforcing would change, on a shadow proxy's rows
+	// (would=); nil when no row carries would=.
+	Shadow *Shadow `json:"shadow,omitempty"`
 }
 
 // NewCheck starts a check; a policy without thresholds is ErrNoThresholds.
@@ -130,6 +133,12 @@ func NewCheck(opts CheckOptions) (*Check, error) {
 
 // Add replays one row (in log order) and counts it.
 func (c *Check) Add(r *ledgerfile.Row, file string) {
+	if r.Would != "" {
+		if c.res.Shadow == nil {
+			c.res.Shadow = &Shadow{Refused: []ReasonCount{}}
+		}
+		c.res.Shadow.add(r, file, c.opts.Budget.Deadline)
+	}
 	d, before := c.rp.judge(r)
 	now, logged := d.String(), LoggedDecision(r)
 	changed := (logged == admitted) != (now == admitted) // Replayed.Changed
@@ -163,6 +172,9 @@ func (c *Check) Close() *CheckResult {
 		if !t.Pass {
 			c.res.Failed++
 		}
+	}
+	if c.res.Shadow != nil {
+		c.res.Shadow.close()
 	}
 	c.res.Pass = len(c.res.Thresholds) > 0 && c.res.Failed == 0 && c.res.HeldOut.Agree()
 	return &c.res

@@ -82,7 +82,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 			w := ledgerfile.NewWriter(filepath.Join(b.TempDir(), "rehearsal.log"), false)
 			b.Cleanup(func() { _ = w.Close() })
 			pol := testPolicy()
-			px, err := New(Options{Policy: pol, Run: 1, MaxConcurrent: 1024,
+			px, err := New(Options{Policy: pol, Run: 1, MaxConcurrent: 1024, MaxClientConcurrent: 1024,
 				Chain: []seat.Config{{Name: "s", Kind: "openai", BaseURL: up + "/v1", Model: "m"}},
 				Sink:  func(r []ledgerfile.Row) error { return w.Append(r...) }})
 			if err != nil {

@@ -191,7 +191,7 @@ func (c *call) sharedStep(fn step, kind stepKind) error {
 			} else if kind != stepBefore && (l == nil || l.Owner != c.sh.owner) {
 				return errLeaseLost
 			}
-			if kind == stepBefore {
+			if kind == stepBefore && !p.opts.Shadow { // a shadow forwards at once
 				// What is left of the wait the retry rules set after the
 				// job's last failure is waited out first (a client's own
 				// retry that comes sooner), holding the job meanwhile.

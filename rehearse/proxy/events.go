@@ -60,3 +60,11 @@ func (p *Proxy) logRequest(r *http.Request, how served, status int, code, seat s
 		ledgerfile.KV{Key: "client", Value: clientIP(r)})
 	p.events.add(&e)
 }
+
+// LogEvent queues an event line that is no request's (a breaker's
+// change of state, which OnBreaker is told of under the proxy's lock)
+// with the request event lines: written off the caller's path, held
+// while the log refuses writes, as a row is.
+func (p *Proxy) LogEvent(e *ledgerfile.Event) {
+	p.events.add(e)
+}

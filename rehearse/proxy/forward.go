@@ -39,6 +39,9 @@ var hopHeaders = map[string]bool{
 	// through, so it must not be compressed: ask for identity.
 	"Accept-Encoding": true,
 	headerJob:         true,
+	// The proxy has read the whole body before it forwards: there is
+	// nothing left to wait a 100 Continue for.
+	"Expect": true,
 }
 
 // hop reports whether header k is not forwarded: one of hopHeaders, or
@@ -324,13 +327,14 @@ func interim() func(int, textproto.MIMEHeader) error {
 const maxInterim = 64 << 10
 
 // request is the client's request as it goes to the seat's origin: its
-// method, request-target and headers but hop-by-hop ones, the origin's
-// Host, the body. With api_key_env the seat's own key (auth, as the seat
+// method, request-target (its query merged with the seat's: upstream.query)
+// and headers but hop-by-hop ones, the origin's Host, the body. With api_key_env the seat's own key (auth, as the seat
 // sets it) replaces the client's.
 func (x *exchange) request(ctx context.Context, auth http.Header) *http.Request {
 	client := x.f.client
 	u := *client.URL
 	u.Scheme, u.Host, u.User, u.Fragment = x.u.origin.Scheme, x.u.origin.Host, nil, ""
+	u.RawQuery, u.ForceQuery = x.u.query(client.URL.RawQuery), false
 	h := make(http.Header, len(client.Header)+1)
 	copyHeaders(h, client.Header)
 	if x.u.inject {
@@ -461,7 +465,10 @@ func (x *exchange) commit(final bool) {
 	if x.mode == modeStream {
 		length = -1
 	}
-	x.committed, x.f.committed = true, x
+	x.committed = true
+	x.f.mu.Lock() // unblock reads it from a clock's goroutine
+	x.f.committed = x
+	x.f.mu.Unlock()
 	x.f.head(x.status, x.header, length, final)
 	x.f.send(x.held.Bytes(), x.mode != modeWhole || x.eof)
 	x.held = bytes.Buffer{}
@@ -491,11 +498,20 @@ func (x *exchange) kept() *keptAnswer {
 func (x *exchange) Close() error {
 	if x.seatCtx.Err() != nil {
 		x.cancel()
-		x.f.unblock()
+		if !x.heldOpen() {
+			x.f.unblock()
+		}
 	} else {
 		x.detach()
 	}
 	return nil
+}
+
+// heldOpen says the seat ended a complete answer whose provider held
+// the connection open past seat.TailGrace: the answer is whole, and
+// nothing of it is left to forward.
+func (x *exchange) heldOpen() bool {
+	return x.seatCtx != nil && errors.Is(context.Cause(x.seatCtx), seat.ErrHeldOpen)
 }
 
 // end ends the exchange: a body read to its end has given its
@@ -518,6 +534,9 @@ func (x *exchange) end() {
 // upstream body's read error (a short or malformed body).
 func (x *exchange) rest(parent context.Context, until time.Time) error {
 	f := x.f
+	if x.heldOpen() {
+		x.eof = true // its end, for the client: the handler's return ends its body
+	}
 	if x.up == nil || x.eof {
 		return f.writeErr // the seat read it to its end (most answers): no clock
 	}

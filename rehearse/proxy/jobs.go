@@ -3,6 +3,7 @@ package proxy
 import (
 	"container/heap"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,14 +13,23 @@ import (
 )
 
 // The in-process job table: bounded by Options.MaxJobs in all, and by
-// Options.MaxClientJobs for the jobs one client (a remote IP) holds, so
-// one client cannot fill it. A named job is held from its first request
-// until its deadline plus Options.Retention (a late retry continues the
-// job it was); a request naming no job is held only while it runs.
+// Options.MaxClientJobs for the jobs one client (its address's prefix:
+// shares.go) holds, so one client cannot fill it. A named job is held
+// from its first request until its deadline plus Options.Retention (a
+// late retry continues the job it was); a request naming no job is a job
+// only while it runs, outside the table (the request slots bound those).
 // Jobs leave in the order they come due, off an expiry heap: each is
 // looked at once at its retention's end, never once per request. Every
 // request writes its job's end on its last row, so a job leaves without
 // a row of its own.
+//
+// A full table is shared fairly: a new job of a client that holds fewer
+// jobs than another takes the place of that other client's oldest job no
+// request is running, taken from the client holding the most (off a heap
+// of clients by jobs held). That job is forgotten early, and a later
+// request naming it is refused (forgotten). So a few clients, each within
+// its share, cannot fill the table for the rest; a client holding as
+// many as any other gets 429.
 
 // job is one logical request between its requests: the job machine, and
 // the turn its requests take one at a time (a later request of a named
@@ -28,7 +38,7 @@ import (
 type job struct {
 	id     string
 	named  bool
-	client string // the remote IP of its first request
+	client string // the client of its first request (clientKey)
 	m      admit.Job
 	turn   chan struct{} // held by the one request running the job
 	users  int           // requests running it or waiting for its turn (under p.mu)
@@ -65,62 +75,184 @@ func (h *jobHeap) Pop() any {
 const retryDue = time.Second
 
 // job finds or starts the job named id for client; an unnamed request
-// starts a job of its own. A full table, or a client holding its share,
-// gets a refusal (its line is an event: no job was opened).
+// starts a job of its own, outside the table: no later request can name
+// it, it leaves as its request ends, and the request slots bound how many
+// there are. A named job's client holding its share, or a full table
+// nobody holding more than the client can make room in, gets a refusal
+// (its row is a job of its own: no job was opened).
 func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, *refusal) {
-	if named {
-		if j, ok := p.jobs[id]; ok {
-			return j, nil
-		}
+	if !named {
+		j := &job{id: p.nextOwnID(), client: client, at: -1, turn: make(chan struct{}, 1)}
+		j.m.Start(now, p.opts.Policy.Budget.Deadline)
+		return j, nil
+	}
+	if j, ok := p.jobs[id]; ok {
+		return j, nil
+	}
+	if p.forgot.has(id) {
+		return nil, &refusal{status: http.StatusGone, reason: admit.ReasonProxyBusy, code: "job_forgotten", final: true,
+			message: fmt.Sprintf("retrygate: job %s was forgotten before its retention ended, to make room for another client's job in the full table (--max-jobs); its books are gone: name a new job", id)}
 	}
 	p.expire(now)
 	h := p.clients[client]
-	switch {
-	case len(p.jobs) >= p.opts.MaxJobs:
+	held := 0
+	if h != nil {
+		held = h.n
+	}
+	if held >= p.opts.MaxClientJobs {
+		return nil, &refusal{status: http.StatusTooManyRequests, reason: admit.ReasonProxyBusy, code: "client_jobs", retryAfter: p.freedIn(h.oldest(), now),
+			message: fmt.Sprintf("retrygate: this client holds %d jobs, its most at once (--max-client-jobs)", p.opts.MaxClientJobs)}
+	}
+	if len(p.jobs) >= p.opts.MaxJobs && !p.makeRoom(held) {
+		if held > 0 && p.holders[0].n <= held+1 {
+			// Nobody holds more than one job over this client's: the
+			// table is shared as evenly as it can be, and this client has
+			// its part of it.
+			return nil, &refusal{status: http.StatusTooManyRequests, reason: admit.ReasonProxyBusy, code: "client_jobs", retryAfter: p.freedIn(h.oldest(), now),
+				message: fmt.Sprintf("retrygate: this client holds %d jobs of the full table (--max-jobs %d), as many as any other client", held, p.opts.MaxJobs)}
+		}
 		var first *job
 		if len(p.expiry) > 0 {
 			first = p.expiry[0]
 		}
 		return nil, &refusal{status: http.StatusServiceUnavailable, reason: admit.ReasonProxyBusy, code: "busy", retryAfter: p.freedIn(first, now),
 			message: fmt.Sprintf("retrygate: proxy busy: %d jobs open", p.opts.MaxJobs)}
-	case h != nil && h.n >= p.opts.MaxClientJobs:
-		var first *job
-		if len(h.named) > 0 {
-			first = h.named[0]
-		}
-		return nil, &refusal{status: http.StatusTooManyRequests, reason: admit.ReasonProxyBusy, code: "client_jobs", retryAfter: p.freedIn(first, now),
-			message: fmt.Sprintf("retrygate: this client holds %d jobs, its most at once (--max-client-jobs)", p.opts.MaxClientJobs)}
 	}
-	if !named {
-		id = p.nextOwnID()
-	}
-	j := &job{id: id, named: named, client: client, at: -1, turn: make(chan struct{}, 1)}
+	j := &job{id: id, named: true, client: client, at: -1, turn: make(chan struct{}, 1)}
 	j.m.Start(now, p.opts.Policy.Budget.Deadline)
 	p.jobs[id] = j
 	if h == nil {
 		h = &holder{}
 		p.clients[client] = h
+		heap.Push(&p.holders, h)
 	}
 	h.n++
-	if named {
-		h.named = append(h.named, j)
-		j.due = j.m.Deadline().Add(p.opts.Retention)
-		heap.Push(&p.expiry, j)
-	}
+	heap.Fix(&p.holders, h.at)
+	h.named = append(h.named, j)
+	j.due = j.m.Deadline().Add(p.opts.Retention)
+	heap.Push(&p.expiry, j)
 	return j, nil
 }
 
-// holder is what one client holds of the table: its jobs, and its named
-// ones in the order they were opened (the oldest first: the first to be
+// makeRoom frees a place in the full table for a new job of a client
+// holding held jobs: the oldest job no request is running of the client
+// holding the most, when that client holds more than one job over
+// held (so that it still holds as many as the newcomer after). False
+// when there is none.
+func (p *Proxy) makeRoom(held int) bool {
+	if len(p.holders) == 0 || p.holders[0].n <= held+1 {
+		return false
+	}
+	h := p.holders[0]
+	// The jobs before the one forgotten are running or gone: only the
+	// running ones stay, and a client runs no more jobs than it has
+	// request slots, so the walk is short.
+	var busy []*job
+	for i, j := range h.named {
+		if j.gone {
+			continue
+		}
+		if j.users > 0 {
+			busy = append(busy, j)
+			continue
+		}
+		start := i + 1 - len(busy)
+		copy(h.named[start:i+1], busy)
+		clear(h.named[:start])
+		h.named = h.named[start:]
+		p.forgot.add(j.id, p.opts.MaxJobs)
+		p.drop(j)
+		return true
+	}
+	clear(h.named[len(busy):])
+	h.named = append(h.named[:0], busy...)
+	return false
+}
+
+// forgotten is the names of the jobs forgotten early (makeRoom), the
+// most recent MaxJobs of them, as hashes. A later request naming one is
+// refused: started again, the job would write a second row for its
+// (job, attempt) 1 in the log, which a reader refuses, on books that
+// forgot what it spent.
+type forgotten struct {
+	seed  maphash.Seed
+	set   map[uint64]struct{}
+	order []uint64 // a ring: next is the oldest once full
+	next  int
+}
+
+func (f *forgotten) sum(id string) uint64 {
+	if f.set == nil {
+		f.seed, f.set = maphash.MakeSeed(), map[uint64]struct{}{}
+	}
+	return maphash.String(f.seed, id)
+}
+
+func (f *forgotten) has(id string) bool {
+	if len(f.set) == 0 {
+		return false
+	}
+	_, ok := f.set[f.sum(id)]
+	return ok
+}
+
+// add remembers id, forgetting the oldest past bound names.
+func (f *forgotten) add(id string, bound int) {
+	h := f.sum(id)
+	if len(f.order) < bound {
+		f.order = append(f.order, h)
+	} else {
+		delete(f.set, f.order[f.next])
+		f.order[f.next] = h
+		f.next = (f.next + 1) % bound
+	}
+	f.set[h] = struct{}{}
+}
+
+// holder is what one client holds of the table: how many jobs, and
+// those in the order they were opened (the oldest first: the first to be
 // forgotten, give or take one still in flight), trimmed as they go.
 type holder struct {
 	n     int
 	named []*job
+	at    int // its index in the heap of holders
+}
+
+// oldest is the client's oldest named job, or nil.
+func (h *holder) oldest() *job {
+	if h == nil || len(h.named) == 0 {
+		return nil
+	}
+	return h.named[0]
+}
+
+// holderHeap is the clients holding jobs, the one holding the most first.
+type holderHeap []*holder
+
+func (h holderHeap) Len() int           { return len(h) }
+func (h holderHeap) Less(a, b int) bool { return h[a].n > h[b].n }
+func (h holderHeap) Swap(a, b int) {
+	h[a], h[b] = h[b], h[a]
+	h[a].at, h[b].at = a, b
+}
+func (h *holderHeap) Push(x any) {
+	c := x.(*holder)
+	c.at = len(*h)
+	*h = append(*h, c)
+}
+func (h *holderHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	c.at = -1
+	return c
 }
 
 // drop forgets j.
 func (p *Proxy) drop(j *job) {
-	if j.gone {
+	if j.gone || !j.named {
+		j.gone = true
 		return
 	}
 	delete(p.jobs, j.id)
@@ -135,8 +267,11 @@ func (p *Proxy) drop(j *job) {
 		h.named = h.named[1:]
 	}
 	if h.n == 0 {
+		heap.Remove(&p.holders, h.at)
 		delete(p.clients, j.client)
+		return
 	}
+	heap.Fix(&p.holders, h.at)
 }
 
 // expire forgets the in-process jobs due at now, in the order they come

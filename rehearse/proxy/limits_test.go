@@ -39,7 +39,8 @@ func TestBodyBudgetBounds(t *testing.T) {
 	base, _ := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 100 * ms, Wait: 120 * ms, Elapsed: 150 * ms, CompletionTokens: 3})
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
 		o.MaxBody = size + 1<<10
-		o.MaxBodyTotal = 4 * (size + 1<<10) // four bodies at once
+		o.MaxBodyTotal = 4 * (size + 1<<10)          // four bodies at once
+		o.MaxClientConcurrent = DefaultMaxConcurrent // one client: its share is every slot and byte
 	})
 	body := bigBody(size)
 	var mu sync.Mutex
@@ -93,7 +94,9 @@ func TestBodyBudgetBounds(t *testing.T) {
 // comes.
 func TestSlotBeforeBody(t *testing.T) {
 	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 5 * ms, Wait: 300 * ms, Elapsed: 400 * ms, CompletionTokens: 5})
-	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) { o.MaxConcurrent = 1 })
+	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
+		o.MaxConcurrent, o.MaxClientConcurrent = 1, 1 // one client: its share is every slot
+	})
 	slow := make(chan struct{})
 	go func() {
 		defer close(slow)
@@ -165,7 +168,7 @@ func TestLimitRows(t *testing.T) {
 	pol := testPolicy()
 	px := start(t, pol, []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
 		o.MaxBody = 1 << 10
-		o.MaxConcurrent = 2
+		o.MaxConcurrent, o.MaxClientConcurrent = 2, 2 // one client: its share is every slot
 	})
 	url := px.url + "/v1/chat/completions"
 	type want struct {

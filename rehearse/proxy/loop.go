@@ -141,6 +141,10 @@ func (p *Proxy) leave(j *job) {
 // loop runs the job's attempts until an answer is committed or the job
 // ends.
 func (c *call) loop() {
+	if c.p.opts.Shadow {
+		c.shadow()
+		return
+	}
 	for {
 		if !c.waitDelay() {
 			c.stopped()
@@ -247,14 +251,18 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 	})
 	defer stop()
 	pol := p.opts.Policy
+	waitCap, stall := pol.Budget.MaxWait, pol.Timeouts.Stall
+	if p.opts.Shadow {
+		waitCap, stall = 0, 0 // a pass-through: no clock of the policy's cuts it
+	}
 	start := time.Now()
 	obs := seat.DoWithin(ctx, s, seat.Request{
 		Prompt:       c.in.req.prompt,
 		Body:         body, // what the exchange sends: the seat builds none
-		WaitCap:      pol.Budget.MaxWait,
+		WaitCap:      waitCap,
 		Slow5xxAfter: pol.Retry.SlowServerAfter,
 		OnContent:    x.content,
-		Stall:        pol.Timeouts.Stall, // no byte that long once the answer began: cut
+		Stall:        stall, // no byte that long once the answer began: cut
 	}, plan.Hard)
 	until := start.Add(plan.Hard)
 	cut := false
@@ -431,16 +439,30 @@ func (c *call) fail(d admit.Decision, spent admit.Spent) {
 	c.refusalFor(d, spent).write(c.w, c.p.kind)
 }
 
-// booksLost answers a request whose job's shared books are out of reach.
+// booksLost answers a request whose job's shared books are out of reach:
+// 503 books_unavailable. When nothing was decided (x nil: the step
+// before an attempt failed), the refusal's row is a job of its own, as a
+// limit's (see refuse), naming the job in for_job: it is written by the
+// proxy's writer, held while the database is out of reach and written
+// when it is back. After an attempt, its row is the one its lease in
+// the book holds (lostRow), written once the lease expires.
 func (c *call) booksLost(x *exchange) {
+	if x != nil {
+		c.p.inLease.Add(1)
+	}
 	if c.r.Context().Err() != nil || (x != nil && x.committed) {
 		if x != nil && x.committed && !c.f.failed() && x.eof {
 			return // the answer went out whole; only its row is lost
 		}
 		panic(http.ErrAbortHandler)
 	}
-	refusal{status: http.StatusServiceUnavailable, code: "books_unavailable", retryAfter: time.Second,
-		message: "retrygate: the job's books are out of reach; nothing more was sent"}.write(c.w, c.p.kind)
+	ref := refusal{status: http.StatusServiceUnavailable, reason: admit.ReasonProxyBusy, code: "books_unavailable", retryAfter: time.Second,
+		message: "retrygate: the job's books are out of reach; nothing more was sent"}
+	if x == nil {
+		c.p.refuse(c.w, c.r, ref)
+		return
+	}
+	ref.write(c.w, c.p.kind)
 }
 
 // cutShort is what the row says of an answer the seat had judged but the

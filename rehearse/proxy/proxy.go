@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrygate/retrygate/admit"
@@ -54,9 +55,17 @@ type Options struct {
 	Chain  []seat.Config
 	Getenv func(string) string
 	// Sink appends rows to the log, in order, from one goroutine. A
-	// failed write is reported to OnError and answers still go out.
+	// failed write is reported to OnError and answers still go out: its
+	// rows are held (at most MaxHeld) and written first by every later
+	// write, and retried while none comes, so rows resume when the log
+	// takes them again. Rows dropped past MaxHeld, or still held when the
+	// proxy stops, go to OnLost with the reason; OnHeld is told how many
+	// rows are held after each write (0 when none).
 	Sink    func([]ledgerfile.Row) error
 	OnError func(error)
+	OnLost  func(rows []ledgerfile.Row, why LostReason)
+	OnHeld  func(int)
+	MaxHeld int // 0: DefaultMaxHeld
 	// Now is the wall clock for rows' ts and the jobs' deadlines;
 	// attempts are timed on the monotonic clock.
 	Now func() time.Time
@@ -85,12 +94,24 @@ type Options struct {
 	MaxConcurrent int           // requests at once (503 past it); 0: DefaultMaxConcurrent
 	MaxConns      int           // client connections at once (past it, accepting waits); 0: DefaultMaxConns
 	MaxJobs       int           // jobs remembered at once; 0: DefaultMaxJobs
-	MaxClientJobs int           // jobs one client (remote IP) holds at once (429 past it); 0: MaxJobs/4
+	MaxClientJobs int           // jobs one client (its address's prefix) holds at once (429 past it); 0: MaxJobs/4
 	Retention     time.Duration // how long a job is remembered past its deadline; 0: DefaultRetention
+	// MaxClientConcurrent is the request slots one client (its
+	// address's prefix) holds at once (429 past it); 0: MaxConcurrent/4.
+	MaxClientConcurrent int
+	// ClientPrefixV4 and ClientPrefixV6 are how many leading bits of a
+	// remote address name its client, whose share of the request slots
+	// and the job table it counts against; 0: DefaultClientPrefixV4,
+	// DefaultClientPrefixV6 (see shares.go).
+	ClientPrefixV4, ClientPrefixV6 int
 
 	// PassUnknown forwards a request off the wire format's allow-list
 	// ungated (and logged) instead of answering 404; see route.
 	PassUnknown bool
+	// Shadow forwards each generation request once, as a plain
+	// pass-through, and logs what the policy would have done (would=;
+	// shadow.go).
+	Shadow bool
 	// Events appends `# event request` lines (see logRequest), in order,
 	// from one goroutine; nil drops them.
 	Events func([]ledgerfile.Event) error
@@ -102,7 +123,11 @@ type upstream struct {
 	// responses (openai) times the Responses API's answers: the same
 	// seat, reading typed events (seat.APIResponses).
 	responses seat.Seat
-	origin    *url.URL          // scheme and host of base_url: the client's path is kept
+	origin    *url.URL // scheme and host of base_url: the client's path is kept
+	// rawQuery is base_url's query as written (Azure's api-version),
+	// and queryKeys its keys: sent on every request (query). Never print it.
+	rawQuery  string
+	queryKeys map[string]bool
 	rt        http.RoundTripper // the seat's own http.Transport
 	inject    bool
 	fallbck   bool
@@ -115,6 +140,9 @@ type Proxy struct {
 	kind  string
 	seats []upstream
 	sem   chan struct{} // request slots (MaxConcurrent)
+	// shares is each client's part of them (MaxClientConcurrent), and
+	// of the body budget (bodyShare).
+	shares *clientShares
 	// bodies bounds the bytes of request bodies read or held at once
 	// (MaxBodyTotal), taken before a body is read.
 	bodies *bodyBudget
@@ -126,9 +154,13 @@ type Proxy struct {
 	mu   sync.Mutex // the job table, the breakers, the retry budget, the jitter, the unnamed counter
 	jobs map[string]*job
 	// expiry is the named in-process jobs by when each is next due;
-	// clients, the jobs each client holds (jobs.go).
+	// clients, the jobs each client holds, and holders, the same by how
+	// many each holds, the most first (jobs.go).
 	expiry  jobHeap
 	clients map[string]*holder
+	holders holderHeap
+	// forgot is the jobs forgotten early to make room (jobs.go).
+	forgot forgotten
 	// deployments are the breakers, one per seat and model (deployment.go).
 	deployments map[deployKey]*deployment
 	// budget is retry.budget's window over this proxy's requests: the
@@ -137,6 +169,9 @@ type Proxy struct {
 	rng    *rand.Rand
 	k      int
 	wg     sync.WaitGroup // requests in flight, for Drain
+	// inLease counts attempts whose row a failed book left in the
+	// job's lease (booksLost).
+	inLease atomic.Int64
 }
 
 // New builds a proxy. Errors name the config key at fault.
@@ -153,6 +188,12 @@ func New(o Options) (*Proxy, error) {
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
+	if o.OnLost == nil {
+		o.OnLost = func([]ledgerfile.Row, LostReason) {}
+	}
+	if o.OnHeld == nil {
+		o.OnHeld = func(int) {}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -165,16 +206,26 @@ func New(o Options) (*Proxy, error) {
 	orDefault(&o.MaxConcurrent, DefaultMaxConcurrent)
 	orDefault(&o.MaxConns, DefaultMaxConns)
 	orDefault(&o.MaxJobs, DefaultMaxJobs)
+	orDefault(&o.MaxHeld, DefaultMaxHeld)
 	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.MaxClientJobs, max(o.MaxJobs/4, 1))
-	p := &Proxy{opts: o, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
+	orDefault(&o.MaxClientConcurrent, max(o.MaxConcurrent/4, 1))
+	orDefault(&o.ClientPrefixV4, DefaultClientPrefixV4)
+	orDefault(&o.ClientPrefixV6, DefaultClientPrefixV6)
+	if err := checkPrefixes(o.ClientPrefixV4, o.ClientPrefixV6); err != nil {
+		return nil, err
+	}
+	shares := newClientShares(o.MaxClientConcurrent, bodyShare(&o))
+	p := &Proxy{opts: o, shares: shares, kind: o.Chain[0].Kind, sem: make(chan struct{}, o.MaxConcurrent), jobs: map[string]*job{}, clients: map[string]*holder{},
 		deployments: map[deployKey]*deployment{}, budget: admit.NewRetryBudget(o.Policy.Retry.Budget), rng: o.Rand}
 	p.bodies = newBodyBudget(o.MaxBodyTotal)
-	p.q = newQueue(o.Sink, o.OnError, maxQueued)
+	p.q = newQueue(o.Sink, o.OnError, o.OnLost, o.OnHeld, maxQueued, o.MaxHeld)
 	if o.Events == nil {
 		o.Events = func([]ledgerfile.Event) error { return nil }
 	}
-	p.events = newQueue(o.Events, o.OnError, maxEventsQueued)
+	p.events = newQueue(o.Events, o.OnError, func(es []ledgerfile.Event, why LostReason) {
+		o.OnError(fmt.Errorf("%d event lines never reached the log (%s)", len(es), why))
+	}, func(int) {}, maxEventsQueued, o.MaxHeld)
 	p.routes = routes(p.kind, basePath(o.Chain[0].BaseURL))
 	for i, c := range o.Chain {
 		switch c.Kind {
@@ -208,9 +259,11 @@ func New(o Options) (*Proxy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
 		}
-		p.seats = append(p.seats, upstream{
-			cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "", fallbck: i > 0,
-		})
+		u := upstream{cfg: c, seat: s, responses: resp, origin: org, rt: rt, inject: c.APIKeyEnv != "", fallbck: i > 0}
+		if u.rawQuery, u.queryKeys, err = queryOf(c.BaseURL); err != nil {
+			return nil, fmt.Errorf("seats.%s.base_url: %v", c.Name, err)
+		}
+		p.seats = append(p.seats, u)
 	}
 	return p, nil
 }
@@ -241,6 +294,49 @@ func originOf(base string) (*url.URL, error) {
 	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
 }
 
+// queryOf is base's query string as written and its keys, decoded.
+func queryOf(base string) (string, map[string]bool, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, errors.New("not a valid URL")
+	}
+	if u.RawQuery == "" {
+		return "", nil, nil
+	}
+	keys := map[string]bool{}
+	for pair := range strings.SplitSeq(u.RawQuery, "&") {
+		k, _, _ := strings.Cut(pair, "=")
+		keys[k] = true
+		if dk, err := url.QueryUnescape(k); err == nil {
+			keys[dk] = true
+		}
+	}
+	return u.RawQuery, keys, nil
+}
+
+// query is the query string a request whose client sent client goes
+// upstream with: the seat's base_url query, then the client's pairs, but
+// those of a key the seat's query sets: the seat's keys win (its
+// api-version is the deployment's, whatever the client asked). Without a
+// seat query, the client's goes as sent.
+func (u *upstream) query(client string) string {
+	if u.rawQuery == "" {
+		return client
+	}
+	out := u.rawQuery
+	for pair := range strings.SplitSeq(client, "&") {
+		k, _, _ := strings.Cut(pair, "=")
+		if pair == "" || u.queryKeys[k] {
+			continue
+		}
+		if dk, err := url.QueryUnescape(k); err == nil && u.queryKeys[dk] {
+			continue // the seat's key, spelled otherwise
+		}
+		out += "&" + pair
+	}
+	return out
+}
+
 // readBody reads a request body in one allocation when its length is
 // declared (io.ReadAll grows from 512 bytes, copying a 40 KB chat seven
 // times over).
@@ -254,12 +350,26 @@ func readBody(r io.Reader, declared, bound int64) ([]byte, error) {
 }
 
 // jobName is the job a request belongs to: X-Retrygate-Job, else
-// Idempotency-Key, else none (each request its own job).
+// Idempotency-Key, else none (each request its own job). Either header
+// sent twice, or with two values (a comma: a list, as HTTP folds a
+// header sent twice), is bad: which one the client meant is not the
+// proxy's to guess, and a front that keeps the other would put the
+// request in another job.
 func jobName(h http.Header) (id string, named bool, bad string) {
 	for _, k := range []string{headerJob, headerIdem} {
-		v := strings.TrimSpace(h.Get(k))
+		vs := h.Values(k)
+		if len(vs) > 1 {
+			return "", false, fmt.Sprintf("%s: sent %d times; send it once", k, len(vs))
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		v := strings.TrimSpace(vs[0])
 		if v == "" {
 			continue
+		}
+		if strings.Contains(v, ",") {
+			return "", false, fmt.Sprintf("%s: two values (a comma); send one", k)
 		}
 		if len(v) > maxJobID {
 			return "", false, fmt.Sprintf("%s: longer than %d bytes", k, maxJobID)
@@ -291,6 +401,22 @@ func retryCount(h http.Header) string {
 		return ""
 	}
 	return v
+}
+
+// LogCounts are the rows the log took, the rows held for it now (a
+// failed write's, written first by the next), and the rows lost; and,
+// with shared books, the attempts whose row the books could not take
+// after the attempt (InLease): their lease holds it, and a proxy
+// sweeping the books writes it once the lease expires.
+type LogCounts struct {
+	Written, Held, Lost int64
+	InLease             int64
+}
+
+// Rows is LogCounts of the rows the proxy wrote through Sink (a shared
+// book's rows are committed with the book, and counted there).
+func (p *Proxy) Rows() LogCounts {
+	return LogCounts{Written: p.q.written.Load(), Held: p.q.holding.Load(), Lost: p.q.dropped.Load(), InLease: p.inLease.Load()}
 }
 
 // SetRun sets the run whose number names unnamed jobs (p<run>-<k>); the

@@ -296,7 +296,7 @@ func TestLimits(t *testing.T) {
 	base, srv := upstreamAt(t, seatserver.OpenAI, seat.Plan{TTFB: 5 * ms, Wait: 300 * ms, Elapsed: 400 * ms, CompletionTokens: 5})
 	px := start(t, testPolicy(), []seat.Config{seatCfg("s", "openai", base)}, func(o *Options) {
 		o.MaxBody = 1 << 10
-		o.MaxConcurrent = 1
+		o.MaxConcurrent, o.MaxClientConcurrent = 1, 1 // one client: its share is every slot
 	})
 	resp, body := post(t, px.url+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("x", 2<<10)+`"}]}`)
 	assert.Equal(t, 413, resp.StatusCode)

@@ -97,6 +97,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer p.release(in)
 	}
 	switch {
+	case ref == clientGone:
+		// Nobody to answer; what the request held is given back (the
+		// deferred release) as the server drops the connection.
+		panic(http.ErrAbortHandler)
 	case ref != nil && ref.code == "":
 		p.refuseRoute(w, r, in.route)
 	case ref != nil:
@@ -120,8 +124,9 @@ type admitted struct {
 	req    request
 	id     string
 	named  bool
-	client string // its remote IP
+	client string // its client: the remote address's prefix (clientKey)
 	retry  string // the client's retry counter (X-Stainless-Retry-Count), "" when none
+	share  bool   // it holds one of its client's share of the slots
 	slot   bool   // it holds a request slot
 	held   int64  // bytes of the body budget it holds
 }
@@ -131,8 +136,10 @@ func (in *admitted) clientRetry() bool { return in.retry != "" && in.retry != "0
 
 // admission is the one stage of checks before a request reaches its
 // job, in this order: the protocol, CONNECT, the route, a request slot
-// (MaxConcurrent), the declared body length (MaxBody), room in the body
-// budget for that length (MaxBodyTotal), the body itself (bounded by
+// (MaxConcurrent), the client's share of them (MaxClientConcurrent), the
+// declared body length (MaxBody), room for that length in the body
+// budget (MaxBodyTotal) and in the client's part of it (bodyShare), the
+// body itself (bounded by
 // MaxBody and the body clock), then, for a generation, its JSON and its
 // job's name. It returns the admitted request (to release, when not
 // nil), or the refusal to answer; a refusal with no code is a route off
@@ -144,7 +151,7 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	case r.Method == http.MethodConnect:
 		return nil, &refusal{reason: admit.ReasonBadRequest, status: http.StatusMethodNotAllowed, code: "method", message: "retrygate: a gateway, not a forward proxy: no CONNECT"}
 	}
-	in := &admitted{route: p.route(r), client: clientIP(r), retry: retryCount(r.Header)}
+	in := &admitted{route: p.route(r), client: clientKey(r.RemoteAddr, p.opts.ClientPrefixV4, p.opts.ClientPrefixV6), retry: retryCount(r.Header)}
 	if in.route.how == servedRefused {
 		return in, &refusal{}
 	}
@@ -156,6 +163,13 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "busy", retryAfter: time.Second, unread: true,
 			message: fmt.Sprintf("retrygate: proxy busy: %d requests in flight (--max-concurrent)", cap(p.sem))}
 	}
+	// A client holds no more than its share of the slots, however many
+	// connections it opens: past it, 429 while other clients are served.
+	if !p.shares.take(in.client) {
+		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusTooManyRequests, code: "client_busy", retryAfter: time.Second, unread: true,
+			message: fmt.Sprintf("retrygate: this client has %d requests in flight, its most at once (--max-client-concurrent)", p.opts.MaxClientConcurrent)}
+	}
+	in.share = true
 	if r.ContentLength > p.opts.MaxBody {
 		return in, p.tooLarge(true) // before reading: an Expect: 100-continue body is never sent
 	}
@@ -167,10 +181,17 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	}
 	if !p.bodies.take(r.Context(), held) {
 		if r.Context().Err() != nil {
-			panic(http.ErrAbortHandler) // the client is gone
+			return in, clientGone
 		}
 		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusServiceUnavailable, code: "bodies_busy", retryAfter: time.Second, unread: true,
 			message: fmt.Sprintf("retrygate: proxy busy: request bodies in flight hold its %d bytes (--max-body-total)", p.bodies.total)}
+	}
+	// The client's part of the budget: one client's large bodies cannot
+	// hold the room every other client's body waits for.
+	if !p.shares.takeBytes(in.client, held) {
+		p.bodies.give(held)
+		return in, &refusal{reason: admit.ReasonProxyBusy, status: http.StatusTooManyRequests, code: "client_bodies", retryAfter: time.Second, unread: true,
+			message: fmt.Sprintf("retrygate: this client's request bodies in flight hold its %d bytes of --max-body-total", p.shares.bytes)}
 	}
 	in.held = held
 	rc := http.NewResponseController(w)
@@ -185,11 +206,12 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 				message: "retrygate: the request body took longer than " + bodyTimeout.String()}
 		}
 		// The body broke off: the client is gone, nobody to answer.
-		panic(http.ErrAbortHandler)
+		return in, clientGone
 	}
 	_ = rc.SetReadDeadline(time.Time{}) // the server's own read notices a hang-up from here on
 	if n := int64(cap(body)); n < held {
 		p.bodies.give(held - n) // an undeclared body holds what it took
+		p.shares.giveBytes(in.client, held-n)
 		in.held = n
 	}
 	in.body = body
@@ -208,9 +230,18 @@ func (p *Proxy) admission(w http.ResponseWriter, r *http.Request) (*admitted, *r
 	return in, nil
 }
 
+// clientGone is admission's answer for a client that hung up before its
+// body was read: the request is aborted, nothing answered, and what it
+// held of the limits given back.
+var clientGone = &refusal{code: "gone"}
+
 // release gives back what an admitted request held of the proxy's limits.
 func (p *Proxy) release(in *admitted) {
 	p.bodies.give(in.held)
+	p.shares.giveBytes(in.client, in.held)
+	if in.share {
+		p.shares.give(in.client)
+	}
 	if in.slot {
 		<-p.sem
 		p.wg.Done()

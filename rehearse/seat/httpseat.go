@@ -100,7 +100,13 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 	if payload == nil {
 		payload = mergeBody(s.w.body(s.cfg.Model, req), s.extra)
 	}
-	tctx := httptrace.WithClientTrace(ctx, &t.trace)
+	// The request's own context, below the attempt's: ending it ends a
+	// complete answer whose server holds the connection open (tailCut),
+	// which is no cut of the attempt.
+	rctx, endReq := context.WithCancelCause(ctx)
+	defer endReq(nil)
+	t.tail.end = endReq
+	tctx := httptrace.WithClientTrace(rctx, &t.trace)
 	resp, err := s.rt.RoundTrip(s.request(tctx, t, payload, req.IdempotencyKey))
 	if err != nil && t.reused.Load() && ctx.Err() == nil && (!t.wrote.Load() || strings.Contains(err.Error(), "server closed idle connection")) {
 		// A kept-alive connection the server had closed while idle: the
@@ -165,7 +171,8 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 	}
 
 	st := &t.st
-	*st = stream{counter: streamCounter{codec: s.codec}}
+	*st = stream{counter: streamCounter{codec: s.codec}, heldOpen: t.tail.fired.Load}
+	st.onComplete = func() { g.closeAfter(TailGrace, &t.tail) } // from its last event
 	st.onContent = func() {
 		if g.answer() {
 			t.wait, t.hasWait = body.last, true
@@ -182,6 +189,10 @@ func (s *httpSeat) Do(parent context.Context, req Request) (obs Observation) {
 		readErr = s.readWhole(body, st)
 	case streamType(mt, s.w.ndjson()):
 		readErr = s.readStream(body, st)
+		g.closeDone()
+		if t.tail.fired.Load() {
+			obs.Detail = "the server held the connection open after the answer's last event"
+		}
 	default:
 		return unread("unexpected content type " + s.clean(mt))
 	}

@@ -29,6 +29,11 @@ type stream struct {
 	bad       int  // malformed events, tolerated
 	chunkText bool // the event being read carried text
 	itl       itlGaps
+	// onComplete, when set, is told after each event read while the
+	// answer is complete and its terminal event has not come (see
+	// complete); heldOpen, that it ended the read for that (tailCut).
+	onComplete func()
+	heldOpen   func() bool
 }
 
 // whole says the answer said it ended: a stream that ends cleanly
@@ -37,6 +42,15 @@ type stream struct {
 // stop_reason nor message_stop, an Ollama one without done: true, a
 // Responses one without its terminal event).
 func (st *stream) whole() bool { return st.done || st.finished }
+
+// complete says the answer said it ended and gave its usage: nothing is
+// left to read but its terminal event (data: [DONE], message_stop),
+// which a server may send late, or never while it holds the connection
+// open. Such an answer ends within TailGrace of its last event.
+func (st *stream) complete() bool {
+	_, ok := st.usage.completion()
+	return st.finished && ok && !st.done
+}
 
 // text records generated text (content, reasoning or tool-call
 // arguments): the first non-empty piece is the answer's first token.
@@ -164,9 +178,15 @@ func (s *httpSeat) readStream(body *countingReader, st *stream) error {
 			typ, data, ok = r.event()
 		}
 		if !ok {
+			if st.heldOpen != nil && st.heldOpen() {
+				return nil // a complete answer, ended here: see complete
+			}
 			return r.Err()
 		}
 		s.w.event(typ, data, st)
+		if st.onComplete != nil && st.complete() {
+			st.onComplete()
+		}
 		if st.chunkText {
 			// The event carried text: its arrival is a chunk for ITL.
 			st.chunkText = false

@@ -76,6 +76,30 @@ const (
 	drainGrace = 50 * time.Millisecond
 )
 
+// TailGrace is how long a complete stream (its finish reason and usage
+// came) waits for its terminal event after its last event. A server that
+// holds the connection open past it without one has its answer ended
+// there, whole: the caller is not kept waiting until the server closes.
+const TailGrace = 500 * time.Millisecond
+
+// ErrHeldOpen is the cause an attempt's request is cancelled with when
+// its answer was complete and its server held the connection open past
+// TailGrace: the answer is whole (it is no cut), the connection spent.
+var ErrHeldOpen = errors.New("seat: the answer was whole; the server held the connection open")
+
+// tailCut ends the request of a complete answer whose server holds the
+// connection open: the guard closes it TailGrace after the last event.
+type tailCut struct {
+	end   context.CancelCauseFunc
+	fired atomic.Bool
+}
+
+func (c *tailCut) Close() error {
+	c.fired.Store(true)
+	c.end(ErrHeldOpen)
+	return nil
+}
+
 // countingReader is the one read path of every answer body: it counts
 // bytes, notes when the first and last of them arrived and when the
 // body ended (its EOF or error: a server that holds the connection and
@@ -134,6 +158,7 @@ type attemptTrace struct {
 	g      guard
 	answer countingReader
 	st     stream
+	tail   tailCut
 	// wait is when the answer's first content arrived (st's onContent).
 	wait    time.Duration
 	hasWait bool

@@ -6,6 +6,8 @@ package metrics
 import (
 	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,21 +63,26 @@ type Metrics struct {
 	ready func(context.Context) error
 
 	lastErr atomic.Pointer[error] // the last write's failure; nil after a good one
+	held    atomic.Int64          // rows waiting for the log (a failed write's)
+	probing atomic.Bool           // a check of the log (Options.Ready) has not returned
 
-	mu                               sync.Mutex // the families, and what follows
-	families                         []*family
-	duration, ttfc, tokens           *family
-	decisions, attempts, retries     *family
-	costUSD, taxUSD, taxTokens       *family
-	fallbacks                        *family
-	breakerState                     *family
-	transitions                      *family
-	rowsWritten, rowsLost, writeErrs *series
-	models                           map[string]bool
-	reasons                          map[string]bool
-	jobs                             map[string]*jobMemo
-	ring                             []string // jobs' ids in the order first remembered, for eviction
-	head                             int
+	mu                              sync.Mutex // the families, and what follows
+	families                        []*family
+	duration, ttfc, tokens          *family
+	decisions, attempts, retries    *family
+	costUSD, taxUSD, taxTokens      *family
+	fallbacks                       *family
+	wouldRefuse, wouldRetry         *family
+	breakerState                    *family
+	transitions                     *family
+	rowsLost                        *family
+	rowsWritten, writeErrs, reopens *series
+	rowsHeld                        *series
+	models                          map[string]bool
+	reasons                         map[string]bool
+	jobs                            map[string]*jobMemo
+	ring                            []string // jobs' ids in the order first remembered, for eviction
+	head                            int
 }
 
 // jobMemo is what a job's later rows need of its earlier ones: its kept
@@ -131,11 +138,22 @@ func New(o Options) *Metrics {
 	m.taxUSD = counter("retrygate_retry_tax_usd_total", "Σ cost_usd of sent attempts that are not their job's kept answer (report's retry tax).", "seat")
 	m.taxTokens = counter("retrygate_retry_tax_tokens_total", "Σ tokens of sent attempts that are not their job's kept answer.", "seat")
 	m.fallbacks = counter("retrygate_fallback_activations_total", "Jobs whose first row on a fallback seat this is, by that seat (report's fallback jobs).", "seat")
+	m.wouldRefuse = counter("retrygate_would_refuse_total",
+		"Shadow rows (proxy --shadow) the policy would have refused, by reason: requests enforcing would have answered itself.", "reason")
+	m.wouldRetry = counter("retrygate_would_retry_total",
+		"Shadow rows whose attempt the policy would have retried (move=retry) or sent to a fallback seat (move=fallback), by seat.", "seat", "move")
 	m.breakerState = add(gaugeKind, "retrygate_breaker_state", "1 for the state each seat's circuit breaker is in (closed, open, half-open), 0 for the others.", nil, "seat", "state")
 	m.transitions = counter("retrygate_breaker_transitions_total", "Circuit-breaker changes of state, as the log's # event breaker lines.", "seat", "from", "to")
 	m.rowsWritten = counter("retrygate_log_rows_total", "Rows the log took; every other retrygate_ figure counts these rows.").with()
-	m.rowsLost = counter("retrygate_log_rows_lost_total", "Rows a failed write lost (counted in no other figure).").with()
-	m.writeErrs = counter("retrygate_log_write_errors_total", "Writes to the log that failed.").with()
+	m.rowsLost = counter("retrygate_log_rows_lost_total",
+		"Rows that never reached the log, by why: held_limit (held past --max-held while the log refused writes), shutdown (still held when the proxy stopped), refused (the log refused the row itself, for good). Counted in no other figure.",
+		"reason")
+	m.rowsHeld = add(gaugeKind, "retrygate_log_rows_held", "Rows a failed write left in memory, written first by the next write.", nil).with()
+	m.writeErrs = counter("retrygate_log_write_errors_total", "Writes to the log that failed (their rows are held, not lost).").with()
+	m.reopens = counter("retrygate_log_reopens_total", "Times the log's path named another file than the one open (removed or replaced) and was opened again.").with()
+	for _, why := range []string{"held_limit", "shutdown", "refused"} {
+		m.rowsLost.with(why)
+	}
 	// Every seat's series from the start, so rate() has a zero to start from.
 	m.decisions.with("admit", "")
 	for _, s := range o.Chain {
@@ -206,13 +224,14 @@ func (c countingBooks) BookShared(ctx context.Context, key, shared string, fn fu
 	return err
 }
 
+// wrote counts a write: a failed one's rows are not lost yet (the proxy
+// holds them for the next write: see Lost and Held).
 func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
 		m.lastErr.Store(&err)
 		m.writeErrs.inc()
-		m.rowsLost.add(float64(len(rows)))
 		return
 	}
 	m.lastErr.Store(nil)
@@ -220,6 +239,30 @@ func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
 		m.row(&rows[i])
 	}
 	m.rowsWritten.add(float64(len(rows)))
+}
+
+// Lost counts n rows that will never reach the log, and why
+// (proxy.Options.OnLost).
+func (m *Metrics) Lost(n int, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rowsLost.with(why).add(float64(n))
+}
+
+// Held is how many rows wait for the log now (proxy.Options.OnHeld):
+// while any do, the proxy is not ready.
+func (m *Metrics) Held(n int) {
+	m.held.Store(int64(n))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rowsHeld.set(float64(n))
+}
+
+// Reopened counts the log opened again by its path.
+func (m *Metrics) Reopened() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reopens.inc()
 }
 
 // row counts one row the log took (under m.mu), by the summary's own
@@ -231,6 +274,13 @@ func (m *Metrics) row(r *ledgerfile.Row) {
 	if r.Fallback && !memo.fallback {
 		memo.fallback = true
 		m.fallbacks.with(s).inc()
+	}
+	switch {
+	case r.Would == ledgerfile.WouldRetry || r.Would == ledgerfile.WouldFallback:
+		m.wouldRetry.with(s, r.Would).inc()
+	case r.Would != "" && r.Would != "admit":
+		d, _ := admit.ParseDecision(r.Would)
+		m.wouldRefuse.with(bounded(m.reasons, maxReasons, string(d.Reason))).inc()
 	}
 	if !r.WasSent() {
 		m.decisions.with("refuse", bounded(m.reasons, maxReasons, summary.RefusalReason(r))).inc()
@@ -417,15 +467,34 @@ func (m *Metrics) Exposition() []byte {
 const readyTimeout = 2 * time.Second
 
 // Ready is /readyz's verdict: nil when the last write to the log took
-// its rows and Options.Ready passes.
+// its rows, none wait for it, and Options.Ready passes within
+// readyTimeout. The check runs apart, one at a time: a probe never
+// waits past the timeout, whatever the log's path has become, and
+// probes that come while a check hangs start no other.
 func (m *Metrics) Ready(ctx context.Context) error {
 	if p := m.lastErr.Load(); p != nil {
+		if n := m.held.Load(); n > 0 {
+			return fmt.Errorf("%d rows wait for the log: %w", n, *p)
+		}
 		return *p
 	}
 	if m.ready == nil {
 		return nil
 	}
+	if !m.probing.CompareAndSwap(false, true) {
+		return errors.New("the last check of the log has not returned")
+	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	return m.ready(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		defer m.probing.Store(false)
+		done <- m.ready(ctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("the check of the log took over %s", readyTimeout)
+	}
 }

@@ -161,10 +161,23 @@ func (o *Own) run(name string, args ...string) error {
 // it down for down, and starts it again on the same port.
 func (o *Own) Restart(down time.Duration) {
 	o.t.Helper()
+	o.Stop()
+	time.Sleep(down)
+	o.Start()
+}
+
+// Stop stops the server (fast shutdown: clients are cut off): an outage
+// until Start.
+func (o *Own) Stop() {
+	o.t.Helper()
 	if err := o.run("pg_ctl", "-D", o.data(), "-m", "fast", "-w", "stop"); err != nil {
 		o.t.Fatal(err)
 	}
-	time.Sleep(down)
+}
+
+// Start starts the stopped server again on the same port.
+func (o *Own) Start() {
+	o.t.Helper()
 	if err := o.start(); err != nil {
 		o.t.Fatal(err)
 	}
