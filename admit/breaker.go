@@ -53,8 +53,8 @@ type Breaker struct {
 	openedAt time.Time
 	probes   int // probes admitted while half-open
 	probeOK  int // probes that succeeded
-	// requests and failures recorded while closed, in the window
-	requests, failures timeQueue
+	// requests recorded while closed, in the window, failures marked
+	window timeQueue
 	// OpenFor accumulates how long the breaker has been open, for reports.
 	openFor  time.Duration
 	onChange func(at time.Time, from, to BreakerState)
@@ -84,8 +84,7 @@ func (b *Breaker) set(now time.Time, s BreakerState) {
 	case HalfOpen:
 		b.probes, b.probeOK = 0, 0
 	case Closed:
-		b.requests.reset()
-		b.failures.reset()
+		b.window.reset()
 	}
 	if b.onChange != nil {
 		b.onChange(now, from, s)
@@ -155,15 +154,12 @@ func (b *Breaker) Record(now time.Time, failed bool) {
 		return // a straggler from before the breaker opened
 	}
 	cutoff := now.Add(-b.cfg.Window)
-	b.requests.push(now, cutoff)
-	if failed {
-		b.failures.push(now, cutoff)
-	}
-	n := b.requests.since(cutoff)
+	b.window.push(now, cutoff, failed) // expired before it took now
+	n := b.window.len()
 	if n < b.cfg.MinRequests || n == 0 {
 		return
 	}
-	if float64(b.failures.since(cutoff))/float64(n) >= b.cfg.FailureRate {
+	if float64(b.window.marked)/float64(n) >= b.cfg.FailureRate {
 		b.set(now, Open)
 	}
 }

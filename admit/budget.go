@@ -101,7 +101,7 @@ func (b *RetryBudget) Sent(at time.Time, retry bool) {
 	if retry {
 		q = &b.retries
 	}
-	q.push(at, at.Add(-b.cfg.Window))
+	q.push(at, at.Add(-b.cfg.Window), false)
 }
 
 // Decide is Apply on the window at now.
@@ -110,16 +110,26 @@ func (b *RetryBudget) Decide(d Decision, retry bool, now time.Time) (Decision, B
 	return b.cfg.Apply(d, retry, w), w
 }
 
-// timeQueue holds times, oldest first: sends for the retry budget,
-// requests and failures for a breaker (callers add in time order;
-// one a little out of order only leaves a little late).
+// timeQueue holds times, oldest first, some of them marked: sends for
+// the retry budget, requests for a breaker with its failures marked
+// (callers add in time order; one a little out of order only leaves a
+// little late).
 type timeQueue struct {
-	at   []time.Time
-	head int
+	at     []stamp
+	head   int
+	marked int // marked times after head
+}
+
+type stamp struct {
+	at   time.Time
+	mark bool
 }
 
 func (q *timeQueue) expire(cut time.Time) {
-	for q.head < len(q.at) && !q.at[q.head].After(cut) {
+	for q.head < len(q.at) && !q.at[q.head].at.After(cut) {
+		if q.at[q.head].mark {
+			q.marked--
+		}
 		q.head++
 	}
 	if q.head > 1024 && q.head*2 > len(q.at) { // keep memory bounded
@@ -128,12 +138,18 @@ func (q *timeQueue) expire(cut time.Time) {
 	}
 }
 
-func (q *timeQueue) push(at, cut time.Time) {
+func (q *timeQueue) push(at, cut time.Time, mark bool) {
 	q.expire(cut)
-	q.at = append(q.at, at)
+	q.at = append(q.at, stamp{at, mark})
+	if mark {
+		q.marked++
+	}
 }
 
-func (q *timeQueue) reset() { q.at, q.head = q.at[:0], 0 }
+func (q *timeQueue) reset() { q.at, q.head, q.marked = q.at[:0], 0, 0 }
+
+// len counts the times the last expiry left.
+func (q *timeQueue) len() int { return len(q.at) - q.head }
 
 // since counts the times after cut (and expires the rest).
 func (q *timeQueue) since(cut time.Time) int {
@@ -155,7 +171,7 @@ func (b *RetryBudget) State(now time.Time) BudgetState {
 		q.expire(cut)
 		out := make([]int64, 0, len(q.at)-q.head)
 		for _, t := range q.at[q.head:] {
-			out = append(out, t.UnixMilli())
+			out = append(out, t.at.UnixMilli())
 		}
 		return out
 	}
@@ -167,10 +183,10 @@ func (b *RetryBudget) State(now time.Time) BudgetState {
 func RestoreBudget(cfg RetryBudgetConfig, s BudgetState) *RetryBudget {
 	b := NewRetryBudget(cfg)
 	for _, ms := range s.Firsts {
-		b.firsts.at = append(b.firsts.at, time.UnixMilli(ms))
+		b.firsts.at = append(b.firsts.at, stamp{at: time.UnixMilli(ms)})
 	}
 	for _, ms := range s.Retries {
-		b.retries.at = append(b.retries.at, time.UnixMilli(ms))
+		b.retries.at = append(b.retries.at, stamp{at: time.UnixMilli(ms)})
 	}
 	return b
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -55,6 +56,6 @@ func durationShaped(s string) bool {
 // isDecimal accepts what a person writes as a number of seconds: digits
 // and points, an exponent; not hex, underscores, inf or nan. ParseFloat
 // then refuses what is still not a number ("1.2.3").
-func isDecimal(s string) bool { return decimal.MatchString(s) }
+func isDecimal(s string) bool { return decimal().MatchString(s) }
 
-var decimal = regexp.MustCompile(`^[+-]*[0-9.]*[0-9][0-9.]*([eE][+-]*[0-9]+)?$`)
+var decimal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[+-]*[0-9.]*[0-9][0-9.]*([eE][+-]*[0-9]+)?$`) })

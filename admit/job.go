@@ -88,9 +88,9 @@ func (j *Job) Start(now time.Time, deadline time.Duration) {
 
 // Reset empties the job for another, with no clock (a replay's).
 func (j *Job) Reset() {
-	t := j.track
-	t.Reset()
-	*j = Job{track: t}
+	seats := j.track.seats[:0] // the per-seat estimates' memory (Track.Reset)
+	*j = Job{}
+	j.track.seats = seats
 }
 
 // Restore starts the job's books from a spend a log row carried (a

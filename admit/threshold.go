@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Thresholds are the CI gate's pass/fail lines, in k6's grammar: per
@@ -212,7 +213,7 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	}
 	// The number is the longest prefix in ParseFloat's decimal syntax;
 	// the rest is the unit ("5em": the e is the unit's, not an exponent).
-	num := number.FindString(rhs)
+	num := number().FindString(rhs)
 	if num == "" {
 		return fmt.Errorf("value %q is not a number", rhs)
 	}
@@ -263,7 +264,7 @@ func (t *Threshold) parseValue(spec MetricSpec, rhs string) error {
 	return nil
 }
 
-var number = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?`)
+var number = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?`) })
 
 // unitScale is each unit's worth in its metric's base unit, exactly.
 var unitScale = map[string]*big.Rat{

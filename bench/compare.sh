@@ -3,6 +3,7 @@
 # on this machine, and print issue 11's table as markdown.
 #
 #   bench/compare.sh [--quick] [--tests] [--only report|rehearse|proxy] [--out FILE] [--keep DIR]
+#   bench/compare.sh --against REF [--quick] [--out FILE]
 #
 # See docs/dev/speed.md for what each figure means. Everything it starts
 # listens on 127.0.0.1 only and is killed on exit; every loop is bounded.
@@ -11,6 +12,7 @@ set -euo pipefail
 usage() {
 	cat <<'EOF'
 usage: bench/compare.sh [--quick] [--tests] [--only report|rehearse|proxy] [--out FILE] [--keep DIR]
+       bench/compare.sh --against REF [--quick] [--out FILE]
 
 Builds retrygate and a hello-world Go binary, installs the peers when
 missing (vegeta v12.13.0 with go install into a cache directory; hyperfine,
@@ -28,6 +30,11 @@ prints the table as markdown on stdout.
               report, proxy or simulate rows); for profiling that figure
   --only proxy  only the proxy rows (retrygate proxy and nginx vs direct,
               c=64 and 1)
+  --against REF
+              an A/B of this tree against commit REF instead of the table:
+              both built alike, then alternating pairs of start-up
+              (--version, admit) and simulate 1M --rate 20 on one core;
+              prints both figures and their ratio
   --out FILE  also write the table to FILE
   --keep DIR  keep the generated log, results and raw measurements in DIR
   -h, --help  this text
@@ -37,7 +44,7 @@ is shown on stderr).
 EOF
 }
 
-quick=0 tests=0 out="" keep="" only=""
+quick=0 tests=0 out="" keep="" only="" against=""
 while (($#)); do
 	case $1 in
 	--quick) quick=1 ;;
@@ -48,11 +55,15 @@ while (($#)); do
 	--keep=*) keep=${1#--keep=} ;;
 	--only) [[ $# -ge 2 ]] || { echo "compare.sh: --only needs a part (report, rehearse or proxy)" >&2; exit 2; }; only=$2; shift ;;
 	--only=*) only=${1#--only=} ;;
+	--against) [[ $# -ge 2 ]] || { echo "compare.sh: --against needs a commit" >&2; exit 2; }; against=$2; shift ;;
+	--against=*) against=${1#--against=} ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
+[[ -z $against || (-z $only && $tests == 0 && -z $keep) ]] ||
+	{ echo "compare.sh: --against takes only --quick and --out" >&2; exit 2; }
 case $only in
 '' | report | rehearse | proxy) ;;
 *) echo "compare.sh: --only: unknown part \"$only\" (report, rehearse or proxy)" >&2; exit 2 ;;
@@ -82,12 +93,17 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/retrygate-bench.XXXXXX")
 pids=()
 
+ab_tree=""
 cleanup() {
 	local rc=$? p
 	for p in "${pids[@]}"; do
 		kill "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
+	if [[ -n $ab_tree ]]; then
+		git -C "$repo" worktree remove --force "$ab_tree" 2>/dev/null || true
+		git -C "$repo" worktree prune 2>/dev/null || true
+	fi
 	if [[ -n $keep ]]; then
 		mkdir -p "$keep" && cp -r "$tmp"/. "$keep"/ && echo "compare.sh: kept the data in $keep" >&2
 	fi
@@ -127,12 +143,110 @@ command -v jq >/dev/null || need+=(jq)
 [[ -x /usr/bin/time ]] || need+=(time)
 command -v taskset >/dev/null || need+=(util-linux)
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
-if want proxy && [[ ! -x $nginx ]]; then need+=(nginx-light); fi
+if [[ -z $against ]] && want proxy && [[ ! -x $nginx ]]; then need+=(nginx-light); fi
 if ((${#need[@]})); then
 	command -v apt-get >/dev/null || die "missing ${need[*]}, and no apt-get to install them with"
 	say "installing ${need[*]} with apt-get"
 	run apt-update "${as_root[@]}" apt-get update
 	run apt-install env DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y "${need[@]}"
+fi
+
+# ---------------------------------------------------------------- --against REF
+
+# An A/B of this tree against REF: both built alike (static, each with its
+# own default.pgo), then run in alternating pairs, A then B, on the same
+# inputs, so load that comes and goes falls on both alike. Start-up is
+# user + system CPU and wall time per run (medians of the pairs); simulate
+# is user + system CPU and max RSS (medians) of the issue's model on one
+# core.
+if [[ -n $against ]]; then
+	command -v git >/dev/null || die "--against needs git"
+	ref=$(git -C "$repo" rev-parse --verify --short "$against^{commit}" 2>/dev/null) ||
+		die "--against: no commit \"$against\" in $repo"
+	here=$(git -C "$repo" rev-parse --short HEAD)
+	[[ -z $(git -C "$repo" status --porcelain --untracked-files=no) ]] || here="$here+changes"
+	if ((quick)); then ab_pairs=10 ab_sim_pairs=3 ab_jobs=100000; else ab_pairs=30 ab_sim_pairs=5 ab_jobs=1000000; fi
+	export CGO_ENABLED=0
+	ab_tree=$tmp/ab-ref
+	say "building $ref (a git worktree in $ab_tree) and this tree ($here)"
+	run ab-worktree git -C "$repo" worktree add --detach "$ab_tree" "$ref"
+	(cd "$ab_tree" && run ab-build-ref go build -o "$tmp/rg-ref" .)
+	(cd "$repo" && run ab-build-here go build -o "$tmp/rg-here" .)
+	# runone BIN ARGS...: one run's wall and user + system CPU in ms, from
+	# the child's own rusage (GNU time counts CPU in 10 ms steps; a start
+	# takes a few ms, and CPU is what load disturbs least).
+	mkdir -p "$tmp/runone"
+	cat >"$tmp/runone/main.go" <<'EOF'
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func main() {
+	c := exec.Command(os.Args[1], os.Args[2:]...)
+	start := time.Now()
+	err := c.Run()
+	wall := time.Since(start)
+	if c.ProcessState == nil || c.ProcessState.ExitCode() > 1 { // admit exits 1 when it refuses
+		fmt.Fprintln(os.Stderr, "runone:", os.Args[1:], err)
+		os.Exit(2)
+	}
+	cpu := c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+	fmt.Printf("%.3f %.3f\n", float64(wall.Microseconds())/1000, float64(cpu.Microseconds())/1000)
+}
+EOF
+	printf 'module runone\n\ngo 1.21\n' >"$tmp/runone/go.mod"
+	(cd "$tmp/runone" && run ab-build-runone go build -o "$tmp/runone-bin" .)
+	cd "$tmp/work"
+	admit_args=(admit --deadline 45s --token-ceiling 8000 --max-attempts 2 --max-wait 5s --spent 7.2
+		--spent-tokens 2100 --used 1 --next-wait 1.2 --next-elapsed 7.2 --next-tokens 2100)
+	sim_args=(simulate --policy "$repo/testdata/models/two-attempts.yaml" --jobs "$ab_jobs" --rate 20
+		--model 'lognormal p50=2.1s p99=14s hang=0.3% 429=1% 5xx=2% tokens=2100 prompt=1500')
+	median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+	abrow() { awk -v n="$1" -v a="$2" -v b="$3" -v f="$4" 'BEGIN { printf "| %s | " f " | " f " | %.3f× |\n", n, a, b, (a > 0 ? b / a : 0) }'; }
+	: >"$tmp/m/ab.txt"
+	for what in version admit; do
+		say "start-up A/B: $what, $ab_pairs pairs"
+		args=(--version)
+		[[ $what == admit ]] && args=("${admit_args[@]}")
+		for side in ref here; do run ab-warm "$tmp/runone-bin" "$tmp/rg-$side" "${args[@]}"; done # the page cache
+		for ((i = 0; i < ab_pairs; i++)); do
+			for side in ref here; do
+				w=$("$tmp/runone-bin" "$tmp/rg-$side" "${args[@]}") || die "$what failed on $side"
+				echo "$what $side $w" >>"$tmp/m/ab.txt"
+			done
+		done
+	done
+	say "simulate A/B: $ab_sim_pairs pairs of ${sim_args[*]:0:6} … on one core"
+	for ((i = 0; i < ab_sim_pairs; i++)); do
+		for side in ref here; do
+			/usr/bin/time -o "$tmp/m/ab-time" -f '%U %S %M' taskset -c 0 "$tmp/rg-$side" "${sim_args[@]}" >/dev/null 2>"$tmp/logs/ab-sim.err" ||
+				{ cat "$tmp/logs/ab-sim.err" >&2; die "simulate failed on $side"; }
+			read -r u sy kb <"$tmp/m/ab-time"
+			echo "sim $side $(awk -v u="$u" -v s="$sy" 'BEGIN { print u + s }') $kb" >>"$tmp/m/ab.txt"
+		done
+	done
+	fig() { awk -v w="$1" -v s="$2" -v c="$3" '$1 == w && $2 == s { print $c }' "$tmp/m/ab.txt" | median; }
+	{
+		echo "A/B of $here against $ref, $(date -u +%Y-%m-%d), load $(cut -d' ' -f1-3 /proc/loadavg), alternating pairs"
+		echo
+		echo "| figure | $ref | $here | ratio |"
+		echo "|---|---|---|---|"
+		for what in version admit; do
+			name='`--version`'
+			[[ $what == admit ]] && name='`admit …`'
+			abrow "$name, median CPU ms ($ab_pairs pairs)" "$(fig $what ref 4)" "$(fig $what here 4)" "%.2f"
+			abrow "$name, median wall ms" "$(fig $what ref 3)" "$(fig $what here 3)" "%.2f"
+		done
+		abrow "simulate $ab_jobs jobs --rate 20, one core, median CPU-s ($ab_sim_pairs pairs)" "$(fig sim ref 3)" "$(fig sim here 3)" "%.2f"
+		abrow "simulate, median max RSS MB" "$(fig sim ref 4 | awk '{ print $1 / 1024 }')" "$(fig sim here 4 | awk '{ print $1 / 1024 }')" "%.1f"
+	} | tee "$tmp/m/ab.md"
+	[[ -z $out ]] || cp "$tmp/m/ab.md" "$out"
+	exit 0
 fi
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/retrygate-bench

@@ -9,13 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // yamlLine is where yaml.v3 puts a syntax error's line: it has no error
 // type that carries it, only the text "yaml: line N: …". A scanner's
 // error counts lines from 1; a parser's (yamlParserErrors) from 0, and
 // the first line has no number at all.
-var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`) })
 
 var yamlParserErrors = []string{"did not find expected <stream-start>", "did not find expected <document start>",
 	"found undefined tag handle", "did not find expected node content", "did not find expected '-' indicator",
@@ -23,7 +24,7 @@ var yamlParserErrors = []string{"did not find expected <stream-start>", "did not
 	"found duplicate %YAML directive", "found incompatible YAML document", "found duplicate %TAG directive"}
 
 func yamlError(err error) error {
-	m := yamlLine.FindStringSubmatch(err.Error())
+	m := yamlLine().FindStringSubmatch(err.Error())
 	if m == nil {
 		return errAt(1, "", "%v", err)
 	}
@@ -36,7 +37,9 @@ func yamlError(err error) error {
 
 // yamlKey is a block mapping key at the start of a line, after any
 // sequence dashes.
-var yamlKey = regexp.MustCompile(`^( *)((?:- +)*)("[^"]*"|'[^']*'|[^\s#'"\[\]{},:&*!|>%@` + "`" + `][^#:]*?)\s*:(\s|$)`)
+var yamlKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^( *)((?:- +)*)("[^"]*"|'[^']*'|[^\s#'"\[\]{},:&*!|>%@` + "`" + `][^#:]*?)\s*:(\s|$)`)
+})
 
 // yamlKeyAt names the key on the last of lines, else the innermost one
 // open there, from YAML's block structure.
@@ -47,7 +50,7 @@ func yamlKeyAt(lines [][]byte) string {
 	}
 	var stack []open
 	for _, l := range lines {
-		m := yamlKey.FindSubmatch(l)
+		m := yamlKey().FindSubmatch(l)
 		if m == nil {
 			continue
 		}
@@ -87,7 +90,7 @@ func keyAt(data []byte, ext string, line int) string {
 		return tomlKeyAt(lines)
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
-		if m := jsonKey.FindAllSubmatch(lines[i], -1); m != nil {
+		if m := jsonKey().FindAllSubmatch(lines[i], -1); m != nil {
 			return string(m[len(m)-1][1])
 		}
 	}
@@ -95,9 +98,9 @@ func keyAt(data []byte, ext string, line int) string {
 }
 
 var (
-	jsonKey   = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"\s*:`)
-	tomlKey   = regexp.MustCompile(`^\s*([A-Za-z0-9_."'-]+?)\s*=`)
-	tomlTable = regexp.MustCompile(`^\s*\[\[?\s*([A-Za-z0-9_."' -]+?)\s*\]`)
+	jsonKey   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"((?:[^"\\]|\\.)*)"\s*:`) })
+	tomlKey   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*([A-Za-z0-9_."'-]+?)\s*=`) })
+	tomlTable = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*\[\[?\s*([A-Za-z0-9_."' -]+?)\s*\]`) })
 )
 
 // tomlKeyAt is the key set on the last line under the table open there.
@@ -105,15 +108,15 @@ func tomlKeyAt(lines [][]byte) string {
 	unquote := strings.NewReplacer(`"`, "", "'", "", " ", "")
 	table := ""
 	for _, l := range lines[:len(lines)-1] {
-		if m := tomlTable.FindSubmatch(l); m != nil {
+		if m := tomlTable().FindSubmatch(l); m != nil {
 			table = unquote.Replace(string(m[1]))
 		}
 	}
 	last := lines[len(lines)-1]
-	if m := tomlTable.FindSubmatch(last); m != nil {
+	if m := tomlTable().FindSubmatch(last); m != nil {
 		return unquote.Replace(string(m[1]))
 	}
-	if m := tomlKey.FindSubmatch(last); m != nil {
+	if m := tomlKey().FindSubmatch(last); m != nil {
 		return joinKey(table, unquote.Replace(string(m[1])))
 	}
 	return table

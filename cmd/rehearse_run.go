@@ -105,7 +105,7 @@ func runRehearse(o *RehearseOptions) error {
 	// The end-of-run tables are the one summary's, over this run's rows,
 	// seats in chain order.
 	sumOpts := summary.Options{By: summary.BySeat, SlowAfter: o.Policy.Retry.SlowServerAfter,
-		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true}
+		Deadline: o.Policy.Budget.Deadline, Groups: names, KeepOrder: true, Live: true}
 	sum := summary.New(sumOpts)
 	var writeErr error
 	var ramp *rampTable

@@ -289,15 +289,24 @@ const resolutionDigits = 6
 // Resolution rounds d to what the writer writes (WriteResolution) and
 // into [0, admit.MaxDuration]. The attempt loop decides on rounded
 // numbers, so a replay of its log sees exactly what it saw.
-func Resolution(d time.Duration) time.Duration {
-	return admit.ClampDuration(d.Round(WriteResolution))
-}
+func Resolution(d time.Duration) time.Duration { return roundIn(d, WriteResolution) }
 
 // Kept is d as the reader keeps it: rounded to ReadResolution (half up,
 // as the reader rounds a written decimal) and into [0, admit.MaxDuration].
 // A row built in memory is counted by a summary as its line would be read.
-func Kept(d time.Duration) time.Duration {
-	return admit.ClampDuration(d.Round(ReadResolution))
+func Kept(d time.Duration) time.Duration { return roundIn(d, ReadResolution) }
+
+// roundIn is admit.ClampDuration(d.Round(unit)), a unit that divides
+// admit.MaxDuration: the loop rounds every duration of every row, and a
+// division by a constant unit costs a multiplication.
+func roundIn(d, unit time.Duration) time.Duration {
+	switch {
+	case d <= 0:
+		return 0
+	case d >= admit.MaxDuration:
+		return admit.MaxDuration
+	}
+	return (d + unit/2) / unit * unit // half away from zero, as Round
 }
 
 // Pairs is r's keys and values as the writer writes them, in its order,

@@ -156,7 +156,7 @@ func checkIsLog(f *os.File, path string) error {
 		var r Row
 		torn := raw[len(raw)-1] != '\n' // the file's last line, cut short
 		switch what := looksLike(line, raw); {
-		case ParseLine(line, &r) == nil || rowKeys.Match(line):
+		case ParseLine(line, &r) == nil || rowKeys().Match(line):
 			return nil // a row, or one with a bad value that its reader names
 		case torn && what == "text":
 			return nil // marked torn by the next append
@@ -190,7 +190,7 @@ func scanLinesTorn(data []byte, atEOF bool) (int, []byte, error) {
 }
 
 // rowKeys are a row's own keys, written as the log writes them.
-var rowKeys = regexp.MustCompile(`(^|\s)(ts|job|attempt|wait_s|elapsed_s|tokens)=`)
+var rowKeys = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|\s)(ts|job|attempt|wait_s|elapsed_s|tokens)=`) })
 
 // looksLike names what a file whose first significant line is line seems
 // to be, for the error refusing it.
@@ -198,25 +198,25 @@ func looksLike(line, raw []byte) string {
 	switch {
 	case bytes.IndexByte(raw, 0) >= 0 || !utf8.Valid(raw):
 		return "binary data"
-	case tomlTable.Match(line):
+	case tomlTable().Match(line):
 		return "TOML"
 	case line[0] == '{' || line[0] == '[':
 		return "JSON"
-	case bytes.HasPrefix(line, []byte("---")) || bytes.HasPrefix(line, []byte("- ")) || yamlKey.Match(line):
+	case bytes.HasPrefix(line, []byte("---")) || bytes.HasPrefix(line, []byte("- ")) || yamlKey().Match(line):
 		return "YAML"
-	case envLine.Match(line):
+	case envLine().Match(line):
 		return "an environment file"
-	case tomlKey.Match(line):
+	case tomlKey().Match(line):
 		return "TOML"
 	}
 	return "text"
 }
 
 var (
-	tomlTable = regexp.MustCompile(`^\[\[?[A-Za-z0-9_."-]+\]\]?$`)
-	yamlKey   = regexp.MustCompile(`^["']?[A-Za-z0-9_.-]+["']?:(\s|$)`)
-	envLine   = regexp.MustCompile(`^(export\s+)?[A-Z_][A-Z0-9_]*=`)
-	tomlKey   = regexp.MustCompile(`^[A-Za-z0-9_.-]+\s*=`)
+	tomlTable = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\[\[?[A-Za-z0-9_."-]+\]\]?$`) })
+	yamlKey   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^["']?[A-Za-z0-9_.-]+["']?:(\s|$)`) })
+	envLine   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(export\s+)?[A-Z_][A-Z0-9_]*=`) })
+	tomlKey   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+\s*=`) })
 )
 
 // lockOpen opens the log if need be and takes its lock; the caller

@@ -1,6 +1,10 @@
 package rehearse
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+)
 
 // RealGCPercent is the collector's GOGC while retrygate makes real calls
 // (`rehearse` on the real clock, `proxy`) and GOGC is not set. Every
@@ -12,6 +16,9 @@ import "runtime/debug"
 // for some MiB more heap (docs/seats.md, docs/proxy.md).
 const RealGCPercent = 400
 
+// gcSet is the GOGC RealTimeGC set, plus one (0: it set none).
+var gcSet atomic.Int64
+
 // RealTimeGC sets RealGCPercent unless getenv("GOGC") is set, and
 // returns what puts the previous setting back.
 func RealTimeGC(getenv func(string) string) (restore func()) {
@@ -19,5 +26,28 @@ func RealTimeGC(getenv func(string) string) (restore func()) {
 		return func() {}
 	}
 	old := debug.SetGCPercent(RealGCPercent)
-	return func() { debug.SetGCPercent(old) }
+	gcSet.Store(RealGCPercent + 1)
+	return func() {
+		debug.SetGCPercent(old)
+		gcSet.Store(int64(old) + 1)
+	}
+}
+
+// GCPercent is the collector's GOGC in this process, without reading
+// runtime/metrics (whose package costs every command start-up time):
+// what RealTimeGC set, or else GOGC as the runtime reads it (off: -1;
+// unset or not a number: 100).
+func GCPercent(getenv func(string) string) int {
+	if n := gcSet.Load(); n != 0 {
+		return int(n - 1)
+	}
+	switch v := getenv("GOGC"); v {
+	case "off":
+		return -1
+	default:
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return 100
 }

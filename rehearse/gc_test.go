@@ -28,3 +28,27 @@ func TestRealTimeGC(t *testing.T) {
 	restore()
 	assert.Equal(t, 150, debug.SetGCPercent(150))
 }
+
+// TestGCPercent: the proxy's go_gc_gogc_percent is what RealTimeGC set
+// while it holds, and GOGC as the runtime reads it otherwise.
+func TestGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(before)
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "GOGC" {
+				return v
+			}
+			return ""
+		}
+	}
+	restore := RealTimeGC(env(""))
+	assert.Equal(t, RealGCPercent, GCPercent(env("")))
+	restore()
+	assert.Equal(t, 150, GCPercent(env("")), "restored: what it put back")
+	gcSet.Store(0) // a process where RealTimeGC never ran
+	assert.Equal(t, 100, GCPercent(env("")))
+	assert.Equal(t, 50, GCPercent(env("50")))
+	assert.Equal(t, -1, GCPercent(env("off")))
+	assert.Equal(t, 100, GCPercent(env("lots")))
+}

@@ -156,13 +156,18 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 	}
 	var n uint
 	ctxCut := false
-	for len(l.vheap) > 0 {
+	for len(l.vheap) > 0 || v.arriving {
 		if n++; n&4095 == 0 && o.Ctx != nil && o.Ctx.Err() != nil {
 			v.cancelAll()
 			ctxCut = true
 			break
 		}
-		ev := l.pop()
+		var ev event
+		if v.arriving && (len(l.vheap) == 0 || v.arrival.before(&l.vheap[0])) {
+			ev, v.arriving = v.arrival, false
+		} else {
+			ev = l.pop()
+		}
 		v.now = ev.at
 		switch ev.kind {
 		case evArrive:
@@ -186,7 +191,7 @@ func (l *Loop) RunVirtual(o VirtualOptions) (Result, error) {
 			v.apply(ev.job, l.Woke(ev.job, v.start.Add(time.Duration(ev.at))))
 		}
 	}
-	if o.Ctx != nil && o.Ctx.Err() != nil && len(l.vheap) > 0 {
+	if o.Ctx != nil && o.Ctx.Err() != nil && (len(l.vheap) > 0 || v.arriving) {
 		v.cancelAll()
 		ctxCut = true
 	}
@@ -220,14 +225,23 @@ type vrun struct {
 	seq     uint64
 	free    *Job
 
-	arr     arrivals
-	last    int64 // the last arrival's instant
-	end     int64 // Duration's instant (MaxInt64: none)
-	stopped bool  // Duration passed
+	arr arrivals
+	// arrival is the next arrival, when arriving: one is pending at a
+	// time, so it waits beside the heap rather than in it, and the heap
+	// holds only the jobs' own events.
+	arrival  event
+	arriving bool
+	last     int64 // the last arrival's instant
+	end      int64 // Duration's instant (MaxInt64: none)
+	stopped  bool  // Duration passed
 }
 
 func (v *vrun) schedule(at int64, j *Job, kind uint8) {
 	v.seq++
+	if kind == evArrive {
+		v.arrival, v.arriving = event{at: at, seq: v.seq, kind: kind}, true
+		return
+	}
 	v.l.push(event{at: at, seq: v.seq, job: j, kind: kind})
 }
 
@@ -293,7 +307,8 @@ func addNS(at int64, d time.Duration) int64 {
 // stopped, jobs not yet arrived never start.
 func (v *vrun) cancelAll() {
 	now := v.start.Add(time.Duration(v.now))
-	for len(v.l.vheap) > 0 { // an arrival still pending never starts
+	v.arriving = false // jobs not yet arrived never start
+	for len(v.l.vheap) > 0 {
 		ev := v.l.pop()
 		j := ev.job
 		switch ev.kind {

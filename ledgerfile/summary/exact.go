@@ -137,6 +137,15 @@ func (d Dec) roundDown() Dec {
 
 // Add is d + x, exact while the sum holds 38 digits.
 func (d Dec) Add(x Dec) Dec {
+	if d.e == x.e && d.hi|x.hi == 0 { // the common case, small enough to inline
+		if lo := d.lo + x.lo; lo >= d.lo { // no carry
+			return Dec{lo: lo, e: d.e}
+		}
+	}
+	return d.add(x)
+}
+
+func (d Dec) add(x Dec) Dec {
 	switch {
 	case x.IsZero():
 		return d

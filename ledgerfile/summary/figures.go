@@ -85,6 +85,13 @@ type Options struct {
 	// Draw counts what report's pictures draw beside the figures
 	// (Summary.Drawing, and each group's Gen).
 	Draw bool
+	// Live says the rows come from their writer as it writes them
+	// (simulate, rehearse's own tables), where a row carrying job_end is
+	// its job's last: the job is counted there and its slot reused, so
+	// memory follows the jobs in flight rather than every job of the
+	// run. A log read back is not live: a row after a job's job_end is
+	// still that job's, and its jobs are counted when the log ends.
+	Live bool
 }
 
 // Figure is a number that may be undefined (NaN: nothing to divide by)

@@ -59,6 +59,7 @@ type jobState struct {
 
 	// wasted-call candidate: the current last row, counted once a later attempt appears
 	open        bool // the slot holds a job of the log being read
+	ended       bool // its job_end row came (Options.Live): it is counted in turn
 	hasTS       bool
 	cand        bool
 	candOutcome uint8
@@ -85,23 +86,33 @@ func (s *Summarizer) jobFor(id string) int32 {
 	if s.hasCur && id == s.curJob {
 		return s.curIx
 	}
+	if s.hasCur && !s.curInMap {
+		s.ids[s.curH] = s.curIx // jobs interleave: the current one joins the map
+	}
 	h := maphash.String(s.seed, id)
 	ix, seen := s.ids[h]
 	if !seen {
-		switch {
-		case len(s.jobs) == 0:
+		if s.slots%jobChunk == 0 {
 			// The first chunk grows as jobs come (a small log, a
-			// one-row check, costs little); later ones are whole.
-			s.jobs = append(s.jobs, make([]jobState, 0, 16))
-		case len(s.jobs[len(s.jobs)-1]) == jobChunk:
-			s.jobs = append(s.jobs, make([]jobState, 0, jobChunk))
+			// one-row check, costs little); later ones are whole, and
+			// one already counted (Options.Live) is reused.
+			var c []jobState
+			switch n := len(s.spares); {
+			case n > 0:
+				c, s.spares = s.spares[n-1], s.spares[:n-1]
+			case s.slots > 0:
+				c = make([]jobState, 0, jobChunk)
+			default:
+				c = make([]jobState, 0, 16)
+			}
+			s.jobs = append(s.jobs, c)
 		}
 		c := &s.jobs[len(s.jobs)-1]
 		*c = append(*c, jobState{firstGroup: -1, second: -1, open: true})
-		ix = int32((len(s.jobs)-1)*jobChunk + len(*c) - 1)
-		s.ids[h] = ix
+		ix = s.slots
+		s.slots++
 	}
-	s.curJob, s.curIx, s.hasCur = id, ix, true
+	s.curJob, s.curIx, s.curH, s.hasCur, s.curInMap = id, ix, h, true, seen
 	return ix
 }
 
@@ -139,6 +150,14 @@ func (s *Summarizer) addJobRow(js *jobState, gi int32, r *ledgerfile.Row, f *row
 		switch {
 		case js.second < 0:
 			js.second = gi
+		case js.more == 0 && len(s.freeMore) > 0: // a counted job's (Options.Live)
+			n := len(s.freeMore)
+			js.more, s.freeMore = s.freeMore[n-1], s.freeMore[:n-1]
+			s.more[js.more] = append(s.more[js.more][:0], gi)
+		case js.more == 0 && len(s.freeMore) > 0: // a counted job's (Options.Live)
+			n := len(s.freeMore)
+			js.more, s.freeMore = s.freeMore[n-1], s.freeMore[:n-1]
+			s.more[js.more] = append(s.more[js.more][:0], gi)
 		case js.more == 0:
 			js.more = int32(len(s.more))
 			s.more = append(s.more, []int32{gi})

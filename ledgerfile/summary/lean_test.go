@@ -100,3 +100,71 @@ func TestOnlyEndToEnd(t *testing.T) {
 	assert.Equal(t, int64(4), lean.All.Attempts)
 	assert.InDelta(t, 0.010, float64(lean.All.USDTotal), 1e-12)
 }
+
+// Live counts each job at its job_end row and reuses its slot: the
+// figures are those of the log read back, and memory follows the jobs in
+// flight, not every job of the run.
+func TestLiveCountsJobsAtTheirEnd(t *testing.T) {
+	const jobs = 3 * jobChunk
+	seats := []string{"a", "b", "c"}
+	outcomes := []admit.Outcome{admit.ServerError, admit.RateLimited, admit.Timeout}
+	var rows []ledgerfile.Row
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	// Two jobs in flight at a time, their rows interleaved; a job of
+	// three attempts touches three seats.
+	for j := 0; j < jobs; j += 2 {
+		for n := 1; n <= 1+j%3; n++ {
+			last := n == 1+j%3
+			ids := []int{j, j + 1}
+			if last {
+				ids = []int{j + 1, j} // the later job ends first
+			}
+			for _, id := range ids {
+				r := streamRow(fmt.Sprintf("j%d", id), time.Duration(100+id%7)*time.Millisecond, time.Duration(400+id%13*100)*time.Millisecond, int64(20+id%5), admit.OK)
+				r.TS = t0.Add(time.Duration(id)*time.Second + time.Duration(n)*time.Millisecond)
+				r.Attempt, r.Seat, r.JobEnd = n, seats[n-1], ""
+				r.CostUSD, r.HasCost = 0.0001*float64(1+id%11), true
+				if !last {
+					r.Outcome = outcomes[(id+n)%3]
+				} else {
+					r.JobEnd = ledgerfile.JobSucceeded
+				}
+				rows = append(rows, r)
+			}
+		}
+	}
+	opts := Options{Groups: seats, KeepOrder: true, Draw: true}
+	read := New(opts)
+	opts.Live = true
+	live := New(opts)
+	held := 0 // the most chunks the live summary held at once
+	for i := range rows {
+		read.Add(&rows[i], "t.log")
+		live.Add(&rows[i], "")
+		n := 0
+		for _, c := range live.jobs {
+			n += min(cap(c), 1)
+		}
+		held = max(held, n)
+	}
+	assert.LessOrEqual(t, held, 2, "two jobs in flight hold at most two chunks")
+	assert.Empty(t, live.ids)
+	assert.LessOrEqual(t, len(live.more), 3)
+	assert.Len(t, read.jobs, jobs/jobChunk)
+	show := func(s *Summary) string {
+		var b strings.Builder
+		for _, g := range append(s.Groups, s.All) {
+			fmt.Fprintf(&b, "%+v\n", *g)
+		}
+		for _, tr := range s.Drawing.Timeline {
+			fmt.Fprintf(&b, "%+v\n", tr)
+		}
+		c := *s
+		c.Groups, c.All, c.Drawing = nil, nil, nil
+		fmt.Fprintf(&b, "%+v", c)
+		return b.String()
+	}
+	a, b := read.Close(), live.Close()
+	assert.Equal(t, int64(jobs), b.Jobs.Jobs)
+	assert.Equal(t, show(a), show(b))
+}

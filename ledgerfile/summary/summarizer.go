@@ -34,19 +34,35 @@ type Summarizer struct {
 	// A job id is looked up by its 64-bit hash (seed: no log can aim
 	// at it), not kept: two ids of one hash in one log would be one job,
 	// a chance of about 3e-8 at a million ids.
-	jobs [][]jobState
-	ids  map[uint64]int32 // the log's job ids' hashes → their slots
-	seed maphash.Seed
-	more [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
-	file string    // the log being read
+	// With Options.Live a job is counted at its job_end row, in the
+	// order jobs began, as EndLog would count it: the figures are the
+	// same, and memory follows the jobs from the oldest still in flight
+	// (head), whose chunks are reused as they are counted.
+	jobs   [][]jobState
+	slots  int32            // jobs of the log so far, counted or not
+	head   int32            // Live: the first job not yet counted
+	spares [][]jobState     // Live: counted chunks, to reuse (at most two)
+	ids    map[uint64]int32 // the log's job ids' hashes → their slots
+	seed   maphash.Seed
+	more   [][]int32 // groups a job touched past its first two (jobState.more); more[0] unused
+	// freeMore are entries of more that counted jobs (Live) left.
+	freeMore []int32
+	file     string // the log being read
 	// The current job's rows are adjacent, as they are unless jobs
-	// interleave: they skip the map.
-	curJob string
-	curIx  int32
-	hasCur bool
-	good   *goodput // Options.Goodput
-	draw   *drawAcc // Options.Draw
-	seats  keyIndex // wasted-call seat names
+	// interleave: they skip the map, and the job joins it (curH) only
+	// when another job's row comes between.
+	curJob   string
+	curIx    int32
+	curH     uint64
+	hasCur   bool
+	curInMap bool
+	good     *goodput // Options.Goodput
+	draw     *drawAcc // Options.Draw
+	seats    keyIndex // wasted-call seat names
+	// the last cost converted (amount)
+	lastAmt float64
+	lastDec Dec
+	hasAmt  bool
 
 	wasted    map[wasteKey]*wasteAcc
 	wasteKeys []wasteKey
@@ -278,15 +294,13 @@ func (s *Summarizer) EndLog() {
 	for c := range s.jobs {
 		for i := range s.jobs[c] {
 			if js := &s.jobs[c][i]; js.open {
-				end := s.finishJob(js)
-				if s.draw != nil {
-					s.draw.finish(s.draw.traceOf(int32(c*jobChunk+i), ""), end)
-				}
+				s.endJob(int32(c*jobChunk+i), js)
 			}
 		}
 		s.jobs[c] = nil // let the chunk go as soon as it is counted
 	}
-	s.jobs, s.hasCur, s.more = nil, false, s.more[:min(len(s.more), 1)]
+	s.jobs, s.slots, s.head, s.spares, s.hasCur = nil, 0, 0, nil, false
+	s.more, s.freeMore = s.more[:min(len(s.more), 1)], s.freeMore[:0]
 	clear(s.ids)
 	if s.draw != nil {
 		clear(s.draw.traces)
@@ -345,9 +359,50 @@ func (s *Summarizer) add(r *ledgerfile.Row, file, decision string, refused bool)
 		return
 	}
 	ix := s.jobFor(r.Job)
-	s.addJobRow(&s.jobs[ix/jobChunk][ix%jobChunk], gi, r, &f, decision)
+	js := &s.jobs[ix/jobChunk][ix%jobChunk]
+	s.addJobRow(js, gi, r, &f, decision)
 	if s.draw != nil {
 		s.draw.traceOf(ix, r.Job).add(r, f.sent)
+	}
+	if s.opts.Live && r.JobEnd != "" {
+		if s.curInMap {
+			delete(s.ids, s.curH)
+		}
+		js.ended, s.hasCur = true, false
+		s.countEnded()
+	}
+}
+
+// countEnded counts the ended jobs from the oldest on, up to the first
+// still in flight (Options.Live).
+func (s *Summarizer) countEnded() {
+	for s.head < s.slots {
+		c, i := s.head/jobChunk, s.head%jobChunk
+		js := &s.jobs[c][i]
+		if !js.ended {
+			return
+		}
+		s.endJob(s.head, js)
+		if js.more != 0 {
+			s.freeMore = append(s.freeMore, js.more)
+		}
+		if s.head++; i == jobChunk-1 {
+			// Two: the oldest job in flight may end just as the newest
+			// fills its chunk, before the next chunk is taken.
+			if len(s.spares) < 2 {
+				s.spares = append(s.spares, s.jobs[c][:0])
+			}
+			s.jobs[c] = nil
+		}
+	}
+}
+
+// endJob counts the job in slot ix.
+func (s *Summarizer) endJob(ix int32, js *jobState) {
+	end := s.finishJob(js)
+	if s.draw != nil {
+		s.draw.finish(s.draw.traceOf(ix, ""), end)
+		delete(s.draw.traces, ix)
 	}
 }
 
@@ -359,12 +414,21 @@ type rowFacts struct {
 	usd, uncached Dec // cost_usd, and uncached_usd or else cost_usd (uncachedUSD), as the row wrote them
 }
 
+// amount is decAmount(x), remembering the last one: a seat's rows
+// mostly cost the same (a simulated model's fixed token counts).
+func (s *Summarizer) amount(x float64) Dec {
+	if x != s.lastAmt || !s.hasAmt {
+		s.lastAmt, s.lastDec, s.hasAmt = x, decAmount(x), true
+	}
+	return s.lastDec
+}
+
 func (s *Summarizer) factsOf(r *ledgerfile.Row) rowFacts {
 	f := rowFacts{sent: r.WasSent(), oi: uint8(outcomeIndex(r.Outcome))}
 	if f.sent {
 		f.billing = RowBilling(r, s.opts.SlowAfter)
 		if r.HasCost {
-			f.usd = decAmount(r.CostUSD)
+			f.usd = s.amount(r.CostUSD)
 			f.uncached = f.usd
 			if r.UncachedUSD > 0 {
 				f.uncached = decAmount(r.UncachedUSD)

@@ -101,6 +101,9 @@ func (v *values) denseAt(k int64) *uint32 {
 // (secExp): a value the writer wrote, a whole millisecond, takes a dense
 // slot; a hand-written finer one, the map.
 func (v *values) addDur(d time.Duration) {
+	if v.off {
+		return
+	}
 	if v.step == 0 {
 		v.step = int64(ledgerfile.WriteResolution / ledgerfile.ReadResolution)
 	}

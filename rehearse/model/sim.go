@@ -120,7 +120,7 @@ func Run(s Sim) (*Summary, error) {
 // in chain order. It leaves out the streaming figures (TPOT, output
 // TPS, ITL), which no simulation figure reads.
 func SummaryOptions(p rehearse.Policy, seats []rehearse.SeatSpec) summary.Options {
-	o := summary.Options{By: summary.BySeat, SlowAfter: p.Retry.SlowServerAfter, Deadline: p.Budget.Deadline, KeepOrder: true, NoStream: true}
+	o := summary.Options{By: summary.BySeat, SlowAfter: p.Retry.SlowServerAfter, Deadline: p.Budget.Deadline, KeepOrder: true, NoStream: true, Live: true}
 	for _, sp := range seats {
 		o.Groups = append(o.Groups, sp.Config.Name)
 	}

@@ -49,10 +49,8 @@ func okRow(job string) ledgerfile.Row {
 
 func counter(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
-	fams, err := m.Registry().Gather()
-	require.NoError(t, err)
 	total := 0.0
-	for _, f := range fams {
+	for _, f := range gather(t, m) {
 		if f.GetName() == name {
 			for _, x := range f.GetMetric() {
 				total += x.GetCounter().GetValue()

@@ -4,18 +4,16 @@
 package metrics
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
@@ -60,32 +58,31 @@ type Options struct {
 // Sink and Books (the two ways the proxy's rows reach the log) and
 // Breaker; serve Handler.
 type Metrics struct {
-	reg   *prometheus.Registry
 	kinds map[string]string // seat → provider
 	slow  time.Duration
 	ready func(context.Context) error
-
-	duration, ttfc, tokens          *prometheus.HistogramVec
-	decisions, attempts, retries    *prometheus.CounterVec
-	costUSD, taxUSD, taxTokens      *prometheus.CounterVec
-	fallbacks                       *prometheus.CounterVec
-	wouldRefuse, wouldRetry         *prometheus.CounterVec
-	breakerState                    *prometheus.GaugeVec
-	transitions                     *prometheus.CounterVec
-	rowsWritten, writeErrs, reopens prometheus.Counter
-	rowsLost                        *prometheus.CounterVec
-	rowsHeld                        prometheus.Gauge
 
 	lastErr atomic.Pointer[error] // the last write's failure; nil after a good one
 	held    atomic.Int64          // rows waiting for the log (a failed write's)
 	probing atomic.Bool           // a check of the log (Options.Ready) has not returned
 
-	mu      sync.Mutex
-	models  map[string]bool
-	reasons map[string]bool
-	jobs    map[string]*jobMemo
-	ring    []string // jobs' ids in the order first remembered, for eviction
-	head    int
+	mu                              sync.Mutex // the families, and what follows
+	families                        []*family
+	duration, ttfc, tokens          *family
+	decisions, attempts, retries    *family
+	costUSD, taxUSD, taxTokens      *family
+	fallbacks                       *family
+	wouldRefuse, wouldRetry         *family
+	breakerState                    *family
+	transitions                     *family
+	rowsLost                        *family
+	rowsWritten, writeErrs, reopens *series
+	rowsHeld                        *series
+	models                          map[string]bool
+	reasons                         map[string]bool
+	jobs                            map[string]*jobMemo
+	ring                            []string // jobs' ids in the order first remembered, for eviction
+	head                            int
 }
 
 // jobMemo is what a job's later rows need of its earlier ones: its kept
@@ -101,24 +98,26 @@ type jobMemo struct {
 	fallback    bool
 }
 
-// New builds the metrics on a registry of their own, with the Go and
-// process collectors beside them.
+// New builds the metrics; a scrape adds the Go runtime's and the
+// process's figures (runtime.go).
 func New(o Options) *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(), kinds: map[string]string{}, slow: o.SlowAfter, ready: o.Ready,
+		kinds: map[string]string{}, slow: o.SlowAfter, ready: o.Ready,
 		models: map[string]bool{}, reasons: map[string]bool{}, jobs: map[string]*jobMemo{},
 	}
 	for _, s := range o.Chain {
 		m.kinds[s.Name] = s.Kind
 	}
-	// Registered as they are made, with the Go and process collectors beside them.
-	f := promauto.With(m.reg)
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		return f.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	add := func(kind familyKind, name, help string, buckets []float64, labels ...string) *family {
+		f := newFamily(kind, name, help, buckets, labels...)
+		m.families = append(m.families, f)
+		return f
 	}
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return f.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	histogram := func(name, help string, buckets []float64, labels ...string) *family {
+		return add(histogramKind, name, help, buckets, labels...)
+	}
+	counter := func(name, help string, labels ...string) *family {
+		return add(counterKind, name, help, nil, labels...)
 	}
 	genAI := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "seat"}
 	m.duration = histogram("gen_ai_client_operation_duration_seconds",
@@ -143,45 +142,32 @@ func New(o Options) *Metrics {
 		"Shadow rows (proxy --shadow) the policy would have refused, by reason: requests enforcing would have answered itself.", "reason")
 	m.wouldRetry = counter("retrygate_would_retry_total",
 		"Shadow rows whose attempt the policy would have retried (move=retry) or sent to a fallback seat (move=fallback), by seat.", "seat", "move")
-	m.breakerState = f.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "retrygate_breaker_state", Help: "1 for the state each seat's circuit breaker is in (closed, open, half-open), 0 for the others.",
-	}, []string{"seat", "state"})
+	m.breakerState = add(gaugeKind, "retrygate_breaker_state", "1 for the state each seat's circuit breaker is in (closed, open, half-open), 0 for the others.", nil, "seat", "state")
 	m.transitions = counter("retrygate_breaker_transitions_total", "Circuit-breaker changes of state, as the log's # event breaker lines.", "seat", "from", "to")
-	m.rowsWritten = f.NewCounter(prometheus.CounterOpts{
-		Name: "retrygate_log_rows_total", Help: "Rows the log took; every other retrygate_ figure counts these rows.",
-	})
+	m.rowsWritten = counter("retrygate_log_rows_total", "Rows the log took; every other retrygate_ figure counts these rows.").with()
 	m.rowsLost = counter("retrygate_log_rows_lost_total",
 		"Rows that never reached the log, by why: held_limit (held past --max-held while the log refused writes), shutdown (still held when the proxy stopped), refused (the log refused the row itself, for good). Counted in no other figure.",
 		"reason")
-	m.rowsHeld = f.NewGauge(prometheus.GaugeOpts{
-		Name: "retrygate_log_rows_held", Help: "Rows a failed write left in memory, written first by the next write.",
-	})
-	m.writeErrs = f.NewCounter(prometheus.CounterOpts{
-		Name: "retrygate_log_write_errors_total", Help: "Writes to the log that failed (their rows are held, not lost).",
-	})
-	m.reopens = f.NewCounter(prometheus.CounterOpts{
-		Name: "retrygate_log_reopens_total", Help: "Times the log's path named another file than the one open (removed or replaced) and was opened again.",
-	})
+	m.rowsHeld = add(gaugeKind, "retrygate_log_rows_held", "Rows a failed write left in memory, written first by the next write.", nil).with()
+	m.writeErrs = counter("retrygate_log_write_errors_total", "Writes to the log that failed (their rows are held, not lost).").with()
+	m.reopens = counter("retrygate_log_reopens_total", "Times the log's path named another file than the one open (removed or replaced) and was opened again.").with()
 	for _, why := range []string{"held_limit", "shutdown", "refused"} {
-		m.rowsLost.WithLabelValues(why)
+		m.rowsLost.with(why)
 	}
 	// Every seat's series from the start, so rate() has a zero to start from.
-	m.decisions.WithLabelValues("admit", "")
+	m.decisions.with("admit", "")
 	for _, s := range o.Chain {
-		m.retries.WithLabelValues(s.Name)
-		m.taxTokens.WithLabelValues(s.Name)
-		m.fallbacks.WithLabelValues(s.Name)
+		m.retries.with(s.Name)
+		m.taxTokens.with(s.Name)
+		m.fallbacks.with(s.Name)
 		if s.Priced() {
-			m.costUSD.WithLabelValues(s.Name)
-			m.taxUSD.WithLabelValues(s.Name)
+			m.costUSD.with(s.Name)
+			m.taxUSD.with(s.Name)
 		}
 		m.setBreaker(s.Name, admit.Closed)
 	}
 	return m
 }
-
-// Registry is the metrics' own registry.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Sink wraps the proxy's row sink (proxy.Options.Sink): the rows a
 // write took are counted, those of a failed write are not (they are not
@@ -241,33 +227,43 @@ func (c countingBooks) BookShared(ctx context.Context, key, shared string, fn fu
 // wrote counts a write: a failed one's rows are not lost yet (the proxy
 // holds them for the next write: see Lost and Held).
 func (m *Metrics) wrote(rows []ledgerfile.Row, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err != nil {
 		m.lastErr.Store(&err)
-		m.writeErrs.Inc()
+		m.writeErrs.inc()
 		return
 	}
 	m.lastErr.Store(nil)
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	for i := range rows {
 		m.row(&rows[i])
 	}
-	m.rowsWritten.Add(float64(len(rows)))
+	m.rowsWritten.add(float64(len(rows)))
 }
 
 // Lost counts n rows that will never reach the log, and why
 // (proxy.Options.OnLost).
-func (m *Metrics) Lost(n int, why string) { m.rowsLost.WithLabelValues(why).Add(float64(n)) }
+func (m *Metrics) Lost(n int, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rowsLost.with(why).add(float64(n))
+}
 
 // Held is how many rows wait for the log now (proxy.Options.OnHeld):
 // while any do, the proxy is not ready.
 func (m *Metrics) Held(n int) {
 	m.held.Store(int64(n))
-	m.rowsHeld.Set(float64(n))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rowsHeld.set(float64(n))
 }
 
 // Reopened counts the log opened again by its path.
-func (m *Metrics) Reopened() { m.reopens.Inc() }
+func (m *Metrics) Reopened() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reopens.inc()
+}
 
 // row counts one row the log took (under m.mu), by the summary's own
 // rules: a refusal is a row not sent, counted by its reason; everything
@@ -277,27 +273,27 @@ func (m *Metrics) row(r *ledgerfile.Row) {
 	s, provider := m.seat(r.Seat)
 	if r.Fallback && !memo.fallback {
 		memo.fallback = true
-		m.fallbacks.WithLabelValues(s).Inc()
+		m.fallbacks.with(s).inc()
 	}
 	switch {
 	case r.Would == ledgerfile.WouldRetry || r.Would == ledgerfile.WouldFallback:
-		m.wouldRetry.WithLabelValues(s, r.Would).Inc()
+		m.wouldRetry.with(s, r.Would).inc()
 	case r.Would != "" && r.Would != "admit":
 		d, _ := admit.ParseDecision(r.Would)
-		m.wouldRefuse.WithLabelValues(bounded(m.reasons, maxReasons, string(d.Reason))).Inc()
+		m.wouldRefuse.with(bounded(m.reasons, maxReasons, string(d.Reason))).inc()
 	}
 	if !r.WasSent() {
-		m.decisions.WithLabelValues("refuse", bounded(m.reasons, maxReasons, summary.RefusalReason(r))).Inc()
+		m.decisions.with("refuse", bounded(m.reasons, maxReasons, summary.RefusalReason(r))).inc()
 		return
 	}
-	m.decisions.WithLabelValues("admit", "").Inc()
+	m.decisions.with("admit", "").inc()
 	outcome := summary.RowOutcome(r)
-	m.attempts.WithLabelValues(s, string(outcome), string(summary.RowBilling(r, m.slow))).Inc()
+	m.attempts.with(s, string(outcome), string(summary.RowBilling(r, m.slow))).inc()
 	if r.HasSpent && r.Used > 0 {
-		m.retries.WithLabelValues(s).Inc()
+		m.retries.with(s).inc()
 	}
 	if r.HasCost {
-		m.costUSD.WithLabelValues(s).Add(r.CostUSD)
+		m.costUSD.with(s).add(r.CostUSD)
 	}
 	m.tax(r, s, outcome, memo)
 
@@ -307,13 +303,13 @@ func (m *Metrics) row(r *ledgerfile.Row) {
 	if outcome != admit.OK {
 		errType = string(outcome)
 	}
-	m.duration.WithLabelValues(op, provider, model, s, errType).Observe(summary.Seconds(r.Elapsed))
+	m.duration.with(op, provider, model, s, errType).observe(durationBuckets, summary.Seconds(r.Elapsed))
 	if summary.ProducedContent(r) {
-		m.ttfc.WithLabelValues(op, provider, model, s).Observe(summary.Seconds(r.Wait))
+		m.ttfc.with(op, provider, model, s).observe(durationBuckets, summary.Seconds(r.Wait))
 	}
 	if r.HasSplit {
-		m.tokens.WithLabelValues(op, provider, model, s, "input").Observe(float64(r.PromptTokens))
-		m.tokens.WithLabelValues(op, provider, model, s, "output").Observe(float64(r.CompletionTokens))
+		m.tokens.with(op, provider, model, s, "input").observe(tokenBuckets, float64(r.PromptTokens))
+		m.tokens.with(op, provider, model, s, "output").observe(tokenBuckets, float64(r.CompletionTokens))
 	}
 }
 
@@ -323,9 +319,9 @@ func (m *Metrics) row(r *ledgerfile.Row) {
 func (m *Metrics) tax(r *ledgerfile.Row, s string, outcome admit.Outcome, memo *jobMemo) {
 	add := func(seat string, usd float64, tokens int64, priced bool) {
 		if priced {
-			m.taxUSD.WithLabelValues(seat).Add(usd)
+			m.taxUSD.with(seat).add(usd)
 		}
-		m.taxTokens.WithLabelValues(seat).Add(float64(tokens))
+		m.taxTokens.with(seat).add(float64(tokens))
 	}
 	switch {
 	case outcome != admit.OK:
@@ -364,8 +360,10 @@ func (m *Metrics) memo(r *ledgerfile.Row) *jobMemo {
 
 // Breaker counts one change of a seat's breaker (proxy.Options.OnBreaker).
 func (m *Metrics) Breaker(seat string, _ time.Time, from, to admit.BreakerState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	s, _ := m.seat(seat)
-	m.transitions.WithLabelValues(s, from.String(), to.String()).Inc()
+	m.transitions.with(s, from.String(), to.String()).inc()
 	m.setBreaker(s, to)
 }
 
@@ -375,7 +373,7 @@ func (m *Metrics) setBreaker(seat string, to admit.BreakerState) {
 		if st == to {
 			v = 1
 		}
-		m.breakerState.WithLabelValues(seat, st.String()).Set(v)
+		m.breakerState.with(seat, st.String()).set(v)
 	}
 }
 
@@ -406,7 +404,7 @@ func bounded(seen map[string]bool, limit int, v string) string {
 // Options.Ready passes).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /metrics", m.serveMetrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -421,6 +419,48 @@ func (m *Metrics) Handler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// serveMetrics writes the exposition (gzipped when the scraper asks),
+// as client_golang's handler did.
+func (m *Metrics) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	body := m.Exposition()
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8; escaping=underscores")
+	h.Add("Vary", "Accept")
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+		z := gzip.NewWriter(w)
+		_, _ = z.Write(body)
+		_ = z.Close()
+		return
+	}
+	_, _ = w.Write(body)
+}
+
+func acceptsGzip(accept string) bool {
+	for part := range strings.SplitSeq(accept, ",") {
+		enc, _, _ := strings.Cut(part, ";")
+		if strings.TrimSpace(enc) == "gzip" {
+			return true
+		}
+	}
+	return false
+}
+
+// Exposition is the Prometheus text of every family now: the proxy's,
+// the Go runtime's and the process's, by name.
+func (m *Metrics) Exposition() []byte {
+	fams := runtimeFamilies()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fams = append(fams, m.families...)
+	slices.SortFunc(fams, func(a, b *family) int { return strings.Compare(a.name, b.name) })
+	var b []byte
+	for _, f := range fams {
+		b = f.write(b)
+	}
+	return b
 }
 
 // readyTimeout bounds /readyz's check of the log.

@@ -25,9 +25,7 @@ func TestWouldCounters(t *testing.T) {
 	assert.Equal(t, 1.0, counter(t, m, "retrygate_would_refuse_total"))
 	assert.Equal(t, 2.0, counter(t, m, "retrygate_would_retry_total"))
 	assert.Equal(t, 4.0, counter(t, m, "retrygate_attempts_total"))
-	fams, err := m.Registry().Gather()
-	require.NoError(t, err)
-	for _, f := range fams {
+	for _, f := range gather(t, m) {
 		if f.GetName() == "retrygate_would_refuse_total" {
 			require.Len(t, f.GetMetric(), 1)
 			assert.Equal(t, "attempt cap", f.GetMetric()[0].GetLabel()[0].GetValue())
