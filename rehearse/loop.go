@@ -420,5 +420,5 @@ func (l *Loop) sentRow(j *Job, o *seat.Observation, cost float64, priced bool, n
 		note = JoinNote(WidenNote(j.m.Track().LastSeat()), note)
 	}
 	SentRow(&l.row, &b, j.m.Track(), o, cost, priced, note)
-	PriceCache(&l.row, l.seats[p.Seat].cfg, o)
+	PriceCache(&l.row, &l.seats[p.Seat].cfg, o)
 }
