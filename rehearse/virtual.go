@@ -276,7 +276,7 @@ func (v *vrun) apply(j *Job, a Action) {
 			}
 			st.calls++
 			st.busy++
-			j.obs = seat.Resolve(plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
+			seat.ResolveTo(&j.obs, &plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
 			j.obs.Seat = st.name
 			v.schedule(addNS(v.now, j.obs.Elapsed), j, evDone)
 			return
