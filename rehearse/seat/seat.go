@@ -115,7 +115,7 @@ type Observation struct {
 // off before one, its elapsed (the wait was at least that long). ok is
 // false when the attempt says nothing about its wait (it failed before
 // any answer). time --json and the log both use it.
-func (o Observation) LoggedWait() (d time.Duration, ok bool) {
+func (o *Observation) LoggedWait() (d time.Duration, ok bool) {
 	if !o.HasWait && (o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled) {
 		return o.Elapsed, true
 	}
@@ -123,7 +123,7 @@ func (o Observation) LoggedWait() (d time.Duration, ok bool) {
 }
 
 // Tokens is prompt + completion, saturating at admit.MaxTokens.
-func (o Observation) Tokens() int64 { return admit.AddTokens(o.PromptTokens, o.CompletionTokens) }
+func (o *Observation) Tokens() int64 { return admit.AddTokens(o.PromptTokens, o.CompletionTokens) }
 
 // Seat is where a scratch call goes.
 type Seat interface {
@@ -433,7 +433,7 @@ func (c Config) UncachedCost(u admit.Usage) float64 {
 }
 
 // Usage is the observation's tokens as the cost function reads them.
-func (o Observation) Usage() admit.Usage {
+func (o *Observation) Usage() admit.Usage {
 	u := admit.Usage{Prompt: o.PromptTokens, Completion: o.CompletionTokens}
 	if o.HasCached {
 		u.Cached = o.CachedTokens
