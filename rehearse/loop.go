@@ -114,8 +114,9 @@ type seatState struct {
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
-	calls   int // plans drawn (the virtual driver's PlanFor index)
-	busy    int // the virtual driver's calls in flight (a LoadPlanner's load)
+	calls   int       // plans drawn (the virtual driver's PlanFor index)
+	busy    int       // the virtual driver's calls in flight (a LoadPlanner's load)
+	plan    seat.Plan // the virtual driver's plan of the seat's last call (one, reused)
 }
 
 // loopPrompt is one prompt as the loop sends and logs it.

@@ -12,17 +12,24 @@ import (
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
+// planLoaded is call n's plan with busy calls in flight.
+func planLoaded(lp seat.LoadPlanner, n, busy int) seat.Plan {
+	var p seat.Plan
+	lp.PlanLoadedTo(&p, n, busy)
+	return p
+}
+
 // TestSlotsStretchAnswersPastTheSeat: slots=2 serves two calls at full
 // speed; the fourth call in flight takes twice as long. Fast failures,
 // refused connections and hangs are not slowed.
 func TestSlotsStretchAnswersPastTheSeat(t *testing.T) {
 	lp := mustParse(t, "fixed elapsed=2s ttft=500ms slots=2").Planner(1, 0).(seat.LoadPlanner)
-	assert.Equal(t, 2*time.Second, lp.PlanLoaded(0, 2).Elapsed)
-	p := lp.PlanLoaded(0, 4)
+	assert.Equal(t, 2*time.Second, planLoaded(lp, 0, 2).Elapsed)
+	p := planLoaded(lp, 0, 4)
 	assert.Equal(t, 4*time.Second, p.Elapsed)
 	assert.Equal(t, time.Second, p.Wait)
 	fail := mustParse(t, "fixed elapsed=2s 5xx=100% slots=1").Planner(1, 0).(seat.LoadPlanner)
-	assert.Equal(t, 200*time.Millisecond, fail.PlanLoaded(0, 50).Elapsed)
+	assert.Equal(t, 200*time.Millisecond, planLoaded(fail, 0, 50).Elapsed)
 	assert.Equal(t, "fixed elapsed=2s ttft=500ms slots=2", mustParse(t, "fixed elapsed=2s ttft=500ms slots=2").String())
 }
 

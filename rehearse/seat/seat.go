@@ -339,7 +339,7 @@ type Planner interface {
 // counterpart is `seat serve --slots`, whose queue slows real calls.
 type LoadPlanner interface {
 	Planner
-	PlanLoaded(n, busy int) Plan
+	PlanLoadedTo(p *Plan, n, busy int) // into *p: the driver reuses one
 }
 
 // Config is one entry of the policy file's `seats:` map.
