@@ -76,3 +76,16 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 	assert.Positive(t, budgeted.Refusals["retry budget"])
 	assert.Zero(t, storm.Refusals["retry budget"])
 }
+
+// TestPlanLoadedToLeavesNothingOfTheLast: the virtual driver draws each
+// call's plan into its seat's one plan, so a call after a reset, a 429 or
+// a hang carries nothing of it.
+func TestPlanLoadedToLeavesNothingOfTheLast(t *testing.T) {
+	lp := mustParse(t, "lognormal p50=2.1s p99=14s hang=5% 429=10% 5xx=10% reset=10% tokens=2100 prompt=1500 slots=2").Planner(1, 0).(seat.LoadPlanner)
+	used := seat.Plan{Incomplete: "left", ErrorCode: "left", HasRetryAfter: true, RetryAfter: time.Minute, Hang: true, ConnError: true,
+		ResetAfter: time.Minute, Status: 599, HasCached: true, CachedTokens: 7, NoUsage: true}
+	for n := range 200 {
+		lp.PlanLoadedTo(&used, n, 1+n%4)
+		assert.Equal(t, planLoaded(lp, n, 1+n%4), used, "call %d", n)
+	}
+}
