@@ -184,7 +184,14 @@ type Plan struct {
 // attempt takes its breaker's probe and the retry budget's count; either
 // way it is numbered.
 func (j *Job) Before(c *Chain, a Ask) Plan {
-	p := Plan{Attempt: j.attempts + 1, Held: a.Held, Retry: j.attempts > 0 || a.ClientRetry}
+	var p Plan
+	j.BeforeTo(&p, c, a)
+	return p
+}
+
+// BeforeTo is Before into *p (the attempt loop's job keeps its plan).
+func (j *Job) BeforeTo(p *Plan, c *Chain, a Ask) {
+	*p = Plan{Attempt: j.attempts + 1, Held: a.Held, Retry: j.attempts > 0 || a.ClientRetry}
 	j.attempts++
 	// The breakers along the chain: the first seat from the job's own
 	// whose breaker lets an attempt through.
@@ -246,7 +253,7 @@ func (j *Job) Before(c *Chain, a Ask) Plan {
 	p.Decision = d
 	if !d.Admit {
 		p.Hard = 0
-		return p
+		return
 	}
 	if c.RetryGate != nil {
 		c.RetryGate.Sent(a.Now, p.Retry)
@@ -255,7 +262,6 @@ func (j *Job) Before(c *Chain, a Ask) Plan {
 	p.Probe = br.State(a.Now) == HalfOpen
 	br.Allow(a.Now)
 	j.seat = s
-	return p
 }
 
 // Settle is an attempt's end at now on the chain's seat s, before its row

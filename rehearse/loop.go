@@ -114,8 +114,9 @@ type seatState struct {
 	seat    seat.Seat
 	planner seat.Planner
 	br      *admit.Breaker
-	calls   int // plans drawn (the virtual driver's PlanFor index)
-	busy    int // the virtual driver's calls in flight (a LoadPlanner's load)
+	calls   int       // plans drawn (the virtual driver's PlanFor index)
+	busy    int       // the virtual driver's calls in flight (a LoadPlanner's load)
+	plan    seat.Plan // the virtual driver's plan of the seat's last call (one, reused)
 }
 
 // loopPrompt is one prompt as the loop sends and logs it.
@@ -264,7 +265,7 @@ func (l *Loop) Breaker(i int) *admit.Breaker { return l.seats[i].br }
 func (l *Loop) Start(j *Job, k int, now time.Time) Action {
 	j.m.Start(now, l.pol.Budget.Deadline) // a reused Job keeps its books' memory
 	j.ID, j.End, j.delay = l.jobID(k), "", 0
-	j.submit, j.plan = time.Time{}, admit.Plan{}
+	j.submit = time.Time{} // its plan is next's
 	j.prompt = pickPrompt(l.order, l.seed, k, len(l.prompts))
 	return l.next(j, now)
 }
@@ -301,7 +302,7 @@ func (l *Loop) Woke(j *Job, now time.Time) Action { return l.next(j, now) }
 // cancelled carries job_end=cancelled. An attempt in flight is ended by
 // passing Done an observation with outcome cancelled instead.
 func (l *Loop) Cancel(j *Job, now time.Time) Action {
-	l.refusalRow(j, now, j.m.Number(), j.m.Seat(), admit.Refuse(reasonCancelled), j.m.Track().Spent(), j.delay, admit.Plan{})
+	l.refusalRow(j, now, j.m.Number(), j.m.Seat(), admit.Refuse(reasonCancelled), j.m.Track().Spent(), j.delay, &admit.Plan{})
 	l.row.Outcome = admit.Cancelled
 	l.row.Note = "stopped before this attempt"
 	return l.finish(j, ledgerfile.JobCancelled)
@@ -311,12 +312,15 @@ func (l *Loop) Cancel(j *Job, now time.Time) Action {
 // j.delay (the sleep is charged to the deadline): a refusal ends the job
 // with its row; an admission is sent.
 func (l *Loop) next(j *Job, now time.Time) Action {
-	p := j.m.Before(&l.chains[j.prompt], admit.Ask{Now: now, Waited: j.delay})
+	// The plan is made in the job's own (an admitted attempt's Done reads
+	// it there); a refused one's is not read again.
+	p := &j.plan
+	j.m.BeforeTo(p, &l.chains[j.prompt], admit.Ask{Now: now, Waited: j.delay})
 	if !p.Decision.Admit {
 		l.refusalRow(j, now, p.Attempt, p.Seat, p.Decision, p.Spent, p.Delay, p)
 		return l.finish(j, j.m.End())
 	}
-	j.submit, j.plan = now, p
+	j.submit = now
 	return Action{Kind: Send, Seat: p.Seat, Hard: p.Hard, WaitCap: l.pol.Budget.MaxWait}
 }
 
@@ -354,7 +358,7 @@ func (l *Loop) Done(j *Job, obs *seat.Observation, now time.Time) Action {
 	case admit.Refused:
 		l.emit(j)
 		// The row carries the sleep this refusal saved: the gate charged it.
-		l.refusalRow(j, now, mv.Attempt, mv.Seat, mv.Decision, mv.Spent, mv.Delay, admit.Plan{})
+		l.refusalRow(j, now, mv.Attempt, mv.Seat, mv.Decision, mv.Spent, mv.Delay, &admit.Plan{})
 		if mv.Delay > 0 {
 			l.row.Note = JoinNote("refused before sleeping", l.row.Note)
 		}
@@ -407,8 +411,8 @@ func (l *Loop) base(j *Job, ts time.Time, n, s int, spent admit.Spent, delay tim
 
 // refusalRow fills the row for attempt n refused before sending on seat
 // s: its numbers are the estimate the gate saw.
-func (l *Loop) refusalRow(j *Job, now time.Time, n, s int, d admit.Decision, spent admit.Spent, delay time.Duration, p admit.Plan) {
-	b := l.base(j, now, n, s, spent, delay, &p)
+func (l *Loop) refusalRow(j *Job, now time.Time, n, s int, d admit.Decision, spent admit.Spent, delay time.Duration, p *admit.Plan) {
+	b := l.base(j, now, n, s, spent, delay, p)
 	RefusalRow(&l.row, &b, j.m.Track(), d)
 }
 
@@ -420,5 +424,5 @@ func (l *Loop) sentRow(j *Job, o *seat.Observation, cost float64, priced bool, n
 		note = JoinNote(WidenNote(j.m.Track().LastSeat()), note)
 	}
 	SentRow(&l.row, &b, j.m.Track(), o, cost, priced, note)
-	PriceCache(&l.row, l.seats[p.Seat].cfg, o)
+	PriceCache(&l.row, &l.seats[p.Seat].cfg, o)
 }

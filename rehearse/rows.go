@@ -37,13 +37,14 @@ type RowBase struct {
 }
 
 func (b *RowBase) fill(r *ledgerfile.Row) {
-	*r = ledgerfile.Row{
-		TS: b.TS, Job: b.Job, Attempt: b.Attempt, Seat: b.Seat, Model: b.Model,
-		Delay:  ledgerfile.Resolution(b.Delay),
-		SpentS: b.Spent.Time, SpentTokens: b.Spent.Tokens, SpentUSD: b.Spent.USD, Used: b.Spent.Attempts, HasSpent: true, InFlight: b.InFlight,
-		Holdout: b.Holdout, Fallback: b.Fallback, PromptSHA: b.PromptSHA, Tags: b.Tags,
-		Window: b.Window, HasWindow: b.HasWindow,
-	}
+	// Cleared, then set field by field: a composite literal assigned
+	// through r is built in a temporary and copied (the row is large).
+	*r = ledgerfile.Row{}
+	r.TS, r.Job, r.Attempt, r.Seat, r.Model = b.TS, b.Job, b.Attempt, b.Seat, b.Model
+	r.Delay = ledgerfile.Resolution(b.Delay)
+	r.SpentS, r.SpentTokens, r.SpentUSD, r.Used, r.HasSpent, r.InFlight = b.Spent.Time, b.Spent.Tokens, b.Spent.USD, b.Spent.Attempts, true, b.InFlight
+	r.Holdout, r.Fallback, r.PromptSHA, r.Tags = b.Holdout, b.Fallback, b.PromptSHA, b.Tags
+	r.Window, r.HasWindow = b.Window, b.HasWindow
 }
 
 // RefusalRow fills r for an attempt refused before sending: its numbers
@@ -107,7 +108,7 @@ func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observat
 // PriceCache fills a sent row's uncached_usd: what its attempt would have
 // cost with every input token at price_in, on a priced seat whose answer
 // reported cache parts. The loop and the proxy call it after SentRow.
-func PriceCache(r *ledgerfile.Row, cfg seat.Config, o *seat.Observation) {
+func PriceCache(r *ledgerfile.Row, cfg *seat.Config, o *seat.Observation) {
 	if r.HasCost && (o.HasCached || o.HasCacheWrite) {
 		r.UncachedUSD = cfg.UncachedCost(o.Usage())
 	}

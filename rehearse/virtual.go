@@ -268,15 +268,15 @@ func (v *vrun) apply(j *Job, a Action) {
 		switch a.Kind {
 		case Send:
 			st := &v.l.seats[a.Seat]
-			var plan seat.Plan
+			plan := &st.plan
 			if lp, ok := st.planner.(seat.LoadPlanner); ok {
-				plan = lp.PlanLoaded(st.calls, st.busy+1)
+				lp.PlanLoadedTo(plan, st.calls, st.busy+1)
 			} else {
-				plan = st.planner.PlanFor(st.calls)
+				*plan = st.planner.PlanFor(st.calls)
 			}
 			st.calls++
 			st.busy++
-			j.obs = seat.Resolve(plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
+			seat.ResolveTo(&j.obs, plan, a.Hard, a.WaitCap, v.l.pol.Retry.SlowServerAfter)
 			j.obs.Seat = st.name
 			v.schedule(addNS(v.now, j.obs.Elapsed), j, evDone)
 			return

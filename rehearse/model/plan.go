@@ -68,15 +68,15 @@ const (
 	fNone
 )
 
-// PlanLoaded is call n with busy calls in flight on the seat: with
+// PlanLoadedTo makes *plan call n with busy calls in flight on the seat: with
 // slots=, an answered call past the seat's slots takes its share of the
 // seat, its wait and elapsed stretched by busy/slots (processor sharing,
 // fixed at submit). Failures that answer fast (429, 5xx, 4xx), refused
 // connections and hangs are as unloaded.
-func (p *paramPlanner) PlanLoaded(n, busy int) seat.Plan {
-	plan := p.PlanFor(n)
+func (p *paramPlanner) PlanLoadedTo(plan *seat.Plan, n, busy int) {
+	p.planTo(plan, n)
 	if p.m.Slots <= 0 || int64(busy) <= p.m.Slots || plan.Hang || plan.ConnError || plan.Status != 0 {
-		return plan
+		return
 	}
 	f := float64(busy) / float64(p.m.Slots)
 	plan.Wait = clampDur(float64(plan.Wait) * f)
@@ -84,11 +84,17 @@ func (p *paramPlanner) PlanLoaded(n, busy int) seat.Plan {
 	if plan.ResetAfter > 0 {
 		plan.ResetAfter = clampDur(float64(plan.ResetAfter) * f)
 	}
-	return plan
 }
 
 // PlanFor draws call n: first its outcome, then its latency.
 func (p *paramPlanner) PlanFor(n int) seat.Plan {
+	var plan seat.Plan
+	p.planTo(&plan, n)
+	return plan
+}
+
+// planTo is PlanFor into *plan.
+func (p *paramPlanner) planTo(plan *seat.Plan, n int) {
 	m := p.m
 	r := p.s.at(n)
 	uOutcome, uLatency := unit(r.Uint64()), unit(r.Uint64())
@@ -102,17 +108,23 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 	}
 	switch which {
 	case fConn:
-		return seat.Plan{ConnError: true}
+		*plan = seat.Plan{ConnError: true}
+		return
 	case fHang:
-		return seat.Plan{Hang: true, Wait: script.Never, TTFB: script.Never, PromptTokens: m.Prompt}
+		*plan = seat.Plan{Hang: true, Wait: script.Never, TTFB: script.Never, PromptTokens: m.Prompt}
+		return
 	case f429:
-		return seat.Plan{Status: 429, Wait: m.FastAfter, Elapsed: m.FastAfter, RetryAfter: m.RetryAfter, HasRetryAfter: m.HasRetryAfter}
+		*plan = seat.Plan{Status: 429, Wait: m.FastAfter, Elapsed: m.FastAfter, RetryAfter: m.RetryAfter, HasRetryAfter: m.HasRetryAfter}
+		return
 	case f5xx:
-		return seat.Plan{Status: 503, Wait: m.FastAfter, Elapsed: m.FastAfter}
+		*plan = seat.Plan{Status: 503, Wait: m.FastAfter, Elapsed: m.FastAfter}
+		return
 	case fSlow5xx:
-		return seat.Plan{Status: 500, Wait: m.SlowAfter, Elapsed: m.SlowAfter}
+		*plan = seat.Plan{Status: 500, Wait: m.SlowAfter, Elapsed: m.SlowAfter}
+		return
 	case f4xx:
-		return seat.Plan{Status: 400, Wait: m.FastAfter, Elapsed: m.FastAfter}
+		*plan = seat.Plan{Status: 400, Wait: m.FastAfter, Elapsed: m.FastAfter}
+		return
 	}
 
 	factor := 1.0
@@ -131,7 +143,7 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 	if m.Rate > 0 {
 		completion = int64(min(math.Round(m.Rate*(elapsed-wait).Seconds()), admit.MaxStepTokens))
 	}
-	plan := seat.Plan{Wait: wait, Elapsed: elapsed, PromptTokens: m.Prompt, CompletionTokens: max(completion, 0)}
+	*plan = seat.Plan{Wait: wait, Elapsed: elapsed, PromptTokens: m.Prompt, CompletionTokens: max(completion, 0)}
 	if which == fReset {
 		// Halfway through the stream; a reset is always before the end.
 		plan.ResetAfter = max(wait+(elapsed-wait)/2, time.Millisecond)
@@ -139,7 +151,6 @@ func (p *paramPlanner) PlanFor(n int) seat.Plan {
 			plan.Elapsed = plan.ResetAfter + time.Millisecond
 		}
 	}
-	return plan
 }
 
 func clampDur(ns float64) time.Duration {

@@ -12,17 +12,24 @@ import (
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
+// planLoaded is call n's plan with busy calls in flight.
+func planLoaded(lp seat.LoadPlanner, n, busy int) seat.Plan {
+	var p seat.Plan
+	lp.PlanLoadedTo(&p, n, busy)
+	return p
+}
+
 // TestSlotsStretchAnswersPastTheSeat: slots=2 serves two calls at full
 // speed; the fourth call in flight takes twice as long. Fast failures,
 // refused connections and hangs are not slowed.
 func TestSlotsStretchAnswersPastTheSeat(t *testing.T) {
 	lp := mustParse(t, "fixed elapsed=2s ttft=500ms slots=2").Planner(1, 0).(seat.LoadPlanner)
-	assert.Equal(t, 2*time.Second, lp.PlanLoaded(0, 2).Elapsed)
-	p := lp.PlanLoaded(0, 4)
+	assert.Equal(t, 2*time.Second, planLoaded(lp, 0, 2).Elapsed)
+	p := planLoaded(lp, 0, 4)
 	assert.Equal(t, 4*time.Second, p.Elapsed)
 	assert.Equal(t, time.Second, p.Wait)
 	fail := mustParse(t, "fixed elapsed=2s 5xx=100% slots=1").Planner(1, 0).(seat.LoadPlanner)
-	assert.Equal(t, 200*time.Millisecond, fail.PlanLoaded(0, 50).Elapsed)
+	assert.Equal(t, 200*time.Millisecond, planLoaded(fail, 0, 50).Elapsed)
 	assert.Equal(t, "fixed elapsed=2s ttft=500ms slots=2", mustParse(t, "fixed elapsed=2s ttft=500ms slots=2").String())
 }
 
@@ -68,4 +75,17 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 	assert.Less(t, float64(budgeted.CostPerJob), float64(storm.CostPerJob))
 	assert.Positive(t, budgeted.Refusals["retry budget"])
 	assert.Zero(t, storm.Refusals["retry budget"])
+}
+
+// TestPlanLoadedToLeavesNothingOfTheLast: the virtual driver draws each
+// call's plan into its seat's one plan, so a call after a reset, a 429 or
+// a hang carries nothing of it.
+func TestPlanLoadedToLeavesNothingOfTheLast(t *testing.T) {
+	lp := mustParse(t, "lognormal p50=2.1s p99=14s hang=5% 429=10% 5xx=10% reset=10% tokens=2100 prompt=1500 slots=2").Planner(1, 0).(seat.LoadPlanner)
+	used := seat.Plan{Incomplete: "left", ErrorCode: "left", HasRetryAfter: true, RetryAfter: time.Minute, Hang: true, ConnError: true,
+		ResetAfter: time.Minute, Status: 599, HasCached: true, CachedTokens: 7, NoUsage: true}
+	for n := range 200 {
+		lp.PlanLoadedTo(&used, n, 1+n%4)
+		assert.Equal(t, planLoaded(lp, n, 1+n%4), used, "call %d", n)
+	}
 }

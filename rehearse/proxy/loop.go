@@ -344,7 +344,7 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 		var row ledgerfile.Row
 		b := c.base(plan.Attempt, plan.Seat, c.planAt, plan.Spent, plan.Delay, plan)
 		rehearse.SentRow(&row, &b, m.Track(), obs, a.USD, priced, rehearse.JoinNote(note, obs.Detail))
-		rehearse.PriceCache(&row, c.up(plan.Seat).cfg, obs)
+		rehearse.PriceCache(&row, &c.up(plan.Seat).cfg, obs)
 		taken := ledgerfile.AttemptOf(&row)
 		p.mu.Lock()
 		mv = m.Take(&c.chain, plan.Seat, &taken, p.rng)

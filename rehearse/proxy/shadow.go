@@ -99,7 +99,7 @@ func (c *call) shadowAfter(plan *admit.Plan, x *exchange, obs *seat.Observation,
 		var row ledgerfile.Row
 		b := c.base(plan.Attempt, 0, c.planAt, plan.Spent, plan.Delay, plan)
 		rehearse.SentRow(&row, &b, m.Track(), obs, a.USD, priced, rehearse.JoinNote(note, obs.Detail))
-		rehearse.PriceCache(&row, c.up(0).cfg, obs)
+		rehearse.PriceCache(&row, &c.up(0).cfg, obs)
 		taken := ledgerfile.AttemptOf(&row)
 		p.mu.Lock()
 		mv := m.Take(&c.chain, 0, &taken, p.rng)

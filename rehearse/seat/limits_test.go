@@ -54,5 +54,5 @@ func TestHugeUsageClamps(t *testing.T) {
 			assert.Equal(t, admit.MaxTokens, obs.Tokens())
 		})
 	}
-	assert.Equal(t, admit.MaxTokens, Observation{PromptTokens: admit.MaxTokens, CompletionTokens: admit.MaxTokens}.Tokens())
+	assert.Equal(t, admit.MaxTokens, (&Observation{PromptTokens: admit.MaxTokens, CompletionTokens: admit.MaxTokens}).Tokens())
 }

@@ -115,7 +115,7 @@ type Observation struct {
 // off before one, its elapsed (the wait was at least that long). ok is
 // false when the attempt says nothing about its wait (it failed before
 // any answer). time --json and the log both use it.
-func (o Observation) LoggedWait() (d time.Duration, ok bool) {
+func (o *Observation) LoggedWait() (d time.Duration, ok bool) {
 	if !o.HasWait && (o.Outcome == admit.Timeout || o.Outcome == admit.WaitCap || o.Outcome == admit.Cancelled) {
 		return o.Elapsed, true
 	}
@@ -123,7 +123,7 @@ func (o Observation) LoggedWait() (d time.Duration, ok bool) {
 }
 
 // Tokens is prompt + completion, saturating at admit.MaxTokens.
-func (o Observation) Tokens() int64 { return admit.AddTokens(o.PromptTokens, o.CompletionTokens) }
+func (o *Observation) Tokens() int64 { return admit.AddTokens(o.PromptTokens, o.CompletionTokens) }
 
 // Seat is where a scratch call goes.
 type Seat interface {
@@ -167,7 +167,7 @@ type Plan struct {
 }
 
 // promptParts copies the plan's parts of the prompt count onto o.
-func (p Plan) promptParts(o *Observation) {
+func (p *Plan) promptParts(o *Observation) {
 	o.CachedTokens, o.HasCached = p.CachedTokens, p.HasCached
 	o.CacheWriteTokens, o.HasCacheWrite = p.CacheWriteTokens, p.HasCacheWrite
 }
@@ -177,8 +177,17 @@ func (p Plan) promptParts(o *Observation) {
 // hard <= 0 and waitCap <= 0 mean none. Its outcome and billing follow
 // the rule Do's classify follows (ending.settle).
 func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
-	o := Observation{TokensFrom: FromScript, PromptTokens: p.PromptTokens}
-	p.promptParts(&o) // they go with the prompt count, kept or cleared with it
+	var o Observation
+	ResolveTo(&o, &p, hard, waitCap, slowAfter)
+	return o
+}
+
+// ResolveTo is Resolve into *o, with the plan read through p: the
+// simulator's per-attempt path, which copies neither.
+func ResolveTo(o *Observation, p *Plan, hard, waitCap, slowAfter time.Duration) {
+	*o = Observation{}
+	o.TokensFrom, o.PromptTokens = FromScript, p.PromptTokens
+	p.promptParts(o) // they go with the prompt count, kept or cleared with it
 	status := p.Status
 	if status == 0 {
 		status = 200
@@ -186,7 +195,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	if p.ConnError {
 		o.Outcome, o.Billing = admit.ConnError, admit.Free
 		o.Detail = "connection refused"
-		return o
+		return
 	}
 	ttfb := p.TTFB
 	if ttfb <= 0 || (p.Wait > 0 && ttfb > p.Wait) {
@@ -250,7 +259,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 		if o.HasTTFB {
 			o.HTTPStatus = status
 		}
-		return o
+		return
 	}
 	o.Elapsed = end
 	o.TTFB, o.HasTTFB = ttfb, true
@@ -267,7 +276,7 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 	case !charged:
 		o.Wait, o.HasWait = end, true // the error body is the first byte
 		o.PromptTokens = 0
-		Plan{}.promptParts(&o)
+		(&Plan{}).promptParts(o)
 	case e.cut == admit.Reset:
 		if hasContent && contentAt <= end {
 			o.Wait, o.HasWait = contentAt, true
@@ -286,14 +295,13 @@ func Resolve(p Plan, hard, waitCap, slowAfter time.Duration) Observation {
 		o.ReasoningTokens, o.HasReasoning = p.ReasoningTokens, p.HasReasoning
 		o.ITLMean, o.ITLMax, o.HasITL = planITL(p, end)
 	}
-	return o
 }
 
 // planITL is the ITL a plan implies for a stream read until at: one
 // token a chunk, the first at the wait and the last at the plan's elapsed,
 // evenly spread, so every gap is (elapsed − wait) ÷ (completion tokens − 1).
 // ok is false until two chunks have come.
-func planITL(p Plan, at time.Duration) (mean, most time.Duration, ok bool) {
+func planITL(p *Plan, at time.Duration) (mean, most time.Duration, ok bool) {
 	if p.CompletionTokens < 2 || p.Elapsed <= p.Wait || at <= p.Wait {
 		return 0, 0, false
 	}
@@ -307,7 +315,7 @@ func planITL(p Plan, at time.Duration) (mean, most time.Duration, ok bool) {
 // partialTokens is the completion tokens p has streamed by at: pro rata
 // from the first content to the plan's last byte, never more than all of
 // them. The 128-bit product cannot overflow.
-func partialTokens(p Plan, at time.Duration) int64 {
+func partialTokens(p *Plan, at time.Duration) int64 {
 	if p.CompletionTokens <= 0 || p.Elapsed <= p.Wait || at <= p.Wait {
 		return 0
 	}
@@ -331,7 +339,7 @@ type Planner interface {
 // counterpart is `seat serve --slots`, whose queue slows real calls.
 type LoadPlanner interface {
 	Planner
-	PlanLoaded(n, busy int) Plan
+	PlanLoadedTo(p *Plan, n, busy int) // into *p: the driver reuses one
 }
 
 // Config is one entry of the policy file's `seats:` map.
@@ -425,7 +433,7 @@ func (c Config) UncachedCost(u admit.Usage) float64 {
 }
 
 // Usage is the observation's tokens as the cost function reads them.
-func (o Observation) Usage() admit.Usage {
+func (o *Observation) Usage() admit.Usage {
 	u := admit.Usage{Prompt: o.PromptTokens, Completion: o.CompletionTokens}
 	if o.HasCached {
 		u.Cached = o.CachedTokens
