@@ -315,9 +315,9 @@ type caught struct {
 	// finishes, usages, dones and roles count the finish reasons, usage
 	// chunks, [DONE]s and role chunks.
 	finishes, usages, dones, roles int
-	done   bool
-	bad    string // the first event that does not parse
-	err    error
+	done                           bool
+	bad                            string // the first event that does not parse
+	err                            error
 }
 
 // whole says the caller got a whole answer: a clean end, every event
