@@ -125,7 +125,7 @@ func TestStitchAnthropic(t *testing.T) {
 	require.NotEmpty(t, data)
 	i := strings.Index(out, "event: message_delta")
 	require.GreaterOrEqual(t, i, 0)
-	_, data = sseData([]byte(out[i:strings.Index(out[i:], "\n\n")+i+2]))
+	_, data = sseData([]byte(out[i : strings.Index(out[i:], "\n\n")+i+2]))
 	var e struct {
 		Usage map[string]int64 `json:"usage"`
 	}
