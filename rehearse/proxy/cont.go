@@ -27,6 +27,10 @@ type stitch struct {
 	text      []byte      // the content the client has
 	prior     admit.Usage // the usage of the attempts before the continuation
 	contIn    int64       // a continuation's input tokens (Anthropic: its message_start's)
+	// trimmed: the prefill went without the white space the client's
+	// text ends in (Anthropic refuses it), so the continuation's own
+	// leading white space is not sent again.
+	trimmed bool
 }
 
 // sseData is the data of one SSE event (its data lines joined by \n),
@@ -200,6 +204,22 @@ func (s *stitch) rewriteAnthropic(name string, ev, data []byte, m map[string]jso
 		}
 		return ev
 	case "content_block_delta":
+		if s.trimmed {
+			var e struct {
+				Delta map[string]json.RawMessage `json:"delta"`
+			}
+			var text string
+			if json.Unmarshal(data, &e) == nil && json.Unmarshal(e.Delta["text"], &text) == nil {
+				if text = strings.TrimLeft(text, " \t\r\n"); text == "" {
+					return nil
+				}
+				s.trimmed = false
+				e.Delta["text"], _ = json.Marshal(text)
+				m["delta"], _ = json.Marshal(e.Delta)
+				out, _ := json.Marshal(m)
+				ev = []byte("event: content_block_delta\ndata: " + string(out) + "\n\n")
+			}
+		}
 		s.observe(ev)
 		return ev
 	case "message_delta":
@@ -226,6 +246,14 @@ func addInt(m map[string]json.RawMessage, k string, n int64) int64 {
 	v += n
 	m[k], _ = json.Marshal(v)
 	return v
+}
+
+// prefill is the client's body with the text the client has as a
+// trailing assistant message (withPrefill).
+func (s *stitch) prefill(body []byte) []byte {
+	text := string(s.text)
+	s.trimmed = s.anthropic && strings.TrimRight(text, " \t\r\n") != text
+	return withPrefill(body, text, s.anthropic)
 }
 
 // withPrefill is the client's body with text as a trailing assistant

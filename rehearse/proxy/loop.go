@@ -255,7 +255,7 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 	mark := 0
 	if c.cont {
 		mark = len(c.f.st.text)
-		body = withPrefill(body, string(c.f.st.text), p.kind == "anthropic")
+		body = c.f.st.prefill(body)
 		c.f.reopen()
 	} else {
 		c.f.st = c.stitchable()
