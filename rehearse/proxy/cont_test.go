@@ -148,3 +148,19 @@ func TestWithPrefill(t *testing.T) {
 	assert.Equal(t, "Hello", got.Messages[1]["content"])
 	assert.Nil(t, withPrefill([]byte(`{"model":"m","input":"hi"}`), "x", false), "no messages: nothing to continue")
 }
+
+// Anthropic's prefill goes without the white space the client's text
+// ends in; the continuation's own leading white space is then not sent
+// twice (a delta of white space alone is dropped).
+func TestStitchAnthropicTrimmedPrefill(t *testing.T) {
+	s := &stitch{anthropic: true, text: []byte("hello ")}
+	var got struct{ Messages []map[string]string }
+	require.NoError(t, json.Unmarshal(s.prefill([]byte(`{"messages":[{"role":"user","content":"hi"}]}`)), &got))
+	assert.Equal(t, "hello", got.Messages[1]["content"])
+	out := string(s.rewrite([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" \"}}\n\n")))
+	assert.Empty(t, out, "white space alone: dropped")
+	out = string(s.rewrite([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" world \"}}\n\n")))
+	_, data := sseData([]byte(out))
+	assert.JSONEq(t, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"world "}}`, string(data))
+	assert.Equal(t, "hello world ", string(s.text))
+}
