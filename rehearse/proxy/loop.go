@@ -345,7 +345,7 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 // with a seat that takes a prefill; nil for any other.
 func (c *call) stitchable() *stitch {
 	req := &c.in.req
-	if !req.stream || req.responses || c.p.kind != "openai" && c.p.kind != "anthropic" || !c.prefillFrom(0) ||
+	if c.p.opts.Shadow || !req.stream || req.responses || c.p.kind != "openai" && c.p.kind != "anthropic" || !c.prefillFrom(0) ||
 		withPrefill(c.in.body, "", false) == nil {
 		return nil // withPrefill: a body with no messages to continue
 	}
@@ -408,7 +408,7 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 		switch {
 		case mv.Kind == admit.Ended:
 			c.end(&row, mv.End)
-		case c.open && mv.Kind == admit.Again && c.prefillFrom(mv.Seat):
+		case c.open && mv.Kind == admit.Again && c.prefillFrom(mv.Seat) && c.r.Context().Err() == nil:
 			ends = false // a cut stream, continued on a seat that takes a prefill
 		case x.committed || c.r.Context().Err() != nil && mv.Kind == admit.Again:
 			// The client has this answer's start and no retry can follow
@@ -432,7 +432,7 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 			out.add(&ref, c.in.retry)
 		}
 	}, stepAfter)
-	if mv.Kind != admit.Again || !c.prefillFrom(mv.Seat) {
+	if mv.Kind != admit.Again || !c.prefillFrom(mv.Seat) || c.r.Context().Err() != nil {
 		c.open = false // nothing continues it: the client's stream is cut
 	}
 	if err == nil && mv.Kind == admit.Again && c.r.Context().Err() != nil && !x.committed {
