@@ -473,10 +473,18 @@ func TestFaultMatrix(t *testing.T) {
 	spare, sbase := newHostile(t, "spare")
 	scfg := seatCfg("spare", "openai", sbase)
 	scfg.PriceIn, scfg.PriceOut, scfg.Model, scfg.Prefill = 1, 2, "spare-model", true
-	pol.Routes = []rehearse.Route{{Model: "f1[4-6]", Fallback: []string{"primary", "fallback", "spare"}}}
+	// liar says it takes a prefill and answers one with a 400, as the
+	// fallback does.
+	liar, lbase := newHostile(t, "fallback")
+	lcfg := seatCfg("liar", "openai", lbase)
+	lcfg.Prefill = true
+	pol.Routes = []rehearse.Route{
+		{Model: "f1[4-6]", Fallback: []string{"primary", "fallback", "spare"}},
+		{Model: "h14", Fallback: []string{"primary", "liar"}},
+	}
 	px := start(t, pol, []seat.Config{pcfg, fcfg}, func(o *Options) {
 		o.Rand = rand.New(rand.NewPCG(34, 34))
-		o.RouteSeats = []seat.Config{scfg}
+		o.RouteSeats = []seat.Config{scfg, lcfg}
 	})
 	backoff := func(n int) time.Duration { return admit.BackoffCeiling(pol.Retry, n) + slack }
 
@@ -708,6 +716,16 @@ func TestFaultMatrix(t *testing.T) {
 		rs := px.done(t, "c14n")
 		require.Len(t, rs, 1)
 		assert.Equal(t, admit.Reset, rs[0].Outcome)
+		healthy(t)
+	})
+	t.Run("a cut stream whose only prefill seat refuses the prefill is cut, never given its 400", func(t *testing.T) {
+		got := ask(t, px.url, "h14", "14", "c14l")
+		cut(t, got, 40)
+		assert.Empty(t, got.bad)
+		assert.NotContains(t, got.text, "prefill_not_supported")
+		assert.Len(t, liar.saw("14"), 1, "the continuation was sent, and refused")
+		rs := px.done(t, "c14l")
+		assert.Equal(t, []string{"reset", "client_error", "refuse: permanent error"}, column(rs, outcomeOf))
 		healthy(t)
 	})
 	px.stop()
