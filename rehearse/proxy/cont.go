@@ -31,6 +31,10 @@ type stitch struct {
 	// text ends in (Anthropic refuses it), so the continuation's own
 	// leading white space is not sent again.
 	trimmed bool
+	// other: the stream carried more than one answer's text (a tool
+	// call, a second choice, a block that is not text): a prefill of
+	// its text would not continue it.
+	other bool
 }
 
 // sseData is the data of one SSE event (its data lines joined by \n),
@@ -70,6 +74,14 @@ func (s *stitch) observe(ev []byte) {
 		return
 	}
 	if s.anthropic {
+		if name == "content_block_start" {
+			var e struct {
+				Block struct {
+					Type string `json:"type"`
+				} `json:"content_block"`
+			}
+			s.other = s.other || json.Unmarshal(data, &e) == nil && e.Block.Type != "text"
+		}
 		if name == "content_block_delta" {
 			var e struct {
 				Delta struct {
@@ -86,13 +98,18 @@ func (s *stitch) observe(ev []byte) {
 		ID      string `json:"id"`
 		Model   string `json:"model"`
 		Choices []struct {
+			Index int `json:"index"`
 			Delta struct {
-				Content string `json:"content"`
+				Content   string          `json:"content"`
+				ToolCalls json.RawMessage `json:"tool_calls"`
 			} `json:"delta"`
 		} `json:"choices"`
 	}
 	if json.Unmarshal(data, &e) != nil {
 		return
+	}
+	for _, c := range e.Choices {
+		s.other = s.other || c.Index != 0 || len(c.Delta.ToolCalls) > 0 && string(c.Delta.ToolCalls) != "null"
 	}
 	if s.id == "" {
 		s.id, s.model = e.ID, e.Model

@@ -164,3 +164,22 @@ func TestStitchAnthropicTrimmedPrefill(t *testing.T) {
 	assert.JSONEq(t, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"world "}}`, string(data))
 	assert.Equal(t, "hello world ", string(s.text))
 }
+
+// A stream that carried a tool call, a second choice or a block that is
+// not text is not one text a prefill continues.
+func TestStitchOtherThanText(t *testing.T) {
+	for _, c := range []struct {
+		anthropic bool
+		ev        string
+	}{
+		{false, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\"}}]}}]}\n\n"},
+		{false, "data: {\"id\":\"c\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\"b\"}}]}\n\n"},
+		{true, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\"}}\n\n"},
+	} {
+		s := &stitch{anthropic: c.anthropic}
+		s.observe([]byte("data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"))
+		require.False(t, s.other)
+		s.observe([]byte(c.ev))
+		assert.True(t, s.other, c.ev)
+	}
+}

@@ -318,7 +318,7 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 		if cut {
 			c.f.flush() // the client sees what came before the cut, then the cut
 		}
-		if cut && !c.f.failed() && c.f.st != nil && c.prefillFrom(0) {
+		if cut && !c.f.failed() && c.f.st != nil && !c.f.st.other {
 			// Held open: the next attempt may continue it (after).
 			c.open = true
 			c.f.st.prior.Prompt += obs.PromptTokens
