@@ -154,6 +154,11 @@ type Ask struct {
 	// landing seat's estimate: what a hand-written row, admit's flags, or
 	// a refused row of a job read from its middle say the gate saw.
 	Estimate *Next
+	// Skip, when set, says a seat of the chain this attempt cannot use:
+	// the walk along the chain passes it as it passes an open breaker
+	// (the proxy's continuation of a cut stream: a seat that takes no
+	// assistant prefill).
+	Skip func(seat int) bool
 }
 
 // Plan is the machine's answer before an attempt: the decision, where
@@ -198,7 +203,7 @@ func (j *Job) BeforeTo(p *Plan, c *Chain, a Ask) {
 	// After a context-length error, only a seat with a larger window.
 	widen := j.stepSet && j.step.Retry && j.step.Widen
 	s := j.seat
-	for s < len(c.Seats) && (widen && c.Seats[s].Window <= j.step.Window || !c.Seats[s].Breaker.Ready(a.Now)) {
+	for s < len(c.Seats) && (widen && c.Seats[s].Window <= j.step.Window || a.Skip != nil && a.Skip(s) || !c.Seats[s].Breaker.Ready(a.Now)) {
 		s++
 	}
 	open := s == len(c.Seats)

@@ -281,3 +281,22 @@ func TestJobContextLengthGoesToALargerWindow(t *testing.T) {
 	mv = j.Take(c, p.Seat, &Attempt{Seat: "small", Outcome: ClientError}, nil)
 	assert.Equal(t, Refused, mv.Kind)
 }
+
+// An attempt's Skip passes the seats it cannot use, as an open breaker
+// is passed; with none left from the job's seat, the attempt is refused
+// on the job's own seat.
+func TestJobBeforeSkip(t *testing.T) {
+	c := jobChain("a", "b", "c")
+	var j Job
+	j.Start(jobT0, c.Budget.Deadline)
+	p := j.Before(c, Ask{Now: jobT0, Skip: func(s int) bool { return s < 2 }})
+	require.True(t, p.Decision.Admit, p.Decision.String())
+	assert.Equal(t, 2, p.Seat, "a and b passed")
+	assert.Equal(t, 2, j.Seat())
+
+	var k Job
+	k.Start(jobT0, c.Budget.Deadline)
+	p = k.Before(c, Ask{Now: jobT0, Skip: func(int) bool { return true }})
+	assert.False(t, p.Decision.Admit)
+	assert.Equal(t, 0, p.Seat)
+}

@@ -90,7 +90,8 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Model    string `json:"model"`
 		Messages []struct {
-			Role string `json:"role"`
+			Role    string `json:"role"`
+			Content string `json:"content"`
 		} `json:"messages"`
 	}
 	b, _ := io.ReadAll(r.Body)
@@ -105,8 +106,19 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	down := fault == "10" && time.Since(h.since) < h.outage
 	h.mu.Unlock()
+	prefill := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "assistant"
+	if h.name == "spare" {
+		// A seat that takes a prefill: it goes on from the words the
+		// trailing assistant message has.
+		from := 0
+		if prefill {
+			from = len(strings.Fields(req.Messages[len(req.Messages)-1].Content))
+		}
+		h.stream(w, req.Model, hostileWords, streamEnd{done: true, from: from})
+		return
+	}
 	if h.name == "fallback" {
-		if len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == "assistant" {
+		if prefill {
 			// Class 16's fallback: it takes no assistant prefill.
 			errorAnswer(w, 400, "invalid_request_error", "prefill_not_supported")
 			return
@@ -176,7 +188,11 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stream(w, req.Model, 40, streamEnd{clean: true}) // 40 of 60 tokens, then the body's end
 		return
 	case "15":
-		h.stream(w, req.Model, 20, streamEnd{stall: r}) // 20 tokens, then nothing
+		// 20 tokens, then nothing. Paced: the seat charges a stall the
+		// tokens generated since the last byte at the stream's own rate,
+		// and 20 words in no time is a rate whose 300 ms would pass the
+		// token ceiling.
+		h.stream(w, req.Model, 20, streamEnd{stall: r, pace: 5 * ms})
 		return
 	}
 	h.stream(w, req.Model, hostileWords, streamEnd{done: true})
@@ -216,6 +232,8 @@ type streamEnd struct {
 	firstAfter  time.Duration // the first word this long after the role chunk
 	ctx         *http.Request // the request whose end stops a waiting stream
 	malformedAt int           // >0: an event that is no JSON after this many words
+	from        int           // the words a prefill has: the stream goes on from the next
+	pace        time.Duration // between two words (a provider's pacing, not a clock)
 }
 
 func (h *hostile) stream(w http.ResponseWriter, model string, words int, end streamEnd) {
@@ -244,7 +262,10 @@ func (h *hostile) stream(w http.ResponseWriter, model string, words int, end str
 			return
 		}
 	}
-	for i := 1; i <= words; i++ {
+	for i := end.from + 1; i <= words; i++ {
+		if end.pace > 0 {
+			time.Sleep(end.pace)
+		}
 		chunk(fmt.Sprintf(`{"content":"%s%d "}`, h.name, i), "", false)
 		if i == end.malformedAt {
 			_, _ = io.WriteString(w, "data: {\"id\":\"chatcmpl-x\",\"choices\":[{\"delta\":{\"content\":\"trunc\n\n")
@@ -290,9 +311,13 @@ type caught struct {
 	finish string
 	usage  *struct{ Prompt, Completion int64 }
 	model  string
-	done   bool
-	bad    string // the first event that does not parse
-	err    error
+	ids    map[string]bool // the chunks' ids
+	// finishes, usages, dones and roles count the finish reasons, usage
+	// chunks, [DONE]s and role chunks.
+	finishes, usages, dones, roles int
+	done                           bool
+	bad                            string // the first event that does not parse
+	err                            error
 }
 
 // whole says the caller got a whole answer: a clean end, every event
@@ -331,11 +356,14 @@ func ask(t *testing.T, url, model, fault, job string) caught {
 		if data, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: "); ok {
 			if data == "[DONE]" {
 				c.done = true
+				c.dones++
 			} else {
 				var ev struct {
+					ID      string `json:"id"`
 					Model   string `json:"model"`
 					Choices []struct {
 						Delta struct {
+							Role    string `json:"role"`
 							Content string `json:"content"`
 						} `json:"delta"`
 						Finish *string `json:"finish_reason"`
@@ -351,13 +379,22 @@ func ask(t *testing.T, url, model, fault, job string) caught {
 					}
 				} else {
 					c.model = ev.Model
+					if c.ids == nil {
+						c.ids = map[string]bool{}
+					}
+					c.ids[ev.ID] = true
 					for _, ch := range ev.Choices {
 						c.text += ch.Delta.Content
+						if ch.Delta.Role != "" {
+							c.roles++
+						}
 						if ch.Finish != nil {
 							c.finish = *ch.Finish
+							c.finishes++
 						}
 					}
 					if ev.Usage != nil {
+						c.usages++
 						c.usage = &struct{ Prompt, Completion int64 }{ev.Usage.Prompt, ev.Usage.Completion}
 					}
 				}
@@ -431,7 +468,24 @@ func TestFaultMatrix(t *testing.T) {
 	pcfg.PriceIn, pcfg.PriceOut = 1, 2
 	fcfg.PriceIn, fcfg.PriceOut = 3, 4
 	fcfg.Model = "fallback-model"
-	px := start(t, pol, []seat.Config{pcfg, fcfg}, func(o *Options) { o.Rand = rand.New(rand.NewPCG(34, 34)) })
+	// The cut classes' models run a route whose last seat takes a
+	// prefill: a cut stream is continued there (the fallback takes none).
+	spare, sbase := newHostile(t, "spare")
+	scfg := seatCfg("spare", "openai", sbase)
+	scfg.PriceIn, scfg.PriceOut, scfg.Model, scfg.Prefill = 1, 2, "spare-model", true
+	// liar says it takes a prefill and answers one with a 400, as the
+	// fallback does.
+	liar, lbase := newHostile(t, "fallback")
+	lcfg := seatCfg("liar", "openai", lbase)
+	lcfg.Prefill = true
+	pol.Routes = []rehearse.Route{
+		{Model: "f1[4-6]", Fallback: []string{"primary", "fallback", "spare"}},
+		{Model: "h14", Fallback: []string{"primary", "liar"}},
+	}
+	px := start(t, pol, []seat.Config{pcfg, fcfg}, func(o *Options) {
+		o.Rand = rand.New(rand.NewPCG(34, 34))
+		o.RouteSeats = []seat.Config{scfg, lcfg}
+	})
 	backoff := func(n int) time.Duration { return admit.BackoffCeiling(pol.Retry, n) + slack }
 
 	// healthy: a plain request right after a fault is served whole, by
@@ -603,44 +657,75 @@ func TestFaultMatrix(t *testing.T) {
 		unchanged(t, ask(t, px.url, "f13", "13", "c13"), "13", "context_length_exceeded")
 		healthy(t)
 	})
+	// continued asserts the caller got one whole answer: the primary's
+	// first words words, then the spare's, under the first chunk's id and
+	// model, with one role chunk, one finish reason, one usage that adds
+	// up the rows, one [DONE]; and the job's rows are the cut attempt
+	// (outcome) and the continuation, on the spare.
+	continued := func(t *testing.T, got caught, fault, job string, words int, outcome admit.Outcome) {
+		t.Helper()
+		assert.True(t, got.whole(), "the caller gets the whole answer: %+v", got)
+		want := strings.Fields(wholeText("primary"))[:words]
+		want = append(want, strings.Fields(wholeText("spare"))[words:]...)
+		assert.Equal(t, strings.Join(want, " ")+" ", got.text, "the cut answer, continued where it was cut")
+		assert.Equal(t, 1, got.finishes, "one finish reason")
+		assert.Equal(t, 1, got.usages, "one usage")
+		assert.Equal(t, 1, got.dones, "one [DONE]")
+		assert.Equal(t, 1, got.roles, "one role chunk: the continuation's preamble is not sent")
+		assert.Len(t, got.ids, 1, "one id: the first chunk's")
+		assert.NotEqual(t, "spare-model", got.model, "the first chunk's model")
+		assert.Len(t, primary.saw(fault), 1)
+		assert.Empty(t, fallback.saw(fault), "the fallback takes no prefill: never sent one")
+		assert.Len(t, spare.saw(fault), 1, "continued on the seat that takes a prefill")
+		rs := px.done(t, job)
+		require.Len(t, rs, 2, px.rows.text())
+		assert.Equal(t, outcome, rs[0].Outcome, "the row says the stream was cut")
+		assert.Equal(t, "primary", rs[0].Seat)
+		assert.Equal(t, admit.OK, rs[1].Outcome)
+		assert.Equal(t, "spare", rs[1].Seat)
+		require.NotNil(t, got.usage)
+		assert.Equal(t, rs[0].PromptTokens+rs[1].PromptTokens, got.usage.Prompt, "the usage adds up both rows: the continuation's input is input")
+		assert.Equal(t, rs[0].CompletionTokens+rs[1].CompletionTokens, got.usage.Completion)
+		assert.Positive(t, rs[1].CostUSD, "the continuation is billed")
+	}
 	t.Run("14 cut after 40 of 60 tokens", func(t *testing.T) {
-		got := ask(t, px.url, "f14", "14", "c14")
-		cut(t, got, 40)
-		assert.Len(t, primary.saw("14"), 1)
-		assert.Empty(t, fallback.saw("14"), "nothing continues a cut stream yet")
-		rs := px.done(t, "c14")
-		require.NotEmpty(t, rs)
-		assert.Equal(t, admit.Reset, rs[0].Outcome, "the row says the stream was cut")
+		continued(t, ask(t, px.url, "f14", "14", "c14"), "14", "c14", 40, admit.Reset)
 		healthy(t)
 	})
 	t.Run("14 cut after 40 of 60 tokens, the body ending cleanly", func(t *testing.T) {
 		// No finish reason, no [DONE]: a stream is whole only when it
 		// says so, so this one is a cut too, never a short success.
-		got := ask(t, px.url, "f14", "14c", "c14c")
-		cut(t, got, 40)
-		rs := px.done(t, "c14c")
-		require.NotEmpty(t, rs)
-		assert.Equal(t, admit.Reset, rs[0].Outcome)
+		continued(t, ask(t, px.url, "f14", "14c", "c14c"), "14c", "c14c", 40, admit.Reset)
 		healthy(t)
 	})
 	t.Run("15 stall after 20 tokens", func(t *testing.T) {
-		got := ask(t, px.url, "f15", "15", "c15")
-		cut(t, got, 20)
-		assert.Len(t, primary.saw("15"), 1)
+		continued(t, ask(t, px.url, "f15", "15", "c15"), "15", "c15", 20, admit.Reset)
 		rs := px.done(t, "c15")
 		require.NotEmpty(t, rs)
-		assert.Equal(t, admit.Reset, rs[0].Outcome, "the row says the stream was cut")
 		assert.Contains(t, rs[0].Note, "stalled", "by the stall window, not the hard timeout")
 		healthy(t)
 	})
 	t.Run("16 cut, and the fallback takes no prefill", func(t *testing.T) {
-		got := ask(t, px.url, "f16", "16", "c16")
+		continued(t, ask(t, px.url, "f16", "16", "c16"), "16", "c16", 40, admit.Reset)
+		healthy(t)
+	})
+	t.Run("a cut stream of a chain with no prefill seat is cut", func(t *testing.T) {
+		got := ask(t, px.url, "g14", "14", "c14n")
 		cut(t, got, 40)
-		assert.Len(t, primary.saw("16"), 1)
-		assert.Empty(t, fallback.saw("16"), "nothing continues a cut stream yet (the next issue's)")
-		rs := px.done(t, "c16")
-		require.NotEmpty(t, rs)
+		assert.Len(t, spare.saw("14"), 1, "only the f14 request was continued")
+		rs := px.done(t, "c14n")
+		require.Len(t, rs, 1)
 		assert.Equal(t, admit.Reset, rs[0].Outcome)
+		healthy(t)
+	})
+	t.Run("a cut stream whose only prefill seat refuses the prefill is cut, never given its 400", func(t *testing.T) {
+		got := ask(t, px.url, "h14", "14", "c14l")
+		cut(t, got, 40)
+		assert.Empty(t, got.bad)
+		assert.NotContains(t, got.text, "prefill_not_supported")
+		assert.Len(t, liar.saw("14"), 1, "the continuation was sent, and refused")
+		rs := px.done(t, "c14l")
+		assert.Equal(t, []string{"reset", "client_error", "refuse: permanent error"}, column(rs, outcomeOf))
 		healthy(t)
 	})
 	px.stop()

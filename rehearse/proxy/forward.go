@@ -86,6 +86,10 @@ type forward struct {
 	mu      sync.Mutex
 	cut     bool // unblock moved the write deadline into the past
 	settled bool // the answer is judged: only the handler sets the deadline
+
+	// st is the committed stream as a continuation is stitched onto it
+	// (cont.go); nil: a stream the proxy does not continue.
+	st *stitch
 }
 
 func newForward(w http.ResponseWriter, r *http.Request) *forward {
@@ -194,6 +198,16 @@ func (f *forward) settle(cut bool) {
 	}
 }
 
+// reopen is the client's stream, cut upstream, held open for a
+// continuation: the clocks' cuts of the attempt before do not stand, and
+// none cuts it until the continuation commits.
+func (f *forward) reopen() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut, f.settled, f.committed = false, false, nil
+	_ = f.rc.SetWriteDeadline(time.Now().Add(writeStall))
+}
+
 func (f *forward) failed() bool { return f.writeErr != nil }
 
 // errClientWrite is a write to the client that failed: it hung up, or
@@ -224,6 +238,9 @@ type exchange struct {
 	u    *upstream // the seat: the client's request-target goes to its origin
 	body []byte
 	pass bool // a pass-through: committed at its headers
+	// cont: the attempt continues the client's open stream (cont.go):
+	// committed without a status line, its events stitched on.
+	cont bool
 
 	// The answer, once its headers came.
 	status    int
@@ -416,9 +433,19 @@ func (x *exchange) take(b []byte) {
 // a JSON error; the event carries nothing a client could read), else
 // held or written.
 func (x *exchange) event(ev []byte) {
-	if malformedEvent(ev, mediaType(x.header.Get("Content-Type")) != "text/event-stream") {
+	sse := mediaType(x.header.Get("Content-Type")) == "text/event-stream"
+	if malformedEvent(ev, !sse) {
 		x.dropped++
 		return
+	}
+	if st := x.f.st; st != nil && sse {
+		if x.cont {
+			if ev = st.rewrite(ev); ev == nil {
+				return
+			}
+		} else {
+			st.observe(ev)
+		}
 	}
 	if x.committed {
 		x.f.send(ev, false)
@@ -469,6 +496,11 @@ func (x *exchange) commit(final bool) {
 	x.f.mu.Lock() // unblock reads it from a clock's goroutine
 	x.f.committed = x
 	x.f.mu.Unlock()
+	if x.cont {
+		x.f.send(x.held.Bytes(), true) // onto the client's open stream: its head went with the first
+		x.held = bytes.Buffer{}
+		return
+	}
 	x.f.head(x.status, x.header, length, final)
 	x.f.send(x.held.Bytes(), x.mode != modeWhole || x.eof)
 	x.held = bytes.Buffer{}

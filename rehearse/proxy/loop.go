@@ -51,8 +51,12 @@ type call struct {
 	// that attempt's observation.
 	last    *keptAnswer
 	lastObs *seat.Observation
-	first   bool      // no decision made yet in this request
-	planAt  time.Time // when the attempt in flight was decided: its row's ts
+	first   bool // no decision made yet in this request
+	// open: the attempt just sent was cut after its content went to the
+	// client, whose stream is held open for a continuation (cont.go);
+	// cont: the attempts from here on continue it.
+	open, cont bool
+	planAt     time.Time // when the attempt in flight was decided: its row's ts
 }
 
 // run serves one admitted generation request: it finds its job, takes
@@ -167,8 +171,13 @@ func (c *call) loop() {
 			return
 		}
 		switch {
+		case x.committed && c.open:
+			c.cont = true // the cut stream is continued by the next attempt
+			x.end()
+			continue
 		case x.committed:
 			if x.f.failed() || obs.Outcome != admit.OK {
+				c.f.settle(true)
 				panic(http.ErrAbortHandler) // the row says so: never a cut answer that looks whole
 			}
 			return
@@ -210,7 +219,11 @@ func (c *call) before() (admit.Plan, bool) {
 		p := c.p
 		p.mu.Lock()
 		c.chain.RetryGate = c.gate()
-		plan = m.Before(&c.chain, admit.Ask{Now: now, Waited: m.Waited(now), ClientRetry: c.first && c.in.clientRetry()})
+		ask := admit.Ask{Now: now, Waited: m.Waited(now), ClientRetry: c.first && c.in.clientRetry()}
+		if c.cont {
+			ask.Skip = func(s int) bool { return !c.up(s).cfg.Prefill }
+		}
+		plan = m.Before(&c.chain, ask)
 		p.mu.Unlock()
 		c.planAt = now
 		if plan.Decision.Admit {
@@ -239,7 +252,16 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 	p := c.p
 	u := c.up(plan.Seat)
 	body := c.bodyFor(plan.Seat)
-	x := &exchange{f: c.f, u: u, body: body}
+	mark := 0
+	if c.cont {
+		mark = len(c.f.st.text)
+		body = c.f.st.prefill(body)
+		c.f.reopen()
+	} else {
+		c.f.st = c.stitchable()
+	}
+	c.open = false
+	x := &exchange{f: c.f, u: u, body: body, cont: c.cont}
 	s, _, _ := seat.WithTransport(u.readerFor(&c.in.req), func(http.RoundTripper) http.RoundTripper { return x })
 	// The attempt's context ends with the client's, unless the answer is
 	// an error status, whose (bounded) body is read to its end all the
@@ -296,7 +318,16 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 		if cut {
 			c.f.flush() // the client sees what came before the cut, then the cut
 		}
-		c.f.settle(cut || c.f.failed())
+		if cut && !c.f.failed() && c.f.st != nil && !c.f.st.other {
+			// Held open: the next attempt may continue it (after).
+			c.open = true
+			c.f.st.prior.Prompt += obs.PromptTokens
+			c.f.st.prior.Completion += obs.CompletionTokens
+		} else {
+			c.f.settle(cut || c.f.failed())
+		}
+	} else if c.cont {
+		c.f.st.text = c.f.st.text[:mark] // none of it reached the client
 	}
 	obs.Model = c.model(plan.Seat)
 	if x.dropped > 0 {
@@ -307,6 +338,30 @@ func (c *call) send(plan *admit.Plan) (*exchange, seat.Observation) {
 		c.last, c.lastObs = x.kept(), &o
 	}
 	return x, obs
+}
+
+// stitchable is the stitch of a stream the proxy can continue when it is
+// cut (cont.go): an OpenAI chat or Anthropic messages stream, on a chain
+// with a seat that takes a prefill; nil for any other.
+func (c *call) stitchable() *stitch {
+	req := &c.in.req
+	if c.p.opts.Shadow || !req.stream || req.responses || c.p.kind != "openai" && c.p.kind != "anthropic" || !c.prefillFrom(0) ||
+		withPrefill(c.in.body, "", false) == nil {
+		return nil // withPrefill: a body with no messages to continue
+	}
+	return &stitch{anthropic: c.p.kind == "anthropic"}
+}
+
+// prefillFrom says a seat of the chain from position pos on takes an
+// assistant prefill: where a continuation may go (the machine's walk
+// goes from the job's seat on, passing the others: Ask.Skip).
+func (c *call) prefillFrom(pos int) bool {
+	for ; pos < len(c.seats); pos++ {
+		if c.up(pos).cfg.Prefill {
+			return true
+		}
+	}
+	return false
 }
 
 // up is the upstream at position pos of the call's chain.
@@ -353,6 +408,8 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 		switch {
 		case mv.Kind == admit.Ended:
 			c.end(&row, mv.End)
+		case c.open && mv.Kind == admit.Again && c.prefillFrom(mv.Seat) && c.r.Context().Err() == nil:
+			ends = false // a cut stream, continued on a seat that takes a prefill
 		case x.committed || c.r.Context().Err() != nil && mv.Kind == admit.Again:
 			// The client has this answer's start and no retry can follow
 			// it (a cut stream), or the client is gone: the request ends
@@ -375,6 +432,9 @@ func (c *call) after(plan *admit.Plan, x *exchange, obs *seat.Observation) (admi
 			out.add(&ref, c.in.retry)
 		}
 	}, stepAfter)
+	if mv.Kind != admit.Again || !c.prefillFrom(mv.Seat) || c.r.Context().Err() != nil {
+		c.open = false // nothing continues it: the client's stream is cut
+	}
 	if err == nil && mv.Kind == admit.Again && c.r.Context().Err() != nil && !x.committed {
 		mv.Kind = admit.Ended // the client left: nobody to retry for
 	}
@@ -440,6 +500,12 @@ func (c *call) end(row *ledgerfile.Row, end string) {
 // says x-should-retry: false: the proxy has retried what the policy
 // retries.
 func (c *call) fail(d admit.Decision, spent admit.Spent) {
+	if c.cont {
+		// The client has the cut stream's start: no answer, and never a
+		// continuation's error (a prefill seat's 400), can follow it.
+		c.f.settle(true)
+		panic(http.ErrAbortHandler)
+	}
 	if d.Reason != admit.ReasonDeadline && c.last != nil {
 		c.f.writeKept(c.last)
 		return
@@ -458,7 +524,7 @@ func (c *call) booksLost(x *exchange) {
 	if x != nil {
 		c.p.inLease.Add(1)
 	}
-	if c.r.Context().Err() != nil || (x != nil && x.committed) {
+	if c.r.Context().Err() != nil || (x != nil && x.committed) || c.cont {
 		if x != nil && x.committed && !c.f.failed() && x.eof {
 			return // the answer went out whole; only its row is lost
 		}
