@@ -201,7 +201,11 @@ func (c *call) waitDelay() bool {
 	if left <= 0 {
 		return true
 	}
-	t := time.NewTimer(left)
+	// The books keep an attempt's time as its row writes it, to the
+	// millisecond, so what they say is left can be short of the real
+	// wait by up to that much: one more unit, and a Retry-After is never
+	// cut short (the provider saw 999.996 ms for Retry-After: 1).
+	t := time.NewTimer(left + ledgerfile.WriteResolution)
 	defer t.Stop()
 	select {
 	case <-t.C:
