@@ -405,7 +405,7 @@ func (l *Loop) base(j *Job, ts time.Time, n, s int, spent admit.Spent, delay tim
 		TS: ts, Job: j.ID, Attempt: n, Seat: st.name, Model: st.cfg.Model,
 		Delay: delay, Spent: spent, Holdout: l.holdout, Fallback: s > 0,
 		PromptSHA: pr.sha, Tags: pr.tags, Reserve: l.chains[j.prompt].Seats[s].Reserve,
-		Window: p.Window, HasWindow: p.HasWindow,
+		Window: p.Window, HasWindow: p.HasWindow, Widen: p.Widen,
 	}
 }
 
@@ -420,9 +420,6 @@ func (l *Loop) refusalRow(j *Job, now time.Time, n, s int, d admit.Decision, spe
 func (l *Loop) sentRow(j *Job, o *seat.Observation, cost float64, priced bool, note string) {
 	p := &j.plan
 	b := l.base(j, j.submit, p.Attempt, p.Seat, p.Spent, p.Delay, p)
-	if p.Widen {
-		note = JoinNote(WidenNote(j.m.Track().LastSeat()), note)
-	}
 	SentRow(&l.row, &b, j.m.Track(), o, cost, priced, note)
 	PriceCache(&l.row, &l.seats[p.Seat].cfg, o)
 }

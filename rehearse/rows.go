@@ -34,6 +34,9 @@ type RowBase struct {
 	// Window is the retry budget's counts on a retry it judged.
 	Window    admit.BudgetWindow
 	HasWindow bool
+	// Widen: the attempt goes to a larger context window after a
+	// context-length error (its row's note names the seat that said it).
+	Widen bool
 }
 
 func (b *RowBase) fill(r *ledgerfile.Row) {
@@ -72,6 +75,9 @@ func RefusalRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, d admit.Decis
 // attempt reserved spend).
 func SentRow(r *ledgerfile.Row, b *RowBase, track *admit.Track, o *seat.Observation, cost float64, priced bool, note string) {
 	b.fill(r)
+	if b.Widen {
+		note = JoinNote(WidenNote(track.LastSeat()), note)
+	}
 	if o.Model != "" {
 		r.Model = o.Model
 	}

@@ -24,8 +24,14 @@ import (
 // changedDecisions replays rows, in order, under pol with the replay
 // `check --policy` runs (summary.Replayer) and lists the rows whose
 // decision flips.
-func changedDecisions(pol rehearse.Policy, rows []ledgerfile.Row) []string {
-	rp := summary.NewReplayer(pol.Budget, pol.Retry)
+// The seats' context windows, when given, are check's (its policy's
+// seats).
+func changedDecisions(pol rehearse.Policy, rows []ledgerfile.Row, seats ...seat.Config) []string {
+	byName := map[string]seat.Config{}
+	for _, c := range seats {
+		byName[c.Name] = c
+	}
+	rp := summary.NewReplayer(pol.Budget, pol.Retry).WithWindows(rehearse.Windows(byName))
 	var out []string
 	for i := range rows {
 		r := rows[i]
@@ -36,9 +42,9 @@ func changedDecisions(pol rehearse.Policy, rows []ledgerfile.Row) []string {
 	return out
 }
 
-func assertReplaysUnchanged(t testing.TB, pol rehearse.Policy, rows []ledgerfile.Row) {
+func assertReplaysUnchanged(t testing.TB, pol rehearse.Policy, rows []ledgerfile.Row, seats ...seat.Config) {
 	t.Helper()
-	assert.Empty(t, changedDecisions(pol, rows), "decisions that change on a replay under the policy that wrote them")
+	assert.Empty(t, changedDecisions(pol, rows, seats...), "decisions that change on a replay under the policy that wrote them")
 }
 
 // jobDecisions are the decision column of one job's rows, in log order.

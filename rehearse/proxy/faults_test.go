@@ -478,7 +478,11 @@ func TestFaultMatrix(t *testing.T) {
 	liar, lbase := newHostile(t, "fallback")
 	lcfg := seatCfg("liar", "openai", lbase)
 	lcfg.Prefill = true
+	// Class 13's model runs a route whose second seat has the larger
+	// context window: a context-length error goes there, once.
+	pcfg.ContextWindow, scfg.ContextWindow = 8_000, 128_000
 	pol.Routes = []rehearse.Route{
+		{Model: "f13", Fallback: []string{"primary", "spare"}},
 		{Model: "f1[4-6]", Fallback: []string{"primary", "fallback", "spare"}},
 		{Model: "h14", Fallback: []string{"primary", "liar"}},
 	}
@@ -654,7 +658,19 @@ func TestFaultMatrix(t *testing.T) {
 		healthy(t)
 	})
 	t.Run("13 context length", func(t *testing.T) {
-		unchanged(t, ask(t, px.url, "f13", "13", "c13"), "13", "context_length_exceeded")
+		// Not retried on the seat that said it, and not back: once, at
+		// once, to the seat of the chain with a larger window.
+		got := ask(t, px.url, "f13", "13", "c13")
+		assert.True(t, got.whole(), "the caller gets the larger seat's whole answer: %+v", got)
+		assert.Equal(t, wholeText("spare"), got.text)
+		assert.Len(t, primary.saw("13"), 1, "never retried on the seat whose window was too small")
+		assert.Len(t, spare.saw("13"), 1)
+		rs := px.done(t, "c13")
+		require.Len(t, rs, 2, px.rows.text())
+		assert.Equal(t, []string{"primary", "spare"}, column(rs, func(r ledgerfile.Row) string { return r.Seat }))
+		assert.Equal(t, admit.ClientError, rs[0].Outcome)
+		assert.Equal(t, admit.OK, rs[1].Outcome)
+		assert.Contains(t, rs[1].Note, "after context length on primary", "the row names both attempts")
 		healthy(t)
 	})
 	// continued asserts the caller got one whole answer: the primary's
@@ -730,7 +746,7 @@ func TestFaultMatrix(t *testing.T) {
 	})
 	px.stop()
 	rs := px.rows.all()
-	assertReplaysUnchanged(t, pol, rs)
+	assertReplaysUnchanged(t, pol, rs, pcfg, fcfg, scfg, lcfg)
 	if t.Failed() || testing.Verbose() {
 		t.Logf("the log:\n%s", rowsText(rs))
 	}

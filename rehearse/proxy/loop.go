@@ -471,7 +471,7 @@ func (c *call) base(n, s int, ts time.Time, spent admit.Spent, delay time.Durati
 		Delay: delay, Spent: spent, Fallback: s > 0, Reserve: c.chain.Seats[s].Reserve,
 	}
 	if plan != nil {
-		b.Window, b.HasWindow = plan.Window, plan.HasWindow
+		b.Window, b.HasWindow, b.Widen = plan.Window, plan.HasWindow, plan.Widen
 	}
 	return b
 }
