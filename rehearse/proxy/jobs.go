@@ -47,28 +47,40 @@ type job struct {
 	gone   bool          // forgotten (drop)
 }
 
-// jobHeap is the named in-process jobs by when each is next due.
-type jobHeap []*job
+// indexedHeap is a container/heap that keeps each element's index in it
+// (-1 once out), for heap.Fix and heap.Remove: the named in-process jobs
+// by when each is next due, and the clients holding jobs, the one
+// holding the most first.
+type indexedHeap[T interface {
+	heapAt() *int
+	heapBefore(T) bool
+}] []T
 
-func (h jobHeap) Len() int           { return len(h) }
-func (h jobHeap) Less(a, b int) bool { return h[a].due.Before(h[b].due) }
-func (h jobHeap) Swap(a, b int) {
+func (h indexedHeap[T]) Len() int           { return len(h) }
+func (h indexedHeap[T]) Less(a, b int) bool { return h[a].heapBefore(h[b]) }
+func (h indexedHeap[T]) Swap(a, b int) {
 	h[a], h[b] = h[b], h[a]
-	h[a].at, h[b].at = a, b
+	*h[a].heapAt(), *h[b].heapAt() = a, b
 }
-func (h *jobHeap) Push(x any) {
-	j := x.(*job)
-	j.at = len(*h)
-	*h = append(*h, j)
+func (h *indexedHeap[T]) Push(x any) {
+	e := x.(T)
+	*e.heapAt() = len(*h)
+	*h = append(*h, e)
 }
-func (h *jobHeap) Pop() any {
+func (h *indexedHeap[T]) Pop() any {
 	old := *h
-	j := old[len(old)-1]
-	old[len(old)-1] = nil
+	e := old[len(old)-1]
+	var none T
+	old[len(old)-1] = none
 	*h = old[:len(old)-1]
-	j.at = -1
-	return j
+	*e.heapAt() = -1
+	return e
 }
+
+func (j *job) heapAt() *int                 { return &j.at }
+func (j *job) heapBefore(o *job) bool       { return j.due.Before(o.due) }
+func (h *holder) heapAt() *int              { return &h.at }
+func (h *holder) heapBefore(o *holder) bool { return h.n > o.n }
 
 // retryDue is how soon a job still in use past its retention is looked
 // at again.
@@ -224,29 +236,6 @@ func (h *holder) oldest() *job {
 		return nil
 	}
 	return h.named[0]
-}
-
-// holderHeap is the clients holding jobs, the one holding the most first.
-type holderHeap []*holder
-
-func (h holderHeap) Len() int           { return len(h) }
-func (h holderHeap) Less(a, b int) bool { return h[a].n > h[b].n }
-func (h holderHeap) Swap(a, b int) {
-	h[a], h[b] = h[b], h[a]
-	h[a].at, h[b].at = a, b
-}
-func (h *holderHeap) Push(x any) {
-	c := x.(*holder)
-	c.at = len(*h)
-	*h = append(*h, c)
-}
-func (h *holderHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	c.at = -1
-	return c
 }
 
 // drop forgets j.

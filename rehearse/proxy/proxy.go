@@ -164,9 +164,9 @@ type Proxy struct {
 	// expiry is the named in-process jobs by when each is next due;
 	// clients, the jobs each client holds, and holders, the same by how
 	// many each holds, the most first (jobs.go).
-	expiry  jobHeap
+	expiry  indexedHeap[*job]
 	clients map[string]*holder
-	holders holderHeap
+	holders indexedHeap[*holder]
 	// forgot is the jobs forgotten early to make room (jobs.go).
 	forgot forgotten
 	// deployments are the breakers, one per seat and model (deployment.go).
