@@ -84,11 +84,7 @@ func TestProxyLogRemovedUnderIt(t *testing.T) {
 	answered := 0
 	ask := func() {
 		t.Helper()
-		resp, err := http.Post(base+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		require.Equal(t, 200, resp.StatusCode)
+		chatOK(t, base)
 		answered++
 	}
 	settled := func(rows float64) {
@@ -226,11 +222,7 @@ func TestProxyFullDisk(t *testing.T) {
 	answered := 0
 	ask := func() {
 		t.Helper()
-		resp, err := http.Post(base+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		require.Equal(t, 200, resp.StatusCode)
+		chatOK(t, base)
 		answered++
 	}
 	ask()
@@ -276,4 +268,15 @@ func TestProxyFullDisk(t *testing.T) {
 	data, err := os.ReadFile(log)
 	require.NoError(t, err)
 	assert.Equal(t, answered, strings.Count(string(data), " job=p1-"), "one row per answer, none twice")
+}
+
+// chatOK sends one chat request through the proxy at base and requires
+// its 200.
+func chatOK(t *testing.T, base string) {
+	t.Helper()
+	resp, err := http.Post(base+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
 }
