@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logfmt/logfmt"
 
@@ -137,6 +138,11 @@ func ParseEvent(line []byte) (Event, error) {
 	for dec.ScanRecord() {
 		for dec.ScanKeyval() {
 			k, v := string(dec.Key()), string(dec.Value())
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				// Written back, it would come back as U+FFFD: refused,
+				// as a row's bytes are.
+				return Event{}, fmt.Errorf("%s: not UTF-8", truncate(k))
+			}
 			if seen[k] {
 				return Event{}, fmt.Errorf("%s: key appears twice", k)
 			}
