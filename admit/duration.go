@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -22,7 +20,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, errors.New("empty duration (want e.g. 45s, 1500ms or 45)")
 	}
-	if isDecimal(s) {
+	if _, ok := ParseDecimal(s); ok { // the one grammar of a number (ParseNumber's)
 		f, err := strconv.ParseFloat(s, 64)
 		switch {
 		case err != nil && !errors.Is(err, strconv.ErrRange):
@@ -48,14 +46,8 @@ func ParseDuration(s string) (time.Duration, error) {
 }
 
 // durationShaped reports whether s holds only what Go duration syntax
-// uses (digits, points, unit letters), so a parse failure is an overflow.
+// uses (digits, points, unit letters, and at least one digit and one
+// unit), so a parse failure is an overflow, not a typo such as "1.2.3".
 func durationShaped(s string) bool {
-	return strings.Trim(s, "0123456789.nsuµmh+") == "" && strings.ContainsAny(s, "0123456789")
+	return strings.Trim(s, "0123456789.nsuµmh+") == "" && strings.ContainsAny(s, "0123456789") && strings.ContainsAny(s, "nsuµmh")
 }
-
-// isDecimal accepts what a person writes as a number of seconds: digits
-// and points, an exponent; not hex, underscores, inf or nan. ParseFloat
-// then refuses what is still not a number ("1.2.3").
-func isDecimal(s string) bool { return decimal().MatchString(s) }
-
-var decimal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[+-]*[0-9.]*[0-9][0-9.]*([eE][+-]*[0-9]+)?$`) })

@@ -1,11 +1,14 @@
 package admit
 
 import (
+	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -39,6 +42,24 @@ func FuzzParseDuration(f *testing.F) {
 		d, err := ParseDuration(s)
 		if err == nil && (d < 0 || d > MaxDuration) {
 			t.Fatalf("%q → %v, outside [0, MaxDuration]", s, d)
+		}
+	})
+}
+
+// A bare number of seconds is read in the one grammar of a number
+// (ParseNumber's): drawn strings of number-ish bytes are durations
+// exactly when they are numbers from 0 up to MaxDuration.
+func TestBareDurationIsParseNumbersGrammar(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.StringOfN(rapid.SampledFrom([]rune("0123456789.+-eE")), 0, 10, -1).Draw(t, "s")
+		f, nerr := ParseNumber(s)
+		want := nerr == nil && f >= 0 && !(f == 0 && strings.HasPrefix(s, "-")) && f <= MaxDuration.Seconds()
+		d, err := ParseDuration(s)
+		if (err == nil) != want {
+			t.Fatalf("%q: ParseDuration %v (%v), ParseNumber %v (%v)", s, d, err, f, nerr)
+		}
+		if want && d != time.Duration(math.Round(f*1e9)) {
+			t.Fatalf("%q: %v, want %v seconds", s, d, f)
 		}
 	})
 }

@@ -696,7 +696,7 @@ func parseOnlyMain() int {
 			parent := c.Parent()
 			parent.RemoveCommand(c)
 			parent.AddCommand(seam(f))
-			decorateFlags(root, f)
+			decorateFlags(root, f, true)
 			root.SetArgs(args)
 			err = root.Execute()
 		} else {

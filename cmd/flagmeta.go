@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -95,23 +96,30 @@ func outcomeNames() []string {
 var keyWords = map[rehearse.Kind]string{rehearse.Duration: phDuration, rehearse.Count: phN, rehearse.USD: phUSD,
 	rehearse.Amount: phN, rehearse.Rate: phRate}
 
-func metaFor(c *cobra.Command, name string) (flagMeta, bool) {
-	path := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+func metaFor(path, name string) (flagMeta, bool) {
 	if m, ok := flagOverrides[path+" --"+name]; ok {
 		return m, true
 	}
-	for _, k := range rehearse.Keys {
-		if w, ok := keyWords[k.Kind]; ok && k.Flag == name {
-			return flagMeta{placeholder: w}, true
-		}
-	}
-	for word, names := range flagWords {
-		if slices.Contains(names, name) {
-			return flagMeta{placeholder: word, files: word == phFile || word == phDir, seats: name == "seat"}, true
-		}
-	}
-	return flagMeta{}, false
+	m, ok := flagIndex()[name]
+	return m, ok
 }
+
+// flagIndex is keyWords and flagWords by flag name, made once: a policy
+// key's flag takes its kind's word first.
+var flagIndex = sync.OnceValue(func() map[string]flagMeta {
+	ix := map[string]flagMeta{}
+	for word, names := range flagWords {
+		for _, name := range names {
+			ix[name] = flagMeta{placeholder: word, files: word == phFile || word == phDir, seats: name == "seat"}
+		}
+	}
+	for _, k := range rehearse.Keys {
+		if w, ok := keyWords[k.Kind]; ok && k.Flag != "" {
+			ix[k.Flag] = flagMeta{placeholder: w}
+		}
+	}
+	return ix
+})
 
 // placeholderValue shows a flag's value in help as its vocabulary word;
 // parsing is the wrapped value's.
@@ -122,14 +130,18 @@ type placeholderValue struct {
 
 func (p placeholderValue) Type() string { return p.word }
 
-// decorateFlags gives every flag of the tree its placeholder and its
-// completion, from one table.
-func decorateFlags(root *cobra.Command, f *Factory) {
+// decorateFlags gives every flag of the tree its placeholder and, when
+// complete is set, its completion, from one table.
+func decorateFlags(root *cobra.Command, f *Factory, complete bool) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		for _, fs := range []*pflag.FlagSet{c.LocalNonPersistentFlags(), c.PersistentFlags()} {
+		path := strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
+		// c.Flags() holds c's own flags until cobra merges its parents'
+		// persistent ones in, at parse time; LocalNonPersistentFlags
+		// would copy and sort them each time.
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
 			fs.VisitAll(func(fl *pflag.Flag) {
-				m, ok := metaFor(c, fl.Name)
+				m, ok := metaFor(path, fl.Name)
 				if !ok || fl.Value.Type() == "bool" {
 					return
 				}
@@ -142,7 +154,9 @@ func decorateFlags(root *cobra.Command, f *Factory) {
 				}
 				fl.Usage = strings.ReplaceAll(fl.Usage, "`", "")
 				fl.Value = placeholderValue{Value: fl.Value, word: word}
-				registerCompletion(c, fl.Name, m, f)
+				if complete {
+					registerCompletion(c, fl.Name, m, f)
+				}
 			})
 		}
 		for _, sub := range c.Commands() {

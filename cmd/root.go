@@ -187,6 +187,12 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 		return nil
 	}
 	addCommands(root, f, only)
+	// A run of one subcommand never completes: shell completion comes
+	// through cobra's __complete, which builds the whole tree (only is
+	// ""). So the completion command and every flag's completion function
+	// are made only then: in a shell loop's `admit` they were a fifth of
+	// the command's own start-up.
+	root.CompletionOptions.DisableDefaultCmd = only != ""
 	// Cobra's own completion and help commands get the same EXIT STATUS
 	// section as every other command.
 	root.InitDefaultCompletionCmd()
@@ -196,7 +202,7 @@ RETRYGATE_BUDGET_DEADLINE=45s) > config file (retrygate.yaml, or --config)
 			withExitStatus(c)
 		}
 	}
-	decorateFlags(root, f)
+	decorateFlags(root, f, only == "")
 	guardGroups(root)
 	return root
 }
