@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"compress/gzip"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,4 +50,24 @@ exit 0
 		assert.Regexp(t, `(?m)^-C `+regexp.QuoteMeta(filepath.Dir(mod))+` test .*-count=1`, string(data), "nested module %s got .ci/test's arguments", filepath.Dir(mod))
 	}
 	assert.Contains(t, string(out), "FAILED: main module")
+}
+
+// default.pgo must name this module's functions: a profile taken before a
+// rename (or of another module) matches nothing, and go build then runs
+// without profile-guided optimisation and says nothing (docs/dev/speed.md).
+// Each of the three paths bench/pgo.sh profiles is in it.
+func TestDefaultPGONamesTheModule(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	path, _, _ := strings.Cut(strings.TrimPrefix(string(mod), "module "), "\n")
+	f, err := os.Open("../default.pgo")
+	require.NoError(t, err)
+	defer f.Close()
+	z, err := gzip.NewReader(f) // a pprof profile: a gzipped protocol buffer
+	require.NoError(t, err)
+	raw, err := io.ReadAll(z)
+	require.NoError(t, err)
+	for _, fn := range []string{"/ledgerfile/summary.", "/rehearse.(*Loop).RunVirtual", "/rehearse/proxy."} {
+		assert.Contains(t, string(raw), path+fn, "default.pgo has no samples in %s%s: take it again with bench/pgo.sh", path, fn)
+	}
 }

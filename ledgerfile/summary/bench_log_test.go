@@ -37,12 +37,9 @@ func benchLog(b *testing.B) (path string, rows int64) {
 // as check does ("check").
 //
 // The repository's default.pgo (the profile go build optimises the
-// binary by) is this benchmark's CPU profile over compare.sh's realistic
-// log:
-//
-//	go run ./bench/genlog -rows 1000000 -log DIR/rehearsal.log
-//	RETRYGATE_BENCH_LOG=DIR/rehearsal.log go test ./ledgerfile/summary -run '^$' \
-//	  -bench 'ReadPath/(report|check)' -benchtime 2x -cpuprofile default.pgo
+// binary by) holds this benchmark's CPU profile over compare.sh's
+// realistic log, beside simulate's and the proxy's: bench/pgo.sh takes
+// all three again.
 func BenchmarkReadPath(b *testing.B) {
 	path, n := benchLog(b)
 	scan := func(b *testing.B, fn func(*ledgerfile.Row)) {
