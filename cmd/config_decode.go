@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -64,35 +63,13 @@ func kindType(k rehearse.Kind) reflect.Type {
 	return reflect.TypeFor[mapValue]()
 }
 
-// targetType is what the config decodes into: a struct with a field per
-// section and key, tagged with its name; a seat's or a metric's name ('*')
-// makes a map.
-var targetType = sync.OnceValue(func() reflect.Type { return typeAt("") })
-
-func typeAt(prefix string) reflect.Type {
-	var segs []string
-	for _, k := range rehearse.Keys {
-		if k.Name == prefix {
-			return kindType(k.Kind)
-		}
-		rest, ok := strings.CutPrefix(k.Name, prefix+".")
-		if prefix == "" {
-			rest, ok = k.Name, true
-		}
-		if seg, _, _ := strings.Cut(rest, "."); ok && !slices.Contains(segs, seg) {
-			segs = append(segs, seg)
-		}
-	}
-	if len(segs) == 1 && segs[0] == "*" {
-		return reflect.MapOf(reflect.TypeFor[string](), typeAt(joinKey(prefix, "*")))
-	}
-	fields := make([]reflect.StructField, len(segs))
-	for i, seg := range segs {
-		fields[i] = reflect.StructField{Name: fmt.Sprintf("K%d", i), Type: typeAt(joinKey(prefix, seg)),
-			Tag: reflect.StructTag(`mapstructure:"` + seg + `"`)}
-	}
-	return reflect.StructOf(fields)
-}
+// targetType is what the config decodes into: configTarget, a struct
+// with a field per section and key, tagged with its name, each key's
+// value typed by its kind (kindType); a seat's or a metric's name ('*')
+// makes a map. config_target.go is written from rehearse.Keys by
+// TestConfigTargetIsTheKeys: building it with reflect.StructOf on every
+// run cost each admit and record in a shell loop about 0.8 ms.
+func targetType() reflect.Type { return reflect.TypeFor[configTarget]() }
 
 // decodeHook reads a value, from any layer, for the type of its key's
 // kind: one parser per kind, the one flags and the log use too.
