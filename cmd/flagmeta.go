@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -100,26 +99,19 @@ func metaFor(path, name string) (flagMeta, bool) {
 	if m, ok := flagOverrides[path+" --"+name]; ok {
 		return m, true
 	}
-	m, ok := flagIndex()[name]
-	return m, ok
-}
-
-// flagIndex is keyWords and flagWords by flag name, made once: a policy
-// key's flag takes its kind's word first.
-var flagIndex = sync.OnceValue(func() map[string]flagMeta {
-	ix := map[string]flagMeta{}
-	for word, names := range flagWords {
-		for _, name := range names {
-			ix[name] = flagMeta{placeholder: word, files: word == phFile || word == phDir, seats: name == "seat"}
-		}
-	}
+	// A scan, not an index: most runs decorate a handful of flags.
 	for _, k := range rehearse.Keys {
-		if w, ok := keyWords[k.Kind]; ok && k.Flag != "" {
-			ix[k.Flag] = flagMeta{placeholder: w}
+		if w, ok := keyWords[k.Kind]; ok && k.Flag == name {
+			return flagMeta{placeholder: w}, true
 		}
 	}
-	return ix
-})
+	for word, names := range flagWords {
+		if slices.Contains(names, name) {
+			return flagMeta{placeholder: word, files: word == phFile || word == phDir, seats: name == "seat"}, true
+		}
+	}
+	return flagMeta{}, false
+}
 
 // placeholderValue shows a flag's value in help as its vocabulary word;
 // parsing is the wrapped value's.
