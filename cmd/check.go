@@ -85,7 +85,12 @@ the budget refuses (error) and each other decision that changes
 --format junit writes a JUnit XML report: one test case per threshold and
 one for the held-out rows. --junit FILE writes that report to FILE as
 well, whatever --format is. The exit status is the verdict, so CI needs
-no pipe.` +
+no pipe.
+
+On a shadow proxy's log (proxy --shadow: rows with would=), every form
+says what enforcing the policy would change: a "shadow log:" section in
+the text, shadow in --json, a notice in --format github, shadow.*
+properties and system-out in JUnit, a table in --html.` +
 			exitStatus("every threshold passed and every held-out attempt is admitted",
 				"a threshold failed, or the budget refuses a held-out attempt"),
 		Example: `  retrygate check --policy retrygate.yaml rehearsal.log

@@ -1,9 +1,11 @@
 package cmd
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -26,6 +28,11 @@ func TestCheckCIFormatsGolden(t *testing.T) {
 		// bordered one even through a pipe.
 		{"check/pass.txt", ExitOK, []string{"check", "--policy", policies + "pass.yaml", "--format", "tsv", mixedLog}},
 		{"check/tight.json", ExitRefuse, []string{"check", "--policy", policies + "tight.yaml", "--format", "json", mixedLog}},
+		// A shadow proxy's log: every format says what enforcing would change.
+		{"check/shadow.txt", ExitRefuse, []string{"check", "--policy", policies + "seed003.yaml", "--format", "tsv", shadowLog}},
+		{"check/shadow.json", ExitRefuse, []string{"check", "--policy", policies + "seed003.yaml", "--format", "json", shadowLog}},
+		{"check/shadow.github", ExitRefuse, []string{"check", "--policy", policies + "seed003.yaml", "--format", "github", shadowLog}},
+		{"check/shadow.junit.xml", ExitRefuse, []string{"check", "--policy", policies + "seed003.yaml", "--format", "junit", shadowLog}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,4 +147,76 @@ func TestCheckFormatBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+const shadowLog = "../testdata/logs/shadow.log"
+
+// On a shadow proxy's log, every form of check carries what enforcing
+// the policy would change, with the same figures (check --json's shadow)
+// in the same words: the text's section, a GitHub notice, the JUnit
+// suite's properties and system-out (--format junit and --junit FILE
+// alike), and a table on the HTML page; a log with no would= has none.
+func TestCheckShadowInEveryForm(t *testing.T) {
+	const head = "shadow log: enforcing this policy changes 5 of 6 forwarded requests: 2 refused (attempt cap 1, deadline 1), 3 retried"
+	const deadline = "deadline misses: 1 job ran past the 45s deadline passed through (enforcing answers 504 at it); 1 request refused for the deadline"
+	args := []string{"check", "--policy", policies + "seed003.yaml", shadowLog}
+	run := func(extra ...string) string {
+		t.Helper()
+		code, out, stderr := reportRun(t, false, "", append(args[:len(args)-1:len(args)-1], append(extra, shadowLog)...)...)
+		require.Equal(t, ExitRefuse, code, stderr)
+		return out
+	}
+
+	out := run("--format", "tsv")
+	assert.Contains(t, out, "\n"+head+"\n")
+	assert.Contains(t, out, "\n  "+deadline+"\n")
+
+	var doc struct{ Shadow map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(run("--json")), &doc))
+	assert.EqualValues(t, 5, doc.Shadow["changed"])
+	assert.EqualValues(t, 2, doc.Shadow["refused_total"])
+
+	out = run("--format", "github")
+	assert.Contains(t, out, "\n::notice title=retrygate shadow::"+head+"%0Aretry tax: 0 tokens saved")
+	assert.Contains(t, out, "%0A"+deadline+"\n::notice title=retrygate check::")
+
+	file := filepath.Join(t.TempDir(), "check.xml")
+	for _, raw := range []string{run("--format", "junit"), func() string { run("--junit", file); b, _ := os.ReadFile(file); return string(b) }()} {
+		var got junitSuites
+		require.NoError(t, xml.Unmarshal([]byte(raw), &got))
+		props := map[string]string{}
+		for _, p := range got.Suite.Properties {
+			props[p.Name] = p.Value
+		}
+		assert.Equal(t, "6", props["shadow.rows"])
+		assert.Equal(t, "5", props["shadow.changed"])
+		assert.Equal(t, "1", props["shadow.refused.attempt cap"])
+		assert.Equal(t, "3", props["shadow.retried"])
+		assert.Equal(t, "1", props["shadow.answers_lost"])
+		assert.Contains(t, got.Suite.SystemOut, "\n"+head+"\n")
+		assert.Equal(t, 2, got.Tests, "the shadow figures judge nothing: no test case")
+	}
+
+	page := filepath.Join(t.TempDir(), "check.html")
+	run("--html", page)
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	html := string(b)
+	assert.Contains(t, html, `<h2 id="shadow">Shadow log: what enforcing this policy would change</h2><p>`+head+`</p>`)
+	assert.Contains(t, html, `<td>answers lost</td><td><span class="fig" data-fig="shadow.answers_lost" data-value="1">1</span></td>`)
+	figs := map[string]string{}
+	for _, m := range regexp.MustCompile(`data-fig="(shadow\.[^"]+)" data-value="([^"]*)"`).FindAllStringSubmatch(html, -1) {
+		figs[m[1]] = m[2]
+	}
+	assert.Len(t, figs, 12)
+	figsEqualJSON(t, figs, []byte(run("--json")))
+
+	// An enforcing log: no shadow part in any form.
+	for _, f := range []string{"tsv", "github", "junit"} {
+		_, out, _ := reportRun(t, false, "", "check", "--policy", policies+"pass.yaml", "--format", f, mixedLog)
+		assert.NotContains(t, out, "shadow", f)
+	}
+	_, _, _ = reportRun(t, false, "", "check", "--policy", policies+"pass.yaml", "--html", page, mixedLog)
+	b, _ = os.ReadFile(page)
+	assert.NotContains(t, string(b), `id="shadow"`)
 }

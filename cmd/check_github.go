@@ -16,7 +16,8 @@ const maxAnnotatedChanges = 50
 // printCheckGitHub writes the plain report, then GitHub workflow commands:
 // an error at the policy line of each failed threshold, an error at the
 // log line of each held-out attempt the budget refuses, a warning at the
-// log line of every other decision that changes, and a notice with the
+// log line of every other decision that changes, a notice with what
+// enforcing would change on a shadow proxy's log, and a notice with the
 // verdict. The exit status carries the verdict; the annotations show it.
 func printCheckGitHub(opts *CheckOptions, res *summary.CheckResult) error {
 	if err := printCheck(opts, res); err != nil {
@@ -49,6 +50,10 @@ func printCheckGitHub(opts *CheckOptions, res *summary.CheckResult) error {
 		}
 		warned++
 		writeWorkflowCommand(&b, "warning", annotationFile(opts, r.File), r.Line, "decision changes under this policy", changeText(r))
+	}
+	if res.Shadow != nil {
+		head, more := shadowWords(res.Shadow, opts.Budget.Deadline)
+		writeWorkflowCommand(&b, "notice", "", 0, "retrygate shadow", head+"\n"+strings.Join(more, "\n"))
 	}
 	writeWorkflowCommand(&b, "notice", "", 0, "retrygate check", checkVerdict(opts, res))
 	_, err := io.WriteString(opts.IO.Out, b.String())

@@ -14,7 +14,8 @@ import (
 
 // writeCheckHTML writes check --html's page: the verdict, each threshold's
 // limit drawn over the distribution it judges, and the decisions the
-// policy flips. Every figure is the check result's (check --json's).
+// policy flips, and on a shadow proxy's log what enforcing would change.
+// Every figure is the check result's (check --json's).
 func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, files []string) error {
 	cards := []card{
 		{"rows judged", figN("rows", res.Judged)},
@@ -57,11 +58,21 @@ func writeCheckHTML(path string, opts *CheckOptions, res *summary.CheckResult, f
 			return err
 		}
 	}
+	var shadow map[string]any
+	if res.Shadow != nil {
+		head, more := shadowWords(res.Shadow, opts.Budget.Deadline)
+		t := table{ID: "shadow-table", Head: []string{"figure", "value"}}
+		for _, f := range shadowFigures(res.Shadow) {
+			t.Rows = append(t.Rows, []any{f.Label, figN(f.Path, f.N)})
+		}
+		shadow = map[string]any{"Head": head, "More": more, "Table": t}
+	}
 	return writePage(path, "check", map[string]any{
 		"Title": "retrygate check: " + opts.Policy, "Res": res, "Policy": opts.Policy, "Budget": budgetLine(opts.Budget),
 		"Logs": strings.Join(files, ", "), "Cards": cards, "Thresholds": thresholds, "Charts": charts.html,
 		"Decisions": plural(int(res.ChangesTotal), "decision", "decisions"),
 		"Changes":   changeTable("change-table", res.Changes), "HeldOut": changeTable("held-out-table", res.HeldOut.Refused),
+		"Shadow": shadow,
 	})
 }
 

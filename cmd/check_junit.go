@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/retrygate/retrygate/ledgerfile/summary"
@@ -13,7 +14,9 @@ import (
 
 // The JUnit XML that CI systems read (GitHub test reporters, GitLab,
 // Jenkins): one suite, a test case per threshold and one for the held-out
-// rows. No timestamps, so the same logs give the same bytes.
+// rows. A shadow proxy's log adds its figures to the suite's properties
+// (shadow.*) and its words to system-out: they judge nothing, so they are
+// no test case. No timestamps, so the same logs give the same bytes.
 type junitSuites struct {
 	XMLName  xml.Name   `xml:"testsuites"`
 	Name     string     `xml:"name,attr"`
@@ -63,6 +66,11 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 	for _, l := range displayNames(logs) {
 		s.Properties = append(s.Properties, junitProperty{"log", l})
 	}
+	if res.Shadow != nil {
+		for _, f := range shadowFigures(res.Shadow) {
+			s.Properties = append(s.Properties, junitProperty{f.Name, strconv.FormatInt(f.N, 10)})
+		}
+	}
 	for i, r := range res.Thresholds {
 		c := junitCase{Classname: "thresholds", Name: r.Metric + " " + r.Threshold, File: filepath.ToSlash(opts.Policy), Line: opts.ThresholdLines[i]}
 		if !r.Pass {
@@ -97,6 +105,13 @@ func checkJUnit(opts *CheckOptions, logs *logSet, res *summary.CheckResult) juni
 	s.Tests = len(s.Cases)
 	var out strings.Builder
 	fmt.Fprintf(&out, "%s\n", checkVerdict(opts, res))
+	if res.Shadow != nil {
+		head, more := shadowWords(res.Shadow, opts.Budget.Deadline)
+		fmt.Fprintf(&out, "%s\n", head)
+		for _, l := range more {
+			fmt.Fprintf(&out, "  %s\n", l)
+		}
+	}
 	for _, r := range res.Changes {
 		fmt.Fprintf(&out, "%s:%d: %s\n", r.File, r.Line, changeText(r))
 	}

@@ -206,41 +206,11 @@ func formatObserved(t admit.Threshold, v float64) string {
 	return strconv.FormatFloat(v, 'f', 3, 64)
 }
 
-// printShadow says what enforcing the policy would change on a shadow
-// proxy's log: the decisions, then the retry tax, the answers and the
-// deadline misses that change with them.
+// printShadow writes a shadow log's section of the text report.
 func printShadow(w io.Writer, s *summary.Shadow, deadline time.Duration) {
-	var parts []string
-	if n := refusedRows(s); n > 0 {
-		var by []string
-		for _, r := range s.Refused {
-			by = append(by, fmt.Sprintf("%s %d", r.Reason, r.Rows))
-		}
-		parts = append(parts, fmt.Sprintf("%d refused (%s)", n, strings.Join(by, ", ")))
+	head, more := shadowWords(s, deadline)
+	fmt.Fprintf(w, "\n%s\n", head)
+	for _, l := range more {
+		fmt.Fprintf(w, "  %s\n", l)
 	}
-	if s.Retried > 0 {
-		parts = append(parts, fmt.Sprintf("%d retried", s.Retried))
-	}
-	if s.FailedOver > 0 {
-		parts = append(parts, fmt.Sprintf("%d failed over", s.FailedOver))
-	}
-	what := "nothing"
-	if len(parts) > 0 {
-		what = strings.Join(parts, ", ")
-	}
-	fmt.Fprintf(w, "\nshadow log: enforcing this policy changes %d of %d forwarded %s: %s\n",
-		s.Changed, s.Rows, plural(int(s.Rows), "request", "requests"), what)
-	fmt.Fprintf(w, "  retry tax: %d tokens saved (refused requests that failed); about %d tokens added (retries and failovers, each as large as the attempt it repeats)\n",
-		s.TaxSavedTokens, s.TaxAddedTokens)
-	fmt.Fprintf(w, "  answers lost: %d (refused requests whose forward answered ok)\n", s.AnswersLost)
-	fmt.Fprintf(w, "  deadline misses: %d %s ran past the %s deadline passed through (enforcing answers 504 at it); %d %s refused for the deadline\n",
-		s.PastDeadline, plural(int(s.PastDeadline), "job", "jobs"), deadline, s.DeadlineRefused, plural(int(s.DeadlineRefused), "request", "requests"))
-}
-
-func refusedRows(s *summary.Shadow) int64 {
-	var n int64
-	for _, r := range s.Refused {
-		n += r.Rows
-	}
-	return n
 }

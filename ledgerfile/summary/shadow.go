@@ -16,11 +16,12 @@ import (
 // saying what the policy would have done). Check fills it from the rows
 // that carry would=; it is nil on a log with none.
 type Shadow struct {
-	Rows       int64         `json:"rows"`        // requests forwarded once, each a row with would=
-	Changed    int64         `json:"changed"`     // rows where enforcing does otherwise (would= is not admit)
-	Refused    []ReasonCount `json:"refused"`     // requests enforcing would have answered itself, by reason
-	Retried    int64         `json:"retried"`     // failed attempts enforcing would have retried on their seat
-	FailedOver int64         `json:"failed_over"` // attempts enforcing would have sent to a fallback seat
+	Rows       int64         `json:"rows"`          // requests forwarded once, each a row with would=
+	Changed    int64         `json:"changed"`       // rows where enforcing does otherwise (would= is not admit)
+	Refused    []ReasonCount `json:"refused"`       // requests enforcing would have answered itself, by reason
+	RefusedAll int64         `json:"refused_total"` // the same, all reasons together
+	Retried    int64         `json:"retried"`       // failed attempts enforcing would have retried on their seat
+	FailedOver int64         `json:"failed_over"`   // attempts enforcing would have sent to a fallback seat
 	// The retry tax enforcing would have saved: the tokens of the
 	// requests it would have refused that did not succeed; and what it
 	// would have cost: the tokens of the retries and failovers it would
@@ -65,6 +66,7 @@ func (s *Shadow) add(r *ledgerfile.Row, file string, deadline time.Duration) {
 		}
 	default:
 		s.Changed++
+		s.RefusedAll++
 		d, _ := admit.ParseDecision(r.Would)
 		reason := string(d.Reason)
 		if i := slices.IndexFunc(s.Refused, func(c ReasonCount) bool { return c.Reason == reason }); i >= 0 {

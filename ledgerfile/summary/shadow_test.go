@@ -40,7 +40,7 @@ func TestCheckShadow(t *testing.T) {
 	}
 	s := c.Close().Shadow
 	require.NotNil(t, s)
-	assert.Equal(t, Shadow{Rows: 6, Changed: 5, Refused: []ReasonCount{{"attempt cap", 2}, {"deadline", 1}}, Retried: 1, FailedOver: 1,
+	assert.Equal(t, Shadow{Rows: 6, Changed: 5, Refused: []ReasonCount{{"attempt cap", 2}, {"deadline", 1}}, RefusedAll: 3, Retried: 1, FailedOver: 1,
 		TaxSavedTokens: 70, TaxAddedTokens: 250, AnswersLost: 2, PastDeadline: 1, DeadlineRefused: 1}, *s)
 
 	c, err = NewCheck(CheckOptions{Budget: admit.Budget{Deadline: 10 * time.Second, TokenCeiling: 100_000, MaxAttempts: 3, MaxWait: 5 * time.Second},

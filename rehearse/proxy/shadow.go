@@ -29,6 +29,7 @@ const shadowHard = 10 * time.Minute
 func (c *call) shadow() {
 	var plan admit.Plan
 	var would string
+	var hard time.Duration // the hard timeout enforcing would have set
 	err := c.books(func(m *admit.Job, now time.Time, out *rowOut) {
 		p := c.p
 		p.mu.Lock()
@@ -47,6 +48,7 @@ func (c *call) shadow() {
 		// What goes out is the pass-through: the chain's first seat,
 		// timed by nothing of the policy's.
 		plan.Probe = plan.Probe && plan.Seat == 0
+		hard = plan.Hard
 		plan.Seat, plan.Hard, plan.Decision = 0, shadowHard, admit.Decision{Admit: true}
 		c.planAt = now
 		b := c.base(plan.Attempt, 0, now, plan.Spent, plan.Delay, &plan)
@@ -58,7 +60,7 @@ func (c *call) shadow() {
 		return
 	}
 	x, obs := c.send(&plan)
-	ended, ok := c.shadowAfter(&plan, x, &obs, would)
+	ended, ok := c.shadowAfter(&plan, x, &obs, would, hard)
 	switch {
 	case !ok:
 		c.booksLost(x)
@@ -87,20 +89,37 @@ func (c *call) shadow() {
 // machine take it as if enforcing: a retry or failover it would make is
 // the row's would= (unless the policy would not have sent it at all, or
 // sent it elsewhere), and no refusal row follows (nothing more is sent
-// or decided for the client). ended says the client hung up.
-func (c *call) shadowAfter(plan *admit.Plan, x *exchange, obs *seat.Observation, would string) (ended bool, ok bool) {
+// or decided for the client). ended says the client hung up. A forward
+// that ran past the wait cap or the hard timeout (hard) is settled and
+// taken as the cut enforcing would have made of it (liveCut); its row
+// stays the pass-through's.
+func (c *call) shadowAfter(plan *admit.Plan, x *exchange, obs *seat.Observation, would string, hard time.Duration) (ended bool, ok bool) {
+	pol := c.p.opts.Policy
+	cut, isCut := liveCut(obs, hard, pol.Budget.MaxWait, pol.Retry.SlowServerAfter)
 	err := c.books(func(m *admit.Job, now time.Time, out *rowOut) {
 		p := c.p
 		a := admit.Attempt{Outcome: obs.Outcome, Billing: obs.Billing, Elapsed: obs.Elapsed}
+		if isCut {
+			a.Outcome, a.Billing, a.Elapsed = cut.Outcome, cut.Billing, cut.Elapsed // the breaker records the cut
+		}
 		p.mu.Lock()
 		priced, note := m.Settle(&c.chain, 0, now, &a, obs.Usage(), plan.Probe)
 		p.mu.Unlock()
-		obs.Billing = a.Billing
+		if !isCut {
+			obs.Billing = a.Billing
+		}
 		var row ledgerfile.Row
 		b := c.base(plan.Attempt, 0, c.planAt, plan.Spent, plan.Delay, plan)
 		rehearse.SentRow(&row, &b, m.Track(), obs, a.USD, priced, rehearse.JoinNote(note, obs.Detail))
 		rehearse.PriceCache(&row, &c.up(0).cfg, obs)
 		taken := ledgerfile.AttemptOf(&row)
+		if isCut {
+			// The row enforcing would have written, taken in its place.
+			var live ledgerfile.Row
+			lb := c.base(plan.Attempt, 0, c.planAt, plan.Spent, plan.Delay, plan)
+			rehearse.SentRow(&live, &lb, m.Track(), &cut, a.USD, priced, "")
+			taken = ledgerfile.AttemptOf(&live)
+		}
 		p.mu.Lock()
 		mv := m.Take(&c.chain, 0, &taken, p.rng)
 		p.mu.Unlock()
@@ -118,13 +137,46 @@ func (c *call) shadowAfter(plan *admit.Plan, x *exchange, obs *seat.Observation,
 		}
 		row.Would = would
 		ended = mv.Kind == admit.Ended && obs.Outcome == admit.Cancelled
-		if mv.Kind == admit.Ended {
+		switch {
+		case isCut:
+			// The pass-through's own end: it was not cut.
+			c.end(&row, admit.EndAfter(true, obs.Outcome, obs.Outcome == admit.ServerError && obs.Billing == admit.Ambiguous))
+		case mv.Kind == admit.Ended:
 			c.end(&row, mv.End)
-		} else {
+		default:
 			c.end(&row, m.End()) // the request ends here: its job as it stands
 		}
 		out.add(&row, c.in.retry)
 		c.hold(time.Time{}, nil)
 	}, stepAfter)
 	return ended, err == nil
+}
+
+// liveCut is the one forward as enforcing would have seen it: its
+// timeline (first content, or the error body's first byte; last byte)
+// through the rule the scripted seat follows for which limit fires
+// first (seat.Resolve: the wait cap, a first-token deadline, then the
+// hard timeout). ok says a limit would have cut it; the observation is
+// then the cut's, as the live proxy would have recorded it. A forward
+// that got no answer (refused, cancelled) is judged as it came.
+func liveCut(obs *seat.Observation, hard, waitCap, slowAfter time.Duration) (cut seat.Observation, ok bool) {
+	switch obs.Outcome {
+	case admit.ConnError, admit.Cancelled, admit.Timeout, admit.WaitCap:
+		return seat.Observation{}, false
+	}
+	pl := seat.Plan{TTFB: obs.TTFB, Wait: obs.Wait, Elapsed: obs.Elapsed, Status: obs.HTTPStatus,
+		ErrorCode: obs.ErrorCode, PromptTokens: obs.PromptTokens, CompletionTokens: obs.CompletionTokens,
+		RetryAfter: obs.RetryAfter, HasRetryAfter: obs.HasRetryAfter}
+	if !obs.HasWait {
+		pl.Wait = obs.Elapsed + 1 // no content came before its end
+	}
+	if obs.Outcome == admit.Reset {
+		pl.ResetAfter = obs.Elapsed
+	}
+	cut = seat.Resolve(pl, hard, waitCap, slowAfter)
+	if cut.Outcome != admit.Timeout && cut.Outcome != admit.WaitCap {
+		return seat.Observation{}, false
+	}
+	cut.Model, cut.TokensFrom = obs.Model, obs.TokensFrom
+	return cut, true
 }

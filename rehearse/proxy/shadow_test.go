@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retrygate/retrygate/admit"
+	"github.com/retrygate/retrygate/ledgerfile"
 	"github.com/retrygate/retrygate/rehearse/seat"
 )
 
@@ -78,4 +80,64 @@ func TestShadowFallback(t *testing.T) {
 	assert.Equal(t, []string{"s", "s"}, []string{rs[0].Seat, rs[1].Seat})
 	assert.EqualValues(t, 2, calls.Load())
 	assert.Zero(t, otherCalls.Load(), "nothing goes to the fallback seat")
+}
+
+// slow is a provider on 127.0.0.1 that answers every request 200, whole,
+// after a model's time to answer of late.
+func slow(t *testing.T, late time.Duration) string {
+	t.Helper()
+	ln := listen(t)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(late) // the model taking its time: a real delay on loopback
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// A forward that ran past the wait cap (a first-token deadline) or the
+// hard timeout is one enforcing would have cut: the machine takes the
+// cut, and would= says what the live proxy does after it (a wait-cap cut
+// retried on its seat; a timeout sent on to the fallback seat), while
+// the row, and the client's answer, stay the pass-through's.
+func TestShadowJudgesTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		maxWait, hard time.Duration
+		seats         int
+		want          string
+	}{
+		{"wait cap, one seat", 20 * ms, 5 * time.Second, 1, ledgerfile.WouldRetry},
+		{"wait cap, a fallback", 20 * ms, 5 * time.Second, 2, ledgerfile.WouldFallback},
+		{"hard timeout, a fallback", 5 * time.Second, 20 * ms, 2, ledgerfile.WouldFallback},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := testPolicy()
+			pol.Budget.MaxWait, pol.Timeouts.Hard = tc.maxWait, tc.hard
+			pol.Breaker = admit.BreakerConfig{}
+			base := slow(t, 100*ms)
+			chain := []seat.Config{seatCfg("s", "openai", base), seatCfg("f", "openai", base)}[:tc.seats]
+			px := start(t, pol, chain, func(o *Options) { o.Shadow = true })
+			resp, body := post(t, px.url+"/v1/chat/completions", chatBody, headerJob, "j")
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, chatAnswer, body, "the client gets the answer as it came")
+			rs := px.done(t, "j")
+			require.Len(t, rs, 1, px.rows.text())
+			assert.Equal(t, admit.OK, rs[0].Outcome, "the row is the pass-through's")
+			assert.Equal(t, "admit", rs[0].Decision)
+			assert.Equal(t, tc.want, rs[0].Would, px.rows.text())
+
+			// Enforcing, the live proxy makes that move.
+			live := start(t, pol, chain)
+			_, _ = post(t, live.url+"/v1/chat/completions", chatBody, headerJob, "j")
+			ls := live.done(t, "j")
+			require.GreaterOrEqual(t, len(ls), 2, live.rows.text())
+			assert.Contains(t, []admit.Outcome{admit.WaitCap, admit.Timeout}, ls[0].Outcome)
+			next := map[string]string{ledgerfile.WouldRetry: "s", ledgerfile.WouldFallback: "f"}[tc.want]
+			assert.Equal(t, next, ls[1].Seat, live.rows.text())
+		})
+	}
 }
