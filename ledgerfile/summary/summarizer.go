@@ -452,7 +452,7 @@ func (s *Summarizer) addRow(g *groupAcc, r *ledgerfile.Row, f *rowFacts) {
 		return
 	}
 	g.g.Attempts++
-	if !g.merged {
+	if !g.merged && !s.opts.OnlyEndToEnd { // OnlyEndToEnd: each group's values are off
 		g.wait.addDur(r.Wait)
 		g.elapsed.addDur(r.Elapsed)
 		g.tokens.addUnits(r.Tokens)
