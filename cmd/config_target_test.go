@@ -99,4 +99,3 @@ func typeOf(paths [][]string, ix []int, depth int) reflect.Type {
 	}
 	return reflect.StructOf(fields)
 }
-
