@@ -103,12 +103,8 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 		return j, nil
 	}
 	if early, ok := p.forgot.lookup(id); ok {
-		why := "past its deadline and retention (--job-retention)"
-		if early {
-			why = "before its retention ended, to make room for another client's job in the full table (--max-jobs)"
-		}
-		return nil, &refusal{status: http.StatusGone, reason: admit.ReasonProxyBusy, code: "job_forgotten", final: true,
-			message: fmt.Sprintf("retrygate: job %s was forgotten %s; its books are gone: name a new job", id, why)}
+		ref := forgottenJob(id, early)
+		return nil, &ref
 	}
 	p.expire(now)
 	h := p.clients[client]
@@ -149,6 +145,18 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	j.due = j.m.Deadline().Add(p.opts.Retention)
 	heap.Push(&p.expiry, j)
 	return j, nil
+}
+
+// forgottenJob is the answer to a request naming job id, forgotten
+// (early: to make room in the full table, else past its retention):
+// its row is a job of its own (refuse).
+func forgottenJob(id string, early bool) refusal {
+	why := "past its deadline and retention (--job-retention)"
+	if early {
+		why = "before its retention ended, to make room for another client's job in the full table (--max-jobs)"
+	}
+	return refusal{status: http.StatusGone, reason: admit.ReasonProxyBusy, code: "job_forgotten", final: true,
+		message: fmt.Sprintf("retrygate: job %s was forgotten %s; its books are gone: name a new job", id, why)}
 }
 
 // makeRoom frees a place in the full table for a new job of a client
