@@ -263,7 +263,9 @@ func (c *call) sharedStep(fn step, kind stepKind) error {
 // as the record holds it.
 func (p *Proxy) withShared(ctx context.Context, id string, admission, sweeping bool, fn func(b *book, m *admit.Job, now time.Time, out *rowOut, gate *admit.RetryBudget) error) error {
 	cfg := p.opts.Policy.Retry.Budget
+	forgotten := false
 	run := func(old, sharedOld []byte, now time.Time, withBudget bool) (store.Record, []byte, []ledgerfile.Row, error) {
+		forgotten = false
 		if old == nil && sweeping {
 			return store.Record{}, nil, nil, nil
 		}
@@ -272,10 +274,10 @@ func (p *Proxy) withShared(ctx context.Context, id string, admission, sweeping b
 			return store.Record{}, nil, nil, err
 		}
 		if b.Forgotten {
-			if sweeping {
-				return store.Record{Data: old, Due: store.Never}, nil, nil, nil
-			}
-			return store.Record{}, nil, nil, errForgotten
+			// Kept as it is, and no failure of the store's (its
+			// metrics and /readyz count those): errForgotten below.
+			forgotten = !sweeping
+			return store.Record{Data: old, Due: store.Never}, sharedOld, nil, nil
 		}
 		var gate *admit.RetryBudget
 		if withBudget {
@@ -308,15 +310,21 @@ func (p *Proxy) withShared(ctx context.Context, id string, admission, sweeping b
 		data, err := json.Marshal(b)
 		return store.Record{Data: data, Due: due}, budget, out.rows, err
 	}
+	var err error
 	if admission {
-		return p.opts.Books.BookShared(ctx, id, budgetKey, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
+		err = p.opts.Books.BookShared(ctx, id, budgetKey, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
 			return run(old, sharedOld, now, true)
 		})
+	} else {
+		err = p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
+			rec, _, rows, err := run(old, nil, now, false)
+			return rec, rows, err
+		})
 	}
-	return p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
-		rec, _, rows, err := run(old, nil, now, false)
-		return rec, rows, err
-	})
+	if err == nil && forgotten {
+		return errForgotten
+	}
+	return err
 }
 
 // budgetKey is the retry budget's record in shared books: a space, so

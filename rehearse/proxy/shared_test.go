@@ -20,6 +20,7 @@ import (
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
 	"github.com/retrygate/retrygate/rehearse/seat"
 	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
@@ -354,6 +355,15 @@ func TestSharedBooksJobNamedAgainAfterRetention(t *testing.T) {
 		assert.Equal(t, "job_forgotten", resp.Header.Get("X-Retrygate-Refused"))
 		assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
 	}
+	// No failure of the store's: a proxy counting its writes stays ready.
+	m := metrics.New(metrics.Options{})
+	third := start(t, pol, []seat.Config{sp.px[0].px.seats[0].cfg}, func(o *Options) {
+		o.Books, o.Now, o.Run = m.Books(sp.db), sp.clk.Now, 3
+	})
+	resp, body := post(t, third.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "old-job")
+	assert.Equal(t, http.StatusGone, resp.StatusCode, body)
+	assert.Equal(t, 0.0, figure(t, m, "retrygate_log_write_errors_total"))
+	assert.NoError(t, m.Ready(context.Background()))
 	assert.Equal(t, 1, sp.srv.Total(), "nothing more was sent")
 	rs := sp.jobRows(t, "old-job")
 	require.Len(t, rs, 1)
