@@ -87,6 +87,8 @@ type shared struct {
 	// gate is the retry budget as the shared record held it, for the
 	// decision being made.
 	gate *admit.RetryBudget
+	// forgotten: the job's book was forgotten (errForgotten).
+	forgotten bool
 }
 
 // book is a job's machine as a shared store keeps it (admit.JobState:
@@ -96,7 +98,19 @@ type shared struct {
 type book struct {
 	admit.JobState
 	Lease *lease `json:"lease,omitempty"`
+	// Forgotten: the job's books were forgotten at its deadline plus the
+	// retention; its name is kept (forgottenBook), never due again, so
+	// no proxy starts the job again at attempt 1, a second row for
+	// (job, 1) that the log refuses after the attempt was sent.
+	Forgotten bool `json:"forgotten,omitempty"`
 }
+
+// forgottenBook is what a job's shared book becomes when it is forgotten.
+var forgottenBook = []byte(`{"forgotten":true}`)
+
+// errForgotten is a step on a book forgotten (book.Forgotten): the
+// request is refused as one naming a job forgotten in process.
+var errForgotten = errors.New("the job was forgotten past its deadline and retention")
 
 // lease is the one request running a job, across proxies.
 type lease struct {
@@ -210,6 +224,10 @@ func (c *call) sharedStep(fn step, kind stepKind) error {
 			return nil
 		})
 		cancel()
+		if errors.Is(err, errForgotten) {
+			c.sh.forgotten = true
+			return err
+		}
 		if err != nil || wait == 0 {
 			if err != nil {
 				p.opts.OnError(fmt.Errorf("the books of job %s: %w", c.id, err))
@@ -245,13 +263,21 @@ func (c *call) sharedStep(fn step, kind stepKind) error {
 // as the record holds it.
 func (p *Proxy) withShared(ctx context.Context, id string, admission, sweeping bool, fn func(b *book, m *admit.Job, now time.Time, out *rowOut, gate *admit.RetryBudget) error) error {
 	cfg := p.opts.Policy.Retry.Budget
+	forgotten := false
 	run := func(old, sharedOld []byte, now time.Time, withBudget bool) (store.Record, []byte, []ledgerfile.Row, error) {
+		forgotten = false
 		if old == nil && sweeping {
 			return store.Record{}, nil, nil, nil
 		}
 		b, m, err := p.openBook(id, old, now)
 		if err != nil {
 			return store.Record{}, nil, nil, err
+		}
+		if b.Forgotten {
+			// Kept as it is, and no failure of the store's (its
+			// metrics and /readyz count those): errForgotten below.
+			forgotten = !sweeping
+			return store.Record{Data: old, Due: store.Never}, sharedOld, nil, nil
 		}
 		var gate *admit.RetryBudget
 		if withBudget {
@@ -279,20 +305,26 @@ func (p *Proxy) withShared(ctx context.Context, id string, admission, sweeping b
 			due = b.Lease.Until // a lease expired is a lost attempt's row, soon
 		}
 		if sweeping && b.Lease == nil && !now.Before(b.Deadline.Add(p.opts.Retention)) {
-			return store.Record{}, budget, out.rows, nil // forgotten
+			return store.Record{Data: forgottenBook, Due: store.Never}, budget, out.rows, nil
 		}
 		data, err := json.Marshal(b)
 		return store.Record{Data: data, Due: due}, budget, out.rows, err
 	}
+	var err error
 	if admission {
-		return p.opts.Books.BookShared(ctx, id, budgetKey, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
+		err = p.opts.Books.BookShared(ctx, id, budgetKey, func(old, sharedOld []byte, now time.Time) (store.Record, []byte, []ledgerfile.Row, error) {
 			return run(old, sharedOld, now, true)
 		})
+	} else {
+		err = p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
+			rec, _, rows, err := run(old, nil, now, false)
+			return rec, rows, err
+		})
 	}
-	return p.opts.Books.Book(ctx, id, func(old []byte, now time.Time) (store.Record, []ledgerfile.Row, error) {
-		rec, _, rows, err := run(old, nil, now, false)
-		return rec, rows, err
-	})
+	if err == nil && forgotten {
+		return errForgotten
+	}
+	return err
 }
 
 // budgetKey is the retry budget's record in shared books: a space, so

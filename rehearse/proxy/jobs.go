@@ -21,7 +21,8 @@ import (
 // Jobs leave in the order they come due, off an expiry heap: each is
 // looked at once at its retention's end, never once per request. Every
 // request writes its job's end on its last row, so a job leaves without
-// a row of its own.
+// a row of its own; its name stays (forgotten), and a later request
+// naming it is refused, never the job started again at attempt 1.
 //
 // A full table is shared fairly: a new job of a client that holds fewer
 // jobs than another takes the place of that other client's oldest job no
@@ -101,9 +102,9 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	if j, ok := p.jobs[id]; ok {
 		return j, nil
 	}
-	if p.forgot.has(id) {
-		return nil, &refusal{status: http.StatusGone, reason: admit.ReasonProxyBusy, code: "job_forgotten", final: true,
-			message: fmt.Sprintf("retrygate: job %s was forgotten before its retention ended, to make room for another client's job in the full table (--max-jobs); its books are gone: name a new job", id)}
+	if early, ok := p.forgot.lookup(id); ok {
+		ref := forgottenJob(id, early)
+		return nil, &ref
 	}
 	p.expire(now)
 	h := p.clients[client]
@@ -146,6 +147,18 @@ func (p *Proxy) job(id string, named bool, client string, now time.Time) (*job, 
 	return j, nil
 }
 
+// forgottenJob is the answer to a request naming job id, forgotten
+// (early: to make room in the full table, else past its retention):
+// its row is a job of its own (refuse).
+func forgottenJob(id string, early bool) refusal {
+	why := "past its deadline and retention (--job-retention)"
+	if early {
+		why = "before its retention ended, to make room for another client's job in the full table (--max-jobs)"
+	}
+	return refusal{status: http.StatusGone, reason: admit.ReasonProxyBusy, code: "job_forgotten", final: true,
+		message: fmt.Sprintf("retrygate: job %s was forgotten %s; its books are gone: name a new job", id, why)}
+}
+
 // makeRoom frees a place in the full table for a new job of a client
 // holding held jobs: the oldest job no request is running of the client
 // holding the most, when that client holds more than one job over
@@ -172,8 +185,7 @@ func (p *Proxy) makeRoom(held int) bool {
 		copy(h.named[start:i+1], busy)
 		clear(h.named[:start])
 		h.named = h.named[start:]
-		p.forgot.add(j.id, p.opts.MaxJobs)
-		p.drop(j)
+		p.forget(j, true)
 		return true
 	}
 	clear(h.named[len(busy):])
@@ -181,35 +193,38 @@ func (p *Proxy) makeRoom(held int) bool {
 	return false
 }
 
-// forgotten is the names of the jobs forgotten early (makeRoom), the
-// most recent MaxJobs of them, as hashes. A later request naming one is
-// refused: started again, the job would write a second row for its
-// (job, attempt) 1 in the log, which a reader refuses, on books that
-// forgot what it spent.
+// forgotten is the names of the jobs forgotten, early (makeRoom) or at
+// their retention's end (expire), the most recent 2×MaxJobs of them, as
+// hashes. A later request naming one is refused: started again, the job
+// would write a second row for its (job, attempt) 1 in the log, which a
+// reader refuses, on books that forgot what it spent. The refusal's row
+// is a job of its own (refuse), so it repeats no (job, attempt) either.
 type forgotten struct {
 	seed  maphash.Seed
-	set   map[uint64]struct{}
-	order []uint64 // a ring: next is the oldest once full
+	set   map[uint64]bool // true: forgotten early, to make room
+	order []uint64        // a ring: next is the oldest once full
 	next  int
 }
 
 func (f *forgotten) sum(id string) uint64 {
 	if f.set == nil {
-		f.seed, f.set = maphash.MakeSeed(), map[uint64]struct{}{}
+		f.seed, f.set = maphash.MakeSeed(), map[uint64]bool{}
 	}
 	return maphash.String(f.seed, id)
 }
 
-func (f *forgotten) has(id string) bool {
+// lookup reports whether id was forgotten, and whether early.
+func (f *forgotten) lookup(id string) (early, ok bool) {
 	if len(f.set) == 0 {
-		return false
+		return false, false
 	}
-	_, ok := f.set[f.sum(id)]
-	return ok
+	early, ok = f.set[f.sum(id)]
+	return early, ok
 }
 
-// add remembers id, forgetting the oldest past bound names.
-func (f *forgotten) add(id string, bound int) {
+// add remembers id (early: forgotten to make room), forgetting the
+// oldest past bound names.
+func (f *forgotten) add(id string, bound int, early bool) {
 	h := f.sum(id)
 	if len(f.order) < bound {
 		f.order = append(f.order, h)
@@ -218,7 +233,17 @@ func (f *forgotten) add(id string, bound int) {
 		f.order[f.next] = h
 		f.next = (f.next + 1) % bound
 	}
-	f.set[h] = struct{}{}
+	f.set[h] = early
+}
+
+// forget drops named job j from the table, keeping its name. The names
+// kept are twice the table: until its retention would have ended, a job
+// forgotten early makes way only for the jobs the table held then (fewer
+// than MaxJobs; later ones come due later) and for MaxJobs more
+// forgotten early, as when only those were kept.
+func (p *Proxy) forget(j *job, early bool) {
+	p.forgot.add(j.id, 2*p.opts.MaxJobs, early)
+	p.drop(j)
 }
 
 // holder is what one client holds of the table: how many jobs, and
@@ -264,13 +289,13 @@ func (p *Proxy) drop(j *job) {
 }
 
 // expire forgets the in-process jobs due at now, in the order they come
-// due: the cost is the jobs due, not the table. A job still in use is
-// looked at again a little later.
+// due: the cost is the jobs due, not the table; their names are kept
+// (forgotten). A job still in use is looked at again a little later.
 func (p *Proxy) expire(now time.Time) {
 	for len(p.expiry) > 0 && !now.Before(p.expiry[0].due) {
 		j := p.expiry[0]
 		if j.users == 0 {
-			p.drop(j)
+			p.forget(j, false)
 			continue
 		}
 		j.due = now.Add(retryDue)

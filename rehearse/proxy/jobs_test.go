@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
+	"github.com/retrygate/retrygate/ledgerfile/summary"
 	"github.com/retrygate/retrygate/rehearse/seat"
 	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
@@ -195,4 +197,65 @@ func TestJobTableBound(t *testing.T) {
 	w = jobRequest(px.px, "10.0.1.0", "its-second")
 	assert.Equal(t, http.StatusTooManyRequests, w.Code, "a client holding as many as any other, in a full table")
 	assert.Equal(t, "client_jobs", w.Header().Get("X-Retrygate-Refused"))
+}
+
+// A job forgotten at its deadline plus the retention is not started
+// again under its name: its attempt 1 would be a second row for (job, 1)
+// in the log, which report and check refuse. A request naming it gets
+// what a job forgotten early gets, 410 job_forgotten with a row of its
+// own, and the log reads, sums and replays.
+func TestJobNamedAgainAfterRetention(t *testing.T) {
+	pol := testPolicy()
+	px := start(t, pol, []seat.Config{seatCfg("s", "openai", chatUpstream(t)+"/v1")}, func(o *Options) {
+		o.Retention = time.Minute
+	})
+	p := px.px
+	require.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.1", "late").Code)
+	require.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.1", "kept").Code)
+	px.clock.Advance(pol.Budget.Deadline + time.Minute - time.Second)
+	w := jobRequest(p, "10.0.0.1", "kept")
+	assert.Equal(t, http.StatusGatewayTimeout, w.Code, "within its retention, the job as it was: %s", w.Body)
+	px.clock.Advance(time.Second)
+	p.Sweep()
+	p.mu.Lock()
+	assert.Empty(t, p.jobs, "both forgotten at their deadline plus the retention")
+	p.mu.Unlock()
+	w = jobRequest(p, "10.0.0.2", "late")
+	assert.Equal(t, http.StatusGone, w.Code, w.Body.String())
+	assert.Equal(t, "job_forgotten", w.Header().Get("X-Retrygate-Refused"))
+	assert.Equal(t, "false", w.Header().Get("X-Should-Retry"))
+	assert.Contains(t, w.Body.String(), "--job-retention")
+	assert.Equal(t, http.StatusGone, jobRequest(p, "10.0.0.1", "kept").Code)
+	assert.Equal(t, http.StatusOK, jobRequest(p, "10.0.0.1", "new").Code, "a new name is a new job")
+	px.stop()
+
+	rs := px.rows.all()
+	seen := map[string]bool{}
+	for _, r := range rs {
+		k := fmt.Sprintf("%s/%d", r.Job, r.Attempt)
+		assert.False(t, seen[k], "two rows for (job, attempt) %s", k)
+		seen[k] = true
+	}
+	var gone []ledgerfile.Row
+	for _, r := range rs {
+		if extra(r, KeyRefused) == "job_forgotten" {
+			gone = append(gone, r)
+		}
+	}
+	require.Len(t, gone, 2)
+	assert.True(t, isOwnID(gone[0].Job), "the refusal is a job of its own: %s", gone[0].Job)
+	assert.Equal(t, "late", extra(gone[0], KeyForJob))
+	assert.Equal(t, "refuse: proxy busy", gone[0].Decision)
+
+	read, _, err := ledgerfile.ReadAll(strings.NewReader(px.rows.text()), "rehearsal.log")
+	require.NoError(t, err, "the log reads: one row for each (job, attempt)")
+	sum := summary.New(summary.Options{})
+	rp := summary.NewReplayer(pol.Budget, pol.Retry)
+	for i := range read {
+		sum.Add(&read[i], "rehearsal.log")
+		assert.False(t, rp.Add(&read[i], "rehearsal.log").Changed(), "check's replay flips %s", ledgerfile.FormatRow(&read[i]))
+	}
+	all := sum.Close().All
+	assert.EqualValues(t, 2, all.Refusals[string(admit.ReasonProxyBusy)], "the two 410s")
+	assert.EqualValues(t, 3, all.Refused, "the two 410s and the 504")
 }

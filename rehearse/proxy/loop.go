@@ -523,7 +523,9 @@ func (c *call) fail(d admit.Decision, spent admit.Spent) {
 // limit's (see refuse), naming the job in for_job: it is written by the
 // proxy's writer, held while the database is out of reach and written
 // when it is back. After an attempt, its row is the one its lease in
-// the book holds (lostRow), written once the lease expires.
+// the book holds (lostRow), written once the lease expires. A book
+// forgotten past its retention is no outage: 410 job_forgotten, as in
+// process.
 func (c *call) booksLost(x *exchange) {
 	if x != nil {
 		c.p.inLease.Add(1)
@@ -536,6 +538,9 @@ func (c *call) booksLost(x *exchange) {
 	}
 	ref := refusal{status: http.StatusServiceUnavailable, reason: admit.ReasonProxyBusy, code: "books_unavailable", retryAfter: time.Second,
 		message: "retrygate: the job's books are out of reach; nothing more was sent"}
+	if x == nil && c.sh != nil && c.sh.forgotten {
+		ref = forgottenJob(c.id, false)
+	}
 	if x == nil {
 		c.p.refuse(c.w, c.r, ref)
 		return

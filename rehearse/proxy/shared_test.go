@@ -20,6 +20,7 @@ import (
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore"
 	"github.com/retrygate/retrygate/ledgerfile/store/pgstore/pgtest"
 	"github.com/retrygate/retrygate/rehearse"
+	"github.com/retrygate/retrygate/rehearse/proxy/metrics"
 	"github.com/retrygate/retrygate/rehearse/seat"
 	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
@@ -333,4 +334,52 @@ var benchRun atomic.Int64
 // latencyMS is the q-quantile (nearest rank) of sorted latencies, in ms.
 func latencyMS(l []time.Duration, q float64) float64 {
 	return float64(l[min(len(l)-1, int(q*float64(len(l))))]) / float64(time.Millisecond)
+}
+
+// A job whose shared book was forgotten at its deadline plus the
+// retention is not started again under its name, on any proxy: its
+// attempt 1 would be a second row for (job, 1), which the database
+// refuses only after the attempt was sent. A request naming it gets 410
+// job_forgotten with a row of its own, and nothing is sent.
+func TestSharedBooksJobNamedAgainAfterRetention(t *testing.T) {
+	pol := testPolicy()
+	sp := startShared(t, pol, seatCfg("s", "openai", ""), okPlan)
+
+	resp, _ := post(t, sp.px[0].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "old-job")
+	require.Equal(t, 200, resp.StatusCode)
+	sp.clk.Advance(pol.Budget.Deadline + DefaultRetention)
+	sp.px[0].px.Sweep()
+	for i := range sp.px {
+		resp, body := post(t, sp.px[i].url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "old-job")
+		assert.Equal(t, http.StatusGone, resp.StatusCode, "proxy %d: %s", i, body)
+		assert.Equal(t, "job_forgotten", resp.Header.Get("X-Retrygate-Refused"))
+		assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
+	}
+	// No failure of the store's: a proxy counting its writes stays ready.
+	m := metrics.New(metrics.Options{})
+	third := start(t, pol, []seat.Config{sp.px[0].px.seats[0].cfg}, func(o *Options) {
+		o.Books, o.Now, o.Run = m.Books(sp.db), sp.clk.Now, 3
+	})
+	resp, body := post(t, third.url+"/v1/chat/completions", sharedBody, "X-Retrygate-Job", "old-job")
+	assert.Equal(t, http.StatusGone, resp.StatusCode, body)
+	assert.Equal(t, 0.0, figure(t, m, "retrygate_log_write_errors_total"))
+	assert.NoError(t, m.Ready(context.Background()))
+	assert.Equal(t, 1, sp.srv.Total(), "nothing more was sent")
+	rs := sp.jobRows(t, "old-job")
+	require.Len(t, rs, 1)
+	keys, err := sp.db.Due(context.Background(), 10)
+	require.NoError(t, err)
+	assert.Empty(t, keys, "a forgotten book is never due again")
+	for _, px := range sp.px {
+		px.stop()
+		n := 0
+		for _, r := range px.rows.all() {
+			if extra(r, KeyRefused) == "job_forgotten" {
+				n++
+				assert.True(t, isOwnID(r.Job), "the refusal is a job of its own: %s", r.Job)
+				assert.Equal(t, "old-job", extra(r, KeyForJob))
+			}
+		}
+		assert.Equal(t, 1, n, "each proxy's 410 has its row")
+	}
 }
