@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -220,9 +221,10 @@ func appendNormalized(dst []byte, n *Row) []byte {
 func appendRow(dst []byte, r *Row) []byte {
 	buf := bytes.NewBuffer(dst)
 	enc := logfmt.NewEncoder(buf)
+	keys := fieldKeys()
 	for i := range fields {
 		if v, ok := fields[i].get(r); ok {
-			_ = enc.EncodeKeyval(fieldKeys[i], v)
+			_ = enc.EncodeKeyval(keys[i], v)
 		}
 	}
 	for _, x := range r.Extra {
@@ -233,13 +235,15 @@ func appendRow(dst []byte, r *Row) []byte {
 }
 
 // fieldKeys are fields' keys as the Encoder takes them: made an any
-// once, not once a key a row.
-var fieldKeys = func() (keys [len(fields)]any) {
+// once, at the first row written (not at start-up: `--version` writes
+// none), not once a key a row.
+var fieldKeys = sync.OnceValue(func() (keys *[len(fields)]any) {
+	keys = new([len(fields)]any)
 	for i := range fields {
 		keys[i] = fields[i].key
 	}
 	return keys
-}()
+})
 
 // FormatRow is AppendRow into a new string, without the newline.
 func FormatRow(r *Row) string {
