@@ -33,8 +33,8 @@ prints the table as markdown on stdout.
   --against REF
               an A/B of this tree against commit REF instead of the table:
               both built alike, then alternating pairs of start-up
-              (--version, admit) and simulate 1M --rate 20 on one core;
-              prints both figures and their ratio
+              (--version, admit), simulate 1M --rate 20 on one core and
+              report on a 1M-row log; prints both figures and their ratio
   --out FILE  also write the table to FILE
   --keep DIR  keep the generated log, results and raw measurements in DIR
   -h, --help  this text
@@ -221,6 +221,17 @@ EOF
 			done
 		done
 	done
+	say "report A/B: $ab_sim_pairs pairs of report on bench/genlog's $ab_jobs-row log"
+	(cd "$repo" && run ab-genlog go run ./bench/genlog -rows "$ab_jobs" -log "$tmp/ab-report.log")
+	for side in ref here; do run ab-warm-report "$tmp/rg-$side" report "$tmp/ab-report.log"; done # the page cache
+	for ((i = 0; i < ab_sim_pairs; i++)); do
+		for side in ref here; do
+			/usr/bin/time -o "$tmp/m/ab-time" -f '%U %S %M' "$tmp/rg-$side" report "$tmp/ab-report.log" >/dev/null 2>"$tmp/logs/ab-report.err" ||
+				{ cat "$tmp/logs/ab-report.err" >&2; die "report failed on $side"; }
+			read -r u sy kb <"$tmp/m/ab-time"
+			echo "report $side $(awk -v u="$u" -v s="$sy" 'BEGIN { print u + s }') $kb" >>"$tmp/m/ab.txt"
+		done
+	done
 	say "simulate A/B: $ab_sim_pairs pairs of ${sim_args[*]:0:6} … on one core"
 	for ((i = 0; i < ab_sim_pairs; i++)); do
 		for side in ref here; do
@@ -244,6 +255,8 @@ EOF
 		done
 		abrow "simulate $ab_jobs jobs --rate 20, one core, median CPU-s ($ab_sim_pairs pairs)" "$(fig sim ref 3)" "$(fig sim here 3)" "%.2f"
 		abrow "simulate, median max RSS MB" "$(fig sim ref 4 | awk '{ print $1 / 1024 }')" "$(fig sim here 4 | awk '{ print $1 / 1024 }')" "%.1f"
+		abrow "report on a $ab_jobs-row log, median CPU-s ($ab_sim_pairs pairs)" "$(fig report ref 3)" "$(fig report here 3)" "%.2f"
+		abrow "report, median max RSS MB" "$(fig report ref 4 | awk '{ print $1 / 1024 }')" "$(fig report here 4 | awk '{ print $1 / 1024 }')" "%.1f"
 	} | tee "$tmp/m/ab.md"
 	[[ -z $out ]] || cp "$tmp/m/ab.md" "$out"
 	exit 0
