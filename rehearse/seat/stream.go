@@ -43,14 +43,13 @@ type stream struct {
 // Responses one without its terminal event).
 func (st *stream) whole() bool { return st.done || st.finished }
 
-// complete says the answer said it ended and gave its usage: nothing is
-// left to read but its terminal event (data: [DONE], message_stop),
-// which a server may send late, or never while it holds the connection
-// open. Such an answer ends within TailGrace of its last event.
-func (st *stream) complete() bool {
-	_, ok := st.usage.completion()
-	return st.finished && ok && !st.done
-}
+// complete says the answer said it ended (its finish reason) before its
+// terminal event (data: [DONE], message_stop): nothing is left to read
+// but its usage, which follows at once when it comes at all, and that
+// event, which a server may send late, or never while it holds the
+// connection open. Such an answer ends whole within TailGrace of its
+// last event: it is whole by the one rule (whole), usage or not.
+func (st *stream) complete() bool { return st.finished && !st.done }
 
 // text records generated text (content, reasoning or tool-call
 // arguments): the first non-empty piece is the answer's first token.

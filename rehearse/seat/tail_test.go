@@ -33,3 +33,25 @@ func TestCompleteStreamHeldOpenEndsWhole(t *testing.T) {
 	assert.EqualValues(t, 1, obs.CompletionTokens)
 	assert.Contains(t, obs.Detail, "held the connection open")
 }
+
+// A stream that gave its finish reason but no usage (a client that did
+// not ask for it) and no [DONE] is whole as well: it ends soon after its
+// last event, ok, its tokens counted from its text, not at the hard
+// timeout while the server holds the connection open.
+func TestFinishedStreamWithoutUsageHeldOpenEndsWhole(t *testing.T) {
+	release := make(chan struct{})
+	srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := startStream(w, "text/event-stream")
+		s.data(oaText("hello"))
+		s.data(`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer close(release)
+	obs := do(t, newTestSeat(t, "openai", srv.URL), 20*time.Second, Request{})
+	require.Equal(t, admit.OK, obs.Outcome, obs.Detail)
+	assert.Positive(t, obs.CompletionTokens)
+	assert.Contains(t, obs.Detail, "held the connection open")
+}
