@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"testing"
 
 	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The loopback ports the tests' servers are handed: below every OS's
@@ -90,4 +93,28 @@ func cmdExpandEnv(ts *testscript.TestScript, neg bool, args []string) {
 		})
 		ts.Check(os.WriteFile(ts.MkAbs(name), []byte(text), 0o644))
 	}
+}
+
+// A reserved port is nobody else's until released: not another
+// reservation's (the lock, shared across processes), and not one
+// something listens on (the probe).
+func TestReservePort(t *testing.T) {
+	dir := filepath.Join(os.TempDir(), "retrygate-test-ports")
+	port, release, err := reservePort()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, port, testPortLo)
+	assert.Less(t, port, testPortLo+testPortN)
+	_, ok := lockPort(dir, port)
+	assert.False(t, ok, "a held port handed out again")
+
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	require.NoError(t, err, "the server's listen on its reserved port")
+	release()
+	_, ok = lockPort(dir, port)
+	assert.False(t, ok, "a port something listens on handed out")
+	require.NoError(t, ln.Close())
+
+	l, ok := lockPort(dir, port)
+	require.True(t, ok, "a released port, free again")
+	require.NoError(t, l.Unlock())
 }
