@@ -2,20 +2,23 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/spf13/cobra"
 )
@@ -48,8 +51,10 @@ import (
 // --addr HOST:PORT. It starts, the next command waits until the port
 // listens, and it is stopped (Ctrl-C) at the end of the file, when the
 // lines the docs show under it must be among what it printed, in order.
-// A file that starts a server holds a lock across processes while it
-// runs, so no two runs of the docs test want its port at once.
+// The server listens on a port the test hands out (docaddrs), not the
+// one the docs give: the test maps the docs' address to it in the
+// commands and in the files they read, and back in what they print, so
+// two runs of the docs test at once never want one port both.
 //
 // A block whose fence says `file=NAME` (```yaml file=retrygate.yaml) is
 // saved as NAME for the examples after it, as the reader is told to.
@@ -104,7 +109,7 @@ func TestDocs(t *testing.T) {
 			return os.Symlink(filepath.Join(root, "testdata"), filepath.Join(env.WorkDir, "testdata"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"doc": cmdDoc, "waitport": cmdWaitPort, "doclock": cmdDocLock, "docbg": cmdDocBackground,
+			"doc": cmdDoc, "waitport": cmdWaitPort, "docaddrs": cmdDocAddrs, "docbg": cmdDocBackground,
 		},
 	})
 }
@@ -206,6 +211,7 @@ func docScript(path string) (string, int, error) {
 	blockNotRun, blockTimes := "", false // what it says of the open block
 	var servers []string                 // the background servers started: their docbg lines, for the end
 	var waitFor []string                 // the servers' addresses the next command waits for
+	var addrs []string                   // the addresses the docs give the servers
 	var expect *strings.Builder
 	flush := func() {
 		if expect != nil {
@@ -302,16 +308,20 @@ func docScript(path string) (string, int, error) {
 					errs = append(errs, fmt.Sprintf("%s:%d: a command in the background is one retrygate server with --addr HOST:PORT, so the commands after it can reach it", docRel(path), at))
 					continue
 				}
-				if len(servers) == 0 {
-					cmds.WriteString("doclock\n")
+				// It listens on a port docaddrs hands out: $DOCADDRn
+				// stands in for the address the docs give.
+				v := slices.Index(addrs, m[1])
+				if v < 0 {
+					addrs, v = append(addrs, m[1]), len(addrs)
 				}
+				v++
 				args := make([]string, len(words[0].words))
 				for i, w := range words[0].words {
-					args[i] = tsQuote(w)
+					args[i] = tsQuoteAddr(w, m[1], v)
 				}
 				fmt.Fprintf(&cmds, "exec %s &\n", strings.Join(args, " "))
 				servers = append(servers, fmt.Sprintf("docbg %s:%d %d %s\n", docRel(path), at, n, mode))
-				waitFor = append(waitFor, m[1])
+				waitFor = append(waitFor, fmt.Sprintf("$DOCADDR%d", v))
 				continue
 			}
 			for _, addr := range waitFor {
@@ -338,11 +348,27 @@ func docScript(path string) (string, int, error) {
 		cmds.WriteString("kill -INT\nwait\n") // Ctrl-C, as the reader stops it
 		cmds.WriteString(strings.Join(servers, ""))
 	}
-	return cmds.String() + files.String(), n, nil
+	head := ""
+	if len(addrs) > 0 {
+		head = "docaddrs " + strings.Join(addrs, " ") + "\n"
+	}
+	return head + cmds.String() + files.String(), n, nil
 }
 
 // tsQuote quotes one testscript argument: '…', a quote inside doubled.
 func tsQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// tsQuoteAddr quotes one testscript argument as tsQuote does, with
+// $DOCADDRv in the place of each addr.
+func tsQuoteAddr(s, addr string, v int) string {
+	parts := strings.Split(s, addr)
+	for i, p := range parts {
+		if p != "" {
+			parts[i] = tsQuote(p)
+		}
+	}
+	return strings.Join(parts, fmt.Sprintf("$DOCADDR%d", v))
+}
 
 // cmdDoc runs one documented command with sh and checks its exit code and
 // what it printed against the documented output.
@@ -377,7 +403,8 @@ func cmdDoc(ts *testscript.TestScript, neg bool, args []string) {
 	if docUpdate && mode != modeStatus {
 		script = "{\n" + command + "\n} 2>&1" // the order the docs will show
 	}
-	err := ts.Exec("sh", "-c", script)
+	toTest, toDocs := docAddrs(ts)
+	err := ts.Exec("sh", "-c", toTest.Replace(script))
 	got := 0
 	if err != nil {
 		var ee *exec.ExitError
@@ -386,7 +413,7 @@ func cmdDoc(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		got = ee.ExitCode()
 	}
-	stdout, stderr := ts.ReadFile("stdout"), ts.ReadFile("stderr")
+	stdout, stderr := toDocs.Replace(ts.ReadFile("stdout")), toDocs.Replace(ts.ReadFile("stderr"))
 	if got != want {
 		ts.Fatalf("%s: `%s` exited %d, the docs say %d\nstdout:\n%s\nstderr:\n%s", where, command, got, want, stdout, stderr)
 	}
@@ -898,20 +925,117 @@ seats:
 	})
 }
 
-// cmdDocLock holds, until the script ends, a lock every run of the docs
-// test on this machine shares: a walkthrough's server listens on the port
-// its docs give, and two runs at once (two checkouts) would want it both.
-func cmdDocLock(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 0 {
-		ts.Fatalf("usage: doclock")
+// cmdDocAddrs gives each server of a walkthrough a port of the
+// test's own (reservePort), held until the script ends, in the place
+// of the address the docs give it, so two runs at once never want one
+// port both: `docaddrs 127.0.0.1:21357` sets $DOCADDR1 to 127.0.0.1:P
+// for the server's --addr and waitport, and $DOCADDRS to the pairs
+// docAddrs maps commands and outputs by. The files the walkthrough
+// reads that name an address (its saved blocks, the repository's
+// testdata) name the new one in this script's copy (docMapFiles).
+func cmdDocAddrs(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: docaddrs HOST:PORT...")
 	}
-	l := flock.New(filepath.Join(os.TempDir(), "retrygate-docs-servers.lock"))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if ok, err := l.TryLockContext(ctx, 50*time.Millisecond); !ok {
-		ts.Fatalf("doclock: another run of the docs test holds the servers' ports: %v", err)
+	var pairs []string
+	for i, addr := range args {
+		host, _, err := net.SplitHostPort(addr)
+		ts.Check(err)
+		port, release, err := reservePort()
+		ts.Check(err)
+		ts.Defer(release)
+		to := net.JoinHostPort(host, strconv.Itoa(port))
+		ts.Setenv(fmt.Sprintf("DOCADDR%d", i+1), to)
+		pairs = append(pairs, addr, to)
 	}
-	ts.Defer(func() { _ = l.Unlock() })
+	ts.Setenv("DOCADDRS", strings.Join(pairs, " "))
+	ts.Check(docMapFiles(ts.Getenv("WORK"), filepath.Join(ts.Getenv("REPO"), "testdata"), args, strings.NewReplacer(pairs...)))
+}
+
+// docAddrs maps the docs' server addresses to the test's ($DOCADDRS),
+// and back.
+func docAddrs(ts *testscript.TestScript) (toTest, toDocs *strings.Replacer) {
+	pairs := strings.Fields(ts.Getenv("DOCADDRS"))
+	back := make([]string, len(pairs))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		back[i], back[i+1] = pairs[i+1], pairs[i]
+	}
+	return strings.NewReplacer(pairs...), strings.NewReplacer(back...)
+}
+
+// docMapFiles rewrites, with r, the blocks the reader saves as files
+// (work/docfile) that name one of addrs, and puts in the place of the
+// link work/testdata → testdata a copy of it where the files that name
+// one are rewritten and every other entry is a link. (The outputs the
+// docs show, work/expect, are left as they are: docAddrs maps what the
+// commands print back.)
+func docMapFiles(work, testdata string, addrs []string, r *strings.Replacer) error {
+	names := func(b []byte) bool {
+		return slices.ContainsFunc(addrs, func(a string) bool { return bytes.Contains(b, []byte(a)) })
+	}
+	var mapped []string // under testdata
+	for _, root := range []string{filepath.Join(work, "docfile"), testdata} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return nil // no block to save
+			}
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil || !names(b) {
+				return err
+			}
+			if root == testdata {
+				mapped = append(mapped, p)
+				return nil
+			}
+			return os.WriteFile(p, []byte(r.Replace(string(b))), 0o644)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(mapped) == 0 {
+		return nil
+	}
+	link := filepath.Join(work, "testdata")
+	if err := os.Remove(link); err != nil {
+		return err
+	}
+	var copyDir func(src, dst string) error
+	copyDir = func(src, dst string) error {
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+			switch {
+			case slices.Contains(mapped, s):
+				b, err := os.ReadFile(s)
+				if err == nil {
+					err = os.WriteFile(d, []byte(r.Replace(string(b))), 0o644)
+				}
+				if err != nil {
+					return err
+				}
+			case slices.ContainsFunc(mapped, func(m string) bool { return strings.HasPrefix(m, s+string(filepath.Separator)) }):
+				if err := copyDir(s, d); err != nil {
+					return err
+				}
+			default:
+				if err := os.Symlink(s, d); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return copyDir(testdata, link)
 }
 
 // cmdDocBackground checks, once the servers have stopped, that the lines
@@ -922,7 +1046,8 @@ func cmdDocBackground(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: docbg WHERE N MODE")
 	}
 	where, n, mode := args[0], args[1], args[2]
-	out, errs := docLines(ts.ReadFile("stdout")), docLines(ts.ReadFile("stderr"))
+	_, toDocs := docAddrs(ts)
+	out, errs := docLines(toDocs.Replace(ts.ReadFile("stdout"))), docLines(toDocs.Replace(ts.ReadFile("stderr")))
 	norm := func(s string) string {
 		s = strings.TrimRight(s, " ")
 		if mode == modeTimes {

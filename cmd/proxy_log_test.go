@@ -23,14 +23,14 @@ import (
 
 var okProxyPlan = proxyPlans{{TTFB: 5 * time.Millisecond, Wait: 10 * time.Millisecond, Elapsed: 20 * time.Millisecond, CompletionTokens: 5}}
 
-// freeAddr is a loopback address nothing listens on now.
+// freeAddr is a loopback address nothing listens on now, the test's
+// own until it ends (reservePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, release, err := reservePort()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	t.Cleanup(release)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // scrape is a metric's value in the proxy's /metrics (summed over its

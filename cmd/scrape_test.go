@@ -16,7 +16,7 @@ import (
 // cmdScrape fetches a Prometheus endpoint, parses it with expfmt's text
 // parser (strict names: a malformed exposition fails the script), and
 // prints one line a series, sorted: `name{k="v",...} value`, a
-// histogram as its _count and _sum. `scrape http://127.0.0.1:21323/metrics`
+// histogram as its _count and _sum. `scrape http://127.0.0.1:$METRICS/metrics`
 func cmdScrape(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: scrape URL")
@@ -60,7 +60,7 @@ func cmdScrape(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdGet fetches a URL and prints its status line and body:
-// `get http://127.0.0.1:21323/readyz`.
+// `get http://127.0.0.1:$METRICS/readyz`.
 func cmdGet(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: get URL")

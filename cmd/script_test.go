@@ -38,10 +38,12 @@ func TestScript(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exits":    cmdExits,
-			"waitport": cmdWaitPort,
-			"scrape":   cmdScrape, // scrape_test.go
-			"get":      cmdGet,
+			"exits":     cmdExits,
+			"waitport":  cmdWaitPort,
+			"freeport":  cmdFreePort, // ports_test.go
+			"expandenv": cmdExpandEnv,
+			"scrape":    cmdScrape, // scrape_test.go
+			"get":       cmdGet,
 		},
 	})
 }
@@ -72,7 +74,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdWaitPort waits (at most 20s) until something listens on host:port,
-// for scripts that start a server in the background: `waitport 127.0.0.1:21312`.
+// for scripts that start a server in the background: `waitport 127.0.0.1:$PROXY`.
 func cmdWaitPort(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitport host:port")
