@@ -106,8 +106,9 @@ requests 503 with Retry-After; a body declared over --max-body 413
 before it is read; past --max-body-total bytes of bodies held at once a
 request waits up to a second, then 503 with Retry-After, its body never
 read; header blocks over 64 KiB 431. A job is remembered until its
-deadline plus --job-retention; at most --max-jobs at once (503 for a new
-job past it), and at most --max-client-jobs from one client (429), both
+deadline plus --job-retention, and named again after that gets 410
+(job_forgotten), never a second attempt 1; at most --max-jobs at once
+(503 for a new job past it), and at most --max-client-jobs from one client (429), both
 with Retry-After. One client has at most --max-client-concurrent
 requests in flight, and their part of --max-body-total in bodies (429). A client is its address's prefix: an IPv4
 /32 and an IPv6 /64 unless --client-prefix-v4 or --client-prefix-v6
