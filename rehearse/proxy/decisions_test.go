@@ -47,6 +47,21 @@ func assertReplaysUnchanged(t testing.TB, pol rehearse.Policy, rows []ledgerfile
 	assert.Empty(t, changedDecisions(pol, rows, seats...), "decisions that change on a replay under the policy that wrote them")
 }
 
+// readAsReport reads a log's text as report and check do: every row
+// parses (one row for each job and attempt), a replay under pol changes
+// no decision, and the whole log's figures are returned.
+func readAsReport(t *testing.T, pol rehearse.Policy, log string) *summary.Group {
+	t.Helper()
+	read, _, err := ledgerfile.ReadAll(strings.NewReader(log), "rehearsal.log")
+	require.NoError(t, err, "the log reads: one row for each (job, attempt)")
+	assertReplaysUnchanged(t, pol, read)
+	sum := summary.New(summary.Options{})
+	for i := range read {
+		sum.Add(&read[i], "rehearsal.log")
+	}
+	return sum.Close().All
+}
+
 // jobDecisions are the decision column of one job's rows, in log order.
 func jobDecisions(rows []ledgerfile.Row, job string) []string {
 	var out []string

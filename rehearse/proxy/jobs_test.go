@@ -17,7 +17,6 @@ import (
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
-	"github.com/retrygate/retrygate/ledgerfile/summary"
 	"github.com/retrygate/retrygate/rehearse/seat"
 	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
@@ -247,15 +246,7 @@ func TestJobNamedAgainAfterRetention(t *testing.T) {
 	assert.Equal(t, "late", extra(gone[0], KeyForJob))
 	assert.Equal(t, "refuse: proxy busy", gone[0].Decision)
 
-	read, _, err := ledgerfile.ReadAll(strings.NewReader(px.rows.text()), "rehearsal.log")
-	require.NoError(t, err, "the log reads: one row for each (job, attempt)")
-	sum := summary.New(summary.Options{})
-	rp := summary.NewReplayer(pol.Budget, pol.Retry)
-	for i := range read {
-		sum.Add(&read[i], "rehearsal.log")
-		assert.False(t, rp.Add(&read[i], "rehearsal.log").Changed(), "check's replay flips %s", ledgerfile.FormatRow(&read[i]))
-	}
-	all := sum.Close().All
+	all := readAsReport(t, pol, px.rows.text())
 	assert.EqualValues(t, 2, all.Refusals[string(admit.ReasonProxyBusy)], "the two 410s")
 	assert.EqualValues(t, 3, all.Refused, "the two 410s and the 504")
 }

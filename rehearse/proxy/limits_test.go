@@ -17,7 +17,6 @@ import (
 
 	"github.com/retrygate/retrygate/admit"
 	"github.com/retrygate/retrygate/ledgerfile"
-	"github.com/retrygate/retrygate/ledgerfile/summary"
 	"github.com/retrygate/retrygate/rehearse/seat"
 	"github.com/retrygate/retrygate/rehearse/seatserver"
 )
@@ -254,15 +253,7 @@ func TestLimitRows(t *testing.T) {
 	for _, r := range rs {
 		log.WriteString(ledgerfile.FormatRow(&r) + "\n")
 	}
-	read, _, err := ledgerfile.ReadAll(strings.NewReader(log.String()), "rehearsal.log")
-	require.NoError(t, err)
-	sum := summary.New(summary.Options{})
-	rp := summary.NewReplayer(pol.Budget, pol.Retry)
-	for i := range read {
-		sum.Add(&read[i], "rehearsal.log")
-		assert.False(t, rp.Add(&read[i], "rehearsal.log").Changed(), "check's replay flips %s", ledgerfile.FormatRow(&read[i]))
-	}
-	all := sum.Close().All
+	all := readAsReport(t, pol, log.String())
 	assert.EqualValues(t, len(limit), all.Refused)
 	assert.EqualValues(t, 2, all.Refusals[string(admit.ReasonTooLarge)])
 	assert.EqualValues(t, 3, all.Refusals[string(admit.ReasonBadRequest)])
